@@ -1,0 +1,40 @@
+# Two commands: `make demo` and `make test`.  Everything else is a helper.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test install migrate check-migrations worker beat bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: $(STAMP)
+	$(PY) manage.py migrate --no-input -v0
+
+## make demo: SQLite, in-process background work, three simulated clusters, http://127.0.0.1:8000
+demo: migrate
+	$(PY) manage.py demo
+
+## make test: the whole suite (set DATABASE_URL / CELERY_BROKER_URL to use real services)
+test: $(STAMP)
+	$(PY) manage.py makemigrations --check --dry-run -v0
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+check-migrations: $(STAMP)
+	$(PY) manage.py makemigrations --check --dry-run
+
+worker: $(STAMP)
+	$(VENV)/bin/celery -A portal worker -l info --concurrency 2
+
+beat: $(STAMP)
+	$(VENV)/bin/celery -A portal beat -l info
+
+clean:
+	rm -rf $(VENV) db.sqlite3 .pytest_cache

@@ -1,0 +1,210 @@
+"""The backend contract: one protocol every control plane module implements.
+
+Backends speak in these plain dataclasses and never touch the ORM; the broker's
+services translate between them and the database.  Transient failure
+(``Unavailable``) and a local verdict (``Rejected``) are different exceptions,
+because the broker must retry the first and move on after the second.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterator, Protocol, Sequence, runtime_checkable
+
+from broker.spec import WorkloadSpec
+
+
+class BackendError(Exception):
+    """Base for everything a backend raises on purpose."""
+
+
+class Unavailable(BackendError):
+    """The control plane did not answer usefully (timeout, connection, 5xx).
+
+    Nothing is known about the outcome: callers look the workload up before retrying.
+    """
+
+
+class Rejected(BackendError):
+    """The control plane answered and refused the job; retrying the same place won't help."""
+
+    def __init__(self, reason: str, raw: str = ""):
+        super().__init__(reason)
+        self.reason = reason
+        self.raw = raw or reason
+
+
+class JobState(str, enum.Enum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+    @property
+    def ended(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+
+
+class Reason(str, enum.Enum):
+    """Why a job waits, normalised across control planes (the raw text is kept beside)."""
+
+    NONE = "none"
+    POLICY = "policy"            # quota / QoS / association limit: waiting won't help by itself
+    CAPACITY = "capacity"        # not enough free GPUs right now
+    GANG = "gang"                # part of the gang fits, waiting for all members
+    HELD = "held"                # held by the user or an admin
+    UNAVAILABLE = "unavailable"  # partition down, queue inactive or closed, nodes unavailable
+    WAITING = "waiting"          # dependency, begin time
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class ProjectIdentity:
+    """The one identity mapping of a project onto every control plane."""
+
+    tenant: str
+    project: str
+    slurm_account: str = ""
+    k8s_namespace: str = ""
+    cost_centre: str = ""
+    queue: str = ""  # Kueue LocalQueue / Volcano Queue name; empty: backend default
+
+
+@dataclass(frozen=True)
+class NodeInventory:
+    name: str
+    gpu_model: str
+    gpu_memory_gb: int
+    gpus_total: int
+    gpus_allocatable: int
+    gpus_allocated: int
+    partitioning: str = "whole"   # "whole" or a MIG profile such as "1g.10gb"
+    healthy: bool = True
+    draining: bool = False
+    interconnect_domain: str = ""
+    owner: str = ""               # the scheduler that allocates this node's GPUs
+
+    @property
+    def gpus_free(self) -> int:
+        if not self.healthy or self.draining:
+            return 0
+        return max(0, self.gpus_allocatable - self.gpus_allocated)
+
+
+@dataclass(frozen=True)
+class PoolInventory:
+    """GPUs of one model and partitioning behind one scheduler queue/partition/flavor."""
+
+    name: str
+    gpu_model: str
+    gpu_memory_gb: int
+    partitioning: str
+    owner: str
+    nodes: tuple[NodeInventory, ...]
+
+    @property
+    def gpus_total(self) -> int:
+        return sum(n.gpus_total for n in self.nodes)
+
+    @property
+    def gpus_allocatable(self) -> int:
+        return sum(n.gpus_allocatable for n in self.nodes)
+
+    @property
+    def gpus_allocated(self) -> int:
+        return sum(n.gpus_allocated for n in self.nodes)
+
+    @property
+    def gpus_free(self) -> int:
+        return sum(n.gpus_free for n in self.nodes)
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    """What the local queue looks like: used to estimate queue wait."""
+
+    pending_jobs: int = 0
+    pending_gpus: int = 0
+    gpu_hours_per_hour: float = 0.0  # recent throughput of the cluster's GPUs
+
+
+@dataclass(frozen=True)
+class InventorySnapshot:
+    cluster: str
+    taken_at: datetime
+    pools: tuple[PoolInventory, ...]
+    queue: QueueStats = field(default_factory=QueueStats)
+
+
+@dataclass(frozen=True)
+class DestinationJob:
+    job_id: str
+    workload_id: str | None
+    state: JobState
+    reason: Reason = Reason.NONE
+    raw_reason: str = ""
+    gpus: int = 0
+    nodes: tuple[str, ...] = ()
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    worker_cluster: str = ""  # MultiKueue: which worker cluster took the job
+
+
+@dataclass(frozen=True)
+class UsageRecord:
+    """GPU-seconds of one job as its scheduler recorded them."""
+
+    source: str          # "slurm", "kueue", "volcano", "simulator"
+    cluster: str
+    job_id: str
+    workload_id: str | None
+    account: str         # Slurm account or Kubernetes namespace: maps to a project
+    gpu_model: str
+    gpus: int
+    start: datetime
+    end: datetime | None
+    gpu_seconds: int
+    state: str = ""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """One control plane.  Every call is bounded by a timeout and raises
+    ``Unavailable`` when the control plane does not answer."""
+
+    kind: str
+    cluster: str
+
+    def inventory(self) -> InventorySnapshot: ...
+
+    def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
+        """Create the job carrying ``workload_id``; return the destination job id.
+
+        Raises Rejected (local verdict) or Unavailable (outcome unknown)."""
+        ...
+
+    def find(self, workload_id: str) -> DestinationJob | None:
+        """The idempotency look-up: the job that carries ``workload_id``, if any."""
+        ...
+
+    def status(self, job_ids: Sequence[str]) -> dict[str, DestinationJob]:
+        """Current state of these jobs; a job the cluster no longer reports is absent."""
+        ...
+
+    def active_jobs(self) -> list[DestinationJob]:
+        """Every pending or running GPU job the control plane knows, ours or not."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Ask the control plane to cancel; True when it confirms the job has ended."""
+        ...
+
+    def usage(self, since: datetime) -> Iterator[UsageRecord]:
+        """Ended (or running, with end=None) jobs' GPU-seconds since ``since``."""
+        ...
+
+
+WORKLOAD_ID_PREFIX = "wl-"

@@ -1,0 +1,87 @@
+"""Build the backend for a cluster row.
+
+This is the only place the broker's models meet the backends: it turns a
+Cluster row into a backend's own config, resolves the credentials reference,
+and checks the per-backend enable flags.  Backends never see the ORM.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+
+from broker.backends.base import Backend, ProjectIdentity, Unavailable
+
+_ENABLE_FLAG = {
+    "simulator": "GPUBROKER_ENABLE_SIMULATOR",
+    "slurm": "GPUBROKER_ENABLE_SLURM",
+    "kueue": "GPUBROKER_ENABLE_KUEUE",
+    "multikueue": "GPUBROKER_ENABLE_KUEUE",
+    "volcano": "GPUBROKER_ENABLE_VOLCANO",
+}
+
+
+def resolve_credentials(ref: str) -> str:
+    """Read a secret by reference (env:NAME or file:/path); the secret is never stored."""
+    if not ref:
+        return ""
+    scheme, _, target = ref.partition(":")
+    if scheme == "env":
+        value = os.environ.get(target)
+        if value is None:
+            raise Unavailable(f"credentials: environment variable {target} is not set")
+        return value.strip()
+    if scheme == "file":
+        try:
+            return Path(target).read_text().strip()
+        except OSError as exc:
+            raise Unavailable(f"credentials: cannot read {target}: {exc.strerror}") from None
+    raise Unavailable(f"credentials: unknown reference scheme {scheme!r}")
+
+
+def identity_for(project) -> ProjectIdentity:
+    return ProjectIdentity(
+        tenant=project.tenant.slug, project=project.slug, slurm_account=project.slurm_account,
+        k8s_namespace=project.k8s_namespace, cost_centre=project.cost_centre, queue=project.k8s_queue)
+
+
+def backend_for(cluster) -> Backend:
+    flag = _ENABLE_FLAG.get(cluster.kind)
+    if flag is None:
+        raise Unavailable(f"cluster {cluster.name}: unknown backend kind {cluster.kind!r}")
+    if not getattr(settings, flag):
+        raise Unavailable(f"cluster {cluster.name}: {cluster.kind} backend disabled ({flag}=false)")
+    builder = _BUILDERS[cluster.kind]
+    return builder(cluster)
+
+
+def _simulator(cluster) -> Backend:
+    from broker.backends.simulator import SimulatorBackend
+
+    return SimulatorBackend(cluster.name)
+
+
+def _slurm(cluster) -> Backend:
+    from broker.backends.slurm.factory import slurm_backend_from_config
+
+    return slurm_backend_from_config(
+        cluster=cluster.name, config=dict(cluster.config), token=resolve_credentials(cluster.credentials_ref),
+        timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S)
+
+
+def _kube(cluster) -> Backend:
+    from broker.backends.kube.factory import kube_backend_from_config
+
+    return kube_backend_from_config(
+        kind=cluster.kind, cluster=cluster.name, config=dict(cluster.config),
+        token=resolve_credentials(cluster.credentials_ref), timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S)
+
+
+_BUILDERS = {
+    "simulator": _simulator,
+    "slurm": _slurm,
+    "kueue": _kube,
+    "multikueue": _kube,
+    "volcano": _kube,
+}

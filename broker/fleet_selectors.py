@@ -1,0 +1,70 @@
+"""Fleet-wide reads for the overview and cluster pages (scoped: members of any tenant)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import timedelta
+from statistics import mean
+
+from django.db.models import Count, F, Q
+from django.utils import timezone
+
+from broker.models import AuditRecord, ClusterHealth, ReconcileRun, Workload, WorkloadState
+from broker.selectors import cluster_list, workload_list
+from portal.tenancy.access import AnyUser
+
+
+def cluster_rows(*, user: AnyUser) -> list[dict]:
+    now = timezone.now()
+    rows = []
+    for cluster in cluster_list(user=user):
+        age = (now - cluster.last_inventory_at).total_seconds() if cluster.last_inventory_at else None
+        rows.append({"cluster": cluster, "pools": list(cluster.pools.all()), "age_s": age,
+                     "stale": cluster.health == ClusterHealth.STALE})
+    return rows
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def overview(*, user: AnyUser) -> dict:
+    now = timezone.now()
+    rows = cluster_rows(user=user)
+    capacity: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        for pool in row["pools"]:
+            cell = capacity[(row["cluster"].name, pool.gpu_model)]
+            for key in ("gpus_total", "gpus_allocatable", "gpus_allocated", "gpus_reserved", "gpus_idle"):
+                cell[key] += getattr(pool, key)
+    return {"rows": rows, "capacity": sorted((k, dict(v)) for k, v in capacity.items()),
+            "figures": _figures(user, now), "now": now}
+
+
+def _figures(user: AnyUser, now) -> dict:
+    day = now - timedelta(days=1)
+    mine = workload_list(user=user)
+    started = list(mine.filter(started_at__gte=day).values_list("created_at", "started_at", "dispatched_at"))
+    waits = [(s - c).total_seconds() for c, s, _ in started]
+    first_gpu = [(s - d).total_seconds() for _, s, d in started if d]
+    depth = mine.filter(state__in=(WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED,
+                                   WorkloadState.DISPATCHING, WorkloadState.QUEUED)).count()
+    failed = AuditRecord.objects.filter(workload__in=mine, created_at__gte=day,
+                                        action__in=("dispatch.rejected", "workload.rejected")).count()
+    last_run = ReconcileRun.objects.first()
+    cloud = mine.filter(cluster__location="cloud", started_at__isnull=False, started_at__gte=now.replace(day=1))
+    spend = 0.0
+    for w in cloud.select_related("cluster"):
+        hours = ((w.ended_at or now) - w.started_at).total_seconds() / 3600
+        spend += hours * w.total_gpus * float(w.cluster.price_per_gpu_hour)
+    return {
+        "queue_wait_mean_s": mean(waits) if waits else None,
+        "queue_wait_p95_s": _percentile(waits, 0.95),
+        "time_to_first_gpu_p95_s": _percentile(first_gpu, 0.95),
+        "queue_depth": depth,
+        "failed_placements_24h": failed,
+        "reconcile_lag_s": (now - last_run.finished_at).total_seconds() if last_run else None,
+        "cloud_spend_month": round(spend, 2),
+    }

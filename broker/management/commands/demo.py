@@ -1,0 +1,41 @@
+"""`manage.py demo`: seed, start the simulated fleet and in-process background work,
+serve the portal until Ctrl-C."""
+from __future__ import annotations
+
+import os
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Seed the demo and serve the portal with background work in-process."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument("--seed-only", action="store_true")
+
+    def handle(self, *args, addrport: str, seed_only: bool, **options) -> None:
+        from broker.services.demo import demo_seed
+
+        seed = demo_seed()
+        self.stdout.write(self.style.SUCCESS("Demo users (username / password / role):"))
+        for username, password, role in seed.users:
+            self.stdout.write(f"  {username:<12} {password:<18} {role}")
+        self.stdout.write(f"Simulated clusters: {', '.join(seed.clusters)}")
+        if seed_only:
+            return
+        self._start_fleet()
+        self.stdout.write(self.style.SUCCESS(f"Serving on http://{addrport}/  (Ctrl-C to stop)"))
+        call_command("runserver", addrport, use_reloader=False)
+
+    def _start_fleet(self) -> None:
+        from broker.backends.sim import SimClock, SimulatorFleet
+        from broker.fleet import build_simulated_clusters, load_fleet
+        from broker.inprocess import Ticker
+
+        fleet = SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=settings.GPUBROKER_SIM_TIME_SCALE))
+        build_simulated_clusters(load_fleet(settings.GPUBROKER_FLEET_FILE), fleet)
+        os.environ.setdefault("BROKER_SIM_FLEET", str(settings.GPUBROKER_FLEET_FILE))
+        Ticker().start()

@@ -1,0 +1,20 @@
+from broker.models.fleet import Cluster, ClusterHealth, ClusterKind, GpuClass, GpuPool, Location
+from broker.models.quota import Quota, Reservation, ReservationState
+from broker.models.workload import (
+    AuditRecord,
+    DispatchAttempt,
+    AttemptState,
+    Escalation,
+    EscalationKind,
+    EscalationState,
+    PolicyVersion,
+    ReconcileRun,
+    Workload,
+    WorkloadState,
+)
+
+__all__ = [
+    "AttemptState", "AuditRecord", "Cluster", "ClusterHealth", "ClusterKind", "DispatchAttempt",
+    "Escalation", "EscalationKind", "EscalationState", "GpuClass", "GpuPool", "Location",
+    "PolicyVersion", "Quota", "ReconcileRun", "Reservation", "ReservationState", "Workload", "WorkloadState",
+]

@@ -1,0 +1,196 @@
+"""Workloads, the attempts to dispatch them, the audit trail and escalations."""
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from broker.models.fleet import Cluster, GpuClass
+from portal.tenancy.models import Project, Tenant
+
+
+def new_workload_uid() -> str:
+    return "wl-" + uuid.uuid4().hex[:16]
+
+
+class WorkloadState(models.TextChoices):
+    SUBMITTED = "submitted", "Submitted"
+    WAITING = "waiting", "Waiting for a place"
+    RESERVED = "reserved", "Quota reserved"
+    DISPATCHING = "dispatching", "Dispatching"
+    QUEUED = "queued", "In the local queue"
+    RUNNING = "running", "Running"
+    CANCELLING = "cancelling", "Cancelling"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    REJECTED = "rejected", "Rejected"
+
+
+TERMINAL_STATES = (WorkloadState.COMPLETED, WorkloadState.FAILED, WorkloadState.CANCELLED,
+                   WorkloadState.REJECTED)
+# States in which a destination job may exist and must be followed.
+AT_DESTINATION_STATES = (WorkloadState.DISPATCHING, WorkloadState.QUEUED, WorkloadState.RUNNING,
+                         WorkloadState.CANCELLING)
+
+
+class Workload(models.Model):
+    uid = models.CharField(max_length=40, unique=True, default=new_workload_uid, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="workloads")
+    project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="workloads")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
+                                     related_name="workloads")
+    name = models.CharField(max_length=63)
+    spec = models.JSONField()
+    gpu_class = models.ForeignKey(GpuClass, null=True, on_delete=models.PROTECT, related_name="workloads")
+    total_gpus = models.PositiveIntegerField()
+    state = models.CharField(max_length=20, choices=WorkloadState.choices, default=WorkloadState.SUBMITTED)
+    reason = models.CharField(max_length=20, blank=True, help_text="Normalised local queue reason")
+    raw_reason = models.TextField(blank=True, help_text="The scheduler's own words")
+    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="workloads")
+    destination_job_id = models.CharField(max_length=200, blank=True)
+    worker_cluster = models.CharField(max_length=100, blank=True)
+    placement = models.JSONField(default=dict, blank=True, help_text="Last ranked and excluded clusters")
+    tried_clusters = models.JSONField(default=list, blank=True)
+    policy_version = models.CharField(max_length=64, blank=True)
+    resubmit_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="resubmissions")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["project", "-created_at"]),
+            models.Index(fields=["state"]),
+            models.Index(fields=["cluster", "state"]),
+        ]
+        constraints = [
+            # invariant 3 at the schema level: one destination job id per cluster
+            models.UniqueConstraint(
+                fields=["cluster", "destination_job_id"], condition=~models.Q(destination_job_id=""),
+                name="one_workload_per_destination_job"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.uid} {self.name}"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+
+class AttemptState(models.TextChoices):
+    STARTED = "started", "Started (outcome not yet known)"
+    ACCEPTED = "accepted", "Accepted by the destination"
+    ADOPTED = "adopted", "Found at the destination after a lost reply"
+    REJECTED = "rejected", "Rejected by the destination"
+    UNKNOWN = "unknown", "No answer: look up before retrying"
+
+
+class DispatchAttempt(models.Model):
+    """Written *before* the cluster is called, so a crash leaves a trace to look up."""
+
+    workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="attempts")
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="attempts")
+    number = models.PositiveIntegerField()
+    state = models.CharField(max_length=20, choices=AttemptState.choices, default=AttemptState.STARTED)
+    destination_job_id = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workload_id", "number"]
+        constraints = [models.UniqueConstraint(fields=["workload", "number"], name="attempt_number_unique")]
+
+
+class AuditRecord(models.Model):
+    """Every decision and every change of a workload's fate leaves one of these."""
+
+    workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.CASCADE, related_name="audit")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.CASCADE, related_name="audit")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=50)
+    message = models.TextField(blank=True)
+    policy_version = models.CharField(max_length=64, blank=True)
+    inputs = models.JSONField(default=dict, blank=True)
+    cluster = models.CharField(max_length=63, blank=True)
+    score_breakdown = models.JSONField(default=dict, blank=True)
+    destination_job_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["workload", "created_at"])]
+
+
+class EscalationKind(models.TextChoices):
+    ORPHAN_JOB = "orphan_job", "Destination job with no broker record"
+    DOUBLE_CLAIM = "double_claim", "GPU node claimed by two schedulers"
+    LOST_JOB = "lost_job", "Running job its cluster no longer reports"
+    UNCLEAR = "unclear", "Other unclear allocation"
+
+
+class EscalationState(models.TextChoices):
+    OPEN = "open", "Open"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    RESOLVED = "resolved", "Resolved"
+
+
+class Escalation(models.Model):
+    """An allocation nobody can explain.  Never released automatically: an admin decides."""
+
+    kind = models.CharField(max_length=20, choices=EscalationKind.choices)
+    key = models.CharField(max_length=300, help_text="What makes this the same problem on the next pass")
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="escalations")
+    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.SET_NULL, related_name="escalations")
+    workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="escalations")
+    destination_job_id = models.CharField(max_length=200, blank=True)
+    gpus = models.PositiveIntegerField(default=0)
+    evidence = models.JSONField(default=dict)
+    state = models.CharField(max_length=20, choices=EscalationState.choices, default=EscalationState.OPEN)
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now_add=True)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                        on_delete=models.SET_NULL, related_name="+")
+    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                    on_delete=models.SET_NULL, related_name="+")
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["state", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["key"], condition=~models.Q(state="resolved"),
+                                    name="one_unresolved_escalation_per_key"),
+        ]
+
+
+class PolicyVersion(models.Model):
+    """Each policy file content the broker has run under; the newest active one is in force."""
+
+    version = models.CharField(max_length=64, unique=True)
+    content = models.TextField()
+    source = models.CharField(max_length=300)
+    first_loaded_at = models.DateTimeField(auto_now_add=True)
+    last_loaded_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-last_loaded_at"]
+
+
+class ReconcileRun(models.Model):
+    """One reconciliation pass: its lag and what it found (for the fleet overview)."""
+
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    report = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-started_at"]

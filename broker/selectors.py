@@ -1,0 +1,74 @@
+"""Reads of broker data, always scoped to the acting user (an outsider sees nothing)."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+
+from broker.models import AuditRecord, Cluster, Escalation, Quota, Reservation, Workload
+from portal.tenancy.access import AnyUser, is_operator, projects_for, tenants_for
+from portal.tenancy.models import Role
+
+WORKLOAD_ROLES = (Role.RESEARCHER, Role.ADMIN)
+
+
+def workload_list(*, user: AnyUser, project_id: int | None = None, state: str = "") -> QuerySet[Workload]:
+    projects = projects_for(user) if is_operator(user) else projects_for(user, *WORKLOAD_ROLES)
+    qs = Workload.objects.filter(project__in=projects).select_related("project", "cluster", "gpu_class")
+    if project_id is not None:
+        qs = qs.filter(project_id=project_id)
+    if state:
+        qs = qs.filter(state=state)
+    return qs
+
+
+def workload_get(*, user: AnyUser, workload_id: int) -> Workload:
+    return get_object_or_404(workload_list(user=user), id=workload_id)
+
+
+def workload_timeline(*, user: AnyUser, workload_id: int) -> QuerySet[AuditRecord]:
+    workload = workload_get(user=user, workload_id=workload_id)
+    return AuditRecord.objects.filter(workload=workload).select_related("actor")
+
+
+def _admin_tenants(user: AnyUser):
+    return tenants_for(user) if is_operator(user) else tenants_for(user, Role.ADMIN)
+
+
+def quota_list(*, user: AnyUser) -> QuerySet[Quota]:
+    return Quota.objects.filter(tenant__in=_admin_tenants(user)).select_related("tenant", "gpu_class", "owner")
+
+
+def quota_get(*, user: AnyUser, quota_id: int) -> Quota:
+    return get_object_or_404(quota_list(user=user), id=quota_id)
+
+
+def reservation_list(*, user: AnyUser, live_only: bool = True) -> QuerySet[Reservation]:
+    qs = Reservation.objects.filter(tenant__in=_admin_tenants(user)).select_related(
+        "workload", "tenant", "gpu_class", "cluster")
+    return qs.filter(state__in=("active", "confirmed")) if live_only else qs
+
+
+def escalation_list(*, user: AnyUser, include_resolved: bool = False) -> QuerySet[Escalation]:
+    """Operators see every escalation; a tenant admin sees those attributed to their tenants."""
+    if is_operator(user):
+        qs = Escalation.objects.all()
+    else:
+        qs = Escalation.objects.filter(tenant__in=tenants_for(user, Role.ADMIN))
+    if not include_resolved:
+        qs = qs.exclude(state="resolved")
+    return qs.select_related("cluster", "tenant", "workload")
+
+
+def escalation_get(*, user: AnyUser, escalation_id: int) -> Escalation:
+    return get_object_or_404(escalation_list(user=user, include_resolved=True), id=escalation_id)
+
+
+def cluster_list(*, user: AnyUser) -> QuerySet[Cluster]:
+    """The fleet itself is shared infrastructure: every member of any tenant may look at it."""
+    if not user.is_authenticated or not (is_operator(user) or tenants_for(user).exists()):
+        return Cluster.objects.none()
+    return Cluster.objects.prefetch_related("pools")
+
+
+def cluster_get(*, user: AnyUser, cluster_id: int) -> Cluster:
+    return get_object_or_404(cluster_list(user=user), id=cluster_id)

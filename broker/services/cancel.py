@@ -1,0 +1,54 @@
+"""Propagate a stored cancellation to the destination until it confirms."""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from broker.backends.base import Unavailable
+from broker.backends.registry import backend_for
+from broker.models import Workload, WorkloadState
+from broker.services.audit import audit
+from broker.services.dispatch import attempt_lease_s
+from broker.services.quota import reservation_release
+
+
+def cancel_propagate(*, workload_id: int) -> Workload:
+    workload = Workload.objects.select_related("cluster").get(id=workload_id)
+    if workload.state != WorkloadState.CANCELLING:
+        return workload
+    backend = backend_for(workload.cluster)
+    try:
+        job_id = workload.destination_job_id or _look_up(workload, backend)
+        if job_id is None:
+            return workload  # a dispatch may still be in flight: try again later
+        confirmed = bool(job_id) and backend.cancel(job_id)
+    except Unavailable as exc:
+        audit(action="cancel.retrying", workload=workload, cluster=workload.cluster.name,
+              message=f"destination did not confirm ({exc}); will retry")
+        return workload
+    if job_id and not confirmed:
+        return workload
+    return _cancelled(workload, job_id)
+
+
+def _look_up(workload: Workload, backend) -> str | None:
+    """'' when the destination holds nothing for it; None when that can't be known yet."""
+    last = workload.attempts.order_by("-number").first()
+    if last and last.state == "started" and (timezone.now() - last.created_at).total_seconds() < attempt_lease_s():
+        return None
+    found = backend.find(workload.uid)
+    if found is None:
+        return ""
+    Workload.objects.filter(id=workload.id, destination_job_id="").update(destination_job_id=found.job_id)
+    return found.job_id
+
+
+@transaction.atomic
+def _cancelled(workload: Workload, job_id: str) -> Workload:
+    if Workload.objects.filter(id=workload.id, state=WorkloadState.CANCELLING).update(
+            state=WorkloadState.CANCELLED, ended_at=timezone.now()):
+        reservation_release(workload=workload, reason="cancelled")
+        audit(action="workload.cancelled", workload=workload, cluster=workload.cluster.name,
+              destination_job_id=job_id, message="destination confirmed the cancellation" if job_id
+              else "nothing had reached the destination")
+    return Workload.objects.get(id=workload.id)

@@ -1,0 +1,139 @@
+"""Dispatch: hand a reserved workload to its destination, exactly once.
+
+Invariant 3 (one live destination job per workload) rests on three habits:
+the attempt row is written and committed *before* the cluster is called; a retry
+*looks the workload up* at the destination before submitting again; and the
+unique (workload, attempt number) pair means two workers racing on the same
+retry cannot both get to call the cluster.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from broker.backends.base import DestinationJob, Rejected, Unavailable
+from broker.backends.registry import backend_for, identity_for
+from broker.models import AttemptState, DispatchAttempt, Workload, WorkloadState
+from broker.services import tasks_bridge
+from broker.services.audit import audit
+from broker.services.quota import reservation_confirm, reservation_release
+from broker.spec import validate_spec
+
+LIVE_ATTEMPT_STATES = (AttemptState.STARTED, AttemptState.UNKNOWN)
+
+
+def attempt_lease_s() -> float:
+    """How long an attempt in flight is trusted to still be running (then it's presumed dead)."""
+    return settings.GPUBROKER_BACKEND_TIMEOUT_S * 2 + 5
+
+
+def workload_dispatch(*, workload_id: int) -> Workload:
+    workload = Workload.objects.select_related("cluster", "project").get(id=workload_id)
+    moved = Workload.objects.filter(id=workload_id, state=WorkloadState.RESERVED).update(
+        state=WorkloadState.DISPATCHING)
+    if not moved and workload.state not in (WorkloadState.DISPATCHING, WorkloadState.CANCELLING):
+        return workload  # another worker got there first, or nothing left to dispatch
+    if workload.destination_job_id:
+        return workload
+    attempt = _claim_attempt(workload)
+    if attempt is None:
+        return workload
+    return _run_attempt(workload, attempt)
+
+
+def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
+    """Write the attempt before calling the cluster; None when another attempt is in flight."""
+    last = workload.attempts.order_by("-number").first()
+    if last and last.state == AttemptState.STARTED and (
+            timezone.now() - last.created_at) < timedelta(seconds=attempt_lease_s()):
+        return None
+    try:
+        with transaction.atomic():
+            return DispatchAttempt.objects.create(
+                workload=workload, cluster=workload.cluster, number=(last.number + 1) if last else 1)
+    except IntegrityError:
+        return None  # a concurrent worker claimed this attempt number
+
+
+def _earlier_attempt_may_have_landed(workload: Workload, attempt: DispatchAttempt) -> bool:
+    return workload.attempts.filter(
+        cluster=workload.cluster, number__lt=attempt.number,
+        state__in=LIVE_ATTEMPT_STATES).exists()
+
+
+def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
+    backend = backend_for(workload.cluster)
+    try:
+        if _earlier_attempt_may_have_landed(workload, attempt):
+            found = backend.find(workload.uid)
+            if found is not None:
+                return _adopt(workload, attempt, found)
+        if workload.cancel_requested_at:
+            return _finish_attempt_nothing_sent(workload, attempt)
+        job_id = backend.submit(validate_spec(workload.spec), workload.uid, identity_for(workload.project))
+    except Rejected as exc:
+        return _rejected(workload, attempt, exc)
+    except Unavailable as exc:
+        return _unknown(workload, attempt, str(exc))
+    return _accepted(workload, attempt, job_id, AttemptState.ACCEPTED)
+
+
+def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) -> Workload:
+    audit(action="dispatch.adopted", workload=workload, cluster=workload.cluster.name,
+          destination_job_id=found.job_id,
+          message="found at the destination after a lost reply; not submitted again")
+    return _accepted(workload, attempt, found.job_id, AttemptState.ADOPTED)
+
+
+@transaction.atomic
+def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: str) -> Workload:
+    now = timezone.now()
+    DispatchAttempt.objects.filter(id=attempt.id).update(state=state, destination_job_id=job_id, finished_at=now)
+    if state == AttemptState.ADOPTED:
+        # the earlier attempt whose reply was lost is the one that created this job
+        workload.attempts.filter(state__in=LIVE_ATTEMPT_STATES).exclude(id=attempt.id).update(
+            state=AttemptState.ACCEPTED, destination_job_id=job_id, finished_at=now)
+    Workload.objects.filter(id=workload.id, destination_job_id="").update(
+        destination_job_id=job_id, dispatched_at=now)
+    Workload.objects.filter(id=workload.id, state=WorkloadState.DISPATCHING).update(state=WorkloadState.QUEUED)
+    reservation_confirm(workload=workload, cluster=workload.cluster, now=now)
+    if state == AttemptState.ACCEPTED:
+        audit(action="dispatch.accepted", workload=workload, cluster=workload.cluster.name,
+              destination_job_id=job_id, message=f"attempt {attempt.number}")
+    workload.refresh_from_db()
+    if workload.state == WorkloadState.CANCELLING:
+        tasks_bridge.enqueue_cancel(workload.id)
+    return workload
+
+
+@transaction.atomic
+def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -> Workload:
+    DispatchAttempt.objects.filter(id=attempt.id).update(
+        state=AttemptState.REJECTED, error="cancelled before it was sent", finished_at=timezone.now())
+    tasks_bridge.enqueue_cancel(workload.id)
+    return workload
+
+
+@transaction.atomic
+def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Workload:
+    DispatchAttempt.objects.filter(id=attempt.id).update(
+        state=AttemptState.UNKNOWN, error=error[:2000], finished_at=timezone.now())
+    audit(action="dispatch.unknown", workload=workload, cluster=workload.cluster.name,
+          message=f"no answer ({error}); the workload will be looked up before any retry")
+    return workload
+
+
+def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Workload:
+    from broker.services.placing import workload_retry_elsewhere
+
+    with transaction.atomic():
+        DispatchAttempt.objects.filter(id=attempt.id).update(
+            state=AttemptState.REJECTED, error=exc.raw[:2000], finished_at=timezone.now())
+        audit(action="dispatch.rejected", workload=workload, cluster=workload.cluster.name,
+              message=exc.reason, inputs={"raw": exc.raw})
+        reservation_release(workload=workload, reason=f"rejected by {workload.cluster.name}: {exc.reason}")
+    return workload_retry_elsewhere(workload_id=workload.id, rejected_by=workload.cluster.name,
+                                    reason=exc.reason)

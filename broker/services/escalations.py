@@ -1,0 +1,67 @@
+"""Escalations: allocations nobody can explain, kept until an admin decides."""
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from broker.models import Cluster, Escalation, EscalationKind, EscalationState, Workload, WorkloadState
+from broker.selectors import escalation_get
+from broker.services.audit import audit
+
+
+def escalation_open(*, kind: str, key: str, cluster: Cluster, evidence: dict[str, Any],
+                    workload: Workload | None = None, tenant_id: int | None = None,
+                    destination_job_id: str = "", gpus: int = 0) -> Escalation:
+    """Open one escalation per problem; seeing it again only refreshes last_seen_at."""
+    now = timezone.now()
+    existing = Escalation.objects.filter(key=key).exclude(state=EscalationState.RESOLVED).first()
+    if existing is not None:
+        Escalation.objects.filter(id=existing.id).update(last_seen_at=now)
+        return existing
+    try:
+        with transaction.atomic():
+            esc = Escalation.objects.create(
+                kind=kind, key=key, cluster=cluster, workload=workload,
+                tenant_id=tenant_id or (workload.tenant_id if workload else None),
+                destination_job_id=destination_job_id, gpus=gpus, evidence=evidence)
+            audit(action="escalation.opened", workload=workload, tenant_id=esc.tenant_id,
+                  cluster=cluster.name, destination_job_id=destination_job_id,
+                  message=f"{esc.get_kind_display()}: {key}", inputs=evidence)
+            return esc
+    except IntegrityError:
+        return Escalation.objects.filter(key=key).exclude(state=EscalationState.RESOLVED).get()
+
+
+@transaction.atomic
+def escalation_acknowledge(*, user, escalation_id: int) -> Escalation:
+    esc = escalation_get(user=user, escalation_id=escalation_id)
+    if Escalation.objects.filter(id=esc.id, state=EscalationState.OPEN).update(
+            state=EscalationState.ACKNOWLEDGED, acknowledged_by=user):
+        audit(action="escalation.acknowledged", workload=esc.workload, tenant_id=esc.tenant_id,
+              actor=user, cluster=esc.cluster.name, message=esc.key)
+    esc.refresh_from_db()
+    return esc
+
+
+def escalation_resolve(*, user, escalation_id: int, outcome: str, old_run_dead: bool = False) -> Escalation:
+    """Record the admin's decision.  For a lost job, ``old_run_dead`` says the old run is
+    known to be gone: its reservation is released and, when the spec allows it, the
+    workload is resubmitted from its checkpoint."""
+    if not outcome.strip():
+        raise ValueError("outcome: say what was found and done")
+    esc = escalation_get(user=user, escalation_id=escalation_id)
+    with transaction.atomic():
+        if not Escalation.objects.filter(id=esc.id).exclude(state=EscalationState.RESOLVED).update(
+                state=EscalationState.RESOLVED, resolved_by=user, resolved_at=timezone.now(),
+                outcome=outcome.strip()):
+            return esc
+        audit(action="escalation.resolved", workload=esc.workload, tenant_id=esc.tenant_id, actor=user,
+              cluster=esc.cluster.name, message=outcome.strip(), inputs={"old_run_dead": old_run_dead})
+    if old_run_dead and esc.kind == EscalationKind.LOST_JOB and esc.workload_id:
+        from broker.services.recovery import workload_declare_dead
+
+        workload_declare_dead(workload_id=esc.workload_id, actor=user, why=outcome.strip())
+    esc.refresh_from_db()
+    return esc

@@ -1,0 +1,201 @@
+"""Placement as a service: read the fleet from the database, ask the pure placement
+library, reserve quota on the best candidate and hand the workload to dispatch.
+
+The library decides; this module only gathers its inputs and records the decision
+(policy version, inputs, chosen cluster, score breakdown) in the audit trail.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from statistics import median
+
+from django.db import transaction
+from django.utils import timezone
+
+from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats
+from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
+from broker.placement import ClusterFacts, Exclusion, PlacementResult, place
+from broker.services import tasks_bridge
+from broker.services.audit import audit
+from broker.services.policy import current_policy
+from broker.services.quota import QuotaExceeded, quota_use, reservation_create
+from broker.spec import validate_spec
+
+PLACEABLE = (WorkloadState.SUBMITTED, WorkloadState.WAITING)
+# Exclusions that waiting will not change: the workload is rejected when every
+# cluster is out for one of these.
+PERMANENT_RULES = {"policy", "gpu_compat", "gpu_memory", "partitioning", "residency", "data_access", "rejected"}
+
+
+class _LostRace(Exception):
+    pass
+
+
+def cluster_facts(cluster: Cluster) -> ClusterFacts:
+    cfg = cluster.config or {}
+    return ClusterFacts(
+        name=cluster.name, kind=cluster.kind if cluster.kind in ("slurm", "kueue", "volcano") else "simulator",
+        region=cluster.region, location=cluster.location,
+        price_per_gpu_hour=float(cluster.price_per_gpu_hour), egress_per_gb=float(cluster.egress_per_gb),
+        bandwidth_gbps=dict(cfg.get("bandwidth_gbps", {})),
+        default_bandwidth_gbps=float(cfg.get("default_bandwidth_gbps", 1.0)),
+        image_pull_s=float(cfg.get("image_pull_s", 60.0)), provisioning_s=float(cfg.get("provisioning_s", 0.0)),
+        healthy=True, draining=cluster.draining, data_locations=tuple(cfg.get("data_locations", ())),
+        node_domain=str(cfg.get("node_domain", "")))
+
+
+def _promised_per_node(cluster: Cluster, taken_at: datetime) -> dict[str, int]:
+    """GPUs promised to our own workloads that the last report cannot show yet."""
+    promised: dict[str, int] = defaultdict(int)
+    recent = Workload.objects.filter(cluster=cluster).filter(
+        state__in=(WorkloadState.RESERVED, WorkloadState.DISPATCHING)) | Workload.objects.filter(
+        cluster=cluster, state=WorkloadState.QUEUED, dispatched_at__gt=taken_at)
+    for placement in recent.values_list("placement", flat=True):
+        chosen = (placement or {}).get("chosen", {})
+        for node in chosen.get("assignment", []):
+            promised[node] += int(chosen.get("gpus_per_worker", 0))
+    return promised
+
+
+def _snapshot(cluster: Cluster, pools: list[GpuPool]) -> InventorySnapshot:
+    taken_at = min(p.taken_at for p in pools)
+    promised = _promised_per_node(cluster, taken_at)
+    out = []
+    for pool in pools:
+        nodes = tuple(NodeInventory(
+            name=n["name"], gpu_model=n.get("gpu_model", pool.gpu_model),
+            gpu_memory_gb=n.get("gpu_memory_gb", pool.gpu_memory_gb), gpus_total=n["total"],
+            gpus_allocatable=n["allocatable"],
+            gpus_allocated=min(n["allocatable"], n["allocated"] + promised.get(n["name"], 0)),
+            partitioning=n.get("partitioning", pool.partitioning), healthy=n.get("healthy", True),
+            draining=n.get("draining", False), interconnect_domain=n.get("domain", ""),
+            owner=n.get("owner", pool.owner)) for n in pool.nodes)
+        out.append(PoolInventory(name=pool.name, gpu_model=pool.gpu_model, gpu_memory_gb=pool.gpu_memory_gb,
+                                 partitioning=pool.partitioning, owner=pool.owner, nodes=nodes))
+    queue = QueueStats(pending_jobs=cluster.queue_pending_jobs, pending_gpus=cluster.queue_pending_gpus,
+                       gpu_hours_per_hour=cluster.throughput_gpu_hours_per_hour)
+    return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue)
+
+
+def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, dict, dict[str, Exclusion]]:
+    snapshots, facts, excluded = [], {}, {}
+    pools_by_cluster: dict[int, list[GpuPool]] = defaultdict(list)
+    for pool in GpuPool.objects.filter(cluster__enabled=True):
+        pools_by_cluster[pool.cluster_id].append(pool)
+    for cluster in Cluster.objects.filter(enabled=True):
+        if cluster.name in rejections:
+            excluded[cluster.name] = Exclusion("rejected", f"rejected it: {rejections[cluster.name]}")
+            continue
+        facts[cluster.name] = cluster_facts(cluster)
+        if cluster.health == ClusterHealth.STALE:
+            since = (now - cluster.stale_since).total_seconds() if cluster.stale_since else 0
+            excluded[cluster.name] = Exclusion(
+                "stale", f"stopped answering {since:.0f}s ago ({cluster.last_error[:200]}); stale is not idle")
+        elif pools_by_cluster.get(cluster.id):
+            snapshots.append(_snapshot(cluster, pools_by_cluster[cluster.id]))
+    return snapshots, facts, excluded
+
+
+def _runtime_hours(workload: Workload) -> float | None:
+    runs = list(Workload.objects.filter(
+        project_id=workload.project_id, gpu_class_id=workload.gpu_class_id, state=WorkloadState.COMPLETED,
+        started_at__isnull=False, ended_at__isnull=False).order_by("-ended_at").values_list(
+        "started_at", "ended_at")[:20])
+    if len(runs) < 3:
+        return None  # too little history: the time limit is the honest estimate
+    return median((end - start).total_seconds() for start, end in runs) / 3600
+
+
+def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
+    now = now or timezone.now()
+    workload = Workload.objects.select_related("tenant", "project").get(id=workload_id)
+    if workload.state not in PLACEABLE or workload.cancel_requested_at:
+        return workload
+    loaded = current_policy()
+    spec = validate_spec(workload.spec)
+    use = quota_use(tenant_id=workload.tenant_id, gpu_class_id=workload.gpu_class_id)
+    rejections = {name: (workload.placement or {}).get("rejections", {}).get(name, "rejected")
+                  for name in workload.tried_clusters}
+    snapshots, facts, forced = fleet_inputs(rejections=rejections, now=now)
+    result = place(snapshots, facts, spec, tenant=workload.tenant.slug, quota_remaining=use.remaining,
+                   now=now, policy=loaded.policy, age_s=(now - workload.created_at).total_seconds(),
+                   runtime_hours=_runtime_hours(workload))
+    excluded = {**result.excluded, **forced}
+    ranked = [c for c in result.ranked if c.cluster not in forced]
+    record = {**result.to_dict(), "policy_version": loaded.version,
+              "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
+              "ranked": [c.to_dict() for c in ranked], "quota_remaining": use.remaining,
+              "rejections": rejections}
+    if not ranked:
+        return _no_place(workload, record, excluded, result, loaded.version)
+    try:
+        return _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
+    except QuotaExceeded as exc:
+        return _wait(workload, record, "policy", str(exc), loaded.version)
+    except _LostRace:
+        return Workload.objects.get(id=workload.id)
+
+
+@transaction.atomic
+def _reserve_and_dispatch(workload: Workload, best, record: dict, loaded, quota_remaining: int) -> Workload:
+    cluster = Cluster.objects.get(name=best.cluster)
+    record["chosen"] = best.to_dict()
+    reservation_create(workload=workload, cluster=cluster, ttl_s=int(loaded.policy.reservation_ttl_s))
+    if not Workload.objects.filter(id=workload.id, state__in=PLACEABLE, cancel_requested_at__isnull=True).update(
+            state=WorkloadState.RESERVED, cluster=cluster, placement=record, policy_version=loaded.version,
+            reason="", raw_reason=""):
+        raise _LostRace  # rolls the reservation back with it
+    audit(action="placement.decided", workload=workload, policy_version=loaded.version, cluster=cluster.name,
+          score_breakdown=best.to_dict(),
+          inputs={"spec": workload.spec, "quota_remaining": quota_remaining,
+                  "candidates": [c["cluster"] for c in record["ranked"]],
+                  "excluded": record["excluded"]},
+          message=f"{cluster.name} / {best.pool}, score {best.score:.3f}")
+    tasks_bridge.enqueue_dispatch(workload.id)
+    return Workload.objects.get(id=workload.id)
+
+
+def _summary(excluded: dict[str, Exclusion]) -> str:
+    return "; ".join(f"{name}: {e.message}" for name, e in sorted(excluded.items()))[:4000]
+
+
+def _no_place(workload: Workload, record: dict, excluded: dict[str, Exclusion], result: PlacementResult,
+              version: str) -> Workload:
+    permanent = bool(excluded) and all(e.rule in PERMANENT_RULES for e in excluded.values())
+    if permanent:
+        return _reject(workload, record, _summary(excluded), version)
+    return _wait(workload, record, result.reason or "capacity", _summary(excluded), version)
+
+
+@transaction.atomic
+def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str) -> Workload:
+    changed = (workload.reason, workload.raw_reason) != (reason, raw)
+    Workload.objects.filter(id=workload.id, state__in=PLACEABLE).update(
+        state=WorkloadState.WAITING, reason=reason, raw_reason=raw, placement=record, policy_version=version)
+    if changed:
+        audit(action="placement.waiting", workload=workload, policy_version=version,
+              message=f"{reason}: {raw}", inputs={"excluded": record["excluded"]})
+    return Workload.objects.get(id=workload.id)
+
+
+@transaction.atomic
+def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workload:
+    if Workload.objects.filter(id=workload.id, state__in=PLACEABLE).update(
+            state=WorkloadState.REJECTED, reason="policy", raw_reason=raw, placement=record,
+            policy_version=version, ended_at=timezone.now()):
+        audit(action="workload.rejected", workload=workload, policy_version=version, message=raw,
+              inputs={"excluded": record["excluded"]})
+    return Workload.objects.get(id=workload.id)
+
+
+def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str) -> Workload:
+    """After a local rejection: the next candidate, or reject with the reason."""
+    workload = Workload.objects.get(id=workload_id)
+    tried = sorted(set(workload.tried_clusters) | {rejected_by})
+    placement = {**(workload.placement or {})}
+    placement["rejections"] = {**placement.get("rejections", {}), rejected_by: reason}
+    Workload.objects.filter(id=workload_id, state=WorkloadState.DISPATCHING).update(
+        state=WorkloadState.WAITING, tried_clusters=tried, reason="policy", placement=placement,
+        raw_reason=f"{rejected_by} rejected it: {reason}")
+    return workload_place(workload_id=workload_id)

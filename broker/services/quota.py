@@ -1,0 +1,154 @@
+"""Global quota: reserve, confirm, release, expire.
+
+Invariant 2: per tenant x GPU class, live reservations (held for a job on its way,
+or confirmed while it is queued or running) never exceed limit + borrowing.  The
+quota row is locked before the sum is read, so concurrent reservations serialise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from broker.models import Cluster, GpuClass, Quota, Reservation, ReservationState, Workload
+from broker.models.quota import LIVE_RESERVATION_STATES
+from broker.services.audit import audit
+
+
+class QuotaExceeded(Exception):
+    def __init__(self, *, needed: int, used: int, ceiling: int, gpu_class: str):
+        self.needed, self.used, self.ceiling, self.gpu_class = needed, used, ceiling, gpu_class
+        super().__init__(
+            f"quota for {gpu_class}: {used} of {ceiling} GPUs in use or reserved, {needed} more needed")
+
+
+@dataclass(frozen=True)
+class QuotaUse:
+    limit: int
+    borrow: int
+    used: int
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit + self.borrow - self.used)
+
+
+def gpus_in_use(*, tenant_id: int, gpu_class_id: int) -> int:
+    total = Reservation.objects.filter(
+        tenant_id=tenant_id, gpu_class_id=gpu_class_id, state__in=LIVE_RESERVATION_STATES,
+    ).aggregate(n=Sum("gpus"))["n"]
+    return int(total or 0)
+
+
+def quota_use(*, tenant_id: int, gpu_class_id: int) -> QuotaUse:
+    quota = Quota.objects.filter(tenant_id=tenant_id, gpu_class_id=gpu_class_id).first()
+    used = gpus_in_use(tenant_id=tenant_id, gpu_class_id=gpu_class_id)
+    if quota is None:
+        return QuotaUse(limit=0, borrow=0, used=used)
+    return QuotaUse(limit=quota.limit_gpus, borrow=quota.borrow_limit_gpus, used=used)
+
+
+def _lock_quota(*, tenant_id: int, gpu_class: GpuClass, now: datetime) -> Quota:
+    # The UPDATE takes the row's write lock on every database (SQLite has no
+    # SELECT ... FOR UPDATE); the select_for_update keeps the intent explicit on PostgreSQL.
+    touched = Quota.objects.filter(tenant_id=tenant_id, gpu_class=gpu_class).update(updated_at=now)
+    if not touched:
+        raise QuotaExceeded(needed=0, used=0, ceiling=0, gpu_class=gpu_class.slug)
+    return Quota.objects.select_for_update().get(tenant_id=tenant_id, gpu_class=gpu_class)
+
+
+@transaction.atomic
+def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
+                       now: datetime | None = None) -> Reservation:
+    """Hold the workload's GPUs against its tenant's quota; raises QuotaExceeded."""
+    now = now or timezone.now()
+    gpu_class = workload.gpu_class
+    quota = _lock_quota(tenant_id=workload.tenant_id, gpu_class=gpu_class, now=now)
+    existing = Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).first()
+    if existing is not None:
+        return existing  # a retried placement must not count the workload twice
+    used = gpus_in_use(tenant_id=workload.tenant_id, gpu_class_id=gpu_class.id)
+    if used + workload.total_gpus > quota.ceiling:
+        raise QuotaExceeded(needed=workload.total_gpus, used=used, ceiling=quota.ceiling,
+                            gpu_class=gpu_class.slug)
+    reservation = Reservation.objects.create(
+        workload=workload, tenant_id=workload.tenant_id, gpu_class=gpu_class, cluster=cluster,
+        gpus=workload.total_gpus, expires_at=now + timedelta(seconds=ttl_s),
+    )
+    audit(action="reservation.created", workload=workload, cluster=cluster.name,
+          message=f"{workload.total_gpus} {gpu_class.slug} GPUs held until {reservation.expires_at:%H:%M:%S}",
+          inputs={"used_before": used, "ceiling": quota.ceiling})
+    return reservation
+
+
+def _end(*, workload_id: int, states: tuple[str, ...], to: str, reason: str, now: datetime) -> int:
+    return Reservation.objects.filter(workload_id=workload_id, state__in=states).update(
+        state=to, ended_at=now, end_reason=reason[:200])
+
+
+@transaction.atomic
+def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime | None = None) -> bool:
+    """The destination acknowledged the job: the hold becomes confirmed usage."""
+    now = now or timezone.now()
+    n = Reservation.objects.filter(workload=workload, state=ReservationState.ACTIVE).update(
+        state=ReservationState.CONFIRMED, confirmed_at=now, cluster=cluster)
+    if n:
+        audit(action="reservation.confirmed", workload=workload, cluster=cluster.name)
+    return bool(n)
+
+
+@transaction.atomic
+def reservation_release(*, workload: Workload, reason: str, now: datetime | None = None) -> bool:
+    n = _end(workload_id=workload.id, states=LIVE_RESERVATION_STATES, to=ReservationState.RELEASED,
+             reason=reason, now=now or timezone.now())
+    if n:
+        audit(action="reservation.released", workload=workload, message=reason)
+    return bool(n)
+
+
+@transaction.atomic
+def reservation_expire(*, reservation_id: int, now: datetime | None = None) -> bool:
+    n = Reservation.objects.filter(id=reservation_id, state=ReservationState.ACTIVE).update(
+        state=ReservationState.EXPIRED, ended_at=now or timezone.now(),
+        end_reason="not acknowledged by a destination before it expired")
+    if n:
+        res = Reservation.objects.select_related("workload").get(id=reservation_id)
+        audit(action="reservation.expired", workload=res.workload,
+              message="the reservation expired before any destination acknowledged the job")
+    return bool(n)
+
+
+@transaction.atomic
+def quota_set(*, actor, tenant_id: int, gpu_class_id: int, limit_gpus: int,
+              borrow_limit_gpus: int | None = None, owner=None) -> Quota:
+    """Admins edit quotas; a limit below what is reserved and running is refused."""
+    now = timezone.now()
+    quota, _ = Quota.objects.get_or_create(
+        tenant_id=tenant_id, gpu_class_id=gpu_class_id, defaults={"limit_gpus": 0})
+    Quota.objects.filter(id=quota.id).update(updated_at=now)  # lock, as in reservation_create
+    quota = Quota.objects.select_for_update().get(id=quota.id)
+    used = gpus_in_use(tenant_id=tenant_id, gpu_class_id=gpu_class_id)
+    borrow = quota.borrow_limit_gpus if borrow_limit_gpus is None else borrow_limit_gpus
+    if limit_gpus < 0 or borrow < 0:
+        raise ValueError("limit_gpus: must not be negative")
+    if limit_gpus + borrow < used:
+        raise QuotaBelowUse(used=used, requested=limit_gpus + borrow)
+    old = (quota.limit_gpus, quota.borrow_limit_gpus, quota.owner_id)
+    quota.limit_gpus, quota.borrow_limit_gpus = limit_gpus, borrow
+    if owner is not None:
+        quota.owner = owner
+    quota.save()
+    audit(action="quota.changed", tenant_id=tenant_id, actor=actor,
+          message=f"{quota.gpu_class.slug}: {old[0]}+{old[1]} -> {limit_gpus}+{borrow} GPUs",
+          inputs={"used": used, "owner": getattr(quota.owner, "username", "")})
+    return quota
+
+
+class QuotaBelowUse(ValueError):
+    def __init__(self, *, used: int, requested: int):
+        self.used, self.requested = used, requested
+        super().__init__(
+            f"limit_gpus: {requested} GPUs is below the {used} GPUs already reserved or running")

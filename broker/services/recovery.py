@@ -1,0 +1,39 @@
+"""Recovery of a run lost with its cluster: resubmit from checkpoint, only when safe."""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from broker.models import Workload, WorkloadState
+from broker.models.workload import AT_DESTINATION_STATES
+from broker.services.audit import audit
+from broker.services.quota import reservation_release
+
+
+def workload_declare_dead(*, workload_id: int, actor, why: str) -> Workload | None:
+    """The old run is known dead: end it, and resubmit from checkpoint if the spec allows.
+
+    Returns the resubmitted workload, or None."""
+    with transaction.atomic():
+        workload = Workload.objects.select_related("project").get(id=workload_id)
+        if not Workload.objects.filter(id=workload_id, state__in=AT_DESTINATION_STATES).update(
+                state=WorkloadState.FAILED, ended_at=timezone.now(), reason="other",
+                raw_reason=f"declared dead: {why}"):
+            return None
+        reservation_release(workload=workload, reason="old run declared dead by an admin")
+        audit(action="workload.declared_dead", workload=workload, actor=actor, message=why)
+    if not workload.spec.get("checkpointable"):
+        return None
+    return workload_resubmit(workload=workload, actor=actor)
+
+
+def workload_resubmit(*, workload: Workload, actor) -> Workload:
+    from broker.services.workloads import _create
+
+    spec = dict(workload.spec)
+    spec.pop("project", None)
+    new = _create(user=workload.submitted_by, project=workload.project, spec_data=spec,
+                  resubmit_of=workload)
+    audit(action="workload.resubmitted", workload=workload, actor=actor,
+          message=f"resubmitted from checkpoint as {new.uid}")
+    return new

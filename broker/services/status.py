@@ -1,0 +1,88 @@
+"""Follow jobs at their destination: state, local queue reason, end.
+
+A cluster that does not answer becomes stale: its jobs are left exactly as
+they were (neither released nor charged as ended) until it answers again.
+"""
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from broker.backends.base import DestinationJob, JobState, Unavailable
+from broker.backends.registry import backend_for
+from broker.models import Cluster, EscalationKind, Workload, WorkloadState
+from broker.services.audit import audit
+from broker.services.escalations import escalation_open
+from broker.services.inventory import cluster_mark_stale
+from broker.services.quota import reservation_release
+
+FOLLOWED_STATES = (WorkloadState.QUEUED, WorkloadState.RUNNING, WorkloadState.CANCELLING)
+
+_ENDED = {
+    JobState.COMPLETED: WorkloadState.COMPLETED,
+    JobState.FAILED: WorkloadState.FAILED,
+    JobState.CANCELLED: WorkloadState.CANCELLED,
+}
+
+
+def cluster_poll_status(*, cluster_id: int) -> int:
+    """Refresh every followed workload on one cluster; returns how many changed."""
+    cluster = Cluster.objects.get(id=cluster_id)
+    workloads = list(Workload.objects.filter(cluster=cluster, state__in=FOLLOWED_STATES)
+                     .exclude(destination_job_id=""))
+    if not workloads:
+        return 0
+    try:
+        jobs = backend_for(cluster).status([w.destination_job_id for w in workloads])
+    except Unavailable as exc:
+        cluster_mark_stale(cluster=cluster, error=str(exc))
+        return 0
+    changed = 0
+    for workload in workloads:
+        job = jobs.get(workload.destination_job_id)
+        if job is None:
+            _missing(cluster, workload)
+        else:
+            changed += workload_apply_status(workload=workload, job=job)
+    return changed
+
+
+def _missing(cluster: Cluster, workload: Workload) -> None:
+    """The cluster answered but no longer reports this job: unclear, never auto-released."""
+    escalation_open(
+        kind=EscalationKind.LOST_JOB, key=f"lost:{cluster.name}:{workload.destination_job_id}",
+        cluster=cluster, workload=workload, destination_job_id=workload.destination_job_id,
+        gpus=workload.total_gpus,
+        evidence={"workload": workload.uid, "last_state": workload.state,
+                  "seen_missing_at": timezone.now().isoformat()})
+
+
+@transaction.atomic
+def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
+    now = timezone.now()
+    live = Workload.objects.filter(id=workload.id, state__in=FOLLOWED_STATES)
+    fields = {"reason": job.reason.value, "raw_reason": job.raw_reason[:4000],
+              "worker_cluster": job.worker_cluster or workload.worker_cluster}
+    if job.state in _ENDED:
+        new_state = _ENDED[job.state]
+        if not live.update(state=new_state, ended_at=job.ended_at or now,
+                           started_at=workload.started_at or job.started_at, **fields):
+            return 0
+        reservation_release(workload=workload, reason=f"job ended at destination: {new_state}")
+        audit(action=f"workload.{new_state}", workload=workload, cluster=workload.cluster.name,
+              destination_job_id=workload.destination_job_id, message=job.raw_reason)
+        return 1
+    if job.state == JobState.RUNNING and workload.state == WorkloadState.QUEUED:
+        if live.filter(state=WorkloadState.QUEUED).update(
+                state=WorkloadState.RUNNING, started_at=job.started_at or now, **fields):
+            audit(action="workload.running", workload=workload, cluster=workload.cluster.name,
+                  destination_job_id=workload.destination_job_id,
+                  message=f"on {', '.join(job.nodes)}" if job.nodes else "")
+            return 1
+    if (workload.reason, workload.raw_reason) != (fields["reason"], fields["raw_reason"]):
+        live.update(**fields)
+        if job.state == JobState.PENDING and job.raw_reason:
+            audit(action="workload.waiting", workload=workload, cluster=workload.cluster.name,
+                  message=f"{job.reason.value}: {job.raw_reason}")
+        return 1
+    return 0

@@ -1,0 +1,81 @@
+"""Submitting and cancelling workloads: what a researcher can do to a job."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from django.db import transaction
+from django.utils import timezone
+
+from broker.models import GpuClass, Workload, WorkloadState
+from broker.models.workload import TERMINAL_STATES
+from broker.selectors import workload_get
+from broker.services import tasks_bridge
+from broker.services.audit import audit
+from broker.services.quota import reservation_release
+from broker.spec import SpecError, WorkloadSpec, validate_spec
+from portal.tenancy.models import Project, Role
+from portal.tenancy.selectors import project_get
+
+# States with nothing at any destination yet: a cancel ends them at once.
+_NOT_DISPATCHED = (WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED)
+
+
+def resolve_gpu_class(spec: WorkloadSpec) -> GpuClass:
+    if spec.gpu_class:
+        gpu_class = GpuClass.objects.filter(slug=spec.gpu_class).first()
+        if gpu_class is None:
+            raise SpecError({"gpu_class": [f"unknown GPU class {spec.gpu_class!r}."]})
+        return gpu_class
+    for gpu_class in GpuClass.objects.all():
+        if all(model in gpu_class.gpu_models for model in spec.gpu_models):
+            return gpu_class
+    raise SpecError({"gpu_models": ["no single GPU class contains all of "
+                                    f"{', '.join(spec.gpu_models)}; quota is counted per class."]})
+
+
+def workload_submit(*, user, project_id: int, spec_data: Mapping[str, Any],
+                    resubmit_of: Workload | None = None) -> Workload:
+    """Validate the spec and store the workload; placement runs after commit."""
+    project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
+    return _create(user=user, project=project, spec_data=spec_data, resubmit_of=resubmit_of)
+
+
+@transaction.atomic
+def _create(*, user, project: Project, spec_data: Mapping[str, Any], resubmit_of: Workload | None) -> Workload:
+    spec = validate_spec({**spec_data, "project": project.slug})
+    gpu_class = resolve_gpu_class(spec)
+    workload = Workload.objects.create(
+        tenant_id=project.tenant_id, project=project, submitted_by=user if getattr(user, "pk", None) else None,
+        name=spec.name, spec=spec.to_dict(), gpu_class=gpu_class, total_gpus=spec.total_gpus,
+        resubmit_of=resubmit_of,
+    )
+    audit(action="workload.submitted", workload=workload, actor=user,
+          message=f"{spec.workers} worker(s) x {spec.gpus_per_worker} {gpu_class.slug} GPU(s)",
+          inputs={"spec": spec.to_dict()})
+    tasks_bridge.enqueue_place(workload.id)
+    return workload
+
+
+def workload_cancel(*, user, workload_id: int) -> Workload:
+    """Store the cancellation first; propagation is retried until the destination confirms."""
+    workload = workload_get(user=user, workload_id=workload_id)
+    return cancel_request(workload=workload, actor=user)
+
+
+@transaction.atomic
+def cancel_request(*, workload: Workload, actor=None) -> Workload:
+    now = timezone.now()
+    live = Workload.objects.filter(id=workload.id).exclude(state__in=TERMINAL_STATES)
+    if not live.filter(cancel_requested_at__isnull=True).update(cancel_requested_at=now):
+        return Workload.objects.get(id=workload.id)  # already ended or already cancelling
+    audit(action="cancel.requested", workload=workload, actor=actor)
+    if live.filter(state__in=_NOT_DISPATCHED).update(state=WorkloadState.CANCELLED, ended_at=now):
+        reservation_release(workload=workload, reason="cancelled before dispatch")
+        audit(action="workload.cancelled", workload=workload, message="cancelled before dispatch")
+    elif live.update(state=WorkloadState.CANCELLING):
+        tasks_bridge.enqueue_cancel(workload.id)
+    return Workload.objects.get(id=workload.id)
+
+
+def spec_of(workload: Workload) -> WorkloadSpec:
+    return validate_spec(workload.spec)

@@ -1,0 +1,195 @@
+"""The one workload spec: what a researcher asks for, independent of where it runs.
+
+The web form, the REST API, the placement library and every backend read this one
+dataclass.  Mapping it onto a control plane's objects lives in that backend's module.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+PRIORITIES = ("low", "normal", "high")
+PARTITIONING_WHOLE = "whole"
+# NVIDIA MIG profile names: "<slices>g.<memory>gb", e.g. 1g.10gb, 3g.40gb, 7g.80gb.
+MIG_PROFILE_RE = re.compile(r"^[1-7]g\.\d{1,3}gb$")
+NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
+
+
+class SpecError(ValueError):
+    """Invalid workload spec; ``errors`` maps each field name to its messages."""
+
+    def __init__(self, errors: dict[str, list[str]]):
+        self.errors = errors
+        text = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(errors.items()))
+        super().__init__(text)
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    project: str
+    name: str
+    command: str
+    gpus_per_worker: int = 1
+    workers: int = 1
+    gpu_class: str = ""
+    gpu_models: tuple[str, ...] = ()
+    image: str = ""
+    min_gpu_memory_gb: int = 0
+    mig_profile: str = ""
+    cpus_per_worker: int = 4
+    memory_gb_per_worker: int = 16
+    time_limit_minutes: int = 60
+    data_location: str = ""
+    data_size_gb: float = 0.0
+    residency: tuple[str, ...] = ()
+    same_interconnect: bool = False
+    priority: str = "normal"
+    checkpointable: bool = False
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_worker * self.workers
+
+    @property
+    def partitioning(self) -> str:
+        return self.mig_profile or PARTITIONING_WHOLE
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WorkloadSpec":
+        """Build and validate a spec; raises SpecError naming every bad field."""
+        return validate_spec(data)
+
+
+_INT_LIMITS: dict[str, tuple[int, int]] = {
+    "gpus_per_worker": (1, 16),
+    "workers": (1, 512),
+    "min_gpu_memory_gb": (0, 1024),
+    "cpus_per_worker": (1, 512),
+    "memory_gb_per_worker": (1, 8192),
+    "time_limit_minutes": (1, 60 * 24 * 30),
+}
+
+
+def _as_int(name: str, raw: Any, errors: dict[str, list[str]]) -> int | None:
+    if isinstance(raw, bool):
+        errors.setdefault(name, []).append("must be a whole number.")
+        return None
+    try:
+        value = int(raw)
+    except (TypeError, ValueError):
+        errors.setdefault(name, []).append("must be a whole number.")
+        return None
+    if isinstance(raw, float) and raw != value:
+        errors.setdefault(name, []).append("must be a whole number.")
+        return None
+    low, high = _INT_LIMITS[name]
+    if not low <= value <= high:
+        errors.setdefault(name, []).append(f"must be between {low} and {high}.")
+        return None
+    return value
+
+
+def _as_str_tuple(raw: Any) -> tuple[str, ...]:
+    if raw in (None, ""):
+        return ()
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    return tuple(s.strip() for s in raw if str(s).strip())
+
+
+def _as_bool(raw: Any) -> bool:
+    if isinstance(raw, str):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    return bool(raw)
+
+
+def _text(name: str, raw: Any, errors: dict[str, list[str]], limit: int) -> str:
+    if raw is None:
+        return ""
+    if not isinstance(raw, str):
+        errors.setdefault(name, []).append("must be text.")
+        return ""
+    if len(raw) > limit:
+        errors.setdefault(name, []).append(f"must be at most {limit} characters.")
+    if "\x00" in raw:
+        errors.setdefault(name, []).append("must not contain NUL characters.")
+    return raw.strip()
+
+
+def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
+    errors: dict[str, list[str]] = {}
+    known = {f.name for f in fields(WorkloadSpec)}
+    for extra in sorted(set(data) - known):
+        errors.setdefault(extra, []).append("is not a workload spec field.")
+    values: dict[str, Any] = {}
+    for name in ("project", "name", "command", "image", "gpu_class", "mig_profile",
+                 "data_location", "priority"):
+        values[name] = _text(name, data.get(name), errors, 4000 if name == "command" else 200)
+    for name in _INT_LIMITS:
+        if name in data and data[name] not in (None, ""):
+            values[name] = _as_int(name, data[name], errors)
+    values["gpu_models"] = _as_str_tuple(data.get("gpu_models"))
+    values["residency"] = _as_str_tuple(data.get("residency"))
+    values["same_interconnect"] = _as_bool(data.get("same_interconnect", False))
+    values["checkpointable"] = _as_bool(data.get("checkpointable", False))
+    values["data_size_gb"] = _data_size(data.get("data_size_gb"), errors)
+    _check_semantics(values, errors)
+    if errors:
+        raise SpecError(errors)
+    clean = {k: v for k, v in values.items() if v is not None and (v != "" or k in (
+        "gpu_class", "image", "mig_profile", "data_location"))}
+    clean.setdefault("priority", "normal")
+    if not clean["priority"]:
+        clean["priority"] = "normal"
+    return WorkloadSpec(**clean)
+
+
+def _data_size(raw: Any, errors: dict[str, list[str]]) -> float:
+    if raw in (None, ""):
+        return 0.0
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        errors.setdefault("data_size_gb", []).append("must be a number.")
+        return 0.0
+    if not 0 <= value <= 1_000_000 or value != value:
+        errors.setdefault("data_size_gb", []).append("must be between 0 and 1000000.")
+        return 0.0
+    return value
+
+
+def _check_semantics(values: dict[str, Any], errors: dict[str, list[str]]) -> None:
+    def err(name: str, msg: str) -> None:
+        errors.setdefault(name, []).append(msg)
+
+    if not values.get("project"):
+        err("project", "is required.")
+    name = values.get("name", "")
+    if not name:
+        err("name", "is required.")
+    elif not NAME_RE.match(name):
+        err("name", "use lower-case letters, digits and '-', at most 52 characters, "
+            "starting and ending with a letter or digit.")
+    if not values.get("command"):
+        err("command", "is required.")
+    if not values.get("gpu_class") and not values.get("gpu_models"):
+        err("gpu_class", "choose a GPU class or list the accepted GPU models.")
+    mig = values.get("mig_profile", "")
+    if mig and not MIG_PROFILE_RE.match(mig):
+        err("mig_profile", "must be a MIG profile such as 1g.10gb or 3g.40gb, or empty "
+            "for whole GPUs.")
+    if mig and (values.get("gpus_per_worker") or 1) > 7:
+        err("gpus_per_worker", "at most 7 MIG slices fit on one GPU.")
+    if values.get("priority") and values["priority"] not in PRIORITIES:
+        err("priority", f"must be one of {', '.join(PRIORITIES)}.")
+    if values.get("same_interconnect") and (values.get("workers") or 1) == 1:
+        # harmless, but tell the user it has no effect
+        pass

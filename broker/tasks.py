@@ -1,0 +1,74 @@
+"""Celery tasks: thin, id-based, idempotent (acks_late), time-limited.
+
+Each calls one service.  The same functions run in-process in the demo
+(CELERY_TASK_ALWAYS_EAGER) and from the in-process ticker.
+"""
+from __future__ import annotations
+
+from celery import shared_task
+
+from broker.models import Cluster, Workload, WorkloadState
+
+TASK_OPTIONS = {"acks_late": True, "time_limit": 120, "soft_time_limit": 110}
+
+
+@shared_task(**TASK_OPTIONS)
+def sync_inventory(cluster_id: int) -> None:
+    from broker.services.inventory import cluster_sync_inventory
+
+    cluster_sync_inventory(cluster_id=cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def sync_all_inventory() -> None:
+    for cluster_id in Cluster.objects.filter(enabled=True).values_list("id", flat=True):
+        sync_inventory.delay(cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def place_workload(workload_id: int) -> None:
+    from broker.services.placing import workload_place
+
+    workload_place(workload_id=workload_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def place_waiting() -> None:
+    ids = Workload.objects.filter(state__in=(WorkloadState.SUBMITTED, WorkloadState.WAITING)).order_by(
+        "created_at").values_list("id", flat=True)[:500]
+    for workload_id in ids:
+        place_workload.delay(workload_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def dispatch_workload(workload_id: int) -> None:
+    from broker.services.dispatch import workload_dispatch
+
+    workload_dispatch(workload_id=workload_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def poll_status(cluster_id: int) -> None:
+    from broker.services.status import cluster_poll_status
+
+    cluster_poll_status(cluster_id=cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def poll_all_status() -> None:
+    for cluster_id in Cluster.objects.filter(enabled=True).values_list("id", flat=True):
+        poll_status.delay(cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def propagate_cancel(workload_id: int) -> None:
+    from broker.services.cancel import cancel_propagate
+
+    cancel_propagate(workload_id=workload_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def reconcile() -> None:
+    from broker.services.reconcile import reconcile_fleet
+
+    reconcile_fleet()

@@ -1,0 +1,18 @@
+from django.urls import path
+
+from broker.web import views
+
+urlpatterns = [
+    path("workloads/", views.workload_list_page, name="workload-list"),
+    path("workloads/new/", views.workload_new, name="workload-new"),
+    path("workloads/new/quota/", views.workload_quota_hint, name="workload-quota-hint"),
+    path("workloads/<int:workload_id>/", views.workload_detail, name="workload-detail"),
+    path("workloads/<int:workload_id>/cancel/", views.workload_cancel_view, name="workload-cancel"),
+    path("quotas/", views.quota_list_page, name="quota-list"),
+    path("quotas/<int:quota_id>/", views.quota_edit, name="quota-edit"),
+    path("clusters/", views.cluster_list_page, name="cluster-list"),
+    path("reservations/", views.reservation_list_page, name="reservation-list"),
+    path("escalations/", views.escalation_list_page, name="escalation-list"),
+    path("escalations/<int:escalation_id>/<str:action>/", views.escalation_action, name="escalation-action"),
+    path("fleet/", views.fleet_page, name="fleet"),
+]

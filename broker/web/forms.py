@@ -1,0 +1,50 @@
+"""Forms for the broker pages: they collect input; validation of the spec itself
+lives in broker.spec so the form, the API and the backends agree."""
+from __future__ import annotations
+
+from django import forms
+
+from broker.models import GpuClass
+from broker.spec import PRIORITIES
+
+
+class WorkloadForm(forms.Form):
+    project = forms.ModelChoiceField(queryset=None, empty_label=None)
+    name = forms.CharField(max_length=52, help_text="lower-case letters, digits and '-'")
+    command = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), initial="python train.py")
+    image = forms.CharField(required=False, help_text="Container image (Kubernetes clusters)")
+    gpu_class = forms.ModelChoiceField(queryset=GpuClass.objects.all(), to_field_name="slug", required=False)
+    gpu_models = forms.CharField(required=False, help_text="Or accepted GPU models, comma-separated")
+    min_gpu_memory_gb = forms.IntegerField(required=False, min_value=0, initial=0)
+    mig_profile = forms.CharField(required=False, help_text="e.g. 1g.10gb; empty for whole GPUs")
+    gpus_per_worker = forms.IntegerField(min_value=1, initial=1)
+    workers = forms.IntegerField(min_value=1, initial=1, help_text="The gang: all start together")
+    cpus_per_worker = forms.IntegerField(min_value=1, initial=4)
+    memory_gb_per_worker = forms.IntegerField(min_value=1, initial=16)
+    time_limit_minutes = forms.IntegerField(min_value=1, initial=60)
+    data_location = forms.CharField(required=False)
+    data_size_gb = forms.FloatField(required=False, min_value=0, initial=0)
+    residency = forms.CharField(required=False, help_text="Allowed regions, comma-separated")
+    same_interconnect = forms.BooleanField(required=False)
+    priority = forms.ChoiceField(choices=[(p, p) for p in PRIORITIES], initial="normal")
+    checkpointable = forms.BooleanField(required=False, help_text="May be resubmitted from its checkpoint")
+
+    def __init__(self, *args, projects=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["project"].queryset = projects
+
+    def spec_data(self) -> dict:
+        data = {k: v for k, v in self.cleaned_data.items() if k != "project" and v not in (None, "")}
+        if self.cleaned_data.get("gpu_class"):
+            data["gpu_class"] = self.cleaned_data["gpu_class"].slug
+        return data
+
+
+class QuotaForm(forms.Form):
+    limit_gpus = forms.IntegerField(min_value=0)
+    borrow_limit_gpus = forms.IntegerField(min_value=0, required=False)
+
+
+class EscalationResolveForm(forms.Form):
+    outcome = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}))
+    old_run_dead = forms.BooleanField(required=False, label="The old run is known to be dead")

@@ -1,0 +1,200 @@
+"""Researcher and admin pages.  Thin: selectors read, services write, templates show.
+
+HTMX requests get the named partial of the same template (django-htmx pattern:
+one view per URL, ``page.html#partial``)."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from broker.models import GpuClass
+from broker.selectors import (
+    cluster_list, escalation_get, escalation_list, quota_get, quota_list, reservation_list,
+    workload_get, workload_list, workload_timeline,
+)
+from broker.services.escalations import escalation_acknowledge, escalation_resolve
+from broker.services.quota import QuotaBelowUse, quota_set, quota_use
+from broker.services.workloads import workload_cancel, workload_submit
+from broker.spec import SpecError
+from broker import fleet_selectors as fleet_view
+from broker.web.explain import RULE_WORDS, plain_reason
+from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
+from portal.tenancy.access import is_operator, roles_of
+from portal.tenancy.models import Role
+from portal.tenancy.selectors import project_list
+
+
+def _require(request: HttpRequest, role: str) -> None:
+    if role not in roles_of(request.user):
+        raise PermissionDenied
+
+
+def _partial(request: HttpRequest, template: str, name: str) -> str:
+    return f"{template}#{name}" if request.htmx else template
+
+
+@login_required
+def workload_list_page(request: HttpRequest) -> HttpResponse:
+    _require(request, Role.RESEARCHER) if not is_operator(request.user) else None
+    workloads = workload_list(user=request.user, state=request.GET.get("state", ""))[:200]
+    return render(request, _partial(request, "broker/workload_list.html", "rows"),
+                  {"workloads": workloads, "state": request.GET.get("state", "")})
+
+
+@login_required
+def workload_new(request: HttpRequest) -> HttpResponse:
+    _require(request, Role.RESEARCHER)
+    projects = project_list(user=request.user, roles=(Role.RESEARCHER,))
+    form = WorkloadForm(request.POST or None, projects=projects)
+    if request.method == "POST" and form.is_valid():
+        try:
+            workload = workload_submit(user=request.user, project_id=form.cleaned_data["project"].id,
+                                       spec_data=form.spec_data())
+        except SpecError as exc:
+            for field, errors in exc.errors.items():
+                form.add_error(field if field in form.fields else None, " ".join(errors))
+        else:
+            messages.success(request, f"Submitted {workload.name} ({workload.uid}).")
+            return redirect("workload-detail", workload_id=workload.id)
+    return render(request, "broker/workload_new.html", {"form": form, "quota": _quota_left(request, form)})
+
+
+def _quota_left(request: HttpRequest, form: WorkloadForm) -> dict | None:
+    projects = form.fields["project"].queryset
+    chosen = form["project"].value()
+    project = projects.filter(id=chosen).first() if str(chosen or "").isdigit() else projects.first()
+    if project is None:
+        return None
+    slug = form["gpu_class"].value()
+    classes = GpuClass.objects.filter(slug=slug) if slug else GpuClass.objects.filter(
+        quotas__tenant_id=project.tenant_id).order_by("slug")
+    gpu_class = classes.first()
+    if gpu_class is None:
+        return None
+    use = quota_use(tenant_id=project.tenant_id, gpu_class_id=gpu_class.id)
+    return {"gpu_class": gpu_class, "use": use, "tenant": project.tenant}
+
+
+@login_required
+def workload_quota_hint(request: HttpRequest) -> HttpResponse:
+    """HTMX: the quota left for the class chosen in the submit form."""
+    _require(request, Role.RESEARCHER)
+    form = WorkloadForm(request.GET, projects=project_list(user=request.user, roles=(Role.RESEARCHER,)))
+    return render(request, "broker/workload_new.html#quota", {"quota": _quota_left(request, form)})
+
+
+@login_required
+def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = workload_get(user=request.user, workload_id=workload_id)
+    placement = workload.placement or {}
+    context = {
+        "w": workload, "plain_reason": plain_reason(workload.reason),
+        "ranked": placement.get("ranked", []),
+        "excluded": [(name, e["rule"], RULE_WORDS.get(e["rule"], e["rule"]), e["message"])
+                     for name, e in sorted(placement.get("excluded", {}).items())],
+        "timeline": workload_timeline(user=request.user, workload_id=workload_id),
+        "attempts": workload.attempts.select_related("cluster"),
+    }
+    return render(request, _partial(request, "broker/workload_detail.html", "status"), context)
+
+
+@login_required
+@require_POST
+def workload_cancel_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload = workload_cancel(user=request.user, workload_id=workload_id)
+    messages.info(request, f"Cancellation of {workload.name} stored; it is final once the cluster confirms.")
+    return redirect("workload-detail", workload_id=workload.id)
+
+
+@login_required
+def quota_list_page(request: HttpRequest) -> HttpResponse:
+    _require(request, Role.ADMIN)
+    return render(request, "broker/quota_list.html", {"rows": _quota_rows(request)})
+
+
+def _quota_rows(request: HttpRequest) -> list[dict]:
+    rows = []
+    for quota in quota_list(user=request.user):
+        use = quota_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
+        rows.append({"quota": quota, "use": use, "form": QuotaForm(initial={
+            "limit_gpus": quota.limit_gpus, "borrow_limit_gpus": quota.borrow_limit_gpus})})
+    return rows
+
+
+@login_required
+@require_POST
+def quota_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
+    _require(request, Role.ADMIN)
+    quota = quota_get(user=request.user, quota_id=quota_id)
+    form = QuotaForm(request.POST)
+    error = ""
+    if form.is_valid():
+        try:
+            quota = quota_set(actor=request.user, tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id,
+                              limit_gpus=form.cleaned_data["limit_gpus"],
+                              borrow_limit_gpus=form.cleaned_data["borrow_limit_gpus"])
+        except QuotaBelowUse as exc:
+            error = str(exc)
+    else:
+        error = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+    use = quota_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
+    row = {"quota": quota, "use": use, "form": form if error else QuotaForm(initial={
+        "limit_gpus": quota.limit_gpus, "borrow_limit_gpus": quota.borrow_limit_gpus}), "error": error}
+    if request.htmx:
+        return render(request, "broker/quota_list.html#row", {"row": row}, status=422 if error else 200)
+    if error:
+        messages.error(request, error)
+    return redirect("quota-list")
+
+
+@login_required
+def cluster_list_page(request: HttpRequest) -> HttpResponse:
+    from broker.services.policy import policy_in_force
+
+    return render(request, "broker/cluster_list.html", {
+        "clusters": fleet_view.cluster_rows(user=request.user), "policy": policy_in_force()})
+
+
+@login_required
+def reservation_list_page(request: HttpRequest) -> HttpResponse:
+    _require(request, Role.ADMIN)
+    return render(request, "broker/reservation_list.html",
+                  {"reservations": reservation_list(user=request.user)[:500]})
+
+
+@login_required
+def escalation_list_page(request: HttpRequest) -> HttpResponse:
+    _require(request, Role.ADMIN)
+    show_all = request.GET.get("all") == "1"
+    return render(request, "broker/escalation_list.html", {
+        "escalations": escalation_list(user=request.user, include_resolved=show_all)[:500],
+        "show_all": show_all, "form": EscalationResolveForm()})
+
+
+@login_required
+@require_POST
+def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> HttpResponse:
+    _require(request, Role.ADMIN)
+    escalation_get(user=request.user, escalation_id=escalation_id)  # 404 for outsiders first
+    if action not in ("acknowledge", "resolve"):
+        raise Http404("unknown action")
+    if action == "acknowledge":
+        escalation_acknowledge(user=request.user, escalation_id=escalation_id)
+    else:
+        form = EscalationResolveForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, "outcome: say what was found and done.")
+            return redirect("escalation-list")
+        escalation_resolve(user=request.user, escalation_id=escalation_id,
+                           outcome=form.cleaned_data["outcome"], old_run_dead=form.cleaned_data["old_run_dead"])
+    return redirect("escalation-list")
+
+
+@login_required
+def fleet_page(request: HttpRequest) -> HttpResponse:
+    context = fleet_view.overview(user=request.user)
+    return render(request, _partial(request, "broker/fleet.html", "figures"), context)

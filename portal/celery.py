@@ -1,0 +1,12 @@
+"""The Celery app; configuration comes from Django settings (CELERY_* names)."""
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+app = Celery("gpubroker")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

@@ -1,0 +1,161 @@
+"""Django settings: every value comes from the environment, with working defaults.
+
+With nothing set the portal runs on SQLite in the project folder and executes
+background tasks in-process, so a laptop with only Python can run the demo.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import django
+
+from portal.env import (
+    broker_url,
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("GPUBROKER_DEBUG", False)
+SECRET_KEY = env_str("GPUBROKER_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("GPUBROKER_REQUIRE_SECRET", False):
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("GPUBROKER_SECRET_KEY: must be set in production")
+    SECRET_KEY = "insecure-dev-key-set-GPUBROKER_SECRET_KEY"
+ALLOWED_HOSTS = env_list("GPUBROKER_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("GPUBROKER_CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_htmx",
+    "portal.tenancy",
+    "portal.pages",
+    "broker",
+    "accounting",
+]
+if django.VERSION < (6, 0):
+    INSTALLED_APPS.append("template_partials")
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "portal.tenancy.context.roles",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": database_from_url("DATABASE_URL", BASE_DIR / "db.sqlite3")}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Several threads (in-process worker, test threads) share the file: wait, don't fail.
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-gb"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.BasicAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "GPU broker API",
+    "DESCRIPTION": "Submit and follow GPU workloads across Slurm, Kueue, Volcano and cloud.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Celery: with no broker URL, tasks run eagerly in the calling process (demo, laptop).
+CELERY_BROKER_URL = broker_url("CELERY_BROKER_URL")
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = env_int("GPUBROKER_TASK_TIME_LIMIT_S", 120, minimum=1)
+CELERY_TASK_SOFT_TIME_LIMIT = max(1, CELERY_TASK_TIME_LIMIT - 10)
+CELERY_RESULT_BACKEND = None
+CELERY_TIMEZONE = "UTC"
+
+# Broker behaviour.
+GPUBROKER_POLICY_FILE = Path(env_str("GPUBROKER_POLICY_FILE", str(BASE_DIR / "broker" / "policy" / "default.yaml")))
+GPUBROKER_FLEET_FILE = Path(env_str("GPUBROKER_FLEET_FILE", str(BASE_DIR / "broker" / "fleets" / "demo.yaml")))
+GPUBROKER_ENABLE_SIMULATOR = env_bool("GPUBROKER_ENABLE_SIMULATOR", True)
+GPUBROKER_ENABLE_SLURM = env_bool("GPUBROKER_ENABLE_SLURM", False)
+GPUBROKER_ENABLE_KUEUE = env_bool("GPUBROKER_ENABLE_KUEUE", False)
+GPUBROKER_ENABLE_VOLCANO = env_bool("GPUBROKER_ENABLE_VOLCANO", False)
+GPUBROKER_BACKEND_TIMEOUT_S = env_float("GPUBROKER_BACKEND_TIMEOUT_S", 20.0, minimum=0.1)
+GPUBROKER_INVENTORY_INTERVAL_S = env_int("GPUBROKER_INVENTORY_INTERVAL_S", 30, minimum=1)
+GPUBROKER_STATUS_INTERVAL_S = env_int("GPUBROKER_STATUS_INTERVAL_S", 10, minimum=1)
+GPUBROKER_RECONCILE_INTERVAL_S = env_int("GPUBROKER_RECONCILE_INTERVAL_S", 60, minimum=1)
+GPUBROKER_ACCOUNTING_TOLERANCE = env_float("GPUBROKER_ACCOUNTING_TOLERANCE", 0.02)
+# Demo: the simulated fleet's clock runs this many times faster than wall time.
+GPUBROKER_SIM_TIME_SCALE = env_float("GPUBROKER_SIM_TIME_SCALE", 120.0, minimum=1.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("GPUBROKER_LOG_LEVEL", "INFO")},
+}
+
+CELERY_BEAT_SCHEDULE = {
+    "inventory": {"task": "broker.tasks.sync_all_inventory", "schedule": float(GPUBROKER_INVENTORY_INTERVAL_S)},
+    "status": {"task": "broker.tasks.poll_all_status", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},
+    "place-waiting": {"task": "broker.tasks.place_waiting", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},
+    "reconcile": {"task": "broker.tasks.reconcile", "schedule": float(GPUBROKER_RECONCILE_INTERVAL_S)},
+}

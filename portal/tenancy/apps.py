@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class TenancyConfig(AppConfig):
+    name = "portal.tenancy"
+    label = "tenancy"
+    verbose_name = "Tenants and projects"

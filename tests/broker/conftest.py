@@ -1,0 +1,78 @@
+"""Fixtures for broker tests: simulated clusters registered as Cluster rows."""
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from broker.backends.sim import NodeGroup, SimulatorFleet
+from broker.models import Cluster, GpuClass, Quota
+from broker.services.fleet_setup import gpu_classes_from_policy
+from broker.services.inventory import cluster_sync_inventory
+from broker.services.placing import workload_place
+from broker.services.dispatch import workload_dispatch
+from broker.services.status import cluster_poll_status
+from broker.services.workloads import workload_submit
+
+
+@pytest.fixture
+def gpu_classes(db) -> dict[str, GpuClass]:
+    return {c.slug: c for c in gpu_classes_from_policy()}
+
+
+@pytest.fixture
+def quota(trio, gpu_classes) -> Quota:
+    return Quota.objects.create(tenant=trio.tenant, gpu_class=gpu_classes["a100-80gb"], limit_gpus=64)
+
+
+@pytest.fixture
+def sim():
+    return SimulatorFleet.instance()
+
+
+@pytest.fixture
+def make_cluster(db, sim):
+    def _make(name: str, *, flavor: str = "slurm", nodes: list[int] = (8, 8), gpu_model: str = "A100",
+              memory_gb: int = 80, location: str = "onprem", price: str = "1.2", region: str = "eu-west",
+              partitioning: str = "whole", domain: str = "", **options) -> Cluster:
+        groups = [NodeGroup(count=1, gpu_model=gpu_model, gpu_memory_gb=memory_gb, gpus_per_node=n,
+                            partitioning=partitioning, interconnect_domain=domain,
+                            name_prefix=f"{name}-n{i}-") for i, n in enumerate(nodes)]
+        sim.add_cluster(name, flavor, node_groups=groups, **options)
+        cluster = Cluster.objects.create(name=name, kind="simulator", region=region, location=location,
+                                         price_per_gpu_hour=Decimal(price), config={"image_pull_s": 0})
+        cluster_sync_inventory(cluster_id=cluster.id)
+        cluster.refresh_from_db()
+        return cluster
+    return _make
+
+
+@pytest.fixture
+def submit(trio, quota):
+    def _submit(*, gpus_per_worker: int = 2, workers: int = 1, user=None, project=None, **spec):
+        data = {"name": spec.pop("name", "train"), "command": "python train.py", "gpu_class": "a100-80gb",
+                "gpus_per_worker": gpus_per_worker, "workers": workers, **spec}
+        return workload_submit(user=user or trio.member, project_id=(project or trio.project).id, spec_data=data)
+    return _submit
+
+
+@pytest.fixture
+def drive():
+    """Run placement and dispatch the way the tasks would, without a queue in between."""
+    def _drive(workload):
+        workload = workload_place(workload_id=workload.id)
+        for _ in range(5):  # a local rejection re-places the workload on the next cluster
+            if workload.state != "reserved":
+                break
+            workload = workload_dispatch(workload_id=workload.id)
+            workload.refresh_from_db()
+        return workload
+    return _drive
+
+
+@pytest.fixture
+def poll():
+    def _poll(*clusters: Cluster) -> None:
+        for cluster in clusters:
+            cluster_poll_status(cluster_id=cluster.id)
+    return _poll

@@ -1,0 +1,63 @@
+"""Settings come from the environment and fail loudly, naming the setting."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import broker_url, database_from_url, env_bool, env_int
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_no_database_url_means_sqlite_in_the_project_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    db = database_from_url("DATABASE_URL", tmp_path / "db.sqlite3")
+    assert db["ENGINE"].endswith("sqlite3") and db["NAME"] == str(tmp_path / "db.sqlite3")
+
+
+def test_postgres_url_is_split_into_django_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:s%40cret@db.example:6543/broker?sslmode=require")
+    db = database_from_url("DATABASE_URL", tmp_path / "x")
+    assert (db["USER"], db["PASSWORD"], db["HOST"], db["PORT"], db["NAME"]) == (
+        "app", "s@cret", "db.example", "6543", "broker")
+    assert db["OPTIONS"] == {"sslmode": "require"}
+
+
+@pytest.mark.parametrize("value, fragment", [
+    ("mysql://u@h/db", "unknown scheme 'mysql'"),
+    ("postgres://u@h", "no database name"),
+    ("postgres://u@h:notaport/db", "bad port"),
+])
+def test_malformed_database_url_names_the_setting(monkeypatch, tmp_path, value, fragment):
+    monkeypatch.setenv("DATABASE_URL", value)
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL") as exc:
+        database_from_url("DATABASE_URL", tmp_path / "x")
+    assert fragment in str(exc.value)
+
+
+def test_bad_boolean_and_number_name_their_variable(monkeypatch):
+    monkeypatch.setenv("GPUBROKER_DEBUG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="GPUBROKER_DEBUG"):
+        env_bool("GPUBROKER_DEBUG", False)
+    monkeypatch.setenv("GPUBROKER_TASK_TIME_LIMIT_S", "ten")
+    with pytest.raises(ImproperlyConfigured, match="GPUBROKER_TASK_TIME_LIMIT_S"):
+        env_int("GPUBROKER_TASK_TIME_LIMIT_S", 120)
+
+
+def test_unknown_celery_broker_scheme_is_refused(monkeypatch):
+    monkeypatch.setenv("CELERY_BROKER_URL", "kafka://x")
+    with pytest.raises(ImproperlyConfigured, match="CELERY_BROKER_URL"):
+        broker_url("CELERY_BROKER_URL")
+
+
+def test_start_up_stops_with_a_message_naming_the_bad_setting():
+    env = {**os.environ, "DATABASE_URL": "oracle://scott:tiger@db/orcl", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "DATABASE_URL: unknown scheme 'oracle'" in result.stderr
