@@ -1,0 +1,200 @@
+"""Local admission of one pending job, in each control plane's own words.
+
+Every verdict carries the normalised reason and the raw text a real scheduler would
+show (Slurm's squeue reason, Kueue's flavor-assignment message, Volcano's PodGroup
+condition), so the broker's normalisation and the UI can be exercised end to end.
+A verdict that ``blocks`` holds back later jobs of the same pools: strict FIFO, no
+backfill.  Policy holds never block: Slurm and Kueue both step over jobs that cannot be
+admitted by rule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from broker.backends.base import Reason, Rejected
+from broker.backends.sim.model import JobRequest, Partition, SimJob, SimNode, gpu_resource
+from broker.backends.sim.placement import (
+    Placement, free_if_built, free_if_idle, matching_pools, pack, placeable_workers)
+
+SLURM_NOT_AVAILABLE = ("sbatch: error: Batch job submission failed: "
+                       "Requested node configuration is not available")
+SLURM_BAD_PARTITION = ("sbatch: error: Batch job submission failed: "
+                       "Invalid partition name specified")
+
+
+@dataclass
+class Verdict:
+    reason: Reason = Reason.NONE
+    raw: str = ""
+    placement: Placement | None = None
+    pool: str = ""
+    pools: list[str] = field(default_factory=list)
+    blocks: bool = False
+
+
+@dataclass
+class Context:
+    """The cluster as admission sees it during one scheduling pass."""
+
+    nodes: Sequence[SimNode]
+    partitions: Mapping[str, Partition]
+    quotas: Mapping[str, int]          # Kueue nominal quota per flavor (pool)
+    used: Mapping[str, int]            # GPUs of running jobs per pool
+    blocked: set[str]                  # pools held back by an earlier waiting job
+    gang_scheduler: str = ""
+
+    def pool_nodes(self, pool: str) -> list[SimNode]:
+        return [n for n in self.nodes if n.pool == pool]
+
+    def nominal(self, pool: str) -> int:
+        if pool in self.quotas:
+            return self.quotas[pool]
+        return sum(n.gpus for n in self.pool_nodes(pool))  # no quota: the flavor's size
+
+
+def _try_pack(ctx: Context, pools: Sequence[str], req: JobRequest) -> Verdict | None:
+    for pool in pools:
+        placement = pack(ctx.pool_nodes(pool), req)
+        if placement is not None:
+            return Verdict(placement=placement, pool=pool, pools=list(pools))
+    return None
+
+
+def _fits_somewhere(ctx: Context, pools: Sequence[str], req: JobRequest, free) -> bool:
+    return any(pack(ctx.pool_nodes(p), req, free) is not None for p in pools)
+
+
+def _best_partial(ctx: Context, pools: Sequence[str], req: JobRequest) -> int:
+    return max((placeable_workers(ctx.pool_nodes(p), req) for p in pools), default=0)
+
+
+def _short_nodes(ctx: Context, pools: Sequence[str], req: JobRequest) -> int:
+    return sum(1 for p in pools for n in ctx.pool_nodes(p) if n.free < req.gpus_per_worker)
+
+
+# --- Slurm ---------------------------------------------------------------------------
+
+def slurm_partition(nodes: Sequence[SimNode], partitions: Mapping[str, Partition],
+                    req: JobRequest, queue: str) -> str:
+    """sbatch's submit-time checks: the partition, and a request no node set could hold."""
+    if queue and queue not in partitions:
+        raise Rejected("invalid partition", SLURM_BAD_PARTITION)
+    names = [queue] if queue else sorted(partitions, key=lambda p: not partitions[p].default)
+    for name in names:
+        part_nodes = [n for n in nodes if n.partition == name]
+        pools = matching_pools(part_nodes, req)
+        if any(pack([n for n in part_nodes if n.pool == p], req, free_if_built) is not None
+               for p in pools):
+            return name
+    raise Rejected("requested node configuration is not available", SLURM_NOT_AVAILABLE)
+
+
+def slurm(job: SimJob, ctx: Context) -> Verdict:
+    req, part = job.request, ctx.partitions[job.partition]
+    pools = matching_pools([n for n in ctx.nodes if n.partition == part.name], req)
+    if part.max_gpus_per_job is not None and req.total_gpus > part.max_gpus_per_job:
+        return Verdict(Reason.POLICY, "QOSMaxGRESPerJob", pools=pools)
+    if ctx.blocked.intersection(pools):
+        return Verdict(Reason.CAPACITY, "Priority", pools=pools, blocks=True)
+    started = _try_pack(ctx, pools, req)
+    if started:
+        return started
+    if not _fits_somewhere(ctx, pools, req, free_if_idle):
+        return Verdict(Reason.UNAVAILABLE, "ReqNodeNotAvail, UnavailableNodes:" + ",".join(
+            n.name for p in pools for n in ctx.pool_nodes(p) if not n.usable), pools=pools)
+    return Verdict(Reason.CAPACITY, "Resources", pools=pools, blocks=True)
+
+
+# --- Kueue ---------------------------------------------------------------------------
+
+def _kueue_quota(ctx: Context, pools: Sequence[str], req: JobRequest,
+                 res: str) -> tuple[list[str], list[str], bool]:
+    """(flavors with room in quota, Kueue's per-flavor details, all-over-maximum?)."""
+    need, ok, details, over_max = req.total_gpus, [], [], True
+    for pool in pools:
+        nominal, used = ctx.nominal(pool), ctx.used.get(pool, 0)
+        if need > nominal:
+            details.append(f"insufficient quota for {res} in flavor {pool}, previously "
+                           f"considered podsets requests (0) + current podset request "
+                           f"({need}) > maximum capacity ({nominal})")
+            continue
+        over_max = False
+        if need > nominal - used:
+            details.append(f"insufficient unused quota for {res} in flavor {pool}, "
+                           f"{need - (nominal - used)} more needed")
+        else:
+            ok.append(pool)
+    return ok, details, over_max
+
+
+def kueue(job: SimJob, ctx: Context) -> Verdict:
+    req = job.request
+    res = gpu_resource(req.partitioning)
+    pools = matching_pools(ctx.nodes, req)
+    prefix = "couldn't assign flavors to pod set main: "
+    if not pools:
+        return Verdict(Reason.POLICY, f"{prefix}resource {res} unavailable in ClusterQueue")
+    ok, details, over_max = _kueue_quota(ctx, pools, req, res)
+    if not ok:
+        # over the maximum everywhere: waiting cannot help; else quota frees up later
+        reason = Reason.POLICY if over_max else Reason.CAPACITY
+        return Verdict(reason, prefix + ", ".join(details), pools=pools, blocks=not over_max)
+    if ctx.blocked.intersection(pools):
+        return Verdict(Reason.CAPACITY, "waiting for earlier workloads in the ClusterQueue "
+                       "(StrictFIFO)", pools=pools, blocks=True)
+    started = _try_pack(ctx, ok, req)
+    if started:
+        return started
+    return _kueue_nodes_short(ctx, ok, req, res, pools)
+
+
+def _kueue_nodes_short(ctx: Context, ok: list[str], req: JobRequest, res: str,
+                       pools: list[str]) -> Verdict:
+    """Quota admits the job but the pods find no room on the nodes."""
+    total = sum(len(ctx.pool_nodes(p)) for p in ok)
+    if not _fits_somewhere(ctx, ok, req, free_if_idle):
+        return Verdict(Reason.UNAVAILABLE, f"0/{total} nodes are available: pod set main "
+                       f"cannot fit on the schedulable nodes ({res})", pools=pools)
+    partial = _best_partial(ctx, ok, req)
+    if ctx.gang_scheduler == "volcano" and req.workers > 1 and partial > 0:
+        return Verdict(Reason.GANG, _gang_text(req, partial, ctx, ok, res), pools=pools,
+                       blocks=True)
+    short = _short_nodes(ctx, ok, req)
+    return Verdict(Reason.CAPACITY, f"0/{total} nodes are available: {short} Insufficient "
+                   f"{res}.", pools=pools, blocks=True)
+
+
+# --- Volcano -------------------------------------------------------------------------
+
+def _gang_text(req: JobRequest, partial: int, ctx: Context, pools: Sequence[str],
+               res: str) -> str:
+    total = sum(len(ctx.pool_nodes(p)) for p in pools)
+    short = _short_nodes(ctx, pools, req)
+    return (f"NotEnoughResources: {req.workers - partial}/{req.workers} tasks in gang "
+            f"unschedulable: pod group is not ready, {req.workers} Pending, {req.workers} "
+            f"minAvailable; {short}/{total} nodes are unavailable: {short} Insufficient {res}.")
+
+
+def volcano(job: SimJob, ctx: Context) -> Verdict:
+    req = job.request
+    res = gpu_resource(req.partitioning)
+    pools = matching_pools(ctx.nodes, req)
+    if not pools or not _fits_somewhere(ctx, pools, req, free_if_idle):
+        return Verdict(Reason.UNAVAILABLE, f"NotEnoughResources: {req.workers}/{req.workers} "
+                       f"tasks in gang unschedulable: no schedulable node offers {res} "
+                       f"for this gang", pools=pools)
+    if ctx.blocked.intersection(pools):
+        return Verdict(Reason.CAPACITY, f"{req.workers}/{req.workers} tasks in gang "
+                       "unschedulable: waiting behind earlier jobs in the queue",
+                       pools=pools, blocks=True)
+    started = _try_pack(ctx, pools, req)
+    if started:
+        return started
+    partial = _best_partial(ctx, pools, req)
+    # all-or-nothing: part of the gang fits, yet nothing starts until every member does
+    reason = Reason.GANG if req.workers > 1 and partial > 0 else Reason.CAPACITY
+    return Verdict(reason, _gang_text(req, partial, ctx, pools, res), pools=pools, blocks=True)
+
+
+ADMIT = {"slurm": slurm, "kueue": kueue, "volcano": volcano}

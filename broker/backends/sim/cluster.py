@@ -1,0 +1,423 @@
+"""One simulated control plane: nodes, a FIFO queue, local admission and a clock.
+
+Scheduling is lazy and event-driven: every call first replays what happened since the
+last one (jobs ending at their exact instants, queued jobs starting in the room they
+leave), so results do not depend on how often anyone looks.  This class has no fault
+switches of its own in effect: ``SimulatorBackend`` applies them, so tests and the demo
+can always inspect the true state here.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import fields
+from datetime import datetime
+from typing import Iterator, Mapping, Sequence
+
+from broker.backends.base import (
+    DestinationJob, InventorySnapshot, JobState, NodeInventory, PoolInventory,
+    ProjectIdentity, QueueStats, Reason, UsageRecord)
+from broker.backends.sim import admission
+from broker.backends.sim.clock import SimClock
+from broker.backends.sim.model import (
+    FLAVORS, MAX_SLOW_S, OWNER, PRIORITY_RANK, Faults, JobRequest, NodeGroup, Partition,
+    SimJob, SimNode)
+from broker.backends.sim.runtime import Runtimes
+from broker.spec import WorkloadSpec
+
+TIMEOUT_RAW = {"slurm": "TIMEOUT", "kueue": "DeadlineExceeded", "volcano": "DeadlineExceeded"}
+
+
+def request_from_spec(spec: WorkloadSpec) -> JobRequest:
+    return JobRequest(
+        name=spec.name, gpus_per_worker=spec.gpus_per_worker, workers=spec.workers,
+        partitioning=spec.partitioning, gpu_models=tuple(spec.gpu_models),
+        gpu_class=spec.gpu_class, min_gpu_memory_gb=spec.min_gpu_memory_gb,
+        same_interconnect=spec.same_interconnect, priority=spec.priority,
+        time_limit_s=spec.time_limit_minutes * 60.0)
+
+
+class SimulatedCluster:
+    kind = "simulator"
+
+    def __init__(self, name: str, flavor: str, nodes: Sequence[SimNode] = (), *,
+                 node_groups: Sequence[NodeGroup] = (), partitions: Sequence[Partition] = (),
+                 quotas: Mapping[str, int] | None = None, gang_scheduler: str = "",
+                 clock: SimClock | None = None, runtimes: Runtimes | None = None):
+        if flavor not in FLAVORS:
+            raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
+        self.name, self.flavor, self.gang_scheduler = name, flavor, gang_scheduler
+        self.clock = clock or SimClock()
+        self.runtimes = runtimes or Runtimes()
+        self.faults = Faults()
+        self.quotas: dict[str, int] = dict(quotas or {})
+        self._nodes = list(nodes) + self._build_groups(node_groups)
+        self._check_node_names()
+        self._by_name = {n.name: n for n in self._nodes}
+        self.partitions = self._init_partitions(partitions)
+        self._jobs: dict[str, SimJob] = {}
+        self._live: dict[str, SimJob] = {}  # pending or running: what scheduling looks at
+        self._seq = itertools.count(1000)
+        self._cursor = self._created = self.clock.seconds
+        self._lock = threading.RLock()
+
+    # --- construction ------------------------------------------------------------------
+
+    def _build_groups(self, groups: Sequence[NodeGroup]) -> list[SimNode]:
+        nodes: list[SimNode] = []
+        taken: dict[str, int] = {}
+        for group in groups:
+            # two groups with the same prefix number their nodes on from each other
+            built = group.build(start_index=taken.get(group.prefix, 0) + 1)
+            taken[group.prefix] = taken.get(group.prefix, 0) + len(built)
+            nodes += built
+            if group.quota is not None and built:
+                flavor = built[0].pool
+                self.quotas[flavor] = self.quotas.get(flavor, 0) + group.quota
+        return nodes
+
+    def _check_node_names(self) -> None:
+        names = [n.name for n in self._nodes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"cluster {self.name}: duplicate node names {dupes}")
+
+    def _init_partitions(self, partitions: Sequence[Partition]) -> dict[str, Partition]:
+        parts = {p.name: p for p in partitions}
+        if not parts:
+            parts = {"gpu": Partition("gpu", default=True)}
+        default = next((p for p in parts.values() if p.default), next(iter(parts.values())))
+        for node in self._nodes:
+            node.partition = node.partition or default.name  # Slurm's Default=YES
+        return parts
+
+    # --- the protocol (fault-free) -----------------------------------------------------
+
+    @property
+    def cluster(self) -> str:
+        return self.name
+
+    @property
+    def owner(self) -> str:
+        return OWNER[self.flavor]
+
+    def tick(self) -> None:
+        """Replay everything up to the clock's now."""
+        with self._lock:
+            self._catch_up()
+
+    def inventory(self) -> InventorySnapshot:
+        with self._lock:
+            self._catch_up()
+            return InventorySnapshot(cluster=self.name, taken_at=self.clock.at(self._cursor),
+                                     pools=self._pools(), queue=self._queue_stats())
+
+    def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
+        """Accept a job (raises Rejected for Slurm's submit-time refusals)."""
+        req = request_from_spec(spec)
+        with self._lock:
+            self._catch_up()
+            partition = self._partition_for(req, identity.queue)
+            account = self._account(identity)
+            namespace = identity.k8s_namespace or identity.project or "default"
+            job = self._new_job(req, workload_id, account, partition, namespace)
+            if self.faults.loses_job:
+                job.doomed, self.faults.loses_job = True, False
+            self._schedule()
+            return job.job_id
+
+    def find(self, workload_id: str) -> DestinationJob | None:
+        with self._lock:
+            self._catch_up()
+            mine = [j for j in self._jobs.values() if j.workload_id == workload_id and not j.lost]
+            if not mine:
+                return None
+            # a live job wins over an ended one; then the newest
+            return self._view(max(mine, key=lambda j: (j.active, j.seq)))
+
+    def status(self, job_ids: Sequence[str]) -> dict[str, DestinationJob]:
+        with self._lock:
+            self._catch_up()
+            return {jid: self._view(self._jobs[jid]) for jid in job_ids
+                    if jid in self._jobs and not self._jobs[jid].lost}
+
+    def active_jobs(self) -> list[DestinationJob]:
+        with self._lock:
+            self._catch_up()
+            return [self._view(j) for j in self._jobs.values() if j.active]
+
+    def cancel(self, job_id: str) -> bool:
+        with self._lock:
+            self._catch_up()
+            job = self._jobs.get(job_id)
+            if job is None or job.lost:
+                return False
+            if not job.state.ended:
+                self._release(job)
+                job.state, job.ended_at = JobState.CANCELLED, self._cursor
+                job.reason, job.raw_reason = Reason.NONE, ""
+                job.end_raw = "CANCELLED by 0" if self.flavor == "slurm" else "Deleted"
+                self._schedule()
+            return True
+
+    def usage(self, since: datetime) -> Iterator[UsageRecord]:
+        with self._lock:
+            self._catch_up()
+            since_s = self.clock.to_seconds(since)
+            records = [self._usage_record(j) for j in self._jobs.values()
+                       if j.started_at is not None and not j.lost
+                       and (j.ended_at is None or j.ended_at >= since_s)]
+        return iter(records)
+
+    # --- test and demo levers ----------------------------------------------------------
+
+    def set_faults(self, **changes: object) -> Faults:
+        """Flip fault switches: unreachable, slow_s, rejects, loses_job, accepts_but_times_out."""
+        known = {f.name for f in fields(Faults)}
+        with self._lock:
+            for key, value in changes.items():
+                if key not in known:
+                    raise ValueError(f"unknown fault {key!r}; known: {sorted(known)}")
+                if key == "slow_s":
+                    value = min(max(0.0, float(value)), MAX_SLOW_S)  # type: ignore[arg-type]
+                setattr(self.faults, key, value)
+            return self.faults
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def take_fault(self, name: str) -> bool:
+        """Consume a one-shot switch; True when it was set."""
+        with self._lock:
+            armed = bool(getattr(self.faults, name))
+            setattr(self.faults, name, False)
+            return armed
+
+    def inject_foreign_job(self, name: str = "foreign-job", gpus_per_worker: int = 1,
+                           workers: int = 1, gpu_model: str = "", partitioning: str = "whole",
+                           account: str = "unknown", duration_s: float | None = None,
+                           partition: str = "") -> str:
+        """A job nobody asked the broker for (no workload id): an orphan to escalate."""
+        req = JobRequest(name=name, gpus_per_worker=gpus_per_worker, workers=workers,
+                         partitioning=partitioning,
+                         gpu_models=(gpu_model,) if gpu_model else ())
+        with self._lock:
+            self._catch_up()
+            part = self._partition_for(req, partition)
+            job = self._new_job(req, None, account, part, account, duration_s=duration_s)
+            self._schedule()
+            return job.job_id
+
+    def claim_node_by(self, other_scheduler: str, node_name: str | None = None) -> str:
+        """Make a second scheduler report a node too (a double claim); returns the node.
+
+        Without ``node_name`` the first node is claimed."""
+        with self._lock:
+            node = self.node(node_name) if node_name else self._nodes[0]
+            if other_scheduler != self.owner and other_scheduler not in node.extra_owners:
+                node.extra_owners.append(other_scheduler)
+            return node.name
+
+    def set_node(self, node_name: str, *, healthy: bool | None = None,
+                 draining: bool | None = None) -> None:
+        with self._lock:
+            self._catch_up()
+            node = self.node(node_name)
+            node.healthy = node.healthy if healthy is None else healthy
+            node.draining = node.draining if draining is None else draining
+            self._schedule()
+
+    def set_quota(self, flavor: str, gpus: int) -> None:
+        """Kueue nominal quota of a flavor (pool name such as ``a100-80gb``)."""
+        with self._lock:
+            self._catch_up()
+            self.quotas[flavor] = gpus
+            self._schedule()
+
+    def node(self, name: str) -> SimNode:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"cluster {self.name} has no node {name!r}") from None
+
+    @property
+    def nodes(self) -> list[SimNode]:
+        return list(self._nodes)
+
+    def jobs(self, workload_id: str | None = None) -> list[SimJob]:
+        """Every job ever submitted, lost ones included (inspection only)."""
+        with self._lock:
+            self._catch_up()
+            return [j for j in self._jobs.values()
+                    if workload_id is None or j.workload_id == workload_id]
+
+    def job(self, job_id: str) -> SimJob:
+        with self._lock:
+            self._catch_up()
+            return self._jobs[job_id]
+
+    # --- scheduling --------------------------------------------------------------------
+
+    def _partition_for(self, req: JobRequest, queue: str) -> str:
+        if self.flavor != "slurm":
+            return ""
+        return admission.slurm_partition(self._nodes, self.partitions, req, queue)
+
+    def _account(self, identity: ProjectIdentity) -> str:
+        if self.flavor == "slurm":
+            return identity.slurm_account or identity.project
+        return identity.k8s_namespace or identity.project
+
+    def _new_job(self, req: JobRequest, workload_id: str | None, account: str,
+                 partition: str, namespace: str, duration_s: float | None = None) -> SimJob:
+        seq = next(self._seq)
+        job_id = str(seq) if self.flavor == "slurm" else f"{namespace}/{req.name}-{seq}"
+        nominal, final = self.runtimes.for_job(workload_id, req.time_limit_s)
+        if duration_s is not None:
+            nominal = duration_s
+        job = SimJob(job_id=job_id, workload_id=workload_id, request=req, account=account,
+                     seq=seq, submitted_at=self._cursor, run_s=self.clock.scaled(nominal),
+                     final_state=final, partition=partition)
+        if req.time_limit_s is not None and nominal > req.time_limit_s:
+            # the scheduler kills a job at its limit, whatever the trace said
+            job.run_s = self.clock.scaled(req.time_limit_s)
+            job.final_state, job.end_raw = JobState.FAILED, TIMEOUT_RAW[self.flavor]
+        self._jobs[job_id] = self._live[job_id] = job
+        return job
+
+    def _catch_up(self) -> None:
+        now = self.clock.seconds
+        self._vanish_seen_doomed()
+        while True:
+            self._schedule()
+            ends = [j.ends_at for j in self._running()]
+            nxt = min((e for e in ends if e is not None), default=None)
+            if nxt is None or nxt > now:
+                break
+            self._cursor = max(self._cursor, nxt)
+            for job in self._running():
+                if job.ends_at is not None and job.ends_at <= self._cursor:
+                    self._finish(job)
+        if now > self._cursor:
+            self._cursor = now
+
+    def _running(self) -> list[SimJob]:
+        return [j for j in self._live.values() if j.state is JobState.RUNNING]
+
+    def _pending(self) -> list[SimJob]:
+        pending = [j for j in self._live.values() if j.state is JobState.PENDING]
+        return sorted(pending, key=lambda j: (PRIORITY_RANK.get(j.request.priority, 1), j.seq))
+
+    def _schedule(self) -> None:
+        """One FIFO pass at the cursor: start what fits, record why the rest waits."""
+        used: dict[str, int] = {}
+        for job in self._running():
+            pool = self.node(job.placement[0][0]).pool
+            used[pool] = used.get(pool, 0) + job.gpus
+        ctx = admission.Context(self._nodes, self.partitions, self.quotas, used, set(),
+                                self.gang_scheduler)
+        admit = admission.ADMIT[self.flavor]
+        for job in self._pending():
+            verdict = admit(job, ctx)
+            if verdict.placement is not None:
+                self._start(job, verdict)
+                used[verdict.pool] = used.get(verdict.pool, 0) + job.gpus
+                continue
+            job.reason, job.raw_reason = verdict.reason, verdict.raw
+            if verdict.blocks:
+                ctx.blocked.update(verdict.pools)
+
+    def _start(self, job: SimJob, verdict: admission.Verdict) -> None:
+        assert verdict.placement is not None
+        for node_name, gpus in verdict.placement:
+            self.node(node_name).allocated += gpus
+        job.placement = list(verdict.placement)
+        job.gpu_model = self.node(job.placement[0][0]).gpu_model
+        job.state, job.started_at = JobState.RUNNING, self._cursor
+        job.reason, job.raw_reason = Reason.NONE, ""
+
+    def _release(self, job: SimJob) -> None:
+        """Free the job's GPUs; it leaves the live set (it is ending or vanishing)."""
+        if job.state is JobState.RUNNING and not job.lost:
+            for node_name, gpus in job.placement:
+                node = self.node(node_name)
+                node.allocated = max(0, node.allocated - gpus)
+        self._live.pop(job.job_id, None)
+
+    def _finish(self, job: SimJob) -> None:
+        self._release(job)
+        if job.doomed:
+            job.lost = True  # it ends without a trace: no state, no accounting record
+            return
+        job.state, job.ended_at = job.final_state, job.ends_at
+
+    def _vanish_seen_doomed(self) -> None:
+        for job in self._running():
+            if job.doomed and job.seen_running:
+                self._release(job)
+                job.lost = True
+
+    # --- reports -----------------------------------------------------------------------
+
+    def _view(self, job: SimJob) -> DestinationJob:
+        if job.doomed and job.state is JobState.RUNNING:
+            job.seen_running = True  # the broker saw it run; from now on it is gone
+        raw = job.raw_reason if job.state is JobState.PENDING else job.end_raw
+        return DestinationJob(
+            job_id=job.job_id, workload_id=job.workload_id, state=job.state,
+            reason=job.reason if job.state is JobState.PENDING else Reason.NONE,
+            raw_reason=raw, gpus=job.gpus, nodes=job.nodes,
+            started_at=None if job.started_at is None else self.clock.at(job.started_at),
+            ended_at=None if job.ended_at is None else self.clock.at(job.ended_at))
+
+    def _usage_record(self, job: SimJob) -> UsageRecord:
+        assert job.started_at is not None
+        end = job.ended_at if job.ended_at is not None else self._cursor
+        return UsageRecord(
+            source="simulator", cluster=self.name, job_id=job.job_id,
+            workload_id=job.workload_id, account=job.account, gpu_model=job.gpu_model,
+            gpus=job.gpus, start=self.clock.at(job.started_at),
+            end=None if job.ended_at is None else self.clock.at(job.ended_at),
+            gpu_seconds=int(round(job.gpus * (end - job.started_at))), state=job.state.value)
+
+    def _pools(self) -> tuple[PoolInventory, ...]:
+        groups: dict[str, list[SimNode]] = {}
+        for node in self._nodes:
+            groups.setdefault(node.pool, []).append(node)
+        pools = [self._pool(name, nodes, self.owner) for name, nodes in groups.items()]
+        for node in self._nodes:
+            # a double claim shows as the same node in a second scheduler's pool
+            pools += [self._pool(f"{node.pool}@{other}", [node], other)
+                      for other in node.extra_owners]
+        return tuple(pools)
+
+    @staticmethod
+    def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
+        first = nodes[0]
+        return PoolInventory(
+            name=name, gpu_model=first.gpu_model, gpu_memory_gb=first.gpu_memory_gb,
+            partitioning=first.partitioning, owner=owner,
+            nodes=tuple(NodeInventory(
+                name=n.name, gpu_model=n.gpu_model, gpu_memory_gb=n.gpu_memory_gb,
+                gpus_total=n.gpus, gpus_allocatable=n.gpus, gpus_allocated=n.allocated,
+                partitioning=n.partitioning, healthy=n.healthy, draining=n.draining,
+                interconnect_domain=n.interconnect_domain, owner=owner) for n in nodes))
+
+    def _queue_stats(self) -> QueueStats:
+        pending = [j for j in self._live.values() if j.state is JobState.PENDING]
+        # throughput over the last (scaled) hour, or since the cluster was created
+        window = min(3600.0 / self.clock.time_scale, self._cursor - self._created)
+        busy = 0.0
+        if window > 0:
+            start = self._cursor - window
+            for job in self._jobs.values():
+                if job.started_at is None or job.lost:
+                    continue
+                end = job.ended_at if job.ended_at is not None else self._cursor
+                busy += job.gpus * max(0.0, min(end, self._cursor) - max(job.started_at, start))
+        return QueueStats(pending_jobs=len(pending), pending_gpus=sum(j.gpus for j in pending),
+                          gpu_hours_per_hour=busy / window if window > 0 else 0.0)
+
+    def __repr__(self) -> str:
+        return f"<SimulatedCluster {self.name} ({self.flavor}) {len(self._nodes)} nodes>"

@@ -1,0 +1,185 @@
+"""Plain state of a simulated cluster: nodes, partitions, jobs and fault switches."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from broker.backends.base import JobState, Reason
+
+FLAVORS = ("slurm", "kueue", "volcano")
+# The scheduler that owns a flavor's GPUs, as reported in inventory (NodeInventory.owner).
+OWNER = {"slurm": "slurm", "kueue": "kueue", "volcano": "volcano"}
+PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
+MIG_RE = re.compile(r"^([1-7])g\.(\d{1,3})gb$")
+# How many slices of a profile one A100/H100 holds (NVIDIA's MIG geometry).
+MIG_SLICES = {1: 7, 2: 3, 3: 2, 4: 1, 7: 1}
+MAX_SLOW_S = 30.0  # a slow cluster still answers: the delay is bounded
+
+
+def mig_geometry(profile: str) -> tuple[int, int]:
+    """(slices per GPU, memory per slice in GB) of a MIG profile such as ``1g.10gb``."""
+    match = MIG_RE.match(profile)
+    if not match:
+        raise ValueError(f"not a MIG profile: {profile!r}")
+    compute, memory = int(match.group(1)), int(match.group(2))
+    return MIG_SLICES.get(compute, 7 // compute), memory
+
+
+def pool_name(gpu_model: str, gpu_memory_gb: int, partitioning: str) -> str:
+    """Pool (and Kueue ResourceFlavor) name: ``a100-80gb`` or ``a100-1g.10gb``."""
+    if partitioning == "whole":
+        return f"{gpu_model}-{gpu_memory_gb}gb".lower()
+    return f"{gpu_model}-{partitioning}".lower()
+
+
+def gpu_resource(partitioning: str) -> str:
+    """The Kubernetes extended resource a pod asks for."""
+    return "nvidia.com/gpu" if partitioning == "whole" else f"nvidia.com/mig-{partitioning}"
+
+
+@dataclass
+class SimNode:
+    """One node.  ``gpus`` counts allocatable units: whole GPUs, or MIG slices."""
+
+    name: str
+    gpu_model: str
+    gpu_memory_gb: int          # per unit: a MIG slice's memory on a partitioned node
+    gpus: int
+    partitioning: str = "whole"
+    interconnect_domain: str = ""
+    partition: str = ""         # Slurm partition; unused by the Kubernetes flavors
+    healthy: bool = True
+    draining: bool = False
+    allocated: int = 0
+    extra_owners: list[str] = field(default_factory=list)  # claim_node_by(): a conflict
+
+    @property
+    def pool(self) -> str:
+        return pool_name(self.gpu_model, self.gpu_memory_gb, self.partitioning)
+
+    @property
+    def usable(self) -> bool:
+        return self.healthy and not self.draining
+
+    @property
+    def free(self) -> int:
+        return max(0, self.gpus - self.allocated) if self.usable else 0
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """``count`` identical nodes, as a fleet file describes them."""
+
+    count: int
+    gpu_model: str
+    gpu_memory_gb: int
+    gpus_per_node: int
+    partitioning: str = "whole"
+    interconnect_domain: str = ""
+    partition: str = ""
+    name_prefix: str = ""
+    quota: int | None = None    # Kueue nominal quota for this group's flavor
+
+    @property
+    def prefix(self) -> str:
+        """Node names are the prefix plus a two-digit index: ``a100-80gb-01``."""
+        if self.name_prefix:
+            return self.name_prefix
+        name = pool_name(self.gpu_model, self.gpu_memory_gb, self.partitioning)
+        return name.replace(".", "-") + "-"
+
+    def build(self, start_index: int = 1) -> list[SimNode]:
+        units, memory = self.gpus_per_node, self.gpu_memory_gb
+        if self.partitioning != "whole":
+            slices, memory = mig_geometry(self.partitioning)
+            units = self.gpus_per_node * slices
+        return [SimNode(name=f"{self.prefix}{start_index + i:02d}", gpu_model=self.gpu_model,
+                        gpu_memory_gb=memory, gpus=units, partitioning=self.partitioning,
+                        interconnect_domain=self.interconnect_domain,
+                        partition=self.partition)
+                for i in range(self.count)]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A Slurm partition with the per-job GPU cap of its QoS (``MaxTRESPerJob=gres/gpu``)."""
+
+    name: str
+    max_gpus_per_job: int | None = None
+    default: bool = False
+
+
+@dataclass
+class JobRequest:
+    """What local admission needs from a spec (foreign jobs have no spec)."""
+
+    name: str
+    gpus_per_worker: int
+    workers: int
+    partitioning: str = "whole"
+    gpu_models: tuple[str, ...] = ()
+    gpu_class: str = ""
+    min_gpu_memory_gb: int = 0
+    same_interconnect: bool = False
+    priority: str = "normal"
+    time_limit_s: float | None = None
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus_per_worker * self.workers
+
+
+@dataclass
+class SimJob:
+    job_id: str
+    workload_id: str | None
+    request: JobRequest
+    account: str
+    seq: int
+    submitted_at: float
+    run_s: float                       # on the cluster's clock, already scaled
+    final_state: JobState = JobState.COMPLETED
+    end_raw: str = ""                  # raw text once ended, e.g. a time-limit kill
+    partition: str = ""
+    state: JobState = JobState.PENDING
+    reason: Reason = Reason.NONE
+    raw_reason: str = ""
+    started_at: float | None = None
+    ended_at: float | None = None
+    placement: list[tuple[str, int]] = field(default_factory=list)  # (node, gpus)
+    gpu_model: str = ""
+    doomed: bool = False               # loses_job: vanishes once seen running
+    seen_running: bool = False
+    lost: bool = False                 # the cluster no longer reports it
+
+    @property
+    def gpus(self) -> int:
+        return self.request.total_gpus
+
+    @property
+    def ends_at(self) -> float | None:
+        return None if self.started_at is None else self.started_at + self.run_s
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(node for node, _ in self.placement))
+
+    @property
+    def active(self) -> bool:
+        return not self.lost and self.state in (JobState.PENDING, JobState.RUNNING)
+
+
+@dataclass
+class Faults:
+    """Fault switches of one cluster.  ``loses_job`` and ``accepts_but_times_out`` are
+    one-shot (they hit the next accepted job); the others hold until cleared."""
+
+    unreachable: bool = False
+    slow_s: float = 0.0
+    rejects: str = ""                  # non-empty: every submit is refused with this reason
+    loses_job: bool = False
+    accepts_but_times_out: bool = False
+
+    def clear(self) -> None:
+        self.unreachable, self.slow_s, self.rejects = False, 0.0, ""
+        self.loses_job = self.accepts_but_times_out = False

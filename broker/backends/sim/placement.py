@@ -1,0 +1,86 @@
+"""Which nodes may take a job, and packing whole workers onto them.
+
+A job runs in one pool (one GPU model, memory and partitioning): mixing models inside a
+gang is what real GPU jobs avoid.  Each worker lands on exactly one node; several workers
+may share a node.  Free GPUs are never summed across nodes: a worker needs them all on
+its node.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+from broker.backends.sim.model import JobRequest, SimNode
+
+FreeFn = Callable[[SimNode], int]
+Placement = list[tuple[str, int]]
+
+
+def free_now(node: SimNode) -> int:
+    return node.free
+
+
+def free_if_idle(node: SimNode) -> int:
+    """Capacity were every running job gone (down or draining nodes still count zero)."""
+    return node.gpus if node.usable else 0
+
+
+def free_if_built(node: SimNode) -> int:
+    """Capacity as configured, whatever the nodes' health: 'could this ever run here?'"""
+    return node.gpus
+
+
+def matching_pools(nodes: Iterable[SimNode], req: JobRequest) -> list[str]:
+    """Pools (in node order) whose GPUs satisfy the request's model, memory and MIG profile."""
+    reps: dict[str, SimNode] = {}
+    for node in nodes:
+        reps.setdefault(node.pool, node)
+    cands = [(p, n) for p, n in reps.items() if n.partitioning == req.partitioning
+             and n.gpu_memory_gb >= req.min_gpu_memory_gb]
+    if req.gpu_models:
+        wanted = {m.strip().lower() for m in req.gpu_models}
+        return [p for p, n in cands if p in wanted or n.gpu_model.lower() in wanted]
+    if req.gpu_class:
+        cls = req.gpu_class.strip().lower()
+        exact = [p for p, n in cands if cls in (p, n.gpu_model.lower())]
+        # a class such as "a100-80gb" names a pool; "large-a100" only mentions a model
+        return exact or [p for p, n in cands if n.gpu_model.lower() in cls]
+    return [p for p, _ in cands]
+
+
+def _domains(nodes: Sequence[SimNode], same_interconnect: bool) -> list[list[SimNode]]:
+    if not same_interconnect:
+        return [list(nodes)]
+    groups: dict[str, list[SimNode]] = {}
+    for node in nodes:
+        groups.setdefault(node.interconnect_domain, []).append(node)
+    return list(groups.values())
+
+
+def _pack_one(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn) -> Placement | None:
+    # best fit: fill the fullest nodes first so that whole empty nodes stay for big jobs
+    placement: Placement = []
+    left = req.workers
+    for node in sorted(nodes, key=free):
+        fit = min(left, free(node) // req.gpus_per_worker)
+        placement += [(node.name, req.gpus_per_worker)] * fit
+        left -= fit
+        if not left:
+            return placement
+    return None
+
+
+def pack(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> Placement | None:
+    """One (node, gpus) entry per worker, or None when the whole gang does not fit."""
+    for group in _domains(nodes, req.same_interconnect and req.workers > 1):
+        placement = _pack_one(group, req, free)
+        if placement is not None:
+            return placement
+    return None
+
+
+def placeable_workers(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> int:
+    """How many workers of the gang would fit now (for 'k/n tasks unschedulable')."""
+    best = 0
+    for group in _domains(nodes, req.same_interconnect and req.workers > 1):
+        best = max(best, sum(free(n) // req.gpus_per_worker for n in group))
+    return min(best, req.workers)
