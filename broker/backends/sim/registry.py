@@ -17,7 +17,8 @@ from broker.backends.sim.cluster import SimulatedCluster
 from broker.backends.sim.model import SimNode
 from broker.backends.sim.runtime import Runtimes
 
-FLEET_ENV = "BROKER_SIM_FLEET"  # a fleet YAML to load when a process first needs one
+FLEET_ENV = "BROKER_SIM_FLEET"
+TIME_SCALE_ENV = "BROKER_SIM_TIME_SCALE"  # a fleet YAML to load when a process first needs one
 
 
 class SimulatorFleet:
@@ -36,7 +37,7 @@ class SimulatorFleet:
         """The process-wide fleet (created on first use)."""
         with cls._instance_lock:
             if cls._instance is None:
-                cls._instance = cls()
+                cls._instance = cls(clock=_clock_from_env())
             return cls._instance
 
     @classmethod
@@ -111,6 +112,18 @@ class SimulatorFleet:
             if path and not self._clusters:
                 from broker.fleet import build_simulated_clusters, load_fleet
                 build_simulated_clusters(load_fleet(path), self)
+
+
+def _clock_from_env() -> SimClock:
+    """A process that finds its fleet through $BROKER_SIM_FLEET (a Celery worker) runs it on
+    the wall clock when $BROKER_SIM_TIME_SCALE is set, so its jobs progress by themselves."""
+    scale = os.environ.get(TIME_SCALE_ENV, "").strip()
+    if not scale:
+        return SimClock()
+    try:
+        return SimClock(follow_wall=True, time_scale=float(scale))
+    except ValueError:
+        raise ValueError(f"{TIME_SCALE_ENV}: expected a positive number, got {scale!r}") from None
 
 
 def get_fleet() -> SimulatorFleet:

@@ -1,0 +1,246 @@
+"""PreparedFleet: the inventory indexed once per refresh, so each decision is cheap.
+
+Building it does the work that does not depend on the individual workload: ownership
+conflicts, per-pool gang-capacity tables, per-cluster queue estimates.  The static
+filters (policy, hardware, residency, data access, health, ownership) depend only on the
+request's shape, which repeats across a pending queue, so their outcome is cached per
+shape.  ``take`` records placements made within a pass so they are not double-booked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, Mapping, Sequence
+
+from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory
+from broker.placement import filters as f
+from broker.placement import terms
+from broker.placement.facts import ClusterFacts
+from broker.placement.packing import MAX_GPUS_PER_WORKER, PoolIndex
+from broker.placement.policy import Policy
+from broker.placement.results import RULE_RANK, Candidate, Exclusion, PlacementResult
+from broker.spec import WorkloadSpec
+
+_CACHE_LIMIT = 4096  # request shapes; a pending queue has far fewer
+
+
+@dataclass(eq=False)
+class PreparedPool:
+    cluster: str
+    pool: PoolInventory
+    index: PoolIndex
+    node_index: dict[str, int]
+    idle_cap: list[int]          # per g: workers the usable nodes hold when idle
+    idle_cap_same: list[int]     # the same within one interconnect domain
+    conflicted: tuple[str, ...]  # nodes left out: claimed by two schedulers
+    classes: tuple[str, ...]
+    price: float
+    held_by: str = ""            # a waiting gang this pool is held for
+
+    def idle_capacity(self, spec: WorkloadSpec) -> int:
+        if not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
+            return 0
+        same = spec.same_interconnect and spec.workers > 1
+        return (self.idle_cap_same if same else self.idle_cap)[spec.gpus_per_worker]
+
+
+@dataclass(eq=False)
+class PreparedCluster:
+    name: str
+    facts: ClusterFacts | None
+    snapshot: InventorySnapshot | None
+    pools: list[PreparedPool]
+    queue_wait_s: float
+
+
+class Entry:
+    """A statically eligible pool with the per-cluster constants the ranking needs."""
+
+    __slots__ = ("cluster", "prepared", "queue_wait", "start_base", "stage_per_gb",
+                 "price", "egress", "location", "remote")
+
+    def __init__(self, cluster: PreparedCluster, prepared: PreparedPool,
+                 req: f.Request, policy: Policy):
+        facts = cluster.facts
+        assert facts is not None
+        self.cluster = cluster.name
+        self.prepared = prepared
+        self.queue_wait = cluster.queue_wait_s
+        self.start_base = facts.image_pull_s + facts.provisioning_s
+        self.stage_per_gb = terms.staging_s_per_gb(facts, req.data_location)
+        self.price = prepared.price
+        self.egress = 0.0 if facts.data_is_local(req.data_location) else facts.egress_per_gb
+        self.location = terms.location_penalty(facts, policy.preferred_location)
+        self.remote = terms.data_remote(facts, req.data_location)
+
+
+@dataclass
+class StaticResult:
+    """The static filters' outcome for one request shape."""
+
+    request: f.Request
+    entries: list[Entry] = field(default_factory=list)
+    excluded: dict[str, Exclusion] = field(default_factory=dict)
+
+
+class PreparedFleet:
+    def __init__(self, snapshots: Sequence[InventorySnapshot],
+                 facts: Iterable[ClusterFacts] | Mapping[str, ClusterFacts], policy: Policy):
+        self.policy = policy
+        facts_map = dict(facts) if isinstance(facts, Mapping) else {c.name: c for c in facts}
+        snaps = {s.cluster: s for s in snapshots}
+        self.conflicts = _ownership_conflicts(snaps, facts_map)
+        self.clusters: dict[str, PreparedCluster] = {
+            name: self._prepare(name, facts_map.get(name), snaps.get(name))
+            for name in sorted(set(facts_map) | set(snaps))}
+        self._static: dict[tuple, StaticResult] = {}
+        self._stale_now: datetime | None = None
+        self._stale: dict[str, Exclusion] = {}
+
+    # -- building -----------------------------------------------------------------
+    def _prepare(self, name: str, facts: ClusterFacts | None,
+                 snap: InventorySnapshot | None) -> PreparedCluster:
+        pools: list[PreparedPool] = []
+        if snap is not None:
+            domain = (facts.ownership_domain if facts else name)
+            pools = [self._prepare_pool(name, domain, facts, p)
+                     for p in sorted(snap.pools, key=lambda p: p.name)]
+        wait = terms.queue_wait_s(snap.queue, self.policy.queue) if snap else 0.0
+        return PreparedCluster(name, facts, snap, pools, wait)
+
+    def _prepare_pool(self, cluster: str, domain: str, facts: ClusterFacts | None,
+                      pool: PoolInventory) -> PreparedPool:
+        usable: list[NodeInventory] = []
+        conflicted: list[NodeInventory] = []
+        for node in sorted(pool.nodes, key=lambda n: n.name):
+            (conflicted if (domain, node.name) in self.conflicts else usable).append(node)
+        index = PoolIndex([n.name for n in usable], [n.gpus_free for n in usable],
+                          [n.interconnect_domain for n in usable])
+        idle = [n.gpus_allocatable if n.healthy and not n.draining else 0 for n in usable]
+        idle_same: dict[str, list[int]] = {}
+        for node_domain, gpus in zip(index.domains, idle, strict=True):
+            idle_same.setdefault(node_domain, []).append(gpus)
+        gs = range(MAX_GPUS_PER_WORKER + 1)
+        return PreparedPool(
+            cluster=cluster, pool=pool, index=index,
+            node_index={n: i for i, n in enumerate(index.names)},
+            idle_cap=[0] + [sum(x // g for x in idle) for g in gs[1:]],
+            idle_cap_same=[0] + [max((sum(x // g for x in v) for v in idle_same.values()),
+                                     default=0) for g in gs[1:]],
+            conflicted=tuple(n.name for n in conflicted),
+            classes=self.policy.classes_of(pool.gpu_model, pool.gpu_memory_gb),
+            price=facts.price_for(pool.name) if facts else 0.0,
+        )
+
+    # -- the static filters, cached per request shape ------------------------------
+    def static_for(self, spec: WorkloadSpec, tenant: str) -> StaticResult:
+        key = (tenant, spec.gpu_class, spec.gpu_models, spec.min_gpu_memory_gb,
+               spec.mig_profile, spec.residency, spec.data_location)
+        found = self._static.get(key)
+        if found is None:
+            if len(self._static) >= _CACHE_LIMIT:
+                self._static.clear()
+            found = self._static[key] = self._run_static(f.make_request(spec, tenant,
+                                                                         self.policy))
+        return found
+
+    def _run_static(self, req: f.Request) -> StaticResult:
+        out = StaticResult(req)
+        for cluster in self.clusters.values():
+            worst: Exclusion | None = None
+            eligible = 0
+            for prepared in cluster.pools:
+                exc = _static_chain(req, cluster, prepared)
+                if exc is None:
+                    out.entries.append(Entry(cluster, prepared, req, self.policy))
+                    eligible += 1
+                elif worst is None or RULE_RANK[exc.rule] > RULE_RANK[worst.rule]:
+                    worst = exc  # report the pool that got furthest
+            if not eligible:
+                out.excluded[cluster.name] = worst or _no_pools(cluster)
+        return out
+
+    # -- per-decision helpers ------------------------------------------------------
+    def stale(self, now: datetime) -> dict[str, Exclusion]:
+        """Clusters whose report is too old at ``now`` (memoised: a pass shares one now)."""
+        if now != self._stale_now:
+            limit = self.policy.staleness_limit_s
+            self._stale = {}
+            for name, cluster in self.clusters.items():
+                taken = cluster.snapshot.taken_at if cluster.snapshot else None
+                exc = f.filter_freshness(taken, now, limit)
+                if exc is not None:
+                    self._stale[name] = exc
+            self._stale_now = now
+        return self._stale
+
+    def pool(self, cluster: str, pool: str) -> PreparedPool:
+        for prepared in self.clusters[cluster].pools:
+            if prepared.pool.name == pool:
+                return prepared
+        raise KeyError(f"{cluster}/{pool}")
+
+    def take(self, candidate: Candidate) -> None:
+        """Book a chosen candidate's GPUs so later decisions in this pass see them used."""
+        prepared = self.pool(candidate.cluster, candidate.pool)
+        nodes = [prepared.node_index[n] for n in candidate.assignment]
+        prepared.index.take(nodes, candidate.gpus_per_worker)
+
+    def hold(self, cluster: str, pool: str, holder: str) -> None:
+        """Keep a pool for a waiting big gang: other workloads treat it as full."""
+        self.pool(cluster, pool).held_by = holder
+
+    def release(self, holder: str) -> None:
+        for cluster in self.clusters.values():
+            for prepared in cluster.pools:
+                if prepared.held_by == holder:
+                    prepared.held_by = ""
+
+    def place(self, spec: WorkloadSpec, *, tenant: str, quota_remaining: int, now: datetime,
+              age_s: float = 0.0, runtime_hours: float | None = None,
+              limit: int | None = None, holder: str = "") -> PlacementResult:
+        """``engine.place_prepared`` on this fleet (see there)."""
+        from broker.placement.engine import place_prepared  # engine imports this module
+        return place_prepared(self, spec, tenant=tenant, quota_remaining=quota_remaining,
+                              now=now, age_s=age_s, runtime_hours=runtime_hours,
+                              limit=limit, holder=holder)
+
+
+def _static_chain(req: f.Request, cluster: PreparedCluster,
+                  prepared: PreparedPool) -> Exclusion | None:
+    facts, pool = cluster.facts, prepared.pool
+    if facts is None:
+        return Exclusion("policy", f"cluster {cluster.name} is not configured in the broker")
+    return (f.filter_policy(req, facts, pool, prepared.classes)
+            or f.filter_gpu_compat(req, pool)
+            or f.filter_gpu_memory(req, pool)
+            or f.filter_partitioning(req, pool)
+            or f.filter_residency(req, facts)
+            or f.filter_data_access(req, facts)
+            or f.filter_health(facts)
+            or f.filter_ownership(pool, len(prepared.index.names), prepared.conflicted))
+
+
+def _no_pools(cluster: PreparedCluster) -> Exclusion:
+    if cluster.snapshot is None:
+        return Exclusion("stale", "no inventory report from this cluster")
+    if cluster.facts is None:
+        return Exclusion("policy", f"cluster {cluster.name} is not configured in the broker")
+    return Exclusion("gpu_compat", "the cluster reports no GPU pools")
+
+
+def _ownership_conflicts(snaps: Mapping[str, InventorySnapshot],
+                         facts: Mapping[str, ClusterFacts]) -> dict[tuple[str, str], tuple]:
+    """(node domain, node) -> owners, for nodes two different schedulers claim.
+
+    Such a node is an escalation, never capacity: which scheduler would really hand out
+    its GPUs is unknown.  An empty owner means 'not reported' and claims nothing."""
+    owners: dict[tuple[str, str], set[str]] = {}
+    for name, snap in snaps.items():
+        domain = facts[name].ownership_domain if name in facts else name
+        for pool in snap.pools:
+            for node in pool.nodes:
+                owner = node.owner or pool.owner
+                if owner:
+                    owners.setdefault((domain, node.name), set()).add(owner)
+    return {k: tuple(sorted(v)) for k, v in owners.items() if len(v) > 1}

@@ -1,0 +1,161 @@
+"""Gang packing: put every worker of a gang entirely on one node, all in one pool.
+
+Free GPUs summed across nodes say nothing about whether a gang fits: four nodes with 2
+free GPUs each hold four 2-GPU workers but not two 4-GPU workers.  A node with ``f``
+free GPUs hosts exactly ``f // g`` workers of ``g`` GPUs, and nodes are independent, so a
+gang of ``w`` workers fits iff ``sum(f // g) >= w``.  ``CapacityIndex`` keeps that sum
+for every ``g`` in 1..16 up to date, so the per-decision fit check is one list lookup.
+
+Assignment is best-fit: workers go to the nodes with the fewest free GPUs that still
+fit, which keeps large holes open for large workers.  With identical workers this is
+the same as best-fit decreasing, and it never fails when the sum says the gang fits.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Iterable, Sequence
+
+MAX_GPUS_PER_WORKER = 16  # WorkloadSpec limit; the capacity tables are sized by it
+_GS = range(1, MAX_GPUS_PER_WORKER + 1)
+
+
+def gang_capacity(free: Iterable[int], gpus_per_worker: int) -> int:
+    """How many workers of ``gpus_per_worker`` GPUs these nodes can host at once."""
+    return sum(f // gpus_per_worker for f in free if f > 0)
+
+
+def pack_gang(free: Sequence[int], gpus_per_worker: int, workers: int) -> list[int] | None:
+    """Reference packer: the node index of each worker, or None when the gang won't fit."""
+    order = sorted(range(len(free)), key=lambda i: (free[i], i))
+    placed: list[int] = []
+    for i in order:
+        if free[i] < gpus_per_worker:
+            continue
+        take = min(free[i] // gpus_per_worker, workers - len(placed))
+        placed.extend([i] * take)
+        if len(placed) == workers:
+            return placed
+    return None
+
+
+class CapacityIndex:
+    """Nodes bucketed by free GPUs, plus ``cap[g]`` = workers of g GPUs they can host."""
+
+    __slots__ = ("cap", "buckets", "_keys")
+
+    def __init__(self) -> None:
+        self.cap: list[int] = [0] * (MAX_GPUS_PER_WORKER + 1)
+        # free count -> node indexes (a dict as an insertion-ordered set: deterministic)
+        self.buckets: dict[int, dict[int, None]] = {}
+        self._keys: list[int] | None = []  # sorted bucket keys; None: rebuild on demand
+
+    def add(self, node: int, free: int) -> None:
+        if free <= 0:
+            return
+        bucket = self.buckets.get(free)
+        if bucket is None:
+            bucket = self.buckets[free] = {}
+            self._keys = None
+        bucket[node] = None
+        cap = self.cap
+        for g in _GS:
+            cap[g] += free // g
+
+    def remove(self, node: int, free: int) -> None:
+        if free <= 0:
+            return
+        bucket = self.buckets[free]
+        del bucket[node]
+        if not bucket:
+            del self.buckets[free]
+            self._keys = None
+        cap = self.cap
+        for g in _GS:
+            cap[g] -= free // g
+
+    def assign(self, gpus_per_worker: int, workers: int) -> list[int] | None:
+        """Best-fit: node index per worker, or None if the gang does not fit here."""
+        if self.cap[gpus_per_worker] < workers:
+            return None
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = sorted(self.buckets)
+        start = bisect_left(keys, gpus_per_worker)
+        if workers == 1:  # the common case: the first node of the tightest bucket
+            return [next(iter(self.buckets[keys[start]]))]
+        placed: list[int] = []
+        for free in keys[start:]:
+            per_node = free // gpus_per_worker
+            for node in self.buckets[free]:
+                placed.extend([node] * min(per_node, workers - len(placed)))
+                if len(placed) == workers:
+                    return placed
+        raise AssertionError("capacity table out of step with buckets")  # pragma: no cover
+
+
+class PoolIndex:
+    """Free GPUs of one pool's usable nodes, indexed for O(1) gang-fit checks.
+
+    Nodes without an interconnect domain count as a domain of their own: a gang that
+    needs one interconnect can share such a node but never span two of them.
+    """
+
+    __slots__ = ("names", "free", "domains", "all", "by_domain", "_best", "_dirty")
+
+    def __init__(self, names: Sequence[str], free: Sequence[int], domains: Sequence[str]):
+        self.names = tuple(names)
+        self.free = list(free)
+        self.domains = tuple(d or f"\0node:{n}" for n, d in zip(names, domains, strict=True))
+        self.all = CapacityIndex()
+        self.by_domain: dict[str, CapacityIndex] = {}
+        for i, f in enumerate(self.free):
+            self.all.add(i, f)
+            self.by_domain.setdefault(self.domains[i], CapacityIndex()).add(i, f)
+        self._best: list[int] = []
+        self._dirty = True
+
+    def best_domain_cap(self) -> list[int]:
+        """Per g, the most workers any single interconnect domain can host."""
+        if self._dirty:
+            caps = [d.cap for d in self.by_domain.values()]
+            self._best = [max((c[g] for c in caps), default=0)
+                          for g in range(MAX_GPUS_PER_WORKER + 1)]
+            self._dirty = False
+        return self._best
+
+    def capacity(self, gpus_per_worker: int, same_domain: bool) -> int:
+        if not 1 <= gpus_per_worker <= MAX_GPUS_PER_WORKER:
+            return 0
+        if same_domain:
+            return self.best_domain_cap()[gpus_per_worker]
+        return self.all.cap[gpus_per_worker]
+
+    def assign(self, gpus_per_worker: int, workers: int,
+               same_domain: bool) -> list[int] | None:
+        if self.capacity(gpus_per_worker, same_domain) < workers:
+            return None
+        if not same_domain or workers == 1:
+            return self.all.assign(gpus_per_worker, workers)
+        # best-fit over domains too: the smallest domain that holds the whole gang
+        fitting = [(idx.cap[gpus_per_worker], name) for name, idx in self.by_domain.items()
+                   if idx.cap[gpus_per_worker] >= workers]
+        if not fitting:
+            return None
+        return self.by_domain[min(fitting)[1]].assign(gpus_per_worker, workers)
+
+    def take(self, nodes: Iterable[int], gpus_per_worker: int) -> None:
+        """Mark GPUs as used (a placement made in this pass), keeping the indexes exact."""
+        for node in nodes:
+            self.set_free(node, self.free[node] - gpus_per_worker)
+
+    def set_free(self, node: int, new_free: int) -> None:
+        old = self.free[node]
+        if new_free < 0:
+            raise ValueError(f"node {self.names[node]} would have {new_free} free GPUs")
+        domain = self.by_domain[self.domains[node]]
+        self.all.remove(node, old)
+        domain.remove(node, old)
+        self.free[node] = new_free
+        self.all.add(node, new_free)
+        domain.add(node, new_free)
+        self._dirty = True

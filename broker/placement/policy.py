@@ -1,0 +1,156 @@
+"""Placement policy: who may use what, and how candidates are weighed.
+
+A policy is plain data (frozen dataclasses) so the placement library stays pure; the YAML
+loader lives in ``policy_loader`` and produces the same objects.  The policy's version (a
+hash of its text) goes into every decision's audit record.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+# The ranking terms, named with their units; weights and breakdowns use these keys.
+TERMS = ("queue_wait_s", "startup_s", "gpu_cost", "transfer_cost", "location", "data_remote")
+
+# Presets are weight sets.  Terms are normalised to 0..1 across the candidates before
+# weighting, so a weight says how much that term matters relative to the others.
+PRESETS: dict[str, dict[str, float]] = {
+    "on-prem-first": {"queue_wait_s": 1.0, "startup_s": 0.5, "gpu_cost": 1.0,
+                      "transfer_cost": 0.5, "location": 4.0, "data_remote": 0.5},
+    "cloud-first": {"queue_wait_s": 1.0, "startup_s": 0.5, "gpu_cost": 1.0,
+                    "transfer_cost": 0.5, "location": 4.0, "data_remote": 0.5},
+    "cost": {"queue_wait_s": 0.5, "startup_s": 0.25, "gpu_cost": 4.0,
+             "transfer_cost": 4.0, "location": 0.0, "data_remote": 0.0},
+    "fastest": {"queue_wait_s": 4.0, "startup_s": 4.0, "gpu_cost": 0.5,
+                "transfer_cost": 0.25, "location": 0.0, "data_remote": 0.0},
+    "data-local": {"queue_wait_s": 1.0, "startup_s": 2.0, "gpu_cost": 1.0,
+                   "transfer_cost": 2.0, "location": 0.0, "data_remote": 4.0},
+}
+# Which location the "location" term favours under each preset (None: the term is 0).
+PRESET_LOCATION: dict[str, str | None] = {
+    "on-prem-first": "onprem", "cloud-first": "cloud",
+    "cost": None, "fastest": None, "data-local": None,
+}
+
+_NON_ALNUM = re.compile(r"[^a-z0-9]")
+
+
+class PolicyError(ValueError):
+    """A policy file is invalid; ``key`` is the dotted path of the offending key."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        super().__init__(f"policy key '{key}': {message}")
+
+
+def model_key(model: str) -> str:
+    """Normalise a GPU model name so 'NVIDIA A100-SXM4-80GB' == 'a100 sxm4 80gb'."""
+    key = _NON_ALNUM.sub("", model.lower())
+    return key[6:] if key.startswith("nvidia") else key
+
+
+def region_matches(region: str, patterns: tuple[str, ...]) -> bool:
+    """'*' matches all; 'eu' matches 'eu' and 'eu-west-1' (a region family)."""
+    for pattern in patterns:
+        if pattern == "*" or region == pattern or region.startswith(pattern + "-"):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class GpuClass:
+    name: str
+    models: tuple[str, ...]
+    min_memory_gb: int = 0
+    model_keys: frozenset[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "model_keys", frozenset(model_key(m) for m in self.models))
+
+    def includes(self, gpu_model: str, gpu_memory_gb: int) -> bool:
+        return model_key(gpu_model) in self.model_keys and gpu_memory_gb >= self.min_memory_gb
+
+
+@dataclass(frozen=True)
+class TenantPolicy:
+    name: str
+    gpu_classes: tuple[str, ...] = ("*",)
+    regions: tuple[str, ...] = ("*",)
+    min_share: float = 0.0   # fraction of the fleet's GPUs this tenant is guaranteed
+    burst_gpus: int = 0      # GPUs it may borrow above its global quota (reservation layer)
+
+    def allows_class(self, gpu_class: str) -> bool:
+        return "*" in self.gpu_classes or gpu_class in self.gpu_classes
+
+    def allows_any_class(self, gpu_classes: tuple[str, ...]) -> bool:
+        return "*" in self.gpu_classes or any(c in self.gpu_classes for c in gpu_classes)
+
+    def allows_region(self, region: str) -> bool:
+        return region_matches(region, self.regions)
+
+
+DENY_ALL = TenantPolicy(name="", gpu_classes=(), regions=())
+
+
+@dataclass(frozen=True)
+class QueueModel:
+    """How queue wait is estimated from a cluster's QueueStats."""
+
+    assumed_job_hours: float = 1.0     # GPU-hours per pending GPU (jobs ahead of us)
+    max_wait_s: float = 7 * 86400.0    # cap, also used when throughput is unknown (0)
+
+
+@dataclass(frozen=True)
+class Aging:
+    """Starvation guards: waiting raises priority, big gangs may hold capacity."""
+
+    boost_per_hour: float = 1.0        # priority points per hour waited
+    max_boost: float = 10.0
+    big_gang_gpus: int = 16            # gangs this large age faster and may hold capacity
+    hold_after_s: float = 3600.0       # a big gang waiting this long may hold a pool
+    min_share_bonus: float = 2.0       # priority points for a tenant under its min share
+    queue_weight_per_hour: float = 0.5  # waited hours raise the queue-wait weight by this
+
+
+@dataclass(frozen=True)
+class Policy:
+    gpu_classes: Mapping[str, GpuClass] = field(default_factory=dict)
+    tenants: Mapping[str, TenantPolicy] = field(
+        default_factory=lambda: {"*": TenantPolicy("*")})
+    preset: str = "on-prem-first"
+    weight_overrides: Mapping[str, float] = field(default_factory=dict)
+    staleness_limit_s: float = 300.0
+    reservation_ttl_s: float = 600.0
+    queue: QueueModel = field(default_factory=QueueModel)
+    aging: Aging = field(default_factory=Aging)
+    prefer_location: str | None = None  # None: the preset's location
+    version: str = ""
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise PolicyError("preset", f"unknown preset {self.preset!r}; "
+                              f"choose one of {', '.join(PRESETS)}")
+        for term in self.weight_overrides:
+            if term not in TERMS:
+                raise PolicyError(f"weights.{term}", f"unknown term; known: {', '.join(TERMS)}")
+
+    @property
+    def weights(self) -> dict[str, float]:
+        merged = dict(PRESETS[self.preset])
+        merged.update(self.weight_overrides)
+        return merged
+
+    @property
+    def preferred_location(self) -> str | None:
+        if self.prefer_location is not None:
+            return self.prefer_location or None
+        return PRESET_LOCATION[self.preset]
+
+    def tenant(self, name: str) -> TenantPolicy:
+        """The tenant's rules, the '*' entry when it has none, else deny everything."""
+        return self.tenants.get(name) or self.tenants.get("*") or DENY_ALL
+
+    def classes_of(self, gpu_model: str, gpu_memory_gb: int) -> tuple[str, ...]:
+        return tuple(sorted(c.name for c in self.gpu_classes.values()
+                            if c.includes(gpu_model, gpu_memory_gb)))

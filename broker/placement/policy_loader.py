@@ -1,0 +1,170 @@
+"""Load a placement policy from YAML text, with errors that name the offending key.
+
+The file is policy-as-code kept in the repository; ``policy_version`` hashes its exact
+text so every placement decision can record which policy it was made under.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Mapping
+
+import yaml
+
+from broker.placement.facts import LOCATIONS
+from broker.placement.policy import (
+    PRESETS,
+    TERMS,
+    Aging,
+    GpuClass,
+    Policy,
+    PolicyError,
+    QueueModel,
+    TenantPolicy,
+)
+
+_TOP_KEYS = {"version", "description", "preset", "weights", "staleness_limit_s",
+             "reservation_ttl_s", "prefer_location", "gpu_classes", "tenants", "queue", "aging"}
+_CLASS_KEYS = {"models", "min_memory_gb", "description"}
+_TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "description"}
+
+
+def policy_version(text: str) -> str:
+    """The first 12 hex digits of the SHA-256 of the policy text."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def load_policy(text: str) -> Policy:
+    """Parse and validate a policy; raises PolicyError naming the key at fault."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyError("(file)", f"not valid YAML: {exc}") from exc
+    top = _mapping("(file)", data if data is not None else {})
+    _known_keys("", top, _TOP_KEYS)
+    classes = _gpu_classes(top.get("gpu_classes", {}))
+    tenants = _tenants(top.get("tenants", {"*": {}}), classes)
+    preset = _choice("preset", top.get("preset", "on-prem-first"), tuple(PRESETS))
+    prefer = top.get("prefer_location")
+    if prefer is not None:
+        prefer = _choice("prefer_location", prefer, LOCATIONS + ("",))
+    return Policy(
+        gpu_classes=classes,
+        tenants=tenants,
+        preset=preset,
+        weight_overrides=_weights(top.get("weights", {})),
+        staleness_limit_s=_number("staleness_limit_s", top.get("staleness_limit_s", 300), 1),
+        reservation_ttl_s=_number("reservation_ttl_s", top.get("reservation_ttl_s", 600), 1),
+        queue=_queue(top.get("queue", {})),
+        aging=_aging(top.get("aging", {})),
+        prefer_location=prefer,
+        version=policy_version(text),
+    )
+
+
+def load_policy_file(path: str) -> Policy:
+    with open(path, encoding="utf-8") as handle:
+        return load_policy(handle.read())
+
+
+def _gpu_classes(raw: Any) -> dict[str, GpuClass]:
+    out: dict[str, GpuClass] = {}
+    for name, body in _mapping("gpu_classes", raw).items():
+        path = f"gpu_classes.{name}"
+        body = _mapping(path, body)
+        _known_keys(path, body, _CLASS_KEYS)
+        if "models" not in body:
+            raise PolicyError(f"{path}.models", "is required: list the member GPU models")
+        models = _str_list(f"{path}.models", body["models"])
+        if not models:
+            raise PolicyError(f"{path}.models", "must list at least one GPU model")
+        memory = int(_number(f"{path}.min_memory_gb", body.get("min_memory_gb", 0), 0))
+        out[str(name)] = GpuClass(str(name), models, memory)
+    return out
+
+
+def _tenants(raw: Any, classes: Mapping[str, GpuClass]) -> dict[str, TenantPolicy]:
+    out: dict[str, TenantPolicy] = {}
+    for name, body in _mapping("tenants", raw).items():
+        path = f"tenants.{name}"
+        body = _mapping(path, body if body is not None else {})
+        _known_keys(path, body, _TENANT_KEYS)
+        allowed = _str_list(f"{path}.gpu_classes", body.get("gpu_classes", ["*"]))
+        for gpu_class in allowed:
+            if gpu_class != "*" and gpu_class not in classes:
+                raise PolicyError(f"{path}.gpu_classes",
+                                  f"unknown GPU class {gpu_class!r}; define it in gpu_classes")
+        out[str(name)] = TenantPolicy(
+            name=str(name),
+            gpu_classes=allowed,
+            regions=_str_list(f"{path}.regions", body.get("regions", ["*"])),
+            min_share=_number(f"{path}.min_share", body.get("min_share", 0), 0, 1),
+            burst_gpus=int(_number(f"{path}.burst_gpus", body.get("burst_gpus", 0), 0)),
+        )
+    return out
+
+
+def _weights(raw: Any) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for term, value in _mapping("weights", raw).items():
+        if term not in TERMS:
+            raise PolicyError(f"weights.{term}", f"unknown term; known: {', '.join(TERMS)}")
+        out[term] = _number(f"weights.{term}", value, 0)
+    return out
+
+
+def _queue(raw: Any) -> QueueModel:
+    body = _mapping("queue", raw)
+    _known_keys("queue", body, {"assumed_job_hours", "max_wait_s"})
+    default = QueueModel()
+    return QueueModel(
+        assumed_job_hours=_number("queue.assumed_job_hours",
+                                  body.get("assumed_job_hours", default.assumed_job_hours), 0),
+        max_wait_s=_number("queue.max_wait_s", body.get("max_wait_s", default.max_wait_s), 1),
+    )
+
+
+def _aging(raw: Any) -> Aging:
+    body = _mapping("aging", raw)
+    default = Aging()
+    fields = ("boost_per_hour", "max_boost", "big_gang_gpus", "hold_after_s",
+              "min_share_bonus", "queue_weight_per_hour")
+    _known_keys("aging", body, set(fields))
+    values = {f: _number(f"aging.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
+    big_gang = int(values.pop("big_gang_gpus"))
+    return Aging(big_gang_gpus=big_gang, **values)
+
+
+def _mapping(path: str, raw: Any) -> dict[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise PolicyError(path, f"must be a mapping, not {type(raw).__name__}")
+    return {str(k): v for k, v in raw.items()}
+
+
+def _known_keys(path: str, body: Mapping[str, Any], allowed: set[str]) -> None:
+    for key in sorted(set(body) - allowed):
+        full = f"{path}.{key}" if path else key
+        raise PolicyError(full, f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+
+def _number(path: str, raw: Any, low: float, high: float | None = None) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise PolicyError(path, f"must be a number, not {raw!r}")
+    if raw < low or (high is not None and raw > high):
+        bound = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
+        raise PolicyError(path, f"must be {bound}, not {raw!r}")
+    return float(raw)
+
+
+def _str_list(path: str, raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(v, (str, int)) for v in raw):
+        raise PolicyError(path, "must be a list of names")
+    return tuple(str(v) for v in raw)
+
+
+def _choice(path: str, raw: Any, choices: tuple[str, ...]) -> str:
+    if raw not in choices:
+        raise PolicyError(path, f"must be one of {', '.join(repr(c) for c in choices)}, "
+                          f"not {raw!r}")
+    return str(raw)
