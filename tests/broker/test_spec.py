@@ -1,0 +1,47 @@
+"""The one workload spec: validated with an error per field."""
+from __future__ import annotations
+
+import pytest
+
+from broker.spec import SpecError, WorkloadSpec, validate_spec
+
+VALID = {"project": "lattice", "name": "train-1", "command": "python train.py", "gpu_class": "a100-80gb",
+         "gpus_per_worker": 2, "workers": 4}
+
+
+def test_valid_spec_round_trips_through_a_dict():
+    spec = validate_spec(VALID)
+    assert spec.total_gpus == 8 and spec.partitioning == "whole" and spec.priority == "normal"
+    assert validate_spec(spec.to_dict()) == spec
+
+
+def test_every_bad_field_is_named_at_once():
+    with pytest.raises(SpecError) as exc:
+        validate_spec({**VALID, "name": "Bad Name", "gpus_per_worker": 0, "workers": "many",
+                       "mig_profile": "half", "priority": "urgent", "colour": "blue"})
+    assert set(exc.value.errors) == {"name", "gpus_per_worker", "workers", "mig_profile", "priority", "colour"}
+    assert "between 1 and 16" in exc.value.errors["gpus_per_worker"][0]
+
+
+def test_gpu_class_or_models_is_required():
+    with pytest.raises(SpecError) as exc:
+        validate_spec({k: v for k, v in VALID.items() if k != "gpu_class"})
+    assert "gpu_class" in exc.value.errors
+    assert validate_spec({**VALID, "gpu_class": "", "gpu_models": "A100, H100"}).gpu_models == ("A100", "H100")
+
+
+@pytest.mark.parametrize("profile", ["1g.10gb", "3g.40gb", "7g.80gb"])
+def test_mig_profiles_are_accepted(profile):
+    assert validate_spec({**VALID, "mig_profile": profile}).partitioning == profile
+
+
+def test_hostile_text_is_refused_not_stored():
+    with pytest.raises(SpecError) as exc:
+        validate_spec({**VALID, "command": "x" * 5000, "image": "a\x00b"})
+    assert {"command", "image"} <= set(exc.value.errors)
+
+
+def test_booleans_and_lists_accept_form_strings():
+    spec = validate_spec({**VALID, "checkpointable": "on", "same_interconnect": "false", "residency": "eu,onprem"})
+    assert spec.checkpointable is True and spec.same_interconnect is False and spec.residency == ("eu", "onprem")
+    assert isinstance(spec, WorkloadSpec)
