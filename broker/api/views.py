@@ -79,14 +79,14 @@ class QuotaList(ListAPIView):
 class QuotaDetail(APIView):
     @extend_schema(responses={200: s.QuotaOut})
     def get(self, request: Request, quota_id: int) -> Response:
+        _require(request, Role.ADMIN)  # the role first: 403 whatever the id, as on the pages
         quota = quota_get(user=request.user, quota_id=quota_id)
-        _require(request, Role.ADMIN)
         return Response(s.QuotaOut(quota).data)
 
     @extend_schema(request=s.QuotaIn, responses={200: s.QuotaOut})
     def patch(self, request: Request, quota_id: int) -> Response:
+        _require(request, Role.ADMIN)  # the role first: 403 whatever the id, as on the pages
         quota = quota_get(user=request.user, quota_id=quota_id)
-        _require(request, Role.ADMIN)
         data = s.QuotaIn(data=request.data)
         data.is_valid(raise_exception=True)
         try:
@@ -123,16 +123,16 @@ class EscalationList(ListAPIView):
 class EscalationAcknowledge(APIView):
     @extend_schema(request=None, responses={200: s.EscalationOut})
     def post(self, request: Request, escalation_id: int) -> Response:
-        escalation_get(user=request.user, escalation_id=escalation_id)
         _require(request, Role.ADMIN)
+        escalation_get(user=request.user, escalation_id=escalation_id)  # then 404 for outsiders
         return Response(s.EscalationOut(escalation_acknowledge(user=request.user, escalation_id=escalation_id)).data)
 
 
 class EscalationResolve(APIView):
     @extend_schema(request=s.EscalationResolveIn, responses={200: s.EscalationOut})
     def post(self, request: Request, escalation_id: int) -> Response:
-        escalation_get(user=request.user, escalation_id=escalation_id)
         _require(request, Role.ADMIN)
+        escalation_get(user=request.user, escalation_id=escalation_id)  # then 404 for outsiders
         data = s.EscalationResolveIn(data=request.data)
         data.is_valid(raise_exception=True)
         esc = escalation_resolve(user=request.user, escalation_id=escalation_id, **data.validated_data)
