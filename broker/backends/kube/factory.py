@@ -1,0 +1,91 @@
+"""Build a Kubernetes backend from a Cluster row's ``config`` (never secrets) and token.
+
+Config keys (all optional unless said):
+- connection: ``host`` (API URL; the resolved credentials are its bearer token),
+  ``ca_cert``, ``verify_ssl``; or ``kubeconfig`` (path) and ``context``; or
+  ``in_cluster: true``.  Without any, $KUBECONFIG / ~/.kube/config is used.
+- conventions: ``namespace`` and ``queue`` (defaults when the project names none),
+  ``image``, ``priority_classes`` ({"low": ..., "high": ...}), ``model_names``
+  ({node product label: broker model name}), ``gpu_classes`` ({class: [models]};
+  default: the policy file's classes), ``node_selector``, ``tolerated_taints``,
+  ``interconnect_label``, ``kueue_api_version``.
+- MultiKueue: ``workers`` ({worker name: {kubeconfig, context} or {host, ca_cert}}),
+  read-only access used for inventory only; ``multikueue_config`` (one config name).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from broker.backends.base import Backend, Unavailable
+from broker.backends.kube.common import BackendSettings, KubeConfig
+from broker.backends.kube.kueue import KueueBackend
+from broker.backends.kube.multikueue import MultiKueueBackend
+from broker.backends.kube.volcano import VolcanoBackend
+
+_CONNECTION = {"host", "ca_cert", "verify_ssl", "kubeconfig", "context", "in_cluster"}
+_SETTINGS = {"namespace": "default_namespace", "queue": "default_queue", "image": "default_image",
+             "priority_classes": "priority_classes", "model_names": "model_names",
+             "gpu_classes": "gpu_classes", "node_selector": "node_selector",
+             "tolerated_taints": "tolerated_taints", "interconnect_label": "interconnect_label"}
+_OTHER = {"kueue_api_version", "workers", "multikueue_config"}
+
+
+def kube_config(raw: Mapping[str, Any], token: str, timeout_s: float) -> KubeConfig:
+    return KubeConfig(
+        host=str(raw.get("host", "")), kubeconfig=str(raw.get("kubeconfig", "")),
+        context=str(raw.get("context", "")), in_cluster=bool(raw.get("in_cluster", False)),
+        verify_ssl=bool(raw.get("verify_ssl", True)), ca_cert=str(raw.get("ca_cert", "")),
+        token=token, connect_timeout_s=min(5.0, timeout_s), read_timeout_s=timeout_s)
+
+
+def policy_gpu_classes() -> dict[str, tuple[str, ...]]:
+    """GPU classes of the policy in force, so a class-only spec still selects its models."""
+    from broker.placement.policy_loader import load_policy_file
+
+    default = Path(__file__).resolve().parents[2] / "policy" / "default.yaml"
+    path = os.environ.get("GPUBROKER_POLICY_FILE", str(default))
+    try:
+        policy = load_policy_file(path)
+    except (OSError, ValueError):
+        return {}  # no policy: class-only specs run wherever the queue's flavors allow
+    return {name: tuple(c.models) for name, c in policy.gpu_classes.items()}
+
+
+def backend_settings(config: Mapping[str, Any]) -> BackendSettings:
+    values: dict[str, Any] = {}
+    for key, attr in _SETTINGS.items():
+        if key in config:
+            values[attr] = config[key]
+    if "tolerated_taints" in values:
+        values["tolerated_taints"] = tuple(values["tolerated_taints"])
+    if "gpu_classes" not in values:
+        values["gpu_classes"] = policy_gpu_classes()
+    values["gpu_classes"] = {k: tuple(v) for k, v in values["gpu_classes"].items()}
+    return BackendSettings(**values)
+
+
+def kube_backend_from_config(kind: str, cluster: str, config: Mapping[str, Any],
+                             token: str = "", timeout_s: float = 20.0) -> Backend:
+    """The backend for one cluster; a bad config raises Unavailable saying which key."""
+    unknown = set(config) - _CONNECTION - set(_SETTINGS) - _OTHER
+    if unknown:
+        raise Unavailable(f"cluster {cluster}: unknown config keys {sorted(unknown)}")
+    try:
+        connection = kube_config(config, token, timeout_s)
+        settings = backend_settings(config)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise Unavailable(f"cluster {cluster}: invalid config: {exc}") from exc
+    api_version = str(config.get("kueue_api_version", "v1beta2"))
+    if kind == "kueue":
+        return KueueBackend(cluster, connection, settings, api_version=api_version)
+    if kind == "volcano":
+        return VolcanoBackend(cluster, connection, settings)
+    if kind == "multikueue":
+        workers = {name: kube_config(raw, "", timeout_s)
+                   for name, raw in dict(config.get("workers") or {}).items()}
+        return MultiKueueBackend(cluster, connection, settings, api_version=api_version,
+                                 workers=workers,
+                                 multikueue_config=str(config.get("multikueue_config", "")))
+    raise Unavailable(f"cluster {cluster}: {kind!r} is not a Kubernetes backend kind")

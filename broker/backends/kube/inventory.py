@@ -1,0 +1,150 @@
+"""GPU inventory from Nodes and Pods, grouped into pools (shared by all kube backends).
+
+A node can carry whole GPUs and, under the MIG "mixed" strategy, several MIG
+profiles at once; each (node, partitioning) pair becomes one NodeInventory so
+that a pool holds one model and one partitioning only.  Allocation comes from
+the pods bound to the node, because that is what the kubelet will refuse to
+overcommit whichever scheduler placed them.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Mapping
+
+from broker.backends.base import NodeInventory, PoolInventory
+from broker.backends.kube.common import (
+    COUNT_LABEL, MEMORY_LABEL, MIG_RESOURCE_PREFIX, MIG_STRATEGY_LABEL, PRODUCT_LABEL,
+    BackendSettings, KubeClient, is_gpu_resource, quantity)
+
+_MIG_MEM_RE = re.compile(r"\.(\d+)gb$")
+_DRAIN_TAINTS = ("NoSchedule", "NoExecute")
+PoolNamer = Callable[[Mapping[str, str]], str]
+
+
+def read_nodes(kube: KubeClient, settings: BackendSettings) -> list[dict[str, Any]]:
+    core = kube.core()
+    return kube.items(core.list_node, label_selector=settings.node_selector or None)
+
+
+def read_gpu_pods(kube: KubeClient) -> list[dict[str, Any]]:
+    """Pods that hold devices: bound and not terminated."""
+    core = kube.core()
+    pods = kube.items(core.list_pod_for_all_namespaces,
+                      field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    return [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+
+
+def allocated_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
+    """(node, resource) -> devices requested by the pods bound there."""
+    out: dict[tuple[str, str], int] = defaultdict(int)
+    for pod in pods:
+        spec = pod.get("spec") or {}
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for container in spec.get("containers") or []:
+            res = container.get("resources") or {}
+            merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+            for name, value in merged.items():
+                if is_gpu_resource(name):
+                    out[(spec["nodeName"], name)] += quantity(value)
+    return out
+
+
+def _device_kind(resource: str, labels: Mapping[str, str]) -> tuple[str, int, str]:
+    """(partitioning, memory GB per device, product) of one GPU resource of a node.
+
+    Mixed strategy: ``nvidia.com/mig-<profile>`` resources.  Single strategy: the
+    slices are ``nvidia.com/gpu`` and the product label ends in ``-MIG-<profile>``.
+    """
+    product = labels.get(PRODUCT_LABEL, "unknown")
+    profile = resource[len(MIG_RESOURCE_PREFIX):] if resource.startswith(MIG_RESOURCE_PREFIX) \
+        else ""
+    if not profile and labels.get(MIG_STRATEGY_LABEL) == "single" and "-MIG-" in product:
+        product, profile = product.split("-MIG-", 1)
+    if profile:
+        match = _MIG_MEM_RE.search(profile)
+        return profile, int(match.group(1)) if match else 0, product
+    return "whole", round(quantity(labels.get(MEMORY_LABEL)) / 1024), product
+
+
+def _healthy(node: Mapping[str, Any]) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False  # a node that never reported Ready is not trusted with work
+
+
+def _draining(node: Mapping[str, Any], settings: BackendSettings) -> bool:
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return True
+    return any(t.get("effect") in _DRAIN_TAINTS and t.get("key") not in settings.tolerated_taints
+               for t in spec.get("taints") or [])
+
+
+def node_entries(node: Mapping[str, Any], alloc: Mapping[tuple[str, str], int],
+                 settings: BackendSettings, owner: str, prefix: str = "") -> list[NodeInventory]:
+    """One NodeInventory per GPU resource (whole GPUs, each MIG profile) of the node."""
+    meta, status = node.get("metadata") or {}, node.get("status") or {}
+    labels = meta.get("labels") or {}
+    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    out = []
+    for resource in sorted(k for k in capacity if is_gpu_resource(k)):
+        partitioning, memory_gb, product = _device_kind(resource, labels)
+        total = quantity(capacity.get(resource))
+        if partitioning == "whole" and labels.get(COUNT_LABEL):
+            total = max(total, quantity(labels[COUNT_LABEL]))  # GPUs the plugin lost count of
+        if total <= 0:
+            continue
+        out.append(NodeInventory(
+            name=prefix + meta.get("name", ""), gpu_model=settings.model_names.get(product, product),
+            gpu_memory_gb=memory_gb, gpus_total=total,
+            gpus_allocatable=quantity(allocatable.get(resource)),
+            gpus_allocated=alloc.get((meta.get("name", ""), resource), 0),
+            partitioning=partitioning, healthy=_healthy(node),
+            draining=_draining(node, settings),
+            interconnect_domain=labels.get(settings.interconnect_label, ""), owner=owner))
+    return out
+
+
+def flavor_namer(flavors: Iterable[Mapping[str, Any]]) -> PoolNamer:
+    """Kueue: the most specific ResourceFlavor whose nodeLabels the node carries."""
+    specs = [((f.get("metadata") or {}).get("name", ""),
+              (f.get("spec") or {}).get("nodeLabels") or {}) for f in flavors]
+    specs.sort(key=lambda s: -len(s[1]))
+
+    def name(labels: Mapping[str, str]) -> str:
+        for flavor, wanted in specs:
+            if wanted and all(labels.get(k) == v for k, v in wanted.items()):
+                return flavor
+        return labels.get(PRODUCT_LABEL, "gpu")
+    return name
+
+
+def product_namer(labels: Mapping[str, str]) -> str:
+    return labels.get(PRODUCT_LABEL, "gpu")
+
+
+def build_pools(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
+                settings: BackendSettings, owner: str, namer: PoolNamer,
+                prefix: str = "") -> list[PoolInventory]:
+    """Group node entries into pools named "<base>[/<mig profile>][/<model>]"."""
+    alloc = allocated_by_node(pods)
+    groups: dict[tuple[str, str, str], list[NodeInventory]] = defaultdict(list)
+    for node in nodes:
+        base = prefix + namer((node.get("metadata") or {}).get("labels") or {})
+        for entry in node_entries(node, alloc, settings, owner, prefix):
+            groups[(base, entry.partitioning, entry.gpu_model)].append(entry)
+    models_per_base: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for base, part, model in groups:
+        models_per_base[(base, part)].add(model)
+    pools = []
+    for (base, part, model), entries in sorted(groups.items()):
+        name = base + ("" if part == "whole" else f"/{part}")
+        if len(models_per_base[(base, part)]) > 1:
+            name += f"/{model}"  # one pool, one model: a flavor without a product label
+        pools.append(PoolInventory(name=name, gpu_model=model,
+                                   gpu_memory_gb=max(e.gpu_memory_gb for e in entries),
+                                   partitioning=part, owner=owner, nodes=tuple(entries)))
+    return pools

@@ -1,0 +1,326 @@
+"""Kueue backend: a suspended, queue-labelled batch/v1 Indexed Job; state from its Workload.
+
+Mapping of the spec (Kueue v0.19.2, see shared/crds/FACTS.md):
+- one Indexed Job, ``parallelism = completions = workers``, each pod one worker
+  with ``nvidia.com/gpu`` (or ``nvidia.com/mig-<profile>``, MIG "mixed") limits;
+- created with ``spec.suspend: true`` and label ``kueue.x-k8s.io/queue-name``,
+  so nothing starts before Kueue admits it; priority via the
+  ``kueue.x-k8s.io/priority-class`` label (WorkloadPriorityClass);
+- the broker's workload id as label/annotation and inside the Job name.
+Kueue creates the Workload (label ``kueue.x-k8s.io/job-uid``) whose conditions
+say where the job stands; pending messages are normalised into a Reason.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Iterator, Mapping
+
+from broker.backends.base import (
+    DestinationJob, InventorySnapshot, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
+from broker.backends.kube import inventory as inv
+from broker.backends.kube.common import (
+    PRODUCT_LABEL, condition, dns_name, is_gpu_resource, is_true, job_ref, object_annotations,
+    object_labels, parse_time, pod_gpus, quantity, worker_pod_spec, workload_of)
+from broker.backends.kube.jobs import KubeJobBackend, note_deleting, now_utc, seconds_between
+from broker.spec import WorkloadSpec
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+_STOP_REASONS = {"ClusterQueueStopped", "LocalQueueStopped"}
+
+
+def classify_pending(reason: str, message: str) -> Reason:
+    """Kueue's pending text -> Reason; the worst verdict across pod sets wins.
+
+    Quota that is merely in use waits (CAPACITY); a request above the maximum
+    capacity can never be admitted there (POLICY); a missing or stopped queue is
+    UNAVAILABLE.  Both the default "Pending" reason (message wording) and the
+    granular reasons of the UnadmittedWorkloadsObservability gate are read.
+    """
+    text = message.lower()
+    if reason in ("Inadmissible", "Misconfigured") or any(
+            w in text for w in ("is inactive", "not found", "doesn't exist", "is stopped",
+                                "is on hold")):
+        return Reason.UNAVAILABLE
+    if reason in ("ExceedsMaxQuota", "NoMatchingFlavor") or any(
+            w in text for w in ("maximum capacity", "doesn't match node affinity",
+                                "unavailable in clusterqueue")):
+        return Reason.POLICY
+    if reason in ("WaitingForQuota", "WaitingForPreemptedWorkloads") or \
+            "insufficient unused quota" in text:
+        return Reason.CAPACITY
+    if reason == "Suspended":
+        return Reason.HELD
+    if reason in ("WaitingForPodsReady", "PendingEvaluation"):
+        return Reason.WAITING
+    return Reason.OTHER
+
+
+def _ended_by_job(job: Mapping[str, Any]) -> tuple[JobState, str] | None:
+    for ctype, state in (("Complete", JobState.COMPLETED), ("Failed", JobState.FAILED)):
+        cond = condition(job, ctype)
+        if cond and cond.get("status") == "True":
+            return state, cond.get("message") or cond.get("reason") or ""
+    return None
+
+
+def _checks_text(wl: Mapping[str, Any]) -> str:
+    checks = (wl.get("status") or {}).get("admissionChecks") or []
+    return "; ".join(f"{c.get('name')}: {c.get('state')} {c.get('message', '')}".strip()
+                     for c in checks)
+
+
+def _pending(wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
+    if (wl.get("spec") or {}).get("active") is False:
+        return JobState.PENDING, Reason.HELD, "Workload deactivated (spec.active=false)"
+    if is_true(wl, "QuotaReserved"):
+        # quota held, admission checks (MultiKueue, provisioning) not yet satisfied
+        adm = condition(wl, "Admitted") or {}
+        return JobState.PENDING, Reason.WAITING, _checks_text(wl) or adm.get("message", "")
+    evicted = condition(wl, "Evicted")
+    if evicted and evicted.get("status") == "True" and evicted.get("reason") in _STOP_REASONS:
+        return JobState.PENDING, Reason.UNAVAILABLE, evicted.get("message", "")
+    qr = condition(wl, "QuotaReserved") or {}
+    raw = qr.get("message", "")
+    reason = classify_pending(qr.get("reason", ""), raw) if raw else Reason.OTHER
+    if evicted and evicted.get("status") == "True" and reason in (Reason.OTHER, Reason.NONE):
+        reason, raw = Reason.CAPACITY, evicted.get("message", "") or raw  # preempted
+    return JobState.PENDING, reason, raw or "waiting for Kueue to evaluate the Workload"
+
+
+def kueue_state(job: Mapping[str, Any], wl: Mapping[str, Any] | None
+                ) -> tuple[JobState, Reason, str]:
+    """(state, normalised reason, raw text) of a Job and its Workload."""
+    ended = _ended_by_job(job)
+    if ended:
+        return ended[0], Reason.NONE, ended[1]
+    if wl is not None and is_true(wl, "Finished"):
+        fin = condition(wl, "Finished") or {}
+        state = JobState.COMPLETED if fin.get("reason") == "Succeeded" else JobState.FAILED
+        return state, Reason.NONE, fin.get("message", "")
+    if wl is None:
+        if (job.get("spec") or {}).get("suspend"):
+            return JobState.PENDING, Reason.OTHER, "no Kueue Workload yet (is the queue right?)"
+        active = (job.get("status") or {}).get("active", 0)
+        return (JobState.RUNNING if active else JobState.PENDING), Reason.NONE, ""
+    if is_true(wl, "Admitted"):
+        return JobState.RUNNING, Reason.NONE, ""
+    return _pending(wl)
+
+
+def job_gpus(job: Mapping[str, Any]) -> int:
+    spec = job.get("spec") or {}
+    pods = int(spec.get("parallelism") or 1)
+    return pods * pod_gpus(((spec.get("template") or {}).get("spec")) or {})
+
+
+class KueueBackend(KubeJobBackend):
+    """Kubernetes with Kueue.  ``KueueBackend(cluster, KubeConfig(...), BackendSettings(...))``."""
+
+    kind = "kueue"
+
+    def __init__(self, *args: Any, api_version: str = "v1beta2", **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.api_version = api_version  # v1beta2 is the storage version in Kueue 0.19
+
+    # ---- the spec mapping -----------------------------------------------------------
+    def build_manifest(self, spec: WorkloadSpec, workload_id: str,
+                       identity: ProjectIdentity) -> dict[str, Any]:
+        extra = {QUEUE_LABEL: self.queue_for(identity)}
+        if spec.priority != "normal" and self.settings.priority_classes.get(spec.priority):
+            extra[PRIORITY_LABEL] = self.settings.priority_classes[spec.priority]
+        labels = object_labels(spec, workload_id, extra)
+        pod = worker_pod_spec(spec, workload_id, self.settings)
+        return {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": dns_name(workload_id, spec.name),
+                         "namespace": self.namespace_for(identity), "labels": labels,
+                         "annotations": object_annotations(spec, workload_id, identity.tenant)},
+            "spec": {
+                "suspend": True,              # Kueue unsuspends on admission
+                "completionMode": "Indexed",  # stable ranks: JOB_COMPLETION_INDEX
+                "parallelism": spec.workers, "completions": spec.workers,
+                "backoffLimit": 0,            # the broker decides about reruns
+                "activeDeadlineSeconds": spec.time_limit_minutes * 60,
+                "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+            },
+        }
+
+    # ---- object access --------------------------------------------------------------
+    def _create(self, namespace: str, body: dict[str, Any]) -> None:
+        self.kube.call(self.kube.batch().create_namespaced_job, namespace, body)
+
+    def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.kube.call(self.kube.batch().read_namespaced_job, name, namespace,
+                              missing_ok=True)
+
+    def _list(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self.kube.items(self.kube.batch().list_job_for_all_namespaces,
+                               label_selector=label_selector)
+
+    def _delete(self, namespace: str, name: str) -> None:
+        # Foreground: the Job disappears only after its pods (and Workload) are gone.
+        self.kube.call(self.kube.batch().delete_namespaced_job, name, namespace,
+                       propagation_policy="Foreground", missing_ok=True)
+
+    def _custom(self, plural: str, namespace: str = "", **kwargs: Any) -> list[dict[str, Any]]:
+        custom = self.kube.custom()
+        if namespace:
+            return self.kube.items(custom.list_namespaced_custom_object, KUEUE_GROUP,
+                                   self.api_version, namespace, plural, **kwargs)
+        return self.kube.items(custom.list_cluster_custom_object, KUEUE_GROUP,
+                               self.api_version, plural, **kwargs)
+
+    def _workload_for(self, job: Mapping[str, Any]) -> dict[str, Any] | None:
+        meta = job.get("metadata") or {}
+        wls = self._custom("workloads", meta.get("namespace", ""),
+                           label_selector=f"{JOB_UID_LABEL}={meta.get('uid', '')}")
+        return _owned(wls, meta.get("uid", ""))
+
+    def _job_nodes(self, job: Mapping[str, Any]) -> tuple[str, ...]:
+        meta = job.get("metadata") or {}
+        pods = self.kube.items(self.kube.core().list_namespaced_pod, meta.get("namespace", ""),
+                               label_selector=f"batch.kubernetes.io/job-name={meta.get('name')}")
+        return tuple(sorted({(p.get("spec") or {}).get("nodeName") for p in pods} - {None, ""}))
+
+    # ---- describing -----------------------------------------------------------------
+    def _describe(self, objs: list[dict[str, Any]]) -> list[DestinationJob]:
+        out = []
+        for job in objs:
+            described = self.describe(job, self._workload_for(job))
+            if described.state == JobState.RUNNING:
+                described = replace(described, nodes=self._job_nodes(job))
+            out.append(note_deleting(job, described))
+        return out
+
+    def describe(self, job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> DestinationJob:
+        state, reason, raw = kueue_state(job, wl)
+        status = (wl or {}).get("status") or {}
+        admitted, finished = condition(wl or {}, "Admitted"), condition(wl or {}, "Finished")
+        started = parse_time(admitted.get("lastTransitionTime")) \
+            if admitted and admitted.get("status") == "True" else None
+        ended = parse_time(finished.get("lastTransitionTime")) if state.ended and finished else \
+            parse_time((job.get("status") or {}).get("completionTime")) if state.ended else None
+        if state == JobState.PENDING and status.get("nominatedClusterNames"):
+            raw = f"{raw} (nominated: {', '.join(status['nominatedClusterNames'])})".strip()
+        return DestinationJob(
+            job_id=job_ref(job), workload_id=workload_of(job), state=state, reason=reason,
+            raw_reason=raw, gpus=job_gpus(job), started_at=started, ended_at=ended,
+            worker_cluster=status.get("clusterName", "") or "")
+
+    def active_jobs(self) -> list[DestinationJob]:
+        by_uid = _index_by_owner(self._custom("workloads"))
+        out = []
+        for job in self._list():
+            if job_gpus(job) <= 0:
+                continue
+            uid = (job.get("metadata") or {}).get("uid", "")
+            described = self.describe(job, by_uid.get(uid))
+            if not described.state.ended:
+                out.append(described)
+        return out
+
+    # ---- inventory and accounting ---------------------------------------------------
+    def inventory(self) -> InventorySnapshot:
+        taken_at = now_utc()
+        nodes = inv.read_nodes(self.kube, self.settings)
+        pods = inv.read_gpu_pods(self.kube)
+        flavors = self._custom("resourceflavors")
+        pools = inv.build_pools(nodes, pods, self.settings, self.kind, inv.flavor_namer(flavors))
+        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
+                                 queue=self.queue_stats())
+
+    def queue_stats(self) -> QueueStats:
+        """ClusterQueue pendingWorkloads, plus the GPUs those pending Workloads ask for."""
+        cqs = self._custom("clusterqueues")
+        pending = sum(int((cq.get("status") or {}).get("pendingWorkloads") or 0) for cq in cqs)
+        gpus = sum(workload_gpus(wl) for wl in self._custom("workloads")
+                   if not is_true(wl, "QuotaReserved") and not is_true(wl, "Finished"))
+        return QueueStats(pending_jobs=pending, pending_gpus=gpus)
+
+    def usage(self, since: datetime) -> Iterator[UsageRecord]:
+        """Admission (Admitted lastTransitionTime) to Finished, times the admitted GPUs."""
+        jobs = {(j.get("metadata") or {}).get("uid"): j for j in self._list()}
+        products = _flavor_products(self._custom("resourceflavors"))
+        for wl in self._custom("workloads"):
+            record = self._usage_record(wl, jobs, products)
+            if record and (record.end is None or record.end >= since):
+                yield record
+
+    def _usage_record(self, wl: Mapping[str, Any], jobs: Mapping[str, Any],
+                      products: Mapping[str, str]) -> UsageRecord | None:
+        admitted = condition(wl, "Admitted")
+        if not admitted or admitted.get("status") != "True":
+            return None
+        start = parse_time(admitted.get("lastTransitionTime"))
+        gpus = workload_gpus(wl, admitted_only=True)
+        if start is None or gpus <= 0:
+            return None
+        fin = condition(wl, "Finished")
+        end = parse_time(fin.get("lastTransitionTime")) if fin and fin["status"] == "True" else None
+        job = jobs.get(_owner_uid(wl)) or {}
+        meta = wl.get("metadata") or {}
+        state = "running" if end is None else ("completed" if fin.get("reason") == "Succeeded"
+                                               else "failed")
+        return UsageRecord(
+            source="kueue", cluster=self.cluster,
+            job_id=job_ref(job) if job else f"{meta.get('namespace')}/{meta.get('name')}",
+            workload_id=workload_of(job) if job else None, account=meta.get("namespace", ""),
+            gpu_model=self._model_of(wl, job, products), gpus=gpus, start=start, end=end,
+            gpu_seconds=gpus * seconds_between(start, end), state=state)
+
+    def _model_of(self, wl: Mapping[str, Any], job: Mapping[str, Any],
+                  products: Mapping[str, str]) -> str:
+        product = ""
+        for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+            for resource, flavor in (psa.get("flavors") or {}).items():
+                if is_gpu_resource(resource):
+                    product = products.get(flavor, flavor)
+        if not product:
+            tpl = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+            product = (tpl.get("nodeSelector") or {}).get(PRODUCT_LABEL, "unknown")
+        return self.settings.model_names.get(product, product)
+
+
+def workload_gpus(wl: Mapping[str, Any], admitted_only: bool = False) -> int:
+    """GPUs of a Workload: the admitted resourceUsage, else count x per-pod request."""
+    total = 0
+    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
+        usage = psa.get("resourceUsage") or {}
+        total += sum(quantity(v) for k, v in usage.items() if is_gpu_resource(k))
+    if total or admitted_only:
+        return total
+    for ps in (wl.get("spec") or {}).get("podSets") or []:
+        total += int(ps.get("count") or 0) * pod_gpus((ps.get("template") or {}).get("spec") or {})
+    return total
+
+
+def _owner_uid(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    for owner in meta.get("ownerReferences") or []:
+        if owner.get("controller") or owner.get("kind") == "Job":
+            return owner.get("uid", "")
+    return (meta.get("labels") or {}).get(JOB_UID_LABEL, "")
+
+
+def _owned(wls: list[dict[str, Any]], uid: str) -> dict[str, Any] | None:
+    for wl in wls:
+        if _owner_uid(wl) == uid:
+            return wl
+    return None
+
+
+def _index_by_owner(wls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {_owner_uid(wl): wl for wl in wls}
+
+
+def _flavor_products(flavors: list[dict[str, Any]]) -> dict[str, str]:
+    out = {}
+    for flavor in flavors:
+        labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
+        if PRODUCT_LABEL in labels:
+            out[(flavor.get("metadata") or {}).get("name", "")] = labels[PRODUCT_LABEL]
+    return out

@@ -1,0 +1,277 @@
+"""Volcano backend: a batch.volcano.sh/v1alpha1 Job (vcjob) gang; state from its PodGroup.
+
+Mapping of the spec (Volcano v1.15.1): ``schedulerName: volcano``,
+``minAvailable = workers`` (the whole gang or nothing), the Volcano Queue from
+the project identity, one task "worker" with ``replicas = workers`` and the GPU
+limits.  Volcano's controller creates the PodGroup ``<job>-<job uid>``; its
+``Unschedulable`` condition (reason ``NotEnoughResources``) says how many
+members could be placed: some but not all -> GANG, none -> CAPACITY.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import datetime
+from typing import Any, Iterator, Mapping
+
+from broker.backends.base import (
+    DestinationJob, InventorySnapshot, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
+from broker.backends.kube import inventory as inv
+from broker.backends.kube.common import (
+    PRODUCT_LABEL, condition, dns_name, is_gpu_resource, job_ref, object_annotations,
+    object_labels, parse_time, pod_gpus, quantity, worker_pod_spec, workload_of)
+from broker.backends.kube.jobs import KubeJobBackend, note_deleting, now_utc, seconds_between
+from broker.spec import WorkloadSpec
+
+BATCH = ("batch.volcano.sh", "v1alpha1", "jobs")
+PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
+QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+_PHASES = {
+    "Pending": JobState.PENDING, "Running": JobState.RUNNING, "Restarting": JobState.RUNNING,
+    "Completing": JobState.RUNNING, "Completed": JobState.COMPLETED, "Failed": JobState.FAILED,
+    # Abort is an outside request (suspend/abort); Terminate is Volcano's own reaction.
+    "Aborting": JobState.CANCELLED, "Aborted": JobState.CANCELLED,
+    "Terminating": JobState.FAILED, "Terminated": JobState.FAILED,
+}
+_SCHEDULABLE_RE = re.compile(r"(\d+)\s+Schedulable")
+
+
+def gang_reason(pod_group: Mapping[str, Any] | None, queue_state: str, queue: str
+                ) -> tuple[Reason, str]:
+    """Why a vcjob waits: queue closed, gang partly placeable, or no room at all."""
+    if queue_state in ("Closed", "Closing"):
+        return Reason.UNAVAILABLE, f"Volcano queue {queue} is {queue_state}"
+    if queue_state == "Missing":
+        return Reason.UNAVAILABLE, f"Volcano queue {queue} not found"
+    if pod_group is None:
+        return Reason.OTHER, "no PodGroup yet"
+    cond = condition(pod_group, "Unschedulable")
+    if not cond or cond.get("status") != "True":
+        phase = (pod_group.get("status") or {}).get("phase", "Pending")
+        return Reason.NONE, f"PodGroup {phase}"
+    message = cond.get("message", "") or cond.get("reason", "")
+    if cond.get("reason") == "NotEnoughResources":
+        # "... Pending: 1 Unschedulable, 3 Schedulable": some members would fit.
+        match = _SCHEDULABLE_RE.search(message)
+        return (Reason.GANG if match and int(match.group(1)) > 0 else Reason.CAPACITY), message
+    return Reason.CAPACITY, message  # NotInqueueable: the queue's share is used up
+
+
+def vcjob_gpus(job: Mapping[str, Any]) -> int:
+    total = 0
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        tpl = ((task.get("template") or {}).get("spec")) or {}
+        total += int(task.get("replicas") or 0) * pod_gpus(tpl)
+    return total
+
+
+def _phase_times(job: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """First Running transition and the terminal transition, from status.conditions."""
+    start = end = None
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        when = parse_time(cond.get("lastTransitionTime"))
+        if cond.get("status") == "Running" and start is None:
+            start = when
+        if _PHASES.get(cond.get("status", "")) in (JobState.COMPLETED, JobState.FAILED,
+                                                   JobState.CANCELLED):
+            end = when
+    state = (job.get("status") or {}).get("state") or {}
+    if end is None and _PHASES.get(state.get("phase", ""), JobState.PENDING).ended:
+        end = parse_time(state.get("lastTransitionTime"))
+    return start, end
+
+
+class VolcanoBackend(KubeJobBackend):
+    """Kubernetes with Volcano.  ``VolcanoBackend(cluster, KubeConfig(...), BackendSettings(...))``."""
+
+    kind = "volcano"
+
+    # ---- the spec mapping -----------------------------------------------------------
+    def build_manifest(self, spec: WorkloadSpec, workload_id: str,
+                       identity: ProjectIdentity) -> dict[str, Any]:
+        labels = object_labels(spec, workload_id)
+        pod = worker_pod_spec(spec, workload_id, self.settings)
+        pod["activeDeadlineSeconds"] = spec.time_limit_minutes * 60
+        body: dict[str, Any] = {
+            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+            "metadata": {"name": dns_name(workload_id, spec.name),
+                         "namespace": self.namespace_for(identity), "labels": labels,
+                         "annotations": object_annotations(spec, workload_id, identity.tenant)},
+            "spec": {
+                "schedulerName": "volcano",
+                "minAvailable": spec.workers,  # gang: all workers or none
+                "queue": self.queue_for(identity),
+                "maxRetry": 0,                 # the broker decides about reruns
+                "tasks": [{"name": "worker", "replicas": spec.workers,
+                           "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}],
+            },
+        }
+        if spec.workers > 1:
+            body["spec"]["plugins"] = {"env": [], "svc": []}  # ranks and peer hostnames
+        priority = self.settings.priority_classes.get(spec.priority) \
+            if spec.priority != "normal" else None
+        if priority:
+            body["spec"]["priorityClassName"] = priority
+        return body
+
+    # ---- object access --------------------------------------------------------------
+    def _create(self, namespace: str, body: dict[str, Any]) -> None:
+        group, version, plural = BATCH
+        self.kube.call(self.kube.custom().create_namespaced_custom_object,
+                       group, version, namespace, plural, body)
+
+    def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._read(BATCH, namespace, name)
+
+    def _read(self, gvp: tuple[str, str, str], namespace: str, name: str
+              ) -> dict[str, Any] | None:
+        custom = self.kube.custom()
+        if namespace:
+            return self.kube.call(custom.get_namespaced_custom_object, gvp[0], gvp[1],
+                                  namespace, gvp[2], name, missing_ok=True)
+        return self.kube.call(custom.get_cluster_custom_object, *gvp, name, missing_ok=True)
+
+    def _list(self, label_selector: str | None = None) -> list[dict[str, Any]]:
+        return self._all(BATCH, label_selector=label_selector)
+
+    def _all(self, gvp: tuple[str, str, str], **kwargs: Any) -> list[dict[str, Any]]:
+        return self.kube.items(self.kube.custom().list_cluster_custom_object, *gvp, **kwargs)
+
+    def _delete(self, namespace: str, name: str) -> None:
+        group, version, plural = BATCH
+        self.kube.call(self.kube.custom().delete_namespaced_custom_object, group, version,
+                       namespace, plural, name, propagation_policy="Foreground",
+                       missing_ok=True)
+
+    def _pod_group(self, job: Mapping[str, Any]) -> dict[str, Any] | None:
+        meta = job.get("metadata") or {}
+        name = f"{meta.get('name')}-{meta.get('uid')}"  # Volcano's naming since v1.x
+        return self._read(PODGROUPS, meta.get("namespace", ""), name)
+
+    def _queue_state(self, queue: str, cache: dict[str, str]) -> str:
+        if queue not in cache:
+            obj = self._read(QUEUES, "", queue)
+            cache[queue] = ((obj.get("status") or {}).get("state") or "Open") if obj \
+                else "Missing"
+        return cache[queue]
+
+    # ---- describing -----------------------------------------------------------------
+    def _describe(self, objs: list[dict[str, Any]]) -> list[DestinationJob]:
+        queues: dict[str, str] = {}
+        out = []
+        for job in objs:
+            pg = None
+            if _phase(job) == "Pending":
+                pg = self._pod_group(job)
+            described = self.describe(job, pg, queues)
+            if described.state == JobState.RUNNING:
+                described = replace(described, nodes=self._job_nodes(job))
+            out.append(note_deleting(job, described))
+        return out
+
+    def describe(self, job: Mapping[str, Any], pod_group: Mapping[str, Any] | None,
+                 queue_states: dict[str, str]) -> DestinationJob:
+        state = _PHASES.get(_phase(job), JobState.UNKNOWN)
+        reason, raw = Reason.NONE, (((job.get("status") or {}).get("state") or {})
+                                    .get("message", "") or "")
+        if state == JobState.PENDING:
+            queue = (job.get("spec") or {}).get("queue", "default")
+            reason, raw = gang_reason(pod_group, self._queue_state(queue, queue_states), queue)
+        start, end = _phase_times(job)
+        return DestinationJob(job_id=job_ref(job), workload_id=workload_of(job), state=state,
+                              reason=reason, raw_reason=raw, gpus=vcjob_gpus(job),
+                              started_at=start, ended_at=end if state.ended else None)
+
+    def _job_nodes(self, job: Mapping[str, Any]) -> tuple[str, ...]:
+        meta = job.get("metadata") or {}
+        pods = self.kube.items(self.kube.core().list_namespaced_pod, meta.get("namespace", ""),
+                               label_selector=f"volcano.sh/job-name={meta.get('name')}")
+        return tuple(sorted({(p.get("spec") or {}).get("nodeName") for p in pods} - {None, ""}))
+
+    def active_jobs(self) -> list[DestinationJob]:
+        groups = {_owner_uid(pg): pg for pg in self._all(PODGROUPS)}
+        queues: dict[str, str] = {}
+        out = []
+        for job in self._list():
+            if vcjob_gpus(job) <= 0:
+                continue
+            described = self.describe(job, groups.get((job.get("metadata") or {}).get("uid")),
+                                      queues)
+            if not described.state.ended:
+                out.append(described)
+        return out
+
+    # ---- inventory and accounting ---------------------------------------------------
+    def inventory(self) -> InventorySnapshot:
+        taken_at = now_utc()
+        nodes = inv.read_nodes(self.kube, self.settings)
+        pods = inv.read_gpu_pods(self.kube)
+        pools = inv.build_pools(nodes, pods, self.settings, self.kind, inv.product_namer)
+        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
+                                 queue=self.queue_stats())
+
+    def queue_stats(self) -> QueueStats:
+        """PodGroups not yet running (Pending/Inqueue) and the GPUs their gangs need."""
+        waiting = [pg for pg in self._all(PODGROUPS)
+                   if (pg.get("status") or {}).get("phase", "Pending") in ("Pending", "Inqueue")]
+        gpus = 0
+        for pg in waiting:
+            res = (pg.get("spec") or {}).get("minResources") or {}
+            gpus += sum(quantity(v) for k, v in res.items()
+                        if is_gpu_resource(k.removeprefix("requests.")))
+        return QueueStats(pending_jobs=len(waiting), pending_gpus=gpus)
+
+    def usage(self, since: datetime) -> Iterator[UsageRecord]:
+        """First Running transition to the terminal transition, times the gang's GPUs."""
+        products: dict[str, str] | None = None
+        for job in self._list():
+            start, end = _phase_times(job)
+            gpus = vcjob_gpus(job)
+            state = _PHASES.get(_phase(job), JobState.UNKNOWN)
+            end = end if state.ended else None
+            if start is None or gpus <= 0 or (end is not None and end < since):
+                continue
+            model = _selected_product(job)
+            if not model:
+                products = self._products_by_job() if products is None else products
+                model = products.get(job_ref(job), "unknown")
+            yield UsageRecord(
+                source="volcano", cluster=self.cluster, job_id=job_ref(job),
+                workload_id=workload_of(job),
+                account=(job.get("metadata") or {}).get("namespace", ""),
+                gpu_model=self.settings.model_names.get(model, model), gpus=gpus, start=start,
+                end=end, gpu_seconds=gpus * seconds_between(start, end), state=state.value)
+
+    def _products_by_job(self) -> dict[str, str]:
+        """Job ref -> GPU product of the node its pods ran on (no selector in the spec)."""
+        core = self.kube.core()
+        nodes = {(n.get("metadata") or {}).get("name"):
+                 ((n.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL, "")
+                 for n in self.kube.items(core.list_node)}
+        out = {}
+        for pod in self.kube.items(core.list_pod_for_all_namespaces,
+                                   label_selector="volcano.sh/job-name"):
+            meta = pod.get("metadata") or {}
+            product = nodes.get((pod.get("spec") or {}).get("nodeName"))
+            if product:
+                out[f"{meta.get('namespace')}/{meta['labels']['volcano.sh/job-name']}"] = product
+        return out
+
+
+def _selected_product(job: Mapping[str, Any]) -> str:
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        selector = (((task.get("template") or {}).get("spec")) or {}).get("nodeSelector") or {}
+        if PRODUCT_LABEL in selector:
+            return selector[PRODUCT_LABEL]
+    return ""
+
+
+def _phase(job: Mapping[str, Any]) -> str:
+    return (((job.get("status") or {}).get("state") or {}).get("phase")) or "Pending"
+
+
+def _owner_uid(obj: Mapping[str, Any]) -> str:
+    for owner in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("kind") == "Job":
+            return owner.get("uid", "")
+    return ""

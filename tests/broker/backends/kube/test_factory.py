@@ -1,0 +1,45 @@
+"""Building backends from a Cluster row's config, and class-only specs."""
+from __future__ import annotations
+
+import pytest
+
+from broker.backends.base import JobState, Unavailable
+from broker.backends.kube import KueueBackend, MultiKueueBackend, VolcanoBackend
+from broker.backends.kube.factory import kube_backend_from_config
+
+
+def test_builds_each_kind_with_timeouts_and_token():
+    config = {"host": "https://k8s.example:6443", "namespace": "batch", "queue": "gpu",
+              "priority_classes": {"high": "urgent"}, "tolerated_taints": ["gpu"]}
+    kueue = kube_backend_from_config("kueue", "c1", config, token="s3cret", timeout_s=7)
+    assert isinstance(kueue, KueueBackend) and kueue.cluster == "c1"
+    assert kueue.kube.config.token == "s3cret" and kueue.kube.timeout == (5.0, 7)
+    assert kueue.settings.default_namespace == "batch" and kueue.settings.default_queue == "gpu"
+    assert kueue.settings.tolerated_taints == ("gpu",)
+    assert "a100-80gb" in kueue.settings.gpu_classes  # from the policy file
+    assert isinstance(kube_backend_from_config("volcano", "c2", {}), VolcanoBackend)
+    mk = kube_backend_from_config("multikueue", "c3", {
+        "kubeconfig": "/etc/mgr", "workers": {"w1": {"kubeconfig": "/etc/w1", "context": "w1"}},
+        "multikueue_config": "mk"})
+    assert isinstance(mk, MultiKueueBackend) and mk.workers["w1"].config.context == "w1"
+
+
+def test_bad_config_is_unavailable_with_the_key():
+    with pytest.raises(Unavailable, match="hots"):
+        kube_backend_from_config("kueue", "c1", {"hots": "x"})
+    with pytest.raises(Unavailable, match="not a Kubernetes backend"):
+        kube_backend_from_config("slurm", "c1", {})
+
+
+def test_class_only_spec_selects_the_class_models(kueue, spec_factory, emu):
+    emu.add_node("t4-a", product="Tesla-T4", gpus=4, memory_mib=15360)
+    backend = kube_backend_from_config("kueue", "k8s-1", {"host": emu.url})
+    job_id = backend.submit(spec_factory(gpu_models=(), gpu_class="a100-80gb"), "wl-c",
+                            kueue.identity)
+    pod = kueue.job_objects()[0]["spec"]["template"]["spec"]
+    [expr] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"][0]["matchExpressions"]
+    assert "NVIDIA-A100-SXM4-80GB" in expr["values"] and "Tesla-T4" not in expr["values"]
+    kueue.step()
+    job = backend.status([job_id])[job_id]
+    assert job.state == JobState.RUNNING and set(job.nodes) <= {"gpu-a", "gpu-b"}

@@ -1,0 +1,73 @@
+"""Node -> NodeInventory parsing and pool grouping (pure functions, no server)."""
+from __future__ import annotations
+
+from broker.backends.kube.common import BackendSettings
+from broker.backends.kube.inventory import (
+    allocated_by_node, build_pools, flavor_namer, node_entries, product_namer)
+
+SETTINGS = BackendSettings()
+
+
+def node(name: str, labels: dict, capacity: dict, ready: str | None = "True", **spec) -> dict:
+    conditions = [] if ready is None else [{"type": "Ready", "status": ready}]
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec,
+            "status": {"capacity": capacity, "allocatable": dict(capacity),
+                       "conditions": conditions}}
+
+
+def test_whole_gpus_memory_count_and_interconnect():
+    n = node("a", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                   "nvidia.com/gpu.memory": "81559", "nvidia.com/gpu.count": "8",
+                   "nvidia.com/gpu.clique": "nvl-1"}, {"nvidia.com/gpu": "7", "cpu": "64"})
+    [entry] = node_entries(n, {("a", "nvidia.com/gpu"): 2}, SETTINGS, "kueue")
+    assert entry.gpus_total == 8 and entry.gpus_allocatable == 7 and entry.gpus_allocated == 2
+    assert entry.gpu_memory_gb == 80 and entry.interconnect_domain == "nvl-1"
+    assert entry.partitioning == "whole" and entry.gpus_free == 5
+
+
+def test_mig_single_strategy_reads_the_profile_from_the_product():
+    n = node("m", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb",
+                   "nvidia.com/mig.strategy": "single"}, {"nvidia.com/gpu": "28"})
+    [entry] = node_entries(n, {}, SETTINGS, "kueue")
+    assert entry.partitioning == "1g.5gb" and entry.gpu_memory_gb == 5
+    assert entry.gpu_model == "NVIDIA-A100-SXM4-40GB" and entry.gpus_total == 28
+
+
+def test_mig_mixed_strategy_splits_the_node():
+    n = node("x", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                   "nvidia.com/mig.strategy": "mixed", "nvidia.com/gpu.memory": "81920"},
+             {"nvidia.com/gpu": "4", "nvidia.com/mig-3g.40gb": "4", "nvidia.com/mig-1g.10gb": "7"})
+    parts = {e.partitioning: e for e in node_entries(n, {}, SETTINGS, "volcano")}
+    assert set(parts) == {"whole", "3g.40gb", "1g.10gb"}
+    assert parts["3g.40gb"].gpu_memory_gb == 40 and parts["whole"].gpu_memory_gb == 80
+
+
+def test_health_and_draining():
+    labels = {"nvidia.com/gpu.product": "P"}
+    assert not node_entries(node("a", labels, {"nvidia.com/gpu": "1"}, ready=None),
+                            {}, SETTINGS, "k")[0].healthy
+    cordoned = node("b", labels, {"nvidia.com/gpu": "1"}, taints=[
+        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}])
+    assert node_entries(cordoned, {}, SETTINGS, "k")[0].draining
+    prefer = node("c", labels, {"nvidia.com/gpu": "1"}, taints=[
+        {"key": "x", "effect": "PreferNoSchedule"}])
+    assert not node_entries(prefer, {}, SETTINGS, "k")[0].draining
+    assert node_entries(node("d", labels, {"cpu": "8"}), {}, SETTINGS, "k") == []
+
+
+def test_allocation_ignores_finished_and_unbound_pods():
+    def pod(node_name, phase, gpus):
+        return {"spec": {"nodeName": node_name, "containers": [
+            {"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]}, "status": {"phase": phase}}
+    alloc = allocated_by_node([pod("a", "Running", 2), pod("a", "Succeeded", 4),
+                               pod("a", "Pending", 1)])
+    assert alloc[("a", "nvidia.com/gpu")] == 3
+
+
+def test_pool_names_from_flavors_and_products():
+    a = node("a", {"nvidia.com/gpu.product": "A", "pool": "x"}, {"nvidia.com/gpu": "2"})
+    b = node("b", {"nvidia.com/gpu.product": "B", "pool": "x"}, {"nvidia.com/gpu": "2"})
+    flavors = [{"metadata": {"name": "xpool"}, "spec": {"nodeLabels": {"pool": "x"}}}]
+    pools = build_pools([a, b], [], SETTINGS, "kueue", flavor_namer(flavors))
+    assert sorted(p.name for p in pools) == ["xpool/A", "xpool/B"]  # one model per pool
+    assert sorted(p.name for p in build_pools([a], [], SETTINGS, "volcano", product_namer)) == ["A"]

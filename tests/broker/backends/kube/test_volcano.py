@@ -1,0 +1,89 @@
+"""Volcano specifics: gang waiting vs no room, queue state, webhook rejection, manifest."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from broker.backends.base import JobState, Reason, Rejected
+from broker.backends.kube import BackendSettings, VolcanoBackend
+from broker.backends.kube.emulator_seed import seed_volcano
+from broker.backends.kube.volcano import gang_reason
+
+
+def test_closed_queue_after_submit_is_unavailable(volcano):
+    job_id = volcano.submit("wl-q")
+    volcano.emu.volcano.set_queue_state("default", "Closed")
+    volcano.step()
+    job = volcano.backend.status([job_id])[job_id]
+    assert job.state == JobState.PENDING and job.reason == Reason.UNAVAILABLE
+    assert job.raw_reason == "Volcano queue default is Closed"
+
+
+def test_submit_to_closed_queue_is_rejected_by_webhook(volcano):
+    seed_volcano(volcano.emu, name="closed", state="Closed")
+    volcano.identity = replace(volcano.identity, queue="closed")
+    with pytest.raises(Rejected) as err:
+        volcano.submit("wl-c")
+    assert "can only submit job to queue with state `Open`" in err.value.raw
+    assert volcano.job_objects() == []
+
+
+def test_submit_to_missing_queue_is_rejected(volcano):
+    volcano.identity = replace(volcano.identity, queue="nope")
+    with pytest.raises(Rejected, match="HTTP 400"):
+        volcano.submit("wl-n")
+
+
+def test_crd_schema_violation_is_rejected_with_raw_text(volcano, spec_factory, monkeypatch):
+    backend = volcano.backend
+    original = backend.build_manifest
+
+    def broken(*args):
+        body = original(*args)
+        body["spec"]["minAvailable"] = "all"  # not an integer
+        return body
+    monkeypatch.setattr(backend, "build_manifest", broken)
+    with pytest.raises(Rejected) as err:
+        backend.submit(spec_factory(), "wl-x", volcano.identity)
+    assert "422" in err.value.reason and "minAvailable" in err.value.raw
+
+
+def test_manifest_shape(volcano, spec_factory):
+    backend = VolcanoBackend("k8s-1", volcano.backend.kube.config,
+                             BackendSettings(priority_classes={"high": "urgent"}))
+    body = backend.build_manifest(spec_factory(workers=3, gpus_per_worker=2, priority="high"),
+                                  "wl-s", volcano.identity)
+    assert body["spec"]["schedulerName"] == "volcano"
+    assert body["spec"]["minAvailable"] == 3 and body["spec"]["queue"] == "default"
+    [task] = body["spec"]["tasks"]
+    assert task["name"] == "worker" and task["replicas"] == 3
+    limits = task["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "2"
+    assert body["spec"]["priorityClassName"] == "urgent"
+    assert body["metadata"]["labels"]["gpubroker.io/workload-id"] == "wl-s"
+
+
+def test_pending_gang_without_pod_group_yet(volcano):
+    job_id = volcano.submit("wl-early")
+    job = volcano.backend.status([job_id])[job_id]
+    assert job.state == JobState.PENDING and job.reason == Reason.OTHER
+
+
+@pytest.mark.parametrize("message,expected", [
+    ("3/3 tasks in gang unschedulable: pod group is not ready, 3 Pending, 3 minAvailable; "
+     "Pending: 3 Unschedulable", Reason.CAPACITY),
+    ("6/6 tasks in gang unschedulable: pod group is not ready, 6 Pending, 6 minAvailable; "
+     "Pending: 1 Unschedulable, 2 Undetermined, 3 Schedulable", Reason.GANG),
+    ("1/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable.", Reason.CAPACITY),
+])
+def test_gang_reason_parses_volcano_messages(message, expected):
+    pg = {"status": {"conditions": [{"type": "Unschedulable", "status": "True",
+                                     "reason": "NotEnoughResources", "message": message}]}}
+    assert gang_reason(pg, "Open", "default") == (expected, message)
+
+
+def test_gang_reason_queue_states():
+    assert gang_reason(None, "Closing", "q")[0] == Reason.UNAVAILABLE
+    assert gang_reason(None, "Missing", "q")[0] == Reason.UNAVAILABLE
+    assert gang_reason({"status": {"phase": "Inqueue"}}, "Open", "q")[0] == Reason.NONE
