@@ -1,0 +1,110 @@
+"""Build a SlurmBackend from a Cluster row's ``config`` (never secrets) and token.
+
+Called by broker/backends/registry.py.  Config keys (all optional):
+
+- transport: ``transport`` ("cli", the default, or "rest").
+- cli: ``prefix`` (argument list, e.g. ["ssh", "-o", "BatchMode=yes", "login1"]) or
+  ``ssh_host`` (shorthand for that prefix), ``remote_shell``, ``bin_dir``.
+- rest: ``rest_url`` (required), ``api_version`` ("auto" by default), ``user_name``
+  (default $SLURM_REST_USER or the process user).  The resolved credentials are the JWT.
+- conventions (SlurmConfig): ``account``/``default_account``, ``partition``/
+  ``default_partition``, ``qos``/``default_qos``, ``partition_by_gpu_type``,
+  ``qos_by_priority``, ``gpu_type_aliases``, ``model_names``, ``gpu_classes`` ({class:
+  [models or GRES types]}; default: the policy file's classes), ``gpu_memory_gb`` (merged
+  over the defaults), ``workdir``, ``output``, ``multi_node_launch``, ``submit_held``,
+  ``extra_sbatch_args``, ``rest_environment``, ``rest_job_extra``, ``partitions``,
+  ``find_lookback_days``, ``cancel_confirm_s``, ``throughput_window_s``,
+  ``interconnect_domain``, ``owner``.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from broker.backends.base import Unavailable
+from broker.backends.slurm.backend import SlurmBackend
+from broker.backends.slurm.commands import CommandTransport
+from broker.backends.slurm.config import DEFAULT_GPU_MEMORY_GB, SlurmConfig
+from broker.backends.slurm.rest import RestTransport
+
+_TRANSPORT = {"transport", "prefix", "ssh_host", "remote_shell", "bin_dir", "rest_url",
+              "api_version", "user_name"}
+_ALIASES = {"account": "default_account", "partition": "default_partition", "qos": "default_qos",
+            "gpu_classes": "gpu_class_types"}
+_MAPPINGS = {"partition_by_gpu_type", "qos_by_priority", "gpu_type_aliases", "model_names",
+             "gpu_class_types", "gpu_memory_gb", "rest_environment", "rest_job_extra"}
+_TUPLES = {"extra_sbatch_args", "partitions"}
+_SCALARS = {"default_account", "default_partition", "default_qos", "workdir", "output",
+            "multi_node_launch", "submit_held", "find_lookback_days", "cancel_confirm_s",
+            "throughput_window_s", "interconnect_domain", "owner"}
+
+
+def policy_gpu_classes() -> dict[str, tuple[str, ...]]:
+    """GPU classes of the policy in force, so a class-only spec still picks a GRES type."""
+    try:
+        from broker.placement.policy_loader import load_policy_file
+
+        default = Path(__file__).resolve().parents[2] / "policy" / "default.yaml"
+        policy = load_policy_file(os.environ.get("GPUBROKER_POLICY_FILE", str(default)))
+        return {name: tuple(c.models) for name, c in policy.gpu_classes.items()}
+    except Exception:  # no policy: class-only specs ask for any GPU
+        return {}
+
+
+def slurm_config(raw: Mapping[str, Any]) -> SlurmConfig:
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _TRANSPORT:
+            continue
+        key = _ALIASES.get(key, key)
+        if key in _MAPPINGS:
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{key} must be a mapping")
+            values[key] = dict(value)
+        elif key in _TUPLES:
+            if isinstance(value, str) or not isinstance(value, (list, tuple)):
+                raise ValueError(f"{key} must be a list")
+            values[key] = tuple(str(v) for v in value)
+        elif key in _SCALARS:
+            values[key] = value
+    if "gpu_class_types" in values:
+        values["gpu_class_types"] = {k: tuple(v) for k, v in values["gpu_class_types"].items()}
+    else:
+        values["gpu_class_types"] = policy_gpu_classes()
+    if "gpu_memory_gb" in values:
+        values["gpu_memory_gb"] = {**DEFAULT_GPU_MEMORY_GB,
+                                   **{k.lower(): int(v) for k, v in values["gpu_memory_gb"].items()}}
+    return SlurmConfig(**values)
+
+
+def slurm_backend_from_config(cluster: str, config: Mapping[str, Any], token: str = "",
+                              timeout_s: float = 20.0) -> SlurmBackend:
+    """The backend for one cluster; a bad config raises Unavailable saying which key."""
+    known = _TRANSPORT | set(_ALIASES) | _MAPPINGS | _TUPLES | _SCALARS
+    unknown = set(config) - known
+    if unknown:
+        raise Unavailable(f"cluster {cluster}: unknown config keys {sorted(unknown)}")
+    try:
+        settings = slurm_config(config)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise Unavailable(f"cluster {cluster}: invalid config: {exc}") from exc
+    kind = str(config.get("transport", "cli"))
+    if kind == "cli":
+        prefix = list(config.get("prefix") or ())
+        if not prefix and config.get("ssh_host"):
+            prefix = ["ssh", "-o", "BatchMode=yes", str(config["ssh_host"])]
+        transport = CommandTransport(prefix=prefix, timeout_s=timeout_s,
+                                     remote_shell=config.get("remote_shell"),
+                                     bin_dir=str(config.get("bin_dir", "")))
+    elif kind == "rest":
+        if not config.get("rest_url"):
+            raise Unavailable(f"cluster {cluster}: transport rest needs rest_url")
+        if not token:
+            raise Unavailable(f"cluster {cluster}: transport rest needs a JWT (credentials_ref)")
+        transport = RestTransport(str(config["rest_url"]), lambda: token,
+                                  str(config.get("api_version", "auto")),
+                                  user_name=config.get("user_name"), timeout_s=timeout_s)
+    else:
+        raise Unavailable(f"cluster {cluster}: unknown transport {kind!r} (cli or rest)")
+    return SlurmBackend(cluster, transport, settings)

@@ -1,0 +1,30 @@
+"""Helpers shared by the Slurm backend tests (fixture files, env file)."""
+from __future__ import annotations
+
+import json
+import pathlib
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+DEFAULT_ENV_FILE = "/run/slurm-ci/env"
+
+
+def read_fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def read_json_fixture(name: str) -> dict:
+    text = read_fixture(name)
+    # rest-submit.json was captured with curl -w, which appended "HTTP 200"
+    return json.loads(text[: text.rfind("}") + 1])
+
+
+def load_env_file(path: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            line = line.strip()
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            key, _, value = line.partition("=")
+            env[key.removeprefix("export ").strip()] = value.strip().strip("'\"")
+    return env
