@@ -20,7 +20,7 @@ migrate: $(STAMP)
 
 ## make demo: SQLite, in-process background work, three simulated clusters, http://127.0.0.1:8000
 demo: migrate
-	$(PY) manage.py demo
+	GPUBROKER_USAGE_INTERVAL_S=$${GPUBROKER_USAGE_INTERVAL_S:-60} $(PY) manage.py demo
 
 ## make test: the whole suite (set DATABASE_URL / CELERY_BROKER_URL to use real services)
 test: $(STAMP)

@@ -22,6 +22,7 @@ class Ticker(threading.Thread):
         self._due: dict[str, float] = {}
 
     def run(self) -> None:
+        from accounting import tasks as accounting_tasks
         from broker import tasks
 
         schedule = {
@@ -29,6 +30,7 @@ class Ticker(threading.Thread):
             "status": (settings.GPUBROKER_STATUS_INTERVAL_S, tasks.poll_all_status),
             "place": (settings.GPUBROKER_STATUS_INTERVAL_S, tasks.place_waiting),
             "reconcile": (settings.GPUBROKER_RECONCILE_INTERVAL_S, tasks.reconcile),
+            "usage": (settings.GPUBROKER_USAGE_INTERVAL_S, accounting_tasks.collect_all_usage),
         }
         while not self.stop_event.is_set():
             now = time.monotonic()

@@ -1,0 +1,185 @@
+"""Chargeback arithmetic: month x tenant x project x GPU class, on-prem and cloud.
+
+On-prem GPU-hours are priced at the GPU class's rate for that month (a cluster's own
+rate wins over the class-wide one, the cluster's list price is the last resort);
+cloud GPU-hours come from the schedulers' records and their cost from matched bill
+lines.  Hours and costs are rounded per row and totals are sums of the rounded rows,
+so the page and every export add up to the same figures.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.db.models import Q, QuerySet, Sum
+from django.db.models.functions import TruncMonth
+
+from accounting.models import BillLine, GpuRate, UsageEntry
+from accounting.periods import month_bounds, month_start
+from broker.models import Cluster, GpuClass, Location
+from portal.tenancy.models import Project, Tenant
+
+CENT = Decimal("0.01")
+_SECONDS_PER_HOUR = Decimal(3600)
+UNASSIGNED = "(unassigned)"
+
+
+def hours(seconds: int) -> Decimal:
+    return (Decimal(seconds) / _SECONDS_PER_HOUR).quantize(CENT, ROUND_HALF_UP)
+
+
+@dataclass
+class ChargebackRow:
+    month: date
+    tenant: str
+    tenant_name: str
+    project: str
+    project_name: str
+    gpu_class: str
+    onprem_seconds: int = 0
+    cloud_seconds: int = 0
+    onprem_exact_cost: Decimal = Decimal("0")
+    cloud_exact_cost: Decimal = Decimal("0")
+
+    @property
+    def onprem_hours(self) -> Decimal:
+        return hours(self.onprem_seconds)
+
+    @property
+    def cloud_hours(self) -> Decimal:
+        return hours(self.cloud_seconds)
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return self.onprem_hours + self.cloud_hours
+
+    @property
+    def onprem_cost(self) -> Decimal:
+        return self.onprem_exact_cost.quantize(CENT, ROUND_HALF_UP)
+
+    @property
+    def cloud_cost(self) -> Decimal:
+        return self.cloud_exact_cost.quantize(CENT, ROUND_HALF_UP)
+
+    @property
+    def cost(self) -> Decimal:
+        return self.onprem_cost + self.cloud_cost
+
+
+@dataclass
+class Totals:
+    onprem_hours: Decimal = Decimal("0")
+    cloud_hours: Decimal = Decimal("0")
+    onprem_cost: Decimal = Decimal("0")
+    cloud_cost: Decimal = Decimal("0")
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return self.onprem_hours + self.cloud_hours
+
+    @property
+    def cost(self) -> Decimal:
+        return self.onprem_cost + self.cloud_cost
+
+    def add(self, row: ChargebackRow) -> None:
+        self.onprem_hours += row.onprem_hours
+        self.cloud_hours += row.cloud_hours
+        self.onprem_cost += row.onprem_cost
+        self.cloud_cost += row.cloud_cost
+
+
+@dataclass
+class ChargebackReport:
+    months: list[date]
+    rows: list[ChargebackRow]
+    totals: Totals = field(default_factory=Totals)
+    by_month: dict[date, Totals] = field(default_factory=dict)
+
+
+class RateBook:
+    """Every on-prem rate, read once; ``price`` answers for a cluster, class and month."""
+
+    def __init__(self) -> None:
+        self.rates = list(GpuRate.objects.order_by("-valid_from").values(
+            "gpu_class_id", "cluster_id", "valid_from", "price_per_gpu_hour"))
+        self.list_price = dict(Cluster.objects.values_list("id", "price_per_gpu_hour"))
+
+    def price(self, cluster_id: int, gpu_class_id: int | None, month: date) -> Decimal:
+        for wanted_cluster in (cluster_id, None):  # the cluster's own rate wins
+            for r in self.rates:
+                if (r["cluster_id"] == wanted_cluster and r["gpu_class_id"] == gpu_class_id
+                        and r["valid_from"] <= month):
+                    return r["price_per_gpu_hour"]
+        return self.list_price.get(cluster_id, Decimal("0"))
+
+
+def build_report(*, months: list[date], tenant_ids: set[int] | None, project_id: int | None = None) -> ChargebackReport:
+    """``tenant_ids`` None: every tenant, unassigned usage included (operators)."""
+    start, stop = month_bounds(months[0])[0], month_bounds(months[-1])[1]
+    rows: dict[tuple, ChargebackRow] = {}
+    names = _Names()
+    usage = _scoped(UsageEntry.objects.filter(end__gte=start, end__lt=stop), tenant_ids, project_id)
+    _add_usage(rows, names, usage)
+    billed = _scoped(BillLine.objects.filter(usage_start__gte=start, usage_start__lt=stop), tenant_ids, project_id)
+    _add_bills(rows, names, billed)
+    return _finish(months, rows)
+
+
+def _add_usage(rows: dict, names: "_Names", usage: QuerySet) -> None:
+    rates = RateBook()
+    groups = (usage.annotate(month=TruncMonth("end"))
+              .values("month", "tenant_id", "project_id", "gpu_class_id", "cluster_id", "cluster__location")
+              .annotate(secs=Sum("gpu_seconds")).order_by())
+    for g in groups:
+        row = _row(rows, names, g)
+        if g["cluster__location"] == Location.CLOUD:
+            row.cloud_seconds += g["secs"]  # its cost comes from the bill
+            continue
+        price = rates.price(g["cluster_id"], g["gpu_class_id"], month_start(g["month"]))
+        row.onprem_seconds += g["secs"]
+        row.onprem_exact_cost += price * g["secs"] / _SECONDS_PER_HOUR
+
+
+def _add_bills(rows: dict, names: "_Names", billed: QuerySet) -> None:
+    groups = (billed.annotate(month=TruncMonth("usage_start"))
+              .values("month", "tenant_id", "project_id", "gpu_class_id")
+              .annotate(cost=Sum("cost")).order_by())
+    for g in groups:
+        _row(rows, names, g).cloud_exact_cost += g["cost"] or Decimal("0")
+
+
+def _scoped(qs: QuerySet, tenant_ids: set[int] | None, project_id: int | None) -> QuerySet:
+    if tenant_ids is not None:
+        qs = qs.filter(Q(tenant_id__in=tenant_ids))
+    if project_id is not None:
+        qs = qs.filter(project_id=project_id)
+    return qs
+
+
+class _Names:
+    def __init__(self) -> None:
+        self.tenants = {t.id: t for t in Tenant.objects.all()}
+        self.projects = {p.id: p for p in Project.objects.all()}
+        self.classes = dict(GpuClass.objects.values_list("id", "slug"))
+
+
+def _row(rows: dict, names: _Names, g: dict) -> ChargebackRow:
+    month = month_start(g["month"])
+    key = (month, g["tenant_id"], g["project_id"], g["gpu_class_id"])
+    if key not in rows:
+        tenant, project = names.tenants.get(g["tenant_id"]), names.projects.get(g["project_id"])
+        rows[key] = ChargebackRow(
+            month=month, tenant=tenant.slug if tenant else UNASSIGNED, tenant_name=tenant.name if tenant else "",
+            project=project.slug if project else UNASSIGNED, project_name=project.name if project else "",
+            gpu_class=names.classes.get(g["gpu_class_id"], "unclassified"))
+    return rows[key]
+
+
+def _finish(months: list[date], rows: dict) -> ChargebackReport:
+    ordered = sorted(rows.values(), key=lambda r: (r.month, r.tenant, r.project, r.gpu_class))
+    report = ChargebackReport(months=months, rows=ordered, by_month={m: Totals() for m in months})
+    for row in ordered:
+        report.totals.add(row)
+        report.by_month.setdefault(row.month, Totals()).add(row)
+    return report

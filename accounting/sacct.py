@@ -1,0 +1,126 @@
+"""``sacct -P -X`` text -> UsageRecords, streamed: one line at a time, nothing held.
+
+``sacct_usage`` is the entry point: it runs the lines through the Slurm backend's own
+parser and its usage() mapping (broker/backends/slurm), so a file and a live cluster
+give the same records.  ``iter_sacct_usage`` is a small stand-alone parser kept as the
+fallback where that backend is not installed, and as a cross-check in the tests.
+GPU-seconds = AllocTRES ``gres/gpu`` (the total over every node of the job) x ElapsedRaw,
+as Slurm's own accounting counts them.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone, tzinfo
+from typing import Iterable, Iterator, Sequence
+
+from broker.backends.base import WORKLOAD_ID_PREFIX, UsageRecord
+
+SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "State", "Start", "End", "ElapsedRaw",
+                "AllocTRES", "Comment", "WCKey", "ExitCode")
+SACCT_FORMAT = ",".join(SACCT_FIELDS)
+_NO_TIME = {"", "None", "Unknown"}
+_WORKLOAD_RE = re.compile(re.escape(WORKLOAD_ID_PREFIX) + r"[A-Za-z0-9]+")
+
+
+def sacct_usage(lines: Iterable[str], *, cluster: str) -> Iterator[UsageRecord]:
+    """Records from ``sacct -P`` lines (header first) through the Slurm backend when present."""
+    try:
+        from broker.backends.slurm.backend import SlurmBackend
+    except ImportError:
+        return iter_sacct_usage(lines, cluster=cluster)
+    return SlurmBackend(cluster, _LinesTransport(lines)).usage(since=datetime.min.replace(tzinfo=timezone.utc))
+
+
+class _LinesTransport:
+    """Just enough of the Slurm backend's Transport to read accounting from text."""
+
+    name = "lines"
+
+    def __init__(self, lines: Iterable[str]):
+        self.lines = lines
+
+    def accounting(self, *, since=None, job_ids=None, names=None):
+        from broker.backends.slurm.parsers import iter_sacct
+
+        it = iter(self.lines)
+        fields = tuple(next(it, "").rstrip("\r\n").split("|"))
+        return iter_sacct(it, fields, "|")
+
+
+def iter_sacct_usage(lines: Iterable[str], *, cluster: str, fields: Sequence[str] | None = None,
+                     tz: tzinfo = timezone.utc) -> Iterator[UsageRecord]:
+    """Yield GPU jobs from ``sacct -P`` lines; the first line is the header unless ``fields``."""
+    it = iter(lines)
+    if fields is None:
+        header = next(it, "")
+        fields = header.rstrip("\r\n").split("|")
+    idx = {name: i for i, name in enumerate(fields)}
+    missing = [f for f in ("JobID", "Start", "AllocTRES") if f not in idx]
+    if missing:
+        raise ValueError(f"sacct output lacks {', '.join(missing)}")
+    for line in it:
+        record = _record(line.rstrip("\r\n").split("|"), idx, cluster, tz)
+        if record is not None:
+            yield record
+
+
+def _record(cols: list[str], idx: dict[str, int], cluster: str, tz: tzinfo) -> UsageRecord | None:
+    def col(name: str) -> str:
+        i = idx.get(name)
+        return cols[i] if i is not None and i < len(cols) else ""
+
+    job_id = col("JobID")
+    if not job_id or "." in job_id:  # job steps repeat their job's allocation
+        return None
+    gpus, gpu_model = parse_gpu_tres(col("AllocTRES"))
+    start = _time(col("Start"), tz)
+    if gpus == 0 or start is None:
+        return None
+    end = _time(col("End"), tz)
+    elapsed = col("ElapsedRaw")
+    seconds = int(elapsed) if elapsed.isdigit() else int(((end or start) - start).total_seconds())
+    state = col("State").split(" ", 1)[0]
+    if state in ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED"):
+        end = None  # its End is only a guess until the job ends
+    return UsageRecord(
+        source="slurm", cluster=cluster, job_id=job_id, workload_id=_workload_id(cols, idx),
+        account=col("Account"), gpu_model=gpu_model, gpus=gpus, start=start, end=end,
+        gpu_seconds=gpus * max(0, seconds), state=state)
+
+
+def parse_gpu_tres(tres: str) -> tuple[int, str]:
+    """``...,gres/gpu:a100=2,gres/gpu=2,...`` -> (2, "a100"); no GPU -> (0, "")."""
+    if "gres/gpu" not in tres:
+        return 0, ""
+    total, model = 0, ""
+    for item in tres.split(","):
+        key, _, value = item.partition("=")
+        if key == "gres/gpu":
+            total = _count(value)
+        elif key.startswith("gres/gpu:") and not model:
+            model = key[len("gres/gpu:"):]
+            total = total or _count(value)
+    return total, model
+
+
+def _count(value: str) -> int:
+    return int(value) if value.isdigit() else 0
+
+
+def _time(value: str, tz: tzinfo) -> datetime | None:
+    if value in _NO_TIME:
+        return None
+    moment = datetime.fromisoformat(value)
+    return moment if moment.tzinfo else moment.replace(tzinfo=tz)
+
+
+def _workload_id(cols: list[str], idx: dict[str, int]) -> str | None:
+    # The broker puts the workload id in the comment; the job name and wckey are fallbacks.
+    for name in ("Comment", "JobName", "WCKey"):
+        i = idx.get(name)
+        text = cols[i] if i is not None and i < len(cols) else ""
+        if WORKLOAD_ID_PREFIX in text:
+            match = _WORKLOAD_RE.search(text)
+            if match:
+                return match.group(0)
+    return None

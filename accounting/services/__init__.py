@@ -1,0 +1,1 @@
+"""Writes of the accounting app: ledger ingest, bill import, rates, reconciliation."""

@@ -1,0 +1,35 @@
+"""Celery tasks of accounting: thin and id-based; each calls one service.
+
+To run them periodically, add to CELERY_BEAT_SCHEDULE in settings.py, e.g.
+``"collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": 900.0}``.
+"""
+from __future__ import annotations
+
+from celery import shared_task
+
+from broker.models import Cluster
+
+# a usage read can be long (a month of sacct on a big cluster): more time than the broker's tasks
+TASK_OPTIONS = {"acks_late": True, "time_limit": 1800, "soft_time_limit": 1780}
+
+
+@shared_task(**TASK_OPTIONS)
+def collect_usage(cluster_id: int) -> None:
+    from accounting.services.usage import usage_collect
+
+    usage_collect(cluster_id=cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def collect_all_usage() -> None:
+    for cluster_id in Cluster.objects.filter(enabled=True).values_list("id", flat=True):
+        collect_usage.delay(cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def reconcile_month(period: str) -> None:
+    """``period`` as YYYY-MM; rerunning replaces the month's answer."""
+    from accounting.periods import parse_month
+    from accounting.services.reconciliation import reconciliation_run_all
+
+    reconciliation_run_all(period=parse_month(period))
