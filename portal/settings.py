@@ -152,6 +152,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env_str("GPUBROKER_LOG_LEVEL", "INFO")},
+    # one line per finished task drowns the demo's console; failures still show
+    "loggers": {"celery.app.trace": {"level": "WARNING"}},
 }
 
 CELERY_BEAT_SCHEDULE = {
