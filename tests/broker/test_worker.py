@@ -66,4 +66,3 @@ def test_worker_places_dispatches_and_finishes_a_submitted_job(worker):
     done = Workload.objects.get(id=workload.id)
     assert done.destination_job_id and done.cluster is not None
     assert done.reservations.get().state == "released"
-    assert "succeeded" in worker.log_path.read_text()
