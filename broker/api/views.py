@@ -1,7 +1,7 @@
 """REST API: thin views over the same selectors and services as the pages."""
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
@@ -27,6 +27,8 @@ def _require(request: Request, role: str) -> None:
         raise PermissionDenied(f"needs the {role} role")
 
 
+@extend_schema_view(get=extend_schema(parameters=[
+    OpenApiParameter("state", str, description="Only workloads in this state (e.g. queued, running)")]))
 class WorkloadListCreate(ListAPIView):
     serializer_class = s.WorkloadOut
 

@@ -14,7 +14,7 @@ from django.views.decorators.http import require_POST
 from broker.models import GpuClass
 from broker.selectors import (
     cluster_list, escalation_get, escalation_list, quota_get, quota_list, reservation_list,
-    workload_get, workload_list, workload_timeline,
+    workload_get, workload_newest, workload_timeline,
 )
 from broker.services.escalations import escalation_acknowledge, escalation_resolve
 from broker.services.quota import QuotaBelowUse, quota_set, quota_use
@@ -40,7 +40,7 @@ def _partial(request: HttpRequest, template: str, name: str) -> str:
 @login_required
 def workload_list_page(request: HttpRequest) -> HttpResponse:
     _require(request, Role.RESEARCHER) if not is_operator(request.user) else None
-    workloads = workload_list(user=request.user, state=request.GET.get("state", ""))[:200]
+    workloads = workload_newest(user=request.user, state=request.GET.get("state", ""), limit=200)
     return render(request, _partial(request, "broker/workload_list.html", "rows"),
                   {"workloads": workloads, "state": request.GET.get("state", "")})
 
