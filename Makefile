@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test install migrate check-migrations worker beat bench clean
+.PHONY: demo test install migrate check-migrations worker beat clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -151,4 +151,4 @@ class QuotaBelowUse(ValueError):
     def __init__(self, *, used: int, requested: int):
         self.used, self.requested = used, requested
         super().__init__(
-            f"limit_gpus: {requested} GPUs is below the {used} GPUs already reserved or running")
+            f"{requested} GPUs is below the {used} GPUs already reserved or running")
