@@ -22,6 +22,18 @@ _ENABLE_FLAG = {
 }
 
 
+# Keys of Cluster.config the broker itself reads (placement facts, identity): every
+# other key belongs to the backend, which refuses keys it does not know.
+BROKER_CONFIG_KEYS = frozenset({
+    "image_pull_s", "provisioning_s", "data_locations", "bandwidth_gbps", "default_bandwidth_gbps",
+    "node_domain", "submit_user", "flavor",
+})
+
+
+def backend_config(cluster) -> dict:
+    return {k: v for k, v in (cluster.config or {}).items() if k not in BROKER_CONFIG_KEYS}
+
+
 def resolve_credentials(ref: str) -> str:
     """Read a secret by reference (env:NAME or file:/path); the secret is never stored."""
     if not ref:
@@ -66,7 +78,7 @@ def _slurm(cluster) -> Backend:
     from broker.backends.slurm.factory import slurm_backend_from_config
 
     return slurm_backend_from_config(
-        cluster=cluster.name, config=dict(cluster.config), token=resolve_credentials(cluster.credentials_ref),
+        cluster=cluster.name, config=backend_config(cluster), token=resolve_credentials(cluster.credentials_ref),
         timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S)
 
 
@@ -74,7 +86,7 @@ def _kube(cluster) -> Backend:
     from broker.backends.kube.factory import kube_backend_from_config
 
     return kube_backend_from_config(
-        kind=cluster.kind, cluster=cluster.name, config=dict(cluster.config),
+        kind=cluster.kind, cluster=cluster.name, config=backend_config(cluster),
         token=resolve_credentials(cluster.credentials_ref), timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S)
 
 

@@ -1,0 +1,47 @@
+"""The project identity on the control planes: make sure each project's Slurm account
+exists on each Slurm cluster, or say that it is missing."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from broker.backends.base import BackendError
+from broker.backends.registry import backend_for
+from broker.models import Cluster, ClusterKind
+from broker.services.audit import audit
+from portal.tenancy.models import Project
+
+
+@dataclass(frozen=True)
+class AccountCheck:
+    project: str
+    cluster: str
+    account: str
+    exists: bool
+    created: bool
+    detail: str
+
+
+def slurm_accounts_ensure(*, create: bool, actor=None) -> list[AccountCheck]:
+    """Check (and with ``create``, add through sacctmgr) every project's Slurm account."""
+    results = []
+    projects = list(Project.objects.exclude(slurm_account="").select_related("tenant"))
+    for cluster in Cluster.objects.filter(kind=ClusterKind.SLURM, enabled=True):
+        backend = backend_for(cluster)
+        for project in projects:
+            results.append(_one(backend, cluster, project, create, actor))
+    return results
+
+
+def _one(backend, cluster: Cluster, project: Project, create: bool, actor) -> AccountCheck:
+    try:
+        # the broker's submitting user needs an association with the account, or sbatch refuses
+        users = tuple(u for u in [(cluster.config or {}).get("submit_user", "")] if u)
+        status = backend.ensure_account(project.slurm_account, users, create=create,
+                                        description=project.name[:60], organization=project.tenant.slug)
+    except BackendError as exc:
+        return AccountCheck(str(project), cluster.name, project.slurm_account, False, False, str(exc))
+    if status.created:
+        audit(action="identity.slurm_account_created", tenant_id=project.tenant_id, actor=actor,
+              cluster=cluster.name, message=f"account {project.slurm_account} for {project}")
+    return AccountCheck(str(project), cluster.name, project.slurm_account, status.exists, status.created,
+                        status.detail)
