@@ -26,7 +26,8 @@ def real_slurm(db, settings, slurm_env):
     settings.GPUBROKER_ENABLE_SIMULATOR = False
     return Cluster.objects.create(
         name="ci-slurm", kind="slurm", region="eu-west", location="onprem",
-        config={"transport": "cli", "partition": "gpu", "submit_user": "root", "image_pull_s": 0})
+        config={"transport": "cli", "partition": "gpu", "submit_user": "root", "image_pull_s": 0,
+                "workdir": "/tmp/slurm-ci-jobs"})
 
 
 @pytest.fixture
