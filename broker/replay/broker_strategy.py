@@ -1,0 +1,242 @@
+"""Our placement presets, replayed through the broker's real services.
+
+Each job is submitted with ``workload_submit``, placed with ``workload_place`` and
+dispatched with ``workload_dispatch``; the broker learns about the fleet only through
+``cluster_sync_inventory`` and ``cluster_poll_status``, as it does in production.  The
+harness adds nothing to its decisions.  What the replay arranges around it:
+
+* time: ``django.utils.timezone.now`` reads the simulator's clock for the whole run, so
+  every row (created_at, dispatched_at, audit records) is in simulated time.  Within one
+  simulated instant each call advances a microsecond, as a real clock would between
+  two writes: the broker's "dispatched after the last inventory report" bookkeeping
+  (GPUs promised to its own jobs) relies on that order;
+* the replay is the task runner: the services' Celery hand-offs (place after submit,
+  dispatch after reservation) are switched off and the replay calls the same services
+  itself, in a fixed order: waiting workloads oldest first (as ``place_waiting``), and
+  a local rejection is retried elsewhere by the dispatch service itself;
+* right before it places work, the broker syncs the inventory of every cluster whose
+  GPUs changed hands in a way its last report cannot know (a job ended, a queued job
+  started, a copy was withdrawn), or whose report is over 4 minutes old (the policy's
+  staleness limit is 5): as fresh as the broker can be, which is what the race's
+  instant reaction is compared with.  Status is polled at most every 5 simulated
+  minutes per cluster (always followed by a sync): it keeps the broker's records
+  current but feeds no placement decision;
+* a workload is (re)placed only when, on some cluster, the whole gang could be packed
+  onto the GPUs free in the simulator.  The broker's own view never has more free GPUs
+  on a node than that (it syncs before placing and counts what it dispatched since),
+  so a skipped attempt is one the broker would have answered "wait": the decision for
+  that workload is the same, and most of the database work under load is saved.  (The
+  syncs then happen when there is something to place, not after every event.)
+
+Tenants are ``replay-<name>``, each with one project and a global quota so large it
+never binds (quota is not what this replay measures).
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import tempfile
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Iterator, Sequence
+from unittest import mock
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.test.utils import override_settings
+
+from broker.backends.sim import SimClock
+from broker.fleet import FleetDescription
+from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, WorkloadState
+from broker.replay.jobs import ReplayJob
+from broker.replay.loop import ReplayEnv
+from broker.replay.tracker import Start
+from broker.services.dispatch import workload_dispatch
+from broker.services.fleet_setup import clusters_from_fleet, gpu_classes_from_policy
+from broker.services.inventory import cluster_sync_inventory
+from broker.services.placing import workload_place
+from broker.services.status import cluster_poll_status
+from broker.services.workloads import workload_submit
+from portal.tenancy.models import Membership, Project, Role, Tenant
+
+TENANT_PREFIX = "replay-"
+BOT_USERNAME = "replay-bot"
+UNLIMITED_GPUS = 1_000_000
+RESYNC_AFTER_S = 240.0   # inside the default policy's 300 s staleness limit
+POLL_EVERY_S = 300.0
+PLACEABLE = (WorkloadState.SUBMITTED, WorkloadState.WAITING)
+
+
+class ReplayNow:
+    """``timezone.now`` on the simulated clock, one microsecond per call within an
+    instant so that records written one after another keep their order."""
+
+    def __init__(self, clock: SimClock):
+        self.clock = clock
+        self._instant = float("nan")
+        self._ticks = itertools.count()
+
+    def __call__(self) -> datetime:
+        seconds = self.clock.seconds
+        if seconds != self._instant:
+            self._instant, self._ticks = seconds, itertools.count()
+        return self.clock.at(seconds) + timedelta(microseconds=next(self._ticks))
+
+
+@contextlib.contextmanager
+def broker_context(clock: SimClock, preset: str | None) -> Iterator[None]:
+    """Simulated time, no Celery hand-offs and (for a preset) the policy with it."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch("django.utils.timezone.now", ReplayNow(clock)))
+        stack.enter_context(mock.patch("broker.services.tasks_bridge._on_commit",
+                                       lambda *args: None))
+        if preset is not None:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            stack.enter_context(override_settings(
+                GPUBROKER_POLICY_FILE=policy_with_preset(preset, folder)))
+        yield
+
+
+def policy_with_preset(preset: str, folder: Path) -> Path:
+    """The policy in force with only its ``preset:`` line changed."""
+    text = Path(settings.GPUBROKER_POLICY_FILE).read_text(encoding="utf-8")
+    lines = [f"preset: {preset}" if line.startswith("preset:") else line
+             for line in text.splitlines()]
+    if lines == text.splitlines() and f"preset: {preset}" not in lines:
+        lines.append(f"preset: {preset}")
+    path = folder / f"policy-{preset}.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def clear_replay_rows(fleet: FleetDescription) -> None:
+    """Remove what an earlier replay left: its workloads (with their reservations,
+    attempts and audit records) and the fleet's cluster rows."""
+    Workload.objects.filter(tenant__slug__startswith=TENANT_PREFIX).delete()
+    Cluster.objects.filter(name__in=fleet.names).delete()
+
+
+class BrokerPreset:
+    """A placement preset of the broker (None: the policy file as it stands)."""
+
+    def __init__(self, name: str, fleet: FleetDescription, preset: str | None = None):
+        self.name, self.fleet, self.preset = name, fleet, preset
+
+    # -- setup ------------------------------------------------------------------------
+    def begin(self, env: ReplayEnv) -> None:
+        self.env = env
+        self.waiting: list[tuple[int, ReplayJob]] = []
+        # cluster -> (tracker changes seen, synced at, polled at)
+        self._synced: dict[str, tuple[int, float, float]] = {}
+        clear_replay_rows(self.fleet)
+        gpu_classes_from_policy()
+        self.clusters = {c.name: c.id for c in clusters_from_fleet(fleet=self.fleet)}
+        self.user = _bot()
+        self.projects: dict[str, int] = {}
+
+    def _project(self, tenant: str) -> int:
+        project_id = self.projects.get(tenant)
+        if project_id is None:
+            project_id = self.projects[tenant] = _tenant_project(tenant, self.user)
+        return project_id
+
+    # -- each instant -----------------------------------------------------------------
+    def step(self, now: float, arrivals: Sequence[ReplayJob]) -> tuple[list[Start], set[str]]:
+        for job in arrivals:
+            self.waiting.append((self._submit(job), job))
+        starts: list[Start] = []
+        still: list[tuple[int, ReplayJob]] = []
+        fresh = False
+        for wid, job in self.waiting:  # oldest first, as place_waiting does
+            if not self._may_fit(job):  # against the GPUs left by the ones before it
+                still.append((wid, job))
+                continue
+            if not fresh:
+                self._refresh_view(now)
+                fresh = True
+            self._after(workload_place(workload_id=wid), job, now, starts, still)
+        self.waiting = still
+        return starts, set()
+
+    def _may_fit(self, job: ReplayJob) -> bool:
+        view = self.env.view
+        return any(view.summed_free(c, job) >= job.total_gpus and view.packs_now(c, job)
+                   for c in view.names)
+
+    def _refresh_view(self, now: float) -> None:
+        """Sync (and now and then poll) the clusters the broker's view of is out of date."""
+        tracker = self.env.tracker
+        for name, cluster_id in self.clusters.items():
+            seen, synced_at, polled_at = self._synced.get(name, (-1, -1e18, -1e18))
+            if seen == tracker.changes(name) and now - synced_at < RESYNC_AFTER_S:
+                continue
+            if now - polled_at >= POLL_EVERY_S:
+                cluster_poll_status(cluster_id=cluster_id)
+                polled_at = now
+            cluster_sync_inventory(cluster_id=cluster_id)
+            self._synced[name] = (tracker.changes(name), now, polled_at)
+
+    def _submit(self, job: ReplayJob) -> int:
+        workload = workload_submit(user=self.user, project_id=self._project(job.tenant),
+                                   spec_data=job.spec_data())
+        # registered before the job can reach a cluster: it runs as long as in the trace
+        self.env.sim.set_duration(workload.uid, job.duration_s, job.final_state)
+        return workload.id
+
+    def _after(self, workload: Workload, job: ReplayJob, now: float, starts: list[Start],
+               still: list[tuple[int, ReplayJob]]) -> None:
+        """Dispatch a reserved workload, then record where it went (or that it waits)."""
+        if workload.state == WorkloadState.RESERVED:
+            # a local rejection releases the hold and re-places it on the next cluster
+            for _ in range(len(self.clusters)):
+                workload = workload_dispatch(workload_id=workload.id)
+                workload.refresh_from_db()
+                if workload.state != WorkloadState.RESERVED:
+                    break
+        if workload.tried_clusters:
+            self.env.tracker.outcomes[job.key].rejected = workload.attempts.filter(
+                state=AttemptState.REJECTED).count()
+        if workload.state in PLACEABLE:
+            still.append((workload.id, job))
+        elif workload.destination_job_id:
+            start = self.env.tracker.dispatched(job.key, workload.cluster.name,
+                                                workload.destination_job_id, now)
+            if start is not None:
+                starts.append(start)
+
+    def on_started(self, starts: Sequence[Start], now: float) -> set[str]:
+        for start in starts:
+            self.env.tracker.accept(start)
+        return set()
+
+    def finish(self, now: float) -> dict[str, int]:
+        """Bring the broker's records up to date, so the database tells the same story."""
+        for cluster_id in self.clusters.values():
+            cluster_poll_status(cluster_id=cluster_id)
+        rejected = Workload.objects.filter(tenant__slug__startswith=TENANT_PREFIX,
+                                           state=WorkloadState.REJECTED).count()
+        return {"held at broker": len(self.waiting), "rejected by broker": rejected}
+
+
+def _bot() -> AbstractBaseUser:
+    user, created = get_user_model().objects.get_or_create(username=BOT_USERNAME)
+    if created:
+        user.set_unusable_password()  # it submits through the services, never logs in
+        user.save()
+    return user
+
+
+def _tenant_project(tenant: str, user: AbstractBaseUser) -> int:
+    """The tenant's project id, with the bot as a researcher and an unbounded quota."""
+    slug = f"{TENANT_PREFIX}{tenant}"
+    tenant_row, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": f"Replay {tenant}"})
+    project, _ = Project.objects.get_or_create(
+        tenant=tenant_row, slug="main",
+        defaults={"name": f"Replay {tenant}", "slurm_account": slug, "k8s_namespace": slug})
+    Membership.objects.get_or_create(user=user, tenant=tenant_row, project=None,
+                                     role=Role.RESEARCHER)
+    for gpu_class in GpuClass.objects.all():
+        Quota.objects.update_or_create(tenant=tenant_row, gpu_class=gpu_class,
+                                       defaults={"limit_gpus": UNLIMITED_GPUS})
+    return project.id

@@ -1,0 +1,115 @@
+"""The replay loop: one strategy, one fresh simulated fleet, time driven by events.
+
+The simulator runs on a manual clock.  The loop jumps from event to event (the next
+arrival, or the next job end), and at each instant does, in this order:
+
+1. move the clock there: the simulator ends jobs and starts what their GPUs let start;
+2. settle: the tracker looks at the clusters where something ended and reports the
+   starts; the strategy accepts them (a race withdraws the other copies, which may let
+   more jobs start at the same instant, so this repeats until nothing changes);
+3. step: the strategy places what waits at the broker (oldest first), then the jobs
+   arriving now (in trace order); their starts are settled the same way.
+
+Nothing can start between two events, since only an end, an arrival or a withdrawal
+changes a cluster, so every start is seen at the instant it happens.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+from broker.backends.sim import SimulatorFleet
+from broker.replay.jobs import ReplayJob
+from broker.replay.simview import FleetView
+from broker.replay.tracker import Outcome, Start, Tracker
+
+
+@dataclass
+class ReplayEnv:
+    """What a strategy works with during one replay."""
+
+    sim: SimulatorFleet
+    view: FleetView
+    tracker: Tracker
+    rng: random.Random          # for the strategies' own random choices (race ties)
+
+    @property
+    def now_s(self) -> float:
+        return self.sim.clock.seconds
+
+
+class Strategy(Protocol):
+    name: str
+
+    def begin(self, env: ReplayEnv) -> None:
+        """Before the first event."""
+
+    def step(self, now: float, arrivals: Sequence[ReplayJob]) -> tuple[list[Start], set[str]]:
+        """Place what waits, then the arrivals.  Returns the destination jobs that
+        started and are not yet accepted, and the clusters where jobs were withdrawn."""
+
+    def on_started(self, starts: Sequence[Start], now: float) -> set[str]:
+        """Accept (or withdraw) these starts; return clusters changed by withdrawals."""
+
+    def finish(self, now: float) -> dict[str, int]:
+        """After the last event; extra counters for the report."""
+
+
+@dataclass
+class ReplayRun:
+    strategy: str
+    outcomes: dict[str, Outcome]
+    end_s: float
+    gpu_seconds: dict[str, float] = field(default_factory=dict)  # per cluster, from usage
+    # (cluster, start, end, GPUs) of every job that used GPU time
+    usage: list[tuple[str, float, float, int]] = field(default_factory=list)
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) -> ReplayRun:
+    """Replay ``jobs`` (sorted by submit_s) through ``strategy`` until nothing is left."""
+    tracker = env.tracker
+    strategy.begin(env)
+    i, now = 0, env.now_s
+    while True:
+        upcoming = [t for t in (jobs[i].submit_s if i < len(jobs) else None,
+                                tracker.next_end()) if t is not None]
+        if not upcoming:
+            break
+        now = max(min(upcoming), now)
+        env.sim.clock.advance_to(now)
+        env.sim.tick()
+        _settle(strategy, tracker, [], tracker.pop_ends(now), now)
+        arrivals: list[ReplayJob] = []
+        while i < len(jobs) and jobs[i].submit_s <= now:
+            tracker.arrived(jobs[i])
+            arrivals.append(jobs[i])
+            i += 1
+        _settle(strategy, tracker, *strategy.step(now, arrivals), now)
+    extra = strategy.finish(now)
+    return _collect(strategy.name, env, now, extra)
+
+
+def _settle(strategy: Strategy, tracker: Tracker, starts: list[Start], touched: set[str],
+            now: float) -> None:
+    while starts or touched:
+        starts = starts + tracker.refresh(touched, now)
+        touched = strategy.on_started(starts, now) if starts else set()
+        starts = []
+
+
+def _collect(name: str, env: ReplayEnv, end_s: float, extra: dict[str, int]) -> ReplayRun:
+    """GPU time from the simulator's own accounting, as the schedulers record it."""
+    clock = env.sim.clock
+    run = ReplayRun(strategy=name, outcomes=env.tracker.outcomes, end_s=end_s, extra=extra)
+    for cluster_name, cluster in env.view.clusters.items():
+        total = 0.0
+        for record in cluster.usage(clock.origin):
+            total += record.gpu_seconds
+            if record.gpu_seconds:
+                end = record.end or clock.now()
+                run.usage.append((cluster_name, clock.to_seconds(record.start),
+                                  clock.to_seconds(end), record.gpus))
+        run.gpu_seconds[cluster_name] = total
+    return run

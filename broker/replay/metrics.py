@@ -1,0 +1,137 @@
+"""What a replay run is scored on.  Every strategy is scored from the same ground truth
+(the tracker's starts, the simulator's usage records), never from its own bookkeeping.
+
+* queue wait: start - arrival, over the jobs that started (mean, and p95 by nearest rank);
+* time to first GPU: queue wait + the destination's startup (image pull + node
+  provisioning, from the fleet file), which the simulator does not model as time;
+* failed at the destination: jobs a destination refused, or held although its free
+  GPUs summed covered them because the gang could not be packed (fragmentation);
+* held at the destination: jobs that did not start where they were sent for another
+  reason (local quota, not enough GPUs, behind earlier jobs in a FIFO queue);
+* never placed: jobs that never started by the time nothing else could happen;
+* GPU-hours per cluster (the schedulers' usage records); cloud spend = GPU-hours on
+  cloud clusters x their price;
+* utilisation: GPU-seconds used in the busy window, over the fleet's whole GPUs
+  (MIG-partitioned nodes left out: no replayed job uses them).  The busy window runs
+  from the 5th to the 95th percentile of arrival times: the openb trace's first pods
+  trickle in over months before the rest, and counting that idle stretch would say
+  more about the trace than about the policy;
+* by group: the same waits per GPU class, single jobs and gangs apart, because a mean
+  over 3,000 one-GPU jobs hides what happens to the few hundred gangs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from broker.fleet import FleetDescription
+from broker.replay.jobs import ReplayJob
+from broker.replay.loop import ReplayRun
+from broker.replay.tracker import Outcome
+
+
+@dataclass(frozen=True)
+class Metrics:
+    policy: str
+    jobs: int
+    started: int
+    mean_wait_s: float
+    p95_wait_s: float
+    p95_gang_wait_s: float
+    mean_ttfg_s: float
+    p95_ttfg_s: float
+    failed_at_destination: int
+    fragmented: int
+    rejected: int
+    held_at_destination: int
+    never_placed: int
+    gpu_hours: dict[str, float]
+    cloud_spend: float
+    utilisation: float
+    extra: dict[str, int] = field(default_factory=dict)
+    by_group: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # n, mean, p95
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (0 for no values): an observed value, no interpolation."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def startup_s(fleet: FleetDescription, cluster: str) -> float:
+    desc = fleet.cluster(cluster)
+    return desc.image_pull_s + desc.provisioning_s
+
+
+def whole_gpus(fleet: FleetDescription) -> int:
+    return sum(g.count * g.gpus_per_node for c in fleet.clusters for g in c.node_groups
+               if g.partitioning == "whole")
+
+
+def busy_window(jobs: Sequence[ReplayJob]) -> tuple[float, float]:
+    """5th to 95th percentile of arrival times."""
+    arrivals = [j.submit_s for j in jobs]
+    return percentile(arrivals, 5), percentile(arrivals, 95)
+
+
+def offered_load(jobs: Sequence[ReplayJob]) -> float:
+    """GPUs the jobs arriving in the busy window would keep busy, on average over it."""
+    start, end = busy_window(jobs)
+    if end <= start:
+        return 0.0
+    work = sum(j.total_gpus * j.duration_s for j in jobs if start <= j.submit_s <= end)
+    return work / (end - start)
+
+
+def group_of(outcome: Outcome) -> str:
+    return f"{outcome.job.gpu_class} {'gangs' if outcome.job.workers > 1 else 'single'}"
+
+
+def by_group(outcomes: Sequence[Outcome]) -> dict[str, tuple[int, float, float]]:
+    waits: dict[str, list[float]] = {}
+    for o in outcomes:
+        if o.wait_s is not None:
+            waits.setdefault(group_of(o), []).append(o.wait_s)
+    return {g: (len(v), mean(v), percentile(v, 95)) for g, v in sorted(waits.items())}
+
+
+def utilisation(run: ReplayRun, fleet: FleetDescription, window: tuple[float, float]) -> float:
+    start, end = window
+    if end <= start:
+        return 0.0
+    used = sum(gpus * max(0.0, min(e, end) - max(s, start)) for _, s, e, gpus in run.usage)
+    return used / (whole_gpus(fleet) * (end - start))
+
+
+def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
+    outcomes = list(run.outcomes.values())
+    started = [o for o in outcomes if o.start_s is not None]
+    waits = [o.wait_s for o in started if o.wait_s is not None]
+    gang_waits = [o.wait_s for o in started if o.wait_s is not None and o.job.workers > 1]
+    ttfg = [w + startup_s(fleet, o.cluster) for o, w in zip(started, waits, strict=True)]
+    fragmented = sum(o.fragmented for o in outcomes)
+    rejected = sum(o.rejected > 0 for o in outcomes)
+    failed = sum(o.fragmented or o.rejected > 0 for o in outcomes)
+    held = sum(o.held_at_destination and not o.fragmented for o in outcomes)
+    hours = {name: run.gpu_seconds.get(name, 0.0) / 3600.0 for name in fleet.names}
+    spend = sum(hours[c.name] * c.price_per_gpu_hour for c in fleet.clusters
+                if c.location == "cloud")
+    return Metrics(
+        policy=run.strategy, jobs=len(outcomes), started=len(started),
+        mean_wait_s=mean(waits), p95_wait_s=percentile(waits, 95),
+        p95_gang_wait_s=percentile(gang_waits, 95),
+        mean_ttfg_s=mean(ttfg), p95_ttfg_s=percentile(ttfg, 95),
+        failed_at_destination=failed, fragmented=fragmented, rejected=rejected,
+        held_at_destination=held, never_placed=len(outcomes) - len(started),
+        gpu_hours=hours, cloud_spend=spend,
+        utilisation=utilisation(run, fleet, busy_window([o.job for o in outcomes])),
+        extra=dict(run.extra),
+        by_group=by_group(outcomes))

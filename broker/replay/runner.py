@@ -1,0 +1,112 @@
+"""Run a trace through several policies, each on a fresh simulated fleet.
+
+Every policy sees the same jobs (same tenants, gangs, arrival times, durations) on an
+identical, empty fleet whose clock starts at the same instant, so the table compares
+the policies and nothing else.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Sequence
+
+from django.conf import settings
+
+from broker.backends.sim import SimClock, SimulatorFleet
+from broker.fleet import FleetDescription, build_simulated_clusters, load_fleet
+from broker.placement import PRESETS, load_policy_file
+from broker.replay.baselines import BASELINES
+from broker.replay.broker_strategy import BrokerPreset, broker_context
+from broker.replay.jobs import ReplayJob, Skipped, TimeOptions, prepare
+from broker.replay.loop import ReplayEnv, Strategy, run_replay
+from broker.replay.metrics import Metrics, compute
+from broker.replay.simview import FleetView
+from broker.replay.synth import SynthOptions, SynthReport, synthesize
+from broker.replay.trace import read_trace
+from broker.replay.tracker import Tracker
+
+DEFAULT_POLICIES = ("default", "cost", "first-fit", "onprem-first-nogang", "multikueue-race")
+# A fixed origin: the same trace gives the same timestamps in every run.
+ORIGIN = datetime(2023, 1, 1, tzinfo=timezone.utc)
+
+
+def known_policies() -> list[str]:
+    return ["default", *PRESETS, *BASELINES]
+
+
+def make_strategy(name: str, fleet: FleetDescription) -> Strategy:
+    """'default' (the policy file as it stands), a preset name, or a baseline."""
+    if name == "default":
+        return BrokerPreset(name, fleet)
+    if name in PRESETS:
+        return BrokerPreset(name, fleet, preset=name)
+    if name in BASELINES:
+        return BASELINES[name]()
+    raise ValueError(f"unknown policy {name!r}; known: {', '.join(known_policies())}")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    trace: Path
+    fleet: Path
+    policies: tuple[str, ...] = DEFAULT_POLICIES
+    synth: SynthOptions = field(default_factory=SynthOptions)
+    time: TimeOptions = field(default_factory=TimeOptions)
+    limit: int | None = None
+
+
+@dataclass
+class ReplayReport:
+    config: ReplayConfig
+    rows: int
+    jobs: list[ReplayJob]
+    skipped: Skipped
+    synth: SynthReport
+    fleet: FleetDescription
+    metrics: list[Metrics] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # wall time per policy
+
+
+def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, SynthReport]:
+    rows = read_trace(config.trace, limit=config.limit)
+    rows, synth = synthesize(rows, config.synth)
+    policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
+    jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
+    return len(rows), jobs, skipped, synth
+
+
+def run_policies(config: ReplayConfig,
+                 progress: Callable[[str], None] | None = None) -> ReplayReport:
+    """Replay the trace under each policy; needs a database for the broker's presets."""
+    for name in config.policies:
+        make_strategy(name, FleetDescription(clusters=()))  # fail before any work
+    fleet = load_fleet(config.fleet)
+    rows, jobs, skipped, synth = load_jobs(config)
+    report = ReplayReport(config, rows, jobs, skipped, synth, fleet)
+    for name in config.policies:
+        began = time.perf_counter()
+        report.metrics.append(run_one(name, jobs, fleet, seed=config.synth.seed))
+        report.seconds[name] = time.perf_counter() - began
+        if progress:
+            progress(f"{name}: {report.seconds[name]:.1f} s")
+    return report
+
+
+def run_one(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
+            seed: int) -> Metrics:
+    """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
+    clock = SimClock(origin=ORIGIN)
+    sim = SimulatorFleet.reset(clock=clock)
+    build_simulated_clusters(fleet, sim)
+    view = FleetView(sim, fleet)
+    env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed))
+    strategy = make_strategy(name, fleet)
+    if isinstance(strategy, BrokerPreset):
+        with broker_context(clock, strategy.preset):
+            run = run_replay(jobs, strategy, env)
+    else:
+        run = run_replay(jobs, strategy, env)
+    return compute(run, fleet)

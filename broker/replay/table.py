@@ -1,0 +1,72 @@
+"""The replay report as a Markdown table, with a header that says how it was made."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from broker.replay.metrics import Metrics, busy_window, offered_load, whole_gpus
+from broker.replay.runner import ReplayReport
+
+COLUMNS = ("policy", "mean wait (min)", "p95 wait (min)", "p95 wait gangs (min)",
+           "mean TTFG (min)", "p95 TTFG (min)", "failed at dest (frag+rej)", "held at dest",
+           "never placed")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:,.1f}"
+
+
+def header(report: ReplayReport) -> list[str]:
+    cfg, fleet = report.config, report.fleet
+    gangs = sum(j.workers > 1 for j in report.jobs)
+    start, end = busy_window(report.jobs)
+    load = offered_load(report.jobs)
+    gpus = whole_gpus(fleet)
+    return [
+        f"Trace: {Path(cfg.trace).name}: {len(report.jobs):,} GPU jobs replayed "
+        f"({gangs:,} gangs) of {report.rows:,} rows; {report.skipped.describe()}.",
+        f"Synthetic mix: {report.synth.describe()}.",
+        f"Fleet: {Path(cfg.fleet).name}: {', '.join(fleet.names)}; {gpus} whole GPUs.",
+        f"Time: {cfg.time.describe()}; waits in minutes of replay time.",
+        f"Busy window (5th-95th percentile of arrivals): {(end - start) / 3600:,.1f} h, "
+        f"offered load {load:,.1f} GPUs ({load / gpus if gpus else 0:.0%} of the fleet); "
+        f"GPU util is measured over it.",
+    ]
+
+
+def _row(m: Metrics, clusters: Sequence[str]) -> list[str]:
+    failed = f"{m.failed_at_destination:,} ({m.fragmented:,}+{m.rejected:,})"
+    waits = (m.mean_wait_s, m.p95_wait_s, m.p95_gang_wait_s, m.mean_ttfg_s, m.p95_ttfg_s)
+    return [m.policy, *map(_minutes, waits), failed, f"{m.held_at_destination:,}",
+            f"{m.never_placed:,}", *(f"{m.gpu_hours.get(c, 0.0):,.0f}" for c in clusters),
+            f"{m.cloud_spend:,.0f}", f"{m.utilisation:.1%}"]
+
+
+def markdown_table(report: ReplayReport) -> str:
+    clusters = report.fleet.names
+    columns = [*COLUMNS, *(f"GPU-h {c}" for c in clusters), "cloud spend", "GPU util"]
+    lines = ["| " + " | ".join(columns) + " |",
+             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"]
+    lines += ["| " + " | ".join(_row(m, clusters)) + " |" for m in report.metrics]
+    return "\n".join(lines)
+
+
+def breakdown_table(report: ReplayReport) -> str:
+    """Waits per GPU class, single jobs and gangs apart: jobs, mean and p95 (min)."""
+    groups = sorted({g for m in report.metrics for g in m.by_group})
+    lines = ["| policy | " + " | ".join(f"{g}: n / mean / p95" for g in groups) + " |",
+             "|---|" + "---:|" * len(groups)]
+    for m in report.metrics:
+        cells = []
+        for g in groups:
+            n, avg, p95 = m.by_group.get(g, (0, 0.0, 0.0))
+            cells.append(f"{n:,} / {_minutes(avg)} / {_minutes(p95)}")
+        lines.append(f"| {m.policy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def render(report: ReplayReport, breakdown: bool = False) -> str:
+    parts = [*header(report), "", markdown_table(report)]
+    if breakdown:
+        parts += ["", "Waits by GPU class (minutes):", "", breakdown_table(report)]
+    return "\n".join(parts) + "\n"

@@ -1,0 +1,145 @@
+"""Ground truth of a replay: where each job went, when it started, why it did not.
+
+Every strategy reports each destination job it creates (``dispatched``); the tracker
+reads the simulator to learn when jobs start and, from the durations the replay set,
+when they end.  Jobs start only at instants when something changes at their cluster (a
+job ends, arrives or is withdrawn), so checking the pending jobs of exactly those
+clusters at exactly those instants sees every start at the moment it happens.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from broker.backends.base import JobState, Reason
+from broker.replay.jobs import ReplayJob
+from broker.replay.simview import FRAGMENTATION, FleetView
+
+
+@dataclass(frozen=True)
+class Start:
+    key: str          # the replay job
+    cluster: str
+    job_id: str       # the destination job
+    at: float         # replay seconds
+
+
+@dataclass
+class Outcome:
+    """What happened to one job under one strategy."""
+
+    job: ReplayJob
+    start_s: float | None = None
+    cluster: str = ""                 # where it ran
+    rejected: int = 0                 # dispatches the destination refused
+    issues: list[str] = field(default_factory=list)  # why a dispatch did not start at once
+    copies: int = 0                   # destination jobs created (the race makes several)
+    dispatched_s: float | None = None  # when its first destination job was created
+
+    @property
+    def wait_s(self) -> float | None:
+        return None if self.start_s is None else self.start_s - self.job.submit_s
+
+    @property
+    def held_at_destination(self) -> bool:
+        """Sent somewhere and did not start at that instant (a race: on no copy)."""
+        return bool(self.issues) and (self.start_s is None or self.start_s != self.dispatched_s)
+
+    @property
+    def fragmented(self) -> bool:
+        """Held at a destination whose free GPUs, summed, covered it, because the gang
+        could not be packed onto its nodes: a placement that failed for fragmentation."""
+        return self.held_at_destination and FRAGMENTATION in self.issues
+
+
+class Tracker:
+    def __init__(self, view: FleetView):
+        self.view = view
+        self.outcomes: dict[str, Outcome] = {}
+        self._pending: dict[str, dict[str, str]] = {n: {} for n in view.names}  # job id -> key
+        self._ends: list[tuple[float, int, str, str]] = []  # (end, seq, cluster, job id)
+        self._seq = 0
+        self._gone: set[tuple[str, str]] = set()  # withdrawn while running: no end event
+        # per cluster, bumped when GPUs change hands other than by a start at dispatch
+        # (an end, a start from the local queue, a withdrawal): what an inventory
+        # report taken earlier cannot know
+        self._changes: dict[str, int] = dict.fromkeys(view.names, 0)
+
+    # -- what strategies report ---------------------------------------------------------
+    def arrived(self, job: ReplayJob) -> Outcome:
+        outcome = self.outcomes[job.key] = Outcome(job)
+        return outcome
+
+    def dispatched(self, key: str, cluster: str, job_id: str, now: float) -> Start | None:
+        """A destination job now exists for ``key``; returns its Start if it already runs
+        (not yet accepted: see ``accept``), else records why it waits there."""
+        outcome = self.outcomes[key]
+        outcome.copies += 1
+        if outcome.dispatched_s is None:
+            outcome.dispatched_s = now
+        self.view.touch(cluster)
+        view = self.view.clusters[cluster].status([job_id]).get(job_id)
+        if view is not None and view.state is not JobState.PENDING:
+            return Start(key, cluster, job_id, now)
+        reason = view.reason if view is not None else Reason.OTHER
+        outcome.issues.append(self.view.why_pending(cluster, outcome.job, reason))
+        self._pending[cluster][job_id] = key
+        return None
+
+    def rejected(self, key: str) -> None:
+        self.outcomes[key].rejected += 1
+
+    def accept(self, start: Start) -> None:
+        """The strategy keeps this start: the job runs here and will end on time."""
+        outcome = self.outcomes[start.key]
+        if outcome.start_s is None:
+            outcome.start_s, outcome.cluster = start.at, start.cluster
+        end = start.at + outcome.job.duration_s
+        self._seq += 1
+        heapq.heappush(self._ends, (end, self._seq, start.cluster, start.job_id))
+
+    def withdraw(self, cluster: str, job_id: str, running: bool) -> None:
+        """Cancel a destination job (a race loser); it frees what it held at once."""
+        self.view.clusters[cluster].cancel(job_id)
+        self._pending[cluster].pop(job_id, None)
+        if running:
+            self._gone.add((cluster, job_id))
+        self.view.touch(cluster)
+        self._changes[cluster] += 1
+
+    # -- what the loop asks -------------------------------------------------------------
+    def next_end(self) -> float | None:
+        while self._ends and (self._ends[0][2], self._ends[0][3]) in self._gone:
+            heapq.heappop(self._ends)
+        return self._ends[0][0] if self._ends else None
+
+    def pop_ends(self, now: float) -> set[str]:
+        """Clusters where jobs ended at or before ``now``."""
+        touched: set[str] = set()
+        while self._ends and self._ends[0][0] <= now:
+            _, _, cluster, job_id = heapq.heappop(self._ends)
+            if (cluster, job_id) not in self._gone:
+                touched.add(cluster)
+                self.view.touch(cluster)
+                self._changes[cluster] += 1
+        return touched
+
+    def refresh(self, clusters: set[str], now: float) -> list[Start]:
+        """Pending jobs of these clusters that have started (by ``now``)."""
+        starts: list[Start] = []
+        for cluster in sorted(clusters):
+            pending = self._pending[cluster]
+            if not pending:
+                continue
+            views = self.view.clusters[cluster].status(list(pending))
+            started = [job_id for job_id in pending
+                       if job_id in views and views[job_id].state is not JobState.PENDING]
+            for job_id in started:
+                starts.append(Start(pending.pop(job_id), cluster, job_id, now))
+            if started:
+                self.view.touch(cluster)
+                self._changes[cluster] += 1
+        return starts
+
+    def changes(self, cluster: str) -> int:
+        return self._changes[cluster]
