@@ -98,6 +98,9 @@ class GpuPool(models.Model):
     gpus_idle = models.PositiveIntegerField(default=0)
     nodes = models.JSONField(default=list)
     taken_at = models.DateTimeField()
+    held_for = models.CharField(
+        max_length=40, blank=True,
+        help_text="Workload uid of a long-waiting big gang this pool drains for (starvation guard)")
 
     class Meta:
         ordering = ["cluster__name", "name", "gpu_model"]

@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
-from broker.placement import ClusterFacts, Exclusion, PlacementResult, place
+from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
+from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
 from broker.services.audit import audit
 from broker.services.policy import current_policy
@@ -97,6 +98,38 @@ def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, di
     return snapshots, facts, excluded
 
 
+def _apply_holds(fleet: PreparedFleet) -> None:
+    """Pools held for a waiting big gang look full to everyone else; a hold whose gang is
+    no longer waiting is dropped here."""
+    waiting = set(Workload.objects.filter(state__in=PLACEABLE).values_list("uid", flat=True))
+    for pool in GpuPool.objects.exclude(held_for="").select_related("cluster"):
+        if pool.held_for not in waiting:
+            GpuPool.objects.filter(id=pool.id, held_for=pool.held_for).update(held_for="")
+            continue
+        try:
+            fleet.hold(pool.cluster.name, pool.name, pool.held_for)
+        except KeyError:
+            continue  # the pool is not in this pass (stale or rejected cluster)
+
+
+def _hold_for_gang(workload: Workload, fleet: PreparedFleet, spec, now: datetime) -> None:
+    """Starvation guard: a big gang waiting past the policy's limit gets the pool closest
+    to fitting it drained for it, so a stream of small jobs cannot delay it forever."""
+    if GpuPool.objects.filter(held_for=workload.uid).exists():
+        return
+    target = hold_target(fleet, spec, workload.tenant.slug, now)
+    if target is None:
+        return
+    cluster, pool = target
+    if GpuPool.objects.filter(cluster__name=cluster, name=pool, held_for="").update(held_for=workload.uid):
+        audit(action="placement.hold", workload=workload, cluster=cluster,
+              message=f"pool {pool} drains for this gang: no new work is placed there until it starts")
+
+
+def release_holds(*, workload_uid: str) -> None:
+    GpuPool.objects.filter(held_for=workload_uid).update(held_for="")
+
+
 def _runtime_hours(workload: Workload) -> float | None:
     runs = list(Workload.objects.filter(
         project_id=workload.project_id, gpu_class_id=workload.gpu_class_id, state=WorkloadState.COMPLETED,
@@ -118,9 +151,11 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
     rejections = {name: (workload.placement or {}).get("rejections", {}).get(name, "rejected")
                   for name in workload.tried_clusters}
     snapshots, facts, forced = fleet_inputs(rejections=rejections, now=now)
-    result = place(snapshots, facts, spec, tenant=workload.tenant.slug, quota_remaining=use.remaining,
-                   now=now, policy=loaded.policy, age_s=(now - workload.created_at).total_seconds(),
-                   runtime_hours=_runtime_hours(workload))
+    fleet = PreparedFleet(snapshots, facts, loaded.policy)
+    _apply_holds(fleet)
+    age_s = (now - workload.created_at).total_seconds()
+    result = place_prepared(fleet, spec, tenant=workload.tenant.slug, quota_remaining=use.remaining,
+                            now=now, age_s=age_s, runtime_hours=_runtime_hours(workload), holder=workload.uid)
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     record = {**result.to_dict(), "policy_version": loaded.version,
@@ -128,6 +163,8 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
               "ranked": [c.to_dict() for c in ranked], "quota_remaining": use.remaining,
               "rejections": rejections}
     if not ranked:
+        if result.reason == "capacity" and should_hold_for_gang(spec, age_s, loaded.policy.aging):
+            _hold_for_gang(workload, fleet, spec, now)
         return _no_place(workload, record, excluded, result, loaded.version)
     try:
         return _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
@@ -146,6 +183,7 @@ def _reserve_and_dispatch(workload: Workload, best, record: dict, loaded, quota_
             state=WorkloadState.RESERVED, cluster=cluster, placement=record, policy_version=loaded.version,
             reason="", raw_reason=""):
         raise _LostRace  # rolls the reservation back with it
+    release_holds(workload_uid=workload.uid)
     audit(action="placement.decided", workload=workload, policy_version=loaded.version, cluster=cluster.name,
           score_breakdown=best.to_dict(),
           inputs={"spec": workload.spec, "quota_remaining": quota_remaining,
