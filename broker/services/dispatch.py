@@ -8,6 +8,7 @@ retry cannot both get to call the cluster.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from django.conf import settings
@@ -16,11 +17,12 @@ from django.utils import timezone
 
 from broker.backends.base import DestinationJob, Rejected, Unavailable
 from broker.backends.registry import backend_for, identity_for
-from broker.models import AttemptState, DispatchAttempt, Workload, WorkloadState
+from broker.models import AttemptState, DispatchAttempt, GpuPool, Reservation, Workload, WorkloadState
+from broker.models.quota import LIVE_RESERVATION_STATES
 from broker.services import tasks_bridge
 from broker.services.audit import audit
 from broker.services.quota import reservation_confirm, reservation_release
-from broker.spec import validate_spec
+from broker.spec import WorkloadSpec, validate_spec
 
 LIVE_ATTEMPT_STATES = (AttemptState.STARTED, AttemptState.UNKNOWN)
 
@@ -58,6 +60,16 @@ def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
         return None  # a concurrent worker claimed this attempt number
 
 
+def targeted_spec(workload: Workload) -> WorkloadSpec:
+    """The spec as sent: narrowed to the GPU model of the pool placement chose, so a
+    class-only request reaches the scheduler as the model (GRES type, node label) it has."""
+    spec = validate_spec(workload.spec)
+    pool = (workload.placement or {}).get("chosen", {}).get("pool", "")
+    model = GpuPool.objects.filter(cluster_id=workload.cluster_id, name=pool).values_list(
+        "gpu_model", flat=True).first()
+    return replace(spec, gpu_models=(model,)) if model else spec
+
+
 def _earlier_attempt_may_have_landed(workload: Workload, attempt: DispatchAttempt) -> bool:
     return workload.attempts.filter(
         cluster=workload.cluster, number__lt=attempt.number,
@@ -73,7 +85,9 @@ def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
                 return _adopt(workload, attempt, found)
         if workload.cancel_requested_at:
             return _finish_attempt_nothing_sent(workload, attempt)
-        job_id = backend.submit(validate_spec(workload.spec), workload.uid, identity_for(workload.project))
+        if not Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).exists():
+            return _unreserved(workload, attempt)
+        job_id = backend.submit(targeted_spec(workload), workload.uid, identity_for(workload.project))
     except Rejected as exc:
         return _rejected(workload, attempt, exc)
     except Unavailable as exc:
@@ -114,6 +128,21 @@ def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -
     DispatchAttempt.objects.filter(id=attempt.id).update(
         state=AttemptState.REJECTED, error="cancelled before it was sent", finished_at=timezone.now())
     tasks_bridge.enqueue_cancel(workload.id)
+    return workload
+
+
+@transaction.atomic
+def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
+    """No live reservation (a crash between releasing or expiring it and re-placing the
+    workload): nothing is sent without one; the workload goes back to placement."""
+    DispatchAttempt.objects.filter(id=attempt.id).update(
+        state=AttemptState.REJECTED, error="not sent: no live quota reservation", finished_at=timezone.now())
+    if Workload.objects.filter(id=workload.id, state=WorkloadState.DISPATCHING).update(
+            state=WorkloadState.WAITING, reason="other",
+            raw_reason="its quota reservation ended before dispatch; placed again"):
+        audit(action="dispatch.unreserved", workload=workload, cluster=workload.cluster.name,
+              message="not sent: the quota reservation had ended; placing again")
+        tasks_bridge.enqueue_place(workload.id)
     return workload
 
 

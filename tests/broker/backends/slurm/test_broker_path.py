@@ -88,3 +88,44 @@ def test_broker_places_dispatches_follows_and_cancels_on_real_slurm(real_slurm, 
 
     assert _wait(cancelled, 30)
     assert Workload.objects.get(id=workload.id).reservations.get().state == "released"
+
+
+def test_stopped_slurmctld_makes_the_cluster_stale_and_running_jobs_carry_on(
+        real_slurm, researcher_project, settings):
+    from pathlib import Path
+
+    from broker.services.dispatch import workload_dispatch
+    from broker.services.placing import workload_place
+    from broker.services.reconcile import reconcile_fleet
+
+    script = Path(__file__).resolve().parents[4] / "scripts" / "slurm-cluster"
+    project, user = researcher_project
+    slurm_accounts_ensure(create=True)
+    cluster_sync_inventory(cluster_id=real_slurm.id)
+    workload = workload_submit(user=user, project_id=project.id, spec_data={
+        "name": "outage", "command": "sleep 300", "gpu_class": "a100-80gb", "gpus_per_worker": 1,
+        "cpus_per_worker": 1, "memory_gb_per_worker": 1, "time_limit_minutes": 10})
+    workload_dispatch(workload_id=workload_place(workload_id=workload.id).id)
+
+    def running() -> bool:
+        cluster_poll_status(cluster_id=real_slurm.id)
+        return Workload.objects.get(id=workload.id).state == "running"
+
+    assert _wait(running), Workload.objects.filter(id=workload.id).values_list("state", "reason", "raw_reason")[0]
+    settings.GPUBROKER_BACKEND_TIMEOUT_S = 3  # a silent controller answers nothing for ~9 s
+    subprocess.run([str(script), "down", "slurmctld"], check=True, timeout=60)
+    try:
+        assert cluster_sync_inventory(cluster_id=real_slurm.id).health == "stale"
+        cluster_poll_status(cluster_id=real_slurm.id)
+        reconcile_fleet()
+        held = Workload.objects.get(id=workload.id)
+        assert held.state == "running" and held.ended_at is None  # stale is not idle, nor ended
+        assert held.reservations.get().state == "confirmed"
+    finally:
+        subprocess.run([str(script), "up"], check=True, timeout=180)
+    settings.GPUBROKER_BACKEND_TIMEOUT_S = 20
+    assert cluster_sync_inventory(cluster_id=real_slurm.id).health == "healthy"
+    cluster_poll_status(cluster_id=real_slurm.id)
+    assert Workload.objects.get(id=workload.id).state == "running"
+    workload_cancel(user=user, workload_id=workload.id)
+    assert _wait(lambda: cancel_propagate(workload_id=workload.id).state == "cancelled", 30)
