@@ -97,12 +97,18 @@ def _as_int(name: str, raw: Any, errors: dict[str, list[str]]) -> int | None:
     return value
 
 
-def _as_str_tuple(raw: Any) -> tuple[str, ...]:
-    if raw in (None, ""):
+def _as_str_tuple(name: str, raw: Any, errors: dict[str, list[str]]) -> tuple[str, ...]:
+    if raw is None or raw == "":
         return ()
     if isinstance(raw, str):
         raw = raw.split(",")
-    return tuple(s.strip() for s in raw if str(s).strip())
+    if not isinstance(raw, (list, tuple)) or not all(isinstance(item, str) for item in raw):
+        errors.setdefault(name, []).append("must be a list of text, or text separated by commas.")
+        return ()
+    if len(raw) > 50 or any(len(item) > 200 for item in raw):
+        errors.setdefault(name, []).append("at most 50 entries of at most 200 characters.")
+        return ()
+    return tuple(item.strip() for item in raw if item.strip())
 
 
 def _as_bool(raw: Any) -> bool:
@@ -136,8 +142,8 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
     for name in _INT_LIMITS:
         if name in data and data[name] not in (None, ""):
             values[name] = _as_int(name, data[name], errors)
-    values["gpu_models"] = _as_str_tuple(data.get("gpu_models"))
-    values["residency"] = _as_str_tuple(data.get("residency"))
+    values["gpu_models"] = _as_str_tuple("gpu_models", data.get("gpu_models"), errors)
+    values["residency"] = _as_str_tuple("residency", data.get("residency"), errors)
     values["same_interconnect"] = _as_bool(data.get("same_interconnect", False))
     values["checkpointable"] = _as_bool(data.get("checkpointable", False))
     values["data_size_gb"] = _data_size(data.get("data_size_gb"), errors)

@@ -54,7 +54,7 @@ class AuditOut(serializers.ModelSerializer):
 class QuotaOut(serializers.ModelSerializer):
     tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     gpu_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     used_gpus = serializers.SerializerMethodField()
 
     class Meta:

@@ -1,0 +1,753 @@
+"""The fault-injection harness: many workloads through submit -> reserve -> dispatch ->
+status -> cancel -> reconcile, with a crash or failure at every named point, then the
+invariant counters.
+
+The harness *is* the broker's worker and beat: tasks the services enqueue land in its own
+queue (so a Redis restart can lose them), it runs them one at a time in a random order
+(so interleavings vary), and a ``Crash`` out of a task is a dead worker: the task is
+redelivered (acks_late) or lost, and a restarted broker runs its start-up reconciliation.
+Researchers submit and cancel through the same services as the pages and the API; an
+admin resolves lost-job escalations (and nothing else) as a person would.
+
+Time is virtual on the simulator (the broker's ``timezone.now()`` and the fleet's clock
+are one clock), so leases, reservation expiry and the staleness limit pass in
+milliseconds.  Against the real Slurm cluster the destination runs on wall time and the
+broker's clock runs ahead of it by an offset the harness moves forward.
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone as dt_timezone
+from typing import Callable
+
+from django.db import InterfaceError, OperationalError, connection
+
+from broker.backends.base import Rejected
+from broker.faults.install import captured_tasks, faulty_backends, service_hooks, virtual_clock
+from broker.faults.invariants import CHECKS, INVARIANTS, InvariantWatch
+from broker.faults.points import CRASH_POINTS, POINTS_BY_NAME, Crash, FaultPlan
+from broker.models.workload import TERMINAL_STATES
+
+PREFIX = "fh-"
+# Points armed only just before the step they belong to (they match any hook).
+PER_STEP_POINTS = {"during_reconcile", "worker_killed_mid_task", "postgres_connection_dropped"}
+ENV_POINTS = {"redis_restarted", "slurmctld_stop_start", "unreachable_past_staleness", "orphan_job"}
+
+
+@dataclass
+class HarnessConfig:
+    workloads: int = 40
+    faults: int = 60
+    seed: int = 1
+    slurm: bool = False
+    points: tuple[str, ...] = ()          # empty: every point the mode supports
+    max_steps: int = 0                    # 0: derived from faults and workloads
+    cancel_share: float = 0.2             # researchers cancel about this share of workloads
+    log: Callable[[str], None] | None = None
+
+
+@dataclass
+class HarnessReport:
+    config: HarnessConfig
+    mode: str
+    database: str
+    faults_by_point: dict[str, int]
+    counts: dict[str, int]
+    examples: dict[str, list[str]]
+    workloads: int
+    states: dict[str, int]
+    steps: int
+    tasks_run: int
+    tasks_lost: int
+    elapsed_s: float
+    virtual_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def faults(self) -> int:
+        return sum(self.faults_by_point.values())
+
+    @property
+    def ok(self) -> bool:
+        return all(v == 0 for v in self.counts.values()) and self.faults >= self.config.faults
+
+    def table(self) -> str:
+        c = self.config
+        lines = [f"fault harness ({self.mode}, {self.database}): {self.workloads} workloads, "
+                 f"{self.faults} faults injected, seed {c.seed}, {self.steps} steps "
+                 f"({self.tasks_run} tasks run, {self.tasks_lost} lost), {self.elapsed_s:.0f} s wall, "
+                 f"{self.virtual_s / 3600:.1f} h broker time", ""]
+        lines.append(f"| {'crash point':<34} | {'injected':>8} |")
+        lines.append(f"|{'-' * 36}|{'-' * 10}:|")
+        for point in CRASH_POINTS:
+            if point.name in self.faults_by_point:
+                lines.append(f"| {point.name:<34} | {self.faults_by_point[point.name]:>8} |")
+        lines.append(f"| {'**total**':<34} | {self.faults:>8} |")
+        lines.append("")
+        lines.append(f"| {'invariant':<62} | {'count':>5} |")
+        lines.append(f"|{'-' * 64}|{'-' * 6}:|")
+        for key, label in INVARIANTS + CHECKS:
+            lines.append(f"| {label:<62} | {self.counts.get(key, 0):>5} |")
+        lines.append("")
+        states = ", ".join(f"{k} {v}" for k, v in sorted(self.states.items()))
+        lines.append(f"workloads at the end: {states}")
+        lines.extend(self.notes)
+        bad = [k for k, v in self.counts.items() if v]
+        for key in bad:
+            lines.append(f"\n{key}: examples")
+            lines.extend(f"  {e}" for e in self.examples.get(key, [])[:10])
+        if self.faults < c.faults:
+            lines.append(f"\nonly {self.faults} of the {c.faults} faults asked for were injected")
+        lines.append("RESULT: " + ("PASS (every count is zero)" if self.ok else "FAIL"))
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- environments
+
+class SimEnvironment:
+    """Three simulated clusters (Slurm, Kueue and Volcano flavours) on one manual clock."""
+
+    mode = "simulator"
+    supports = tuple(p.name for p in CRASH_POINTS)
+
+    def __init__(self, rng: random.Random):
+        from broker.backends.sim import NodeGroup, Partition, SimClock, SimulatorFleet
+
+        self.rng = rng
+        self.fleet = SimulatorFleet.reset(clock=SimClock())
+        self.clock = self.fleet.clock
+        a100 = dict(gpu_model="A100", gpu_memory_gb=80, gpus_per_node=8)
+        self.fleet.add_cluster(f"{PREFIX}slurm", "slurm", node_groups=[
+            NodeGroup(count=3, name_prefix=f"{PREFIX}s-", interconnect_domain="ib-1", **a100)],
+            partitions=[Partition("gpu", default=True, max_gpus_per_job=16)])
+        self.fleet.add_cluster(f"{PREFIX}kueue", "kueue", node_groups=[
+            NodeGroup(count=2, name_prefix=f"{PREFIX}k-", quota=16, **a100)])
+        self.fleet.add_cluster(f"{PREFIX}volcano", "volcano", node_groups=[
+            NodeGroup(count=2, name_prefix=f"{PREFIX}v-", **a100)])
+        self.cluster_specs = [
+            dict(name=f"{PREFIX}slurm", price="1.0", location="onprem"),
+            dict(name=f"{PREFIX}kueue", price="1.5", location="onprem"),
+            dict(name=f"{PREFIX}volcano", price="3.0", location="cloud"),
+        ]
+        from broker.faults.truth import SimTruth
+
+        self.truth = SimTruth([c["name"] for c in self.cluster_specs])
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    def builders(self) -> dict:
+        return {}
+
+    retime = None
+
+    def register(self) -> list:
+        from decimal import Decimal
+
+        from broker.models import Cluster
+
+        rows = []
+        for spec in self.cluster_specs:
+            rows.append(Cluster.objects.create(
+                name=spec["name"], kind="simulator", region="eu-west", location=spec["location"],
+                price_per_gpu_hour=Decimal(spec["price"]), config={"image_pull_s": 0}))
+        return rows
+
+    def inject_orphan(self, cluster: str) -> tuple[str, str]:
+        job_id = self.fleet.get(cluster).inject_foreign_job(
+            name="foreign", gpus_per_worker=1, account="unknown", duration_s=self.rng.uniform(300, 1200))
+        return cluster, job_id
+
+    def lose_next_job(self, cluster: str) -> None:
+        self.fleet.get(cluster).set_faults(loses_job=True)
+
+    def controller(self, cluster: str, up: bool) -> None:
+        """The cluster's controller stops or starts (here: the network path, see FaultPlan.unreachable)."""
+
+    def job_seconds(self) -> tuple[int, str]:
+        return self.rng.choice((5, 10, 15, 20, 30)), "python train.py"
+
+    def close(self) -> None:
+        pass
+
+
+class SlurmEnvironment:
+    """The real single-host Slurm cluster (scripts/slurm-cluster up): one destination,
+    jobs that sleep a few seconds, and slurmctld really stopped and started."""
+
+    mode = "slurm"
+    supports = tuple(p.name for p in CRASH_POINTS if p.name != "lost_job")
+    NAME = f"{PREFIX}slurm-ci"
+
+    def __init__(self, rng: random.Random):
+        from broker.faults.truth import SlurmTruth
+
+        self.rng = rng
+        self.offset = 0.0
+        self.started = datetime.now(dt_timezone.utc)
+        self.truth = SlurmTruth(self.NAME, self.started)
+        self.cluster_specs = [dict(name=self.NAME)]
+        self.real_restarts = 0
+
+    def now(self) -> datetime:
+        return datetime.now(dt_timezone.utc) + timedelta(seconds=self.offset)
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+    def retime(self) -> datetime:
+        return self.now()
+
+    def builders(self) -> dict:
+        from broker.backends.slurm import CommandTransport, SlurmBackend, SlurmConfig
+
+        def build(cluster):
+            return SlurmBackend(cluster.name, CommandTransport(timeout_s=20), SlurmConfig(
+                default_account="general", partitions=("gpu",), gpu_class_types={"a100-80gb": ("a100",)},
+                cancel_confirm_s=5, throughput_window_s=0, workdir="/tmp"))
+
+        return {"slurm": build}
+
+    def register(self) -> list:
+        from decimal import Decimal
+
+        from broker.models import Cluster
+
+        return [Cluster.objects.create(name=self.NAME, kind="slurm", region="eu-west", location="onprem",
+                                       price_per_gpu_hour=Decimal("1.0"), config={"image_pull_s": 0})]
+
+    def inject_orphan(self, cluster: str) -> tuple[str, str]:
+        import subprocess
+
+        out = subprocess.run(["sbatch", "--parsable", "-J", "foreign-job", "-A", "general", "-p", "gpu",
+                              "--gres=gpu:a100:1", "-c", "1", "--mem=100", "-t", "2", "-D", "/tmp",
+                              "-o", "/dev/null", "--wrap", f"sleep {self.rng.randint(5, 20)}"],
+                             capture_output=True, text=True, timeout=30)
+        job_id = out.stdout.strip().split(";")[0]
+        if out.returncode != 0 or not job_id:
+            raise RuntimeError(f"sbatch of a foreign job failed: {out.stderr.strip()}")
+        self.truth.extra_ids.add(job_id)
+        return cluster, job_id
+
+    def lose_next_job(self, cluster: str) -> None:
+        raise NotImplementedError("Slurm does not lose jobs on request")
+
+    def controller(self, cluster: str, up: bool) -> None:
+        """Really stop or start slurmctld (bounded waits)."""
+        import subprocess
+        from pathlib import Path
+
+        script = Path(__file__).resolve().parents[2] / "scripts" / "slurm-cluster"
+        if not up:
+            subprocess.run([str(script), "down", "slurmctld"], capture_output=True, timeout=60)
+            return
+        subprocess.run(["slurmctld"], capture_output=True, timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
+            if "is UP" in ping.stdout:
+                self.real_restarts += 1
+                return
+            time.sleep(0.5)
+        raise RuntimeError("slurmctld did not come back within 60 s")
+
+    def job_seconds(self) -> tuple[int, str]:
+        return 2, f"sleep {self.rng.randint(3, 15)}"
+
+    def close(self) -> None:
+        import subprocess
+
+        subprocess.run(["scancel", "-n", ",".join(["foreign-job"])], capture_output=True, timeout=30)
+
+
+# ---------------------------------------------------------------------------------- the harness
+
+class Harness:
+    def __init__(self, config: HarnessConfig):
+        self.cfg = config
+        self.rng = random.Random(config.seed)
+        self.env = SlurmEnvironment(self.rng) if config.slurm else SimEnvironment(self.rng)
+        enabled = config.points or self.env.supports
+        unknown = [p for p in enabled if p not in POINTS_BY_NAME]
+        if unknown:
+            raise ValueError(f"unknown crash points {unknown}; known: {sorted(POINTS_BY_NAME)}")
+        self.points = [p for p in enabled if p in self.env.supports]
+        self.plan = FaultPlan(rng=self.rng)
+        self.queue: list[tuple[str, tuple]] = []
+        self.outages: dict[str, tuple[float, str]] = {}   # cluster -> (ends at, point)
+        self.pending_step_faults: list[str] = []
+        self.submitted = 0
+        self.steps = self.tasks_run = self.tasks_lost = 0
+        self.due: dict[str, float] = {}
+        self.cycle: list[str] = []
+        self.notes: list[str] = []
+        self.cancels: list[tuple[float, int, object]] = []
+
+    # -- logging and time ------------------------------------------------------------
+    def log(self, text: str) -> None:
+        if self.cfg.log:
+            self.cfg.log(text)
+
+    def vnow(self) -> float:
+        return self.env.now().timestamp()
+
+    # -- setup -------------------------------------------------------------------------
+    def _setup_db(self) -> None:
+        from broker.models import Quota
+        from broker.services.fleet_setup import gpu_classes_from_policy
+        from broker.services.policy import current_policy
+        from portal.tenancy.models import Role
+        from portal.tenancy.services.tenants import member_ensure, project_ensure, tenant_ensure
+
+        classes = {c.slug: c for c in gpu_classes_from_policy()}
+        self.gpu_class = classes["a100-80gb"]
+        policy = current_policy().policy
+        self.staleness_s = float(policy.staleness_limit_s)
+        self.ttl_s = float(policy.reservation_ttl_s)
+        self.tenants = []
+        limits = (16, 12) if not self.cfg.slurm else (8, 6)
+        for i, limit in enumerate(limits):
+            tenant = tenant_ensure(slug=f"{PREFIX}t{i}", name=f"Harness tenant {i}")
+            project = project_ensure(tenant=tenant, slug=f"{PREFIX}p{i}", name=f"Harness project {i}",
+                                     slurm_account=("general", "research")[i] if self.cfg.slurm else f"fhp{i}",
+                                     k8s_namespace=f"{PREFIX}p{i}",
+                                     cost_centre=f"FH-{i}")
+            user = _user(f"{PREFIX}researcher{i}")
+            member_ensure(user=user, tenant=tenant, role=Role.RESEARCHER)
+            Quota.objects.update_or_create(tenant=tenant, gpu_class=self.gpu_class,
+                                           defaults={"limit_gpus": limit, "borrow_limit_gpus": 4})
+            self.tenants.append((tenant, project, user))
+        self.admin = _user(f"{PREFIX}admin", is_staff=True)
+        self.clusters = self.env.register()
+        self.cluster_names = [c.name for c in self.clusters]
+
+    # -- the run ---------------------------------------------------------------------------
+    def run(self) -> HarnessReport:
+        started = time.monotonic()
+        v0 = None
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(virtual_clock(self.env.now))
+            stack.enter_context(captured_tasks(self.queue))
+            stack.enter_context(faulty_backends(self.plan, self.env.builders(), self.env.retime))
+            stack.enter_context(service_hooks(self.plan))
+            stack.callback(self.env.close)
+            stack.callback(self._restore_controllers)   # whatever happens, a stopped slurmctld comes back
+            if self.cfg.slurm:
+                from django.conf import settings
+
+                saved = settings.GPUBROKER_ENABLE_SLURM
+                settings.GPUBROKER_ENABLE_SLURM = True
+                stack.callback(setattr, settings, "GPUBROKER_ENABLE_SLURM", saved)
+            v0 = self.vnow()
+            self._setup_db()
+            self.watch = InvariantWatch(self.env.truth, workload_prefix=PREFIX)
+            self._observe_submissions(stack)
+            for cluster in self.clusters:
+                self._step(f"inventory {cluster.name}", self._sync(cluster.id))
+            self._main()
+            self._drain()
+            self.watch.after_step(unreachable=set(), step="end", force=True)
+            counts = self.watch.final()
+            from broker.models import Workload
+
+            states = Counter(Workload.objects.filter(name__startswith=PREFIX).values_list("state", flat=True))
+            workloads = sum(states.values())
+            virtual = self.vnow() - v0
+        faults = {p: n for p, n in self.plan.counts().items() if p in self.points}
+        if self.cfg.slurm:
+            self.notes.append(f"slurmctld really stopped and started {self.env.real_restarts} times")
+        return HarnessReport(
+            config=self.cfg, mode=self.env.mode, database=connection.vendor, faults_by_point=faults,
+            counts=counts, examples=dict(self.watch.examples), workloads=workloads, states=dict(states),
+            steps=self.steps, tasks_run=self.tasks_run, tasks_lost=self.tasks_lost,
+            elapsed_s=time.monotonic() - started, virtual_s=virtual, notes=self.notes)
+
+    def _observe_submissions(self, stack: contextlib.ExitStack) -> None:
+        """Every submission that leaves for a destination is checked for a live reservation."""
+        from broker.faults import points
+
+        original = points.FaultyBackend.submit
+        watch = self.watch
+
+        def submit(backend, spec, workload_id, identity):
+            if backend.cluster not in backend.plan.unreachable:
+                watch.on_submit(workload_id, backend.cluster)
+            return original(backend, spec, workload_id, identity)
+
+        points.FaultyBackend.submit = submit
+        stack.callback(setattr, points.FaultyBackend, "submit", original)
+
+    @property
+    def fired(self) -> int:
+        return sum(n for p, n in self.plan.counts().items() if p in self.points)
+
+    def _max_steps(self) -> int:
+        return self.cfg.max_steps or (self.cfg.faults * 60 + self.cfg.workloads * 60 + 2000)
+
+    def _main(self) -> None:
+        while self.steps < self._max_steps():
+            done_faults = self.fired >= self.cfg.faults and (
+                self.cfg.faults < len(self.points) or all(self.plan.counts().get(p, 0) for p in self.points))
+            done_submits = self.submitted >= self.cfg.workloads
+            if done_faults and done_submits:
+                break
+            self.env.advance(self.rng.uniform(0.5, 3.0) if not self.cfg.slurm else self.rng.uniform(1.0, 6.0))
+            self._end_outages()
+            self._due_cancels()
+            if not done_faults:
+                self._maybe_arm()
+            self._one_op(done_submits)
+            if self.steps % 500 == 0:
+                self.log(f"step {self.steps}: {self.submitted} submitted, {self.fired} faults, "
+                         f"{len(self.queue)} queued")
+
+    def _one_op(self, done_submits: bool) -> None:
+        rng = self.rng
+        beat = self._due_beat()
+        # submissions keep pace with the faults, so there is traffic for every fault
+        behind = (self.submitted / max(1, self.cfg.workloads)) <= (self.fired / max(1, self.cfg.faults)) + 0.05
+        if not done_submits and behind and rng.random() < 0.5:
+            self._submit()
+        elif beat:
+            self._beat(beat)
+        elif self.queue and rng.random() < 0.9:
+            self._run_task()
+        elif self._cancel_fault_waiting() and rng.random() < 0.05:
+            self._cancel_running()
+        elif done_submits and self.submitted < self.cfg.workloads * 1.5 and rng.random() < 0.02:
+            self._submit()      # faults still to inject and no traffic left: a few more workloads
+        elif rng.random() < 0.05:
+            self._admin_pass()
+        elif not done_submits and rng.random() < 0.3:
+            self._submit()
+        else:
+            self.env.advance(rng.uniform(1, 10))
+
+    # -- researcher, admin -------------------------------------------------------------------
+    def _submit(self) -> None:
+        from broker.services.workloads import workload_submit
+
+        tenant, project, user = self.rng.choice(self.tenants)
+        minutes, command = self.env.job_seconds()
+        gpus = self.rng.choice((1, 1, 2, 2, 4, 8)) if not self.cfg.slurm else self.rng.choice((1, 1, 2, 4))
+        workers = self.rng.choice((1, 1, 1, 2))
+        spec = {"name": f"{PREFIX}w{self.submitted}", "command": command, "gpu_class": "a100-80gb",
+                "gpus_per_worker": gpus, "workers": workers, "time_limit_minutes": minutes,
+                "checkpointable": self.rng.random() < 0.5, "cpus_per_worker": 1, "memory_gb_per_worker": 1}
+        self.submitted += 1
+        created = []
+        self._step(f"submit {spec['name']}", lambda: created.append(workload_submit(
+            user=user, project_id=project.id, spec_data=spec)))
+        if created and self.rng.random() < self.cfg.cancel_share:
+            # the researcher changes their mind at some point of the workload's life
+            later = self.rng.choice((5, 30, 120, 400)) * self.rng.uniform(0.5, 1.5)
+            self.cancels.append((self.vnow() + later, created[0].id, user))
+
+    def _cancel_fault_waiting(self) -> bool:
+        """A cancellation fault is armed: a researcher cancels a running workload now and then."""
+        return any(a.hook.startswith("cancel:") for a in self.plan.armed)
+
+    def _cancel_running(self) -> None:
+        from broker.models import Workload
+
+        rows = list(Workload.objects.filter(name__startswith=PREFIX, state__in=("queued", "running"))
+                    .order_by("id").values_list("id", "tenant_id")[:200])
+        if rows:
+            row = self.rng.choice(rows)
+            user = next(u for t, _, u in self.tenants if t.id == row[1])
+            self.cancels.append((self.vnow(), row[0], user))
+
+    def _due_cancels(self) -> None:
+        from broker.services.workloads import workload_cancel
+
+        now = self.vnow()
+        for item in [c for c in self.cancels if c[0] <= now]:
+            self.cancels.remove(item)
+            _, wid, user = item
+            self._step(f"cancel {wid}", lambda: workload_cancel(user=user, workload_id=wid))
+
+    def _admin_pass(self, min_age_s: float = 120.0) -> None:
+        """An admin works the escalation queue: a lost job is checked and declared dead."""
+        from broker.models import Escalation
+        from broker.services.escalations import escalation_resolve
+
+        cutoff = self.env.now() - timedelta(seconds=min_age_s)
+        for esc_id in Escalation.objects.filter(kind="lost_job", created_at__lt=cutoff).exclude(
+                state="resolved").values_list("id", flat=True):
+            self._step(f"admin resolves {esc_id}", lambda: escalation_resolve(
+                user=self.admin, escalation_id=esc_id, outcome="checked at the cluster: the run is gone",
+                old_run_dead=True))
+
+    # -- the worker -------------------------------------------------------------------------
+    def _task_fn(self, name: str, args: tuple) -> Callable[[], object]:
+        from broker.services.cancel import cancel_propagate
+        from broker.services.dispatch import workload_dispatch
+        from broker.services.placing import workload_place
+
+        fns = {"place_workload": lambda wid: workload_place(workload_id=wid),
+               "dispatch_workload": lambda wid: workload_dispatch(workload_id=wid),
+               "propagate_cancel": lambda wid: cancel_propagate(workload_id=wid)}
+        return lambda: fns[name](*args)
+
+    def _run_task(self) -> None:
+        name, args = self.queue.pop(self.rng.randrange(len(self.queue)))
+        self.tasks_run += 1
+        armed = self._arm_step_faults(("worker_killed_mid_task", "postgres_connection_dropped"))
+        outcome = self._step(f"{name}{args}", self._task_fn(name, args))
+        self._disarm_step_faults(armed)
+        if outcome in ("crash", "db"):
+            if outcome == "crash" and self.rng.random() < 0.5:
+                self.queue.append((name, args))       # acks_late: the broker redelivers it
+            else:
+                self.tasks_lost += 1                  # a failed task is acked: it is gone
+            if self.rng.random() < 0.4:
+                self._restart()
+
+    def _restart(self) -> None:
+        """The broker comes back: its start-up pass is a reconciliation."""
+        from broker.services.reconcile import reconcile_fleet
+
+        self._step("start-up reconcile", reconcile_fleet)
+
+    def _arm_step_faults(self, names: tuple[str, ...]) -> list:
+        armed = []
+        for name in names:
+            if name in self.pending_step_faults:
+                self.pending_step_faults.remove(name)
+                spec = POINTS_BY_NAME[name]
+                armed.append(self.plan.arm(name, hook=spec.hook, action=spec.action,
+                                           skip=self.rng.randrange(0, 2)))
+        return armed
+
+    def _disarm_step_faults(self, armed: list) -> None:
+        """A step fault that found no hook in this step waits for the next one."""
+        for a in armed:
+            if a in self.plan.armed:
+                self.plan.disarm(a)
+                if a.point not in self.pending_step_faults:
+                    self.pending_step_faults.append(a.point)
+
+    # -- beat --------------------------------------------------------------------------------
+    INTERVALS = {"inventory": 30.0, "status": 10.0, "place": 10.0, "reconcile": 60.0, "admin": 300.0}
+
+    def _due_beat(self) -> str | None:
+        now = self.vnow()
+        for name, interval in self.INTERVALS.items():
+            if now >= self.due.get(name, 0):
+                self.due[name] = now + interval
+                return name
+        return None
+
+    def _sync(self, cluster_id: int) -> Callable[[], object]:
+        from broker.services.inventory import cluster_sync_inventory
+
+        return lambda: cluster_sync_inventory(cluster_id=cluster_id)
+
+    def _beat(self, name: str) -> None:
+        from broker.models import Workload
+        from broker.services.reconcile import reconcile_fleet
+        from broker.services.status import cluster_poll_status
+
+        if name == "inventory":
+            for cluster in self.clusters:
+                self._step(f"inventory {cluster.name}", self._sync(cluster.id))
+        elif name == "status":
+            for cluster in self.clusters:
+                self._step(f"status {cluster.name}", lambda cid=cluster.id: cluster_poll_status(cluster_id=cid))
+        elif name == "place":
+            queued = {args[0] for task, args in self.queue if task == "place_workload"}
+            for wid in Workload.objects.filter(state__in=("submitted", "waiting")).order_by(
+                    "created_at").values_list("id", flat=True)[:500]:
+                if wid not in queued:
+                    self.queue.append(("place_workload", (wid,)))
+        elif name == "reconcile":
+            armed = self._arm_step_faults(("during_reconcile",))
+            self._step("reconcile", reconcile_fleet)
+            self._disarm_step_faults(armed)
+        elif name == "admin":
+            self._admin_pass()
+
+    # -- faults ------------------------------------------------------------------------------
+    def _next_point(self) -> str:
+        if self.fired >= self.cfg.faults:   # asked-for count reached: only the points not yet seen
+            counts = self.plan.counts()
+            unseen = [p for p in self.points if not counts.get(p, 0)]
+            if unseen:
+                return self.rng.choice(unseen)
+        if not self.cycle:
+            self.cycle = list(self.points)
+            self.rng.shuffle(self.cycle)
+        return self.cycle.pop()
+
+    def _maybe_arm(self) -> None:
+        if self.rng.random() > 0.15:
+            return
+        point = self._next_point()
+        armed_points = [a.point for a in self.plan.armed]
+        if point in PER_STEP_POINTS:
+            if point not in self.pending_step_faults:
+                self.pending_step_faults.append(point)
+            return
+        if point in armed_points:
+            return
+        cluster = self.rng.choice(self.cluster_names)
+        if point == "redis_restarted":
+            self.plan.record(point)
+            self.queue.clear()
+        elif point in ("slurmctld_stop_start", "unreachable_past_staleness"):
+            if cluster in self.outages:
+                return
+            if point == "slurmctld_stop_start":
+                length = self.rng.uniform(10, self.staleness_s * 0.6) if not self.cfg.slurm else self.rng.uniform(5, 20)
+            else:
+                length = self.rng.uniform(self.staleness_s + 60, self.staleness_s + self.ttl_s + 400)
+            self._begin_outage(cluster, point, length)
+        elif point == "orphan_job":
+            if self.cfg.slurm and self.rng.random() < 0.5:
+                return
+            key = self.env.inject_orphan(cluster)
+            self.watch.foreign_jobs.add(key)
+            self.plan.record(point, cluster=cluster)
+        elif point == "destination_rejects":
+            self.plan.arm(point, hook="submit:before", action=_reject)
+        elif point == "lost_job":
+            self.plan.arm(point, hook="submit:before",
+                          action=lambda hook, c: self.env.lose_next_job(c))
+        elif point == "reconcile_after_expire":
+            # an expiry needs a workload on its way to a cluster that then stays silent past the
+            # reservation's expiry: take such a workload's cluster down (a counted outage) first
+            from broker.models import Workload
+
+            target = (Workload.objects.filter(name__startswith=PREFIX, state__in=("reserved", "dispatching"),
+                                              destination_job_id="", cluster__isnull=False)
+                      .exclude(cluster__name__in=list(self.outages)).values_list("cluster__name", flat=True).first())
+            if target is None:
+                return
+            if "unreachable_past_staleness" in self.points:
+                self._begin_outage(target, "unreachable_past_staleness", self.ttl_s + self.rng.uniform(100, 300))
+            else:
+                self.plan.unreachable.add(target)
+                self.outages[target] = (self.vnow() + self.ttl_s + self.rng.uniform(100, 300), "(setup)")
+            self.plan.arm(point)
+        elif point == "after_reject_before_replace":
+            # the crash needs a rejection to follow; that rejection is not counted again
+            self.plan.arm("(setup)", hook="submit:before", action=_reject)
+            self.plan.arm(point)
+        else:
+            self.plan.arm(point)
+
+    def _begin_outage(self, cluster: str, point: str, length_s: float) -> None:
+        self.plan.record(point, cluster=cluster)
+        self.plan.unreachable.add(cluster)
+        real = self.cfg.slurm and point == "slurmctld_stop_start" and self.env.real_restarts < 5
+        if real:
+            self.env.controller(cluster, up=False)
+        self.outages[cluster] = (self.vnow() + length_s, point + (":real" if real else ""))
+        self.log(f"outage of {cluster} ({point}) for {length_s:.0f} s")
+
+    def _restore_controllers(self) -> None:
+        for cluster, (_, point) in list(self.outages.items()):
+            if point.endswith(":real"):
+                self.env.controller(cluster, up=True)
+                self.outages[cluster] = (0.0, point.removesuffix(":real"))
+
+    def _end_outages(self) -> None:
+        now = self.vnow()
+        for cluster, (ends, point) in list(self.outages.items()):
+            if now >= ends:
+                if point.endswith(":real"):
+                    self.env.controller(cluster, up=True)
+                self.plan.unreachable.discard(cluster)
+                del self.outages[cluster]
+
+    # -- one step ---------------------------------------------------------------------------
+    def _step(self, label: str, fn: Callable[[], object]) -> str:
+        self.steps += 1
+        self.plan.context = label
+        unreachable = set(self.plan.unreachable)
+        outcome = "ok"
+        try:
+            fn()
+        except Crash:
+            outcome = "crash"
+        except (OperationalError, InterfaceError):
+            outcome = "db"
+            connection.close()          # as Celery's Django fixup does after a failed task
+        except Exception as exc:  # noqa: BLE001 - any other escape is a finding
+            outcome = "error"
+            self.watch.note("errors", f"{label}: {exc!r}\n{traceback.format_exc(limit=6)}")
+            with contextlib.suppress(Exception):
+                connection.close()
+        self.plan.context = ""
+        try:
+            self.watch.after_step(unreachable=unreachable, step=label)
+        except (OperationalError, InterfaceError):
+            connection.close()
+            self.watch.after_step(unreachable=unreachable, step=label)
+        return outcome
+
+    # -- the end ----------------------------------------------------------------------------
+    def _drain(self, rounds: int = 0) -> None:
+        """Faults off; the broker runs until every workload has ended or is escalated."""
+        from broker.models import Escalation, Workload
+        from broker.services.reconcile import reconcile_fleet
+
+        self.plan.disarm()
+        self.pending_step_faults.clear()
+        self._restore_controllers()
+        self.outages.clear()
+        self.plan.unreachable.clear()
+        step_s = 120.0 if not self.cfg.slurm else 2.0
+        rounds = rounds or (4000 if not self.cfg.slurm else 400)
+        for i in range(rounds):
+            self.env.advance(step_s)
+            if self.cfg.slurm:
+                time.sleep(1.0)
+            self._due_cancels()
+            for name in ("inventory", "status", "place", "reconcile"):
+                self._beat(name)
+            n = 0
+            while self.queue and n < 2000:
+                self._run_task()
+                n += 1
+            if i % 10 == 0:
+                self._admin_pass(min_age_s=0)
+            live = Workload.objects.filter(name__startswith=PREFIX).exclude(state__in=TERMINAL_STATES)
+            escalated = Escalation.objects.filter(kind="lost_job").exclude(state="resolved").values("workload_id")
+            if not self.queue and not live.exclude(id__in=escalated).exists():
+                break
+            if i % 50 == 0:
+                self.log(f"drain round {i}: {live.count()} workloads live")
+        else:
+            self.notes.append(f"drain stopped after {rounds} rounds")
+        self.env.advance(self.ttl_s + 120)
+        self._step("final reconcile", reconcile_fleet)
+        self._step("final reconcile", reconcile_fleet)
+
+
+def _user(username: str, is_staff: bool = False):
+    """Harness users never log in: no password to hash."""
+    from django.contrib.auth import get_user_model
+
+    user, created = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": is_staff})
+    if created:
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+    return user
+
+
+def _reject(hook: str, cluster: str) -> None:
+    raise Rejected("fault injected: the destination refused the job (local admission)",
+                   f"sbatch: error: Batch job submission failed: fault injected on {cluster}")
+
+
+def run_harness(config: HarnessConfig) -> HarnessReport:
+    return Harness(config).run()
