@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 
 from broker.backends.base import Backend, ProjectIdentity, Unavailable
+from broker.backends.guard import GuardedBackend
 
 _ENABLE_FLAG = {
     "simulator": "GPUBROKER_ENABLE_SIMULATOR",
@@ -65,7 +66,7 @@ def backend_for(cluster) -> Backend:
     if not getattr(settings, flag):
         raise Unavailable(f"cluster {cluster.name}: {cluster.kind} backend disabled ({flag}=false)")
     builder = _BUILDERS[cluster.kind]
-    return builder(cluster)
+    return GuardedBackend(builder(cluster))
 
 
 def _simulator(cluster) -> Backend:
