@@ -75,6 +75,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.tenancy.context.roles",
+                "broker.context.background_status",
             ],
         },
     },
