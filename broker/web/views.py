@@ -39,7 +39,8 @@ def _partial(request: HttpRequest, template: str, name: str) -> str:
 
 @login_required
 def workload_list_page(request: HttpRequest) -> HttpResponse:
-    _require(request, Role.RESEARCHER) if not is_operator(request.user) else None
+    if not (is_operator(request.user) or roles_of(request.user) & {Role.RESEARCHER, Role.ADMIN}):
+        raise PermissionDenied  # admins follow their tenants' workloads too, as on the detail page
     workloads = workload_newest(user=request.user, state=request.GET.get("state", ""), limit=200)
     return render(request, _partial(request, "broker/workload_list.html", "rows"),
                   {"workloads": workloads, "state": request.GET.get("state", "")})

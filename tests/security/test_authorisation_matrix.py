@@ -29,7 +29,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "healthz":                {"get": "200 200 200 200 200"},
     "login":                  {"get": "200 200 200 200 200"},
     "logout":                 {"get": "405 405 405 405 405", "post": "302 302 302 302 302"},
-    "workload-list":          {"get": "302 200 403 403 200"},
+    "workload-list":          {"get": "302 200 200 403 200"},
     "workload-new":           {"get": "302 200 403 403 200", "post": "302 200 403 403 200"},
     "workload-quota-hint":    {"get": "302 200 403 403 200"},
     "workload-detail":        {"get": "302 200 200 404 404"},
