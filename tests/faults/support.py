@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from tests.support.worker import ROOT, WorkerProcess, database_url_for_tests
+from tests.support.worker import ROOT, WorkerProcess, database_url_for_tests, stop_process
 
 _names = itertools.count(1)
 
@@ -80,13 +80,7 @@ class BeatProcess:
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         if self.proc:
             self.log.close()
 

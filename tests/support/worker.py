@@ -20,6 +20,18 @@ def database_url_for_tests() -> str:
     return f"postgres://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
+def stop_process(proc: subprocess.Popen | None, grace_s: float = 20) -> None:
+    """Terminate, and kill what does not stop within the grace period."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 class WorkerProcess:
     def __init__(self, broker_url: str, log_path: Path):
         self.broker_url, self.log_path = broker_url, log_path
@@ -44,13 +56,7 @@ class WorkerProcess:
         raise RuntimeError(f"worker not ready in {timeout_s}s: {self.log_path.read_text()[-2000:]}")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop_process(self.proc)
         self.log.close()
 
     def kill(self) -> None:
