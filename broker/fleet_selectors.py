@@ -5,10 +5,10 @@ from collections import defaultdict
 from datetime import timedelta
 from statistics import mean
 
-from django.db.models import Count, F, Q
+
 from django.utils import timezone
 
-from broker.models import AuditRecord, ClusterHealth, ReconcileRun, Workload, WorkloadState
+from broker.models import AuditRecord, ClusterHealth, ReconcileRun, WorkloadState
 from broker.selectors import cluster_list, workload_list
 from portal.tenancy.access import AnyUser
 

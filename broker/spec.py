@@ -6,7 +6,7 @@ dataclass.  Mapping it onto a control plane's objects lives in that backend's mo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 PRIORITIES = ("low", "normal", "high")

@@ -6,7 +6,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from broker.models import Cluster, Escalation, EscalationKind, EscalationState, Workload, WorkloadState
+from broker.models import Cluster, Escalation, EscalationKind, EscalationState, Workload
 from broker.selectors import escalation_get
 from broker.services.audit import audit
 

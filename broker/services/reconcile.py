@@ -18,13 +18,13 @@ from broker.models import (
     Cluster, ClusterHealth, EscalationKind, ReconcileRun, Reservation, ReservationState, Workload, WorkloadState,
 )
 from broker.models.workload import TERMINAL_STATES
-from broker.services.audit import audit
+from broker.services import tasks_bridge
 from broker.services.cancel import cancel_propagate
 from broker.services.dispatch import attempt_lease_s, workload_dispatch
 from broker.services.escalations import escalation_open
 from broker.services.inventory import cluster_mark_stale
 from broker.services.policy import current_policy
-from broker.services.quota import reservation_expire, reservation_release
+from broker.services.quota import reservation_confirm, reservation_expire, reservation_release
 
 
 @dataclass
@@ -69,8 +69,6 @@ def _expire_or_confirm_reservations(now: datetime, report: ReconcileReport) -> N
     for reservation in due:
         workload = reservation.workload
         if workload.destination_job_id:
-            from broker.services.quota import reservation_confirm
-
             report.confirmed += reservation_confirm(workload=workload, cluster=workload.cluster)
             continue
         if workload.state == WorkloadState.DISPATCHING and not _nothing_at_destination(workload):
@@ -81,8 +79,6 @@ def _expire_or_confirm_reservations(now: datetime, report: ReconcileReport) -> N
                 WorkloadState.RESERVED, WorkloadState.DISPATCHING)).update(
                 state=WorkloadState.WAITING, reason="other",
                 raw_reason="reservation expired before the destination acknowledged it")
-            from broker.services import tasks_bridge
-
             tasks_bridge.enqueue_place(workload.id)
 
 

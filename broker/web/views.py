@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from broker.models import GpuClass
 from broker.selectors import (
-    cluster_list, escalation_get, escalation_list, quota_get, quota_list, reservation_list,
+    escalation_get, escalation_list, quota_get, quota_list, reservation_list,
     workload_get, workload_newest, workload_timeline,
 )
 from broker.services.escalations import escalation_acknowledge, escalation_resolve
