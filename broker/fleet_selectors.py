@@ -5,7 +5,6 @@ from collections import defaultdict
 from datetime import timedelta
 from statistics import mean
 
-
 from django.utils import timezone
 
 from broker.models import AuditRecord, ClusterHealth, ReconcileRun, WorkloadState
