@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, ProjectIdentity, Rejected, Unavailable, UsageRecord)
+    DestinationJob, InventorySnapshot, ProjectIdentity, QueueStats, Rejected, Unavailable, UsageRecord)
+from broker.backends.kube import inventory as inv
 from broker.backends.kube.common import (
     WORKLOAD_LABEL, BackendSettings, KubeClient, KubeConfig, KubeRejected, first,
     label_value, split_ref, workload_of)
@@ -51,8 +52,20 @@ class KubeJobBackend:
     def _describe(self, objs: list[dict[str, Any]]) -> list[DestinationJob]:
         raise NotImplementedError
 
-    def inventory(self) -> InventorySnapshot:
+    def pool_namer(self) -> Callable[..., str]:
+        """How GPU pools are named here (Kueue: its ResourceFlavors; Volcano: the product)."""
         raise NotImplementedError
+
+    def queue_stats(self) -> QueueStats:
+        raise NotImplementedError
+
+    def inventory(self) -> InventorySnapshot:
+        taken_at = now_utc()
+        nodes = inv.read_nodes(self.kube, self.settings)
+        pods = inv.read_gpu_pods(self.kube)
+        pools = inv.build_pools(nodes, pods, self.settings, self.kind, self.pool_namer())
+        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
+                                 queue=self.queue_stats())
 
     def active_jobs(self) -> list[DestinationJob]:
         raise NotImplementedError

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
+    DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
 from broker.backends.kube import inventory as inv
 from broker.backends.kube.common import (
     PRODUCT_LABEL, condition, dns_name, is_gpu_resource, is_true, job_ref, object_annotations,
     object_labels, parse_time, pod_gpus, quantity, worker_pod_spec, workload_of)
-from broker.backends.kube.jobs import KubeJobBackend, note_deleting, now_utc, seconds_between
+from broker.backends.kube.jobs import KubeJobBackend, note_deleting, seconds_between
 from broker.spec import WorkloadSpec
 
 KUEUE_GROUP = "kueue.x-k8s.io"
@@ -224,14 +224,8 @@ class KueueBackend(KubeJobBackend):
         return out
 
     # ---- inventory and accounting ---------------------------------------------------
-    def inventory(self) -> InventorySnapshot:
-        taken_at = now_utc()
-        nodes = inv.read_nodes(self.kube, self.settings)
-        pods = inv.read_gpu_pods(self.kube)
-        flavors = self._custom("resourceflavors")
-        pools = inv.build_pools(nodes, pods, self.settings, self.kind, inv.flavor_namer(flavors))
-        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
-                                 queue=self.queue_stats())
+    def pool_namer(self) -> Callable[..., str]:
+        return inv.flavor_namer(self._custom("resourceflavors"))
 
     def queue_stats(self) -> QueueStats:
         """ClusterQueue pendingWorkloads, plus the GPUs those pending Workloads ask for."""

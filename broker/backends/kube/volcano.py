@@ -12,15 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
+    DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
 from broker.backends.kube import inventory as inv
 from broker.backends.kube.common import (
     PRODUCT_LABEL, condition, dns_name, is_gpu_resource, job_ref, object_annotations,
     object_labels, parse_time, pod_gpus, quantity, worker_pod_spec, workload_of)
-from broker.backends.kube.jobs import KubeJobBackend, note_deleting, now_utc, seconds_between
+from broker.backends.kube.jobs import KubeJobBackend, note_deleting, seconds_between
 from broker.spec import WorkloadSpec
 
 BATCH = ("batch.volcano.sh", "v1alpha1", "jobs")
@@ -202,13 +202,8 @@ class VolcanoBackend(KubeJobBackend):
         return out
 
     # ---- inventory and accounting ---------------------------------------------------
-    def inventory(self) -> InventorySnapshot:
-        taken_at = now_utc()
-        nodes = inv.read_nodes(self.kube, self.settings)
-        pods = inv.read_gpu_pods(self.kube)
-        pools = inv.build_pools(nodes, pods, self.settings, self.kind, inv.product_namer)
-        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
-                                 queue=self.queue_stats())
+    def pool_namer(self) -> Callable[..., str]:
+        return inv.product_namer
 
     def queue_stats(self) -> QueueStats:
         """PodGroups not yet running (Pending/Inqueue) and the GPUs their gangs need."""
