@@ -8,7 +8,7 @@ from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
 from broker.models import Workload, WorkloadState
 from broker.services.audit import audit
-from broker.services.dispatch import attempt_lease_s
+from broker.services.dispatch import attempt_in_flight
 from broker.services.quota import reservation_release
 
 
@@ -33,8 +33,7 @@ def cancel_propagate(*, workload_id: int) -> Workload:
 
 def _look_up(workload: Workload, backend) -> str | None:
     """'' when the destination holds nothing for it; None when that can't be known yet."""
-    last = workload.attempts.order_by("-number").first()
-    if last and last.state == "started" and (timezone.now() - last.created_at).total_seconds() < attempt_lease_s():
+    if attempt_in_flight(workload):
         return None
     found = backend.find(workload.uid)
     if found is None:

@@ -46,11 +46,21 @@ def workload_dispatch(*, workload_id: int) -> Workload:
     return _run_attempt(workload, attempt)
 
 
+def _in_flight(attempt: DispatchAttempt | None) -> bool:
+    return bool(attempt and attempt.state == AttemptState.STARTED
+                and timezone.now() - attempt.created_at < timedelta(seconds=attempt_lease_s()))
+
+
+def attempt_in_flight(workload: Workload) -> bool:
+    """An attempt is still trusted to be talking to the destination: neither look the
+    workload up as absent nor send it again until its lease runs out."""
+    return _in_flight(workload.attempts.order_by("-number").first())
+
+
 def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
     """Write the attempt before calling the cluster; None when another attempt is in flight."""
     last = workload.attempts.order_by("-number").first()
-    if last and last.state == AttemptState.STARTED and (
-            timezone.now() - last.created_at) < timedelta(seconds=attempt_lease_s()):
+    if _in_flight(last):
         return None
     try:
         with transaction.atomic():

@@ -20,7 +20,7 @@ from broker.models import (
 from broker.models.workload import TERMINAL_STATES
 from broker.services import tasks_bridge
 from broker.services.cancel import cancel_propagate
-from broker.services.dispatch import attempt_lease_s, workload_dispatch
+from broker.services.dispatch import attempt_in_flight, attempt_lease_s, workload_dispatch
 from broker.services.escalations import escalation_open
 from broker.services.inventory import cluster_mark_stale
 from broker.services.policy import current_policy
@@ -86,8 +86,7 @@ def _nothing_at_destination(workload: Workload) -> bool:
     """True only when the destination answered that it has no job for this workload.
 
     A found job is adopted on the spot (the reply was lost, the job is real)."""
-    last = workload.attempts.order_by("-number").first()
-    if last and last.state == "started" and (timezone.now() - last.created_at).total_seconds() < attempt_lease_s():
+    if attempt_in_flight(workload):
         return False
     try:
         found = backend_for(workload.cluster).find(workload.uid)
