@@ -1,7 +1,6 @@
 """The streaming sacct parser on the real ``sacct -P -X`` sample from the Slurm test cluster."""
 from __future__ import annotations
 
-import importlib.util
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -9,7 +8,8 @@ import pytest
 
 from accounting.sacct import iter_sacct_usage, parse_gpu_tres, sacct_usage
 
-SAMPLE = Path("/work/shared/slurm/samples/sacct-P-X.txt")
+# the real sample from ../shared/slurm/samples, kept in the repository with the Slurm fixtures
+SAMPLE = Path(__file__).resolve().parents[1] / "broker" / "backends" / "slurm" / "fixtures" / "sacct-P-X.txt"
 
 # JobID -> (GPUs, GPU-seconds) worked out by hand from AllocTRES gres/gpu x ElapsedRaw.
 EXPECTED = {
@@ -22,7 +22,6 @@ EXPECTED = {
 }
 
 
-@pytest.mark.skipif(not SAMPLE.exists(), reason="shared Slurm samples not present")
 def test_real_sample_gives_hand_computed_gpu_seconds():
     with SAMPLE.open() as f:
         records = list(iter_sacct_usage(f, cluster="ci"))
@@ -57,14 +56,7 @@ def test_gpu_tres_parsing():
     assert parse_gpu_tres("cpu=1") == (0, "")
 
 
-def _slurm_backend_present() -> bool:
-    return importlib.util.find_spec("broker.backends.slurm") is not None
-
-
-@pytest.mark.skipif(not SAMPLE.exists(), reason="shared Slurm samples not present")
 def test_sacct_usage_through_the_slurm_backend_agrees_by_hand():
-    if not _slurm_backend_present():
-        pytest.skip("broker/backends/slurm is not there: sacct_usage falls back to our parser")
     with SAMPLE.open() as f:
         records = list(sacct_usage(f, cluster="ci"))
     assert {r.job_id: (r.gpus, r.gpu_seconds) for r in records} == EXPECTED
@@ -75,11 +67,8 @@ def test_sacct_usage_through_the_slurm_backend_agrees_by_hand():
 
 
 @pytest.mark.django_db
-@pytest.mark.skipif(not SAMPLE.exists(), reason="shared Slurm samples not present")
 def test_real_sacct_lines_collected_into_the_ledger(monkeypatch, onprem, gpu_class):
     """The real sample through the Slurm backend's usage() and usage_collect, into the ledger."""
-    if not _slurm_backend_present():
-        pytest.skip("broker/backends/slurm is not there")
     from accounting.sacct import _LinesTransport
     from accounting.services import usage as usage_service
     from broker.backends.slurm.backend import SlurmBackend
