@@ -5,6 +5,7 @@ background tasks in-process, so a laptop with only Python can run the demo.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import django
@@ -52,6 +53,8 @@ if django.VERSION < (6, 0):
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # /static/ with debug off (the default) in the demo and under gunicorn alike
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -102,6 +105,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# WhiteNoise also serves straight from the finders (static/ and the apps' static folders),
+# so a fresh clone needs no collectstatic; gunicorn in docker-compose still collects first.
+WHITENOISE_USE_FINDERS = True
+# ...and without a collectstatic there is no STATIC_ROOT yet: that is expected, not worth a warning
+warnings.filterwarnings("ignore", message="No directory at: .*staticfiles", category=UserWarning)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
