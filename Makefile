@@ -4,6 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(VENV)/bin/pip
 STAMP  := $(VENV)/.installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
 
 .PHONY: demo test install migrate check-migrations worker beat clean
 
@@ -18,9 +20,9 @@ install: $(STAMP)
 migrate: $(STAMP)
 	$(PY) manage.py migrate --no-input -v0
 
-## make demo: SQLite, in-process background work, three simulated clusters, http://127.0.0.1:8000
+## make demo [PORT=8010]: SQLite, in-process background work, three simulated clusters, http://127.0.0.1:8000
 demo: migrate
-	GPUBROKER_USAGE_INTERVAL_S=$${GPUBROKER_USAGE_INTERVAL_S:-60} $(PY) manage.py demo
+	GPUBROKER_USAGE_INTERVAL_S=$${GPUBROKER_USAGE_INTERVAL_S:-60} $(PY) manage.py demo --addrport $(HOST):$(PORT)
 
 ## make test: the whole suite (set DATABASE_URL / CELERY_BROKER_URL to use real services)
 test: $(STAMP)

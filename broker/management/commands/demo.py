@@ -6,7 +6,7 @@ import os
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 
 class Command(BaseCommand):
@@ -14,10 +14,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--addrport", default="127.0.0.1:8000")
+        parser.add_argument("--port", type=int, default=None, help="serve on this port (overrides addrport's)")
         parser.add_argument("--seed-only", action="store_true")
 
-    def handle(self, *args, addrport: str, seed_only: bool, **options) -> None:
+    def handle(self, *args, addrport: str, port: int | None, seed_only: bool, **options) -> None:
         from broker.services.demo import demo_seed
+
+        if port is not None:
+            if not 1 <= port <= 65535:
+                raise CommandError(f"--port: expected 1-65535, got {port}")
+            addrport = f"{addrport.rpartition(':')[0] or '127.0.0.1'}:{port}"
 
         seed = demo_seed()
         self.stdout.write(self.style.SUCCESS("Demo users (username / password / role):"))
