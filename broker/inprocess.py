@@ -24,6 +24,7 @@ class Ticker(threading.Thread):
     def run(self) -> None:
         from accounting import tasks as accounting_tasks
         from broker import tasks
+        from portal.metrics import tasks as metrics_tasks
 
         schedule = {
             "inventory": (settings.GPUBROKER_INVENTORY_INTERVAL_S, tasks.sync_all_inventory),
@@ -31,6 +32,7 @@ class Ticker(threading.Thread):
             "place": (settings.GPUBROKER_STATUS_INTERVAL_S, tasks.place_waiting),
             "reconcile": (settings.GPUBROKER_RECONCILE_INTERVAL_S, tasks.reconcile),
             "usage": (settings.GPUBROKER_USAGE_INTERVAL_S, accounting_tasks.collect_all_usage),
+            "sample": (settings.GPUBROKER_SAMPLE_INTERVAL_S, metrics_tasks.sample_fleet),
         }
         while not self.stop_event.is_set():
             now = time.monotonic()

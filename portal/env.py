@@ -112,3 +112,24 @@ def broker_url(name: str) -> str:
             f"{name}: unknown scheme {urlsplit(raw).scheme!r} in {raw!r}; use redis:// or amqp://"
         )
     return raw
+
+
+def env_networks(name: str, default: list[str]) -> list[str]:
+    """Comma-separated IP addresses or networks (``10.0.0.0/8``); each is checked here."""
+    import ipaddress
+
+    items = env_list(name, default)
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or network") from None
+    return items
+
+
+def env_secret(name: str, *, min_length: int) -> str:
+    """An optional secret: empty, or at least ``min_length`` characters without spaces."""
+    value = os.environ.get(name, "").strip()
+    if value and (len(value) < min_length or any(ch.isspace() for ch in value)):
+        raise ImproperlyConfigured(f"{name}: must be at least {min_length} characters without spaces")
+    return value

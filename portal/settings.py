@@ -17,6 +17,8 @@ from portal.env import (
     env_float,
     env_int,
     env_list,
+    env_networks,
+    env_secret,
     env_str,
 )
 
@@ -47,6 +49,7 @@ INSTALLED_APPS = [
     "portal.pages",
     "broker",
     "accounting",
+    "portal.metrics",
 ]
 if django.VERSION < (6, 0):
     INSTALLED_APPS.append("template_partials")
@@ -155,6 +158,12 @@ GPUBROKER_USAGE_INTERVAL_S = env_int("GPUBROKER_USAGE_INTERVAL_S", 900, minimum=
 GPUBROKER_ACCOUNTING_TOLERANCE = env_float("GPUBROKER_ACCOUNTING_TOLERANCE", 0.02)
 # Demo: the simulated fleet's clock runs this many times faster than wall time.
 GPUBROKER_SIM_TIME_SCALE = env_float("GPUBROKER_SIM_TIME_SCALE", 120.0, minimum=1.0)
+# /metrics: a Bearer token, or a client address in the allow-list (REMOTE_ADDR).
+GPUBROKER_METRICS_TOKEN = env_secret("GPUBROKER_METRICS_TOKEN", min_length=16)
+GPUBROKER_METRICS_ALLOW = env_networks("GPUBROKER_METRICS_ALLOW", ["127.0.0.1", "::1"])
+# Fleet figures sampled for the charts, and how long the samples are kept.
+GPUBROKER_SAMPLE_INTERVAL_S = env_int("GPUBROKER_SAMPLE_INTERVAL_S", 300, minimum=1)
+GPUBROKER_SAMPLE_KEEP_DAYS = env_int("GPUBROKER_SAMPLE_KEEP_DAYS", 400, minimum=1)
 
 LOGGING = {
     "version": 1,
@@ -171,4 +180,5 @@ CELERY_BEAT_SCHEDULE = {
     "place-waiting": {"task": "broker.tasks.place_waiting", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},
     "reconcile": {"task": "broker.tasks.reconcile", "schedule": float(GPUBROKER_RECONCILE_INTERVAL_S)},
     "collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": float(GPUBROKER_USAGE_INTERVAL_S)},
+    "sample-fleet": {"task": "portal.metrics.tasks.sample_fleet", "schedule": float(GPUBROKER_SAMPLE_INTERVAL_S)},
 }

@@ -8,6 +8,7 @@ from portal.pages import views as pages
 urlpatterns = [
     path("", pages.home, name="home"),
     path("healthz", pages.healthz, name="healthz"),
+    path("", include("portal.metrics.urls")),
     path("login/", auth_views.LoginView.as_view(template_name="portal/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

@@ -1,0 +1,109 @@
+"""The Prometheus collector: every scrape reads the database, so no figure resets on restart.
+
+Counters and histograms are cumulative over the stored history (every started workload,
+every failed placement on the audit trail), which is what Prometheus expects of them.
+"""
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Iterator
+
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric)
+
+from portal.metrics import readings
+
+# Seconds: from "started at once" to "waited a day"; the last bucket is +Inf.
+WAIT_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
+
+
+class FleetCollector:
+    def collect(self) -> Iterator[Metric]:
+        now = timezone.now()
+        yield self._gpus()
+        yield self._queue_depth()
+        yield from self._wait_histograms()
+        failed = CounterMetricFamily("gpubroker_failed_placements", "Placements refused by a destination or "
+                                     "rejected by the broker, since the start of the audit trail")
+        failed.add_metric([], readings.failed_placements())
+        yield failed
+        yield from self._lags(now)
+        yield self._cloud_spend(now)
+
+    def _gpus(self) -> Metric:
+        gpus = GaugeMetricFamily("gpubroker_gpus", "GPUs per cluster, GPU class and resource by state; "
+                                 "resource 'gpu' is whole GPUs, 'mig-<profile>' counts MIG slices apart",
+                                 labels=["cluster", "location", "gpu_class", "resource", "state"])
+        for cell in readings.capacity_cells():
+            for state in readings.GPU_STATES:
+                gpus.add_metric([cell.cluster, cell.location, cell.gpu_class, cell.resource, state],
+                                getattr(cell, state))
+        return gpus
+
+    def _queue_depth(self) -> Metric:
+        depth = GaugeMetricFamily("gpubroker_queue_depth", "Workloads not yet running, per GPU class",
+                                  labels=["gpu_class"])
+        for gpu_class, count in sorted(readings.queue_depth_by_class().items()):
+            depth.add_metric([gpu_class], count)
+        return depth
+
+    def _wait_histograms(self) -> Iterator[Metric]:
+        wait, first = _Histogram(), _Histogram()
+        rows = readings.started_workloads().values_list("created_at", "dispatched_at", "started_at")
+        for queue_wait, time_to_first in readings.waits(rows.iterator()):
+            wait.observe(queue_wait)
+            if time_to_first is not None:
+                first.observe(time_to_first)
+        yield wait.family("gpubroker_queue_wait_seconds", "From submission to the first GPU, per started workload")
+        yield first.family("gpubroker_time_to_first_gpu_seconds",
+                           "From hand-over to the cluster's scheduler to the first GPU, per started workload")
+
+    def _lags(self, now) -> Iterator[Metric]:
+        lag = readings.reconcile_lag_s(now)
+        if lag is not None:  # no pass yet: no sample, rather than a made-up zero
+            yield GaugeMetricFamily("gpubroker_reconcile_lag_seconds",
+                                    "Seconds since the last reconciliation pass finished", value=lag)
+        age = GaugeMetricFamily("gpubroker_inventory_age_seconds",
+                                "Seconds since each cluster's last inventory report", labels=["cluster"])
+        for cluster, seconds in sorted(readings.inventory_age_s(now).items()):
+            if seconds is not None:
+                age.add_metric([cluster], seconds)
+        yield age
+
+    def _cloud_spend(self, now) -> Metric:
+        spend = GaugeMetricFamily("gpubroker_cloud_spend_month", "Estimated cloud spend since the first of "
+                                  "the month (GPU-hours x list price; bills come later)", labels=["cluster"])
+        per_cluster: dict[str, float] = {}
+        for (_, cluster), amount in readings.cloud_spend_month(now).items():
+            per_cluster[cluster] = per_cluster.get(cluster, 0.0) + float(amount)
+        for cluster, amount in sorted(per_cluster.items()):
+            spend.add_metric([cluster], round(amount, 2))
+        return spend
+
+
+class _Histogram:
+    def __init__(self) -> None:
+        self.counts = [0] * (len(WAIT_BUCKETS) + 1)
+        self.total = 0.0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(WAIT_BUCKETS, value)] += 1
+        self.total += value
+
+    def family(self, name: str, documentation: str) -> Metric:
+        cumulative, buckets = 0, []
+        for bound, count in zip((*(str(b) for b in WAIT_BUCKETS), "+Inf"), self.counts):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        family = HistogramMetricFamily(name, documentation)
+        family.add_metric([], buckets=buckets, sum_value=self.total)
+        return family
+
+
+def exposition() -> bytes:
+    """The scrape body; a private registry, so no process-global counter is ever reported."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(FleetCollector())
+    return generate_latest(registry)

@@ -1,0 +1,126 @@
+"""Fleet-wide reads for the scrape and the sampler (no user: both run as the platform).
+
+Figures come from the database at read time, so they are right after a restart; the
+pages read the sampled history through ``selectors``, scoped to the user.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Iterable, Iterator
+
+from django.db.models import Q
+
+from broker.models import AuditRecord, Cluster, GpuClass, GpuPool, Location, ReconcileRun, Workload, WorkloadState
+from broker.placement.policy import model_key
+
+WAITING_STATES = (WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED,
+                  WorkloadState.DISPATCHING, WorkloadState.QUEUED)
+FAILED_PLACEMENT_ACTIONS = ("dispatch.rejected", "workload.rejected")
+GPU_STATES = ("total", "allocatable", "allocated", "reserved", "idle")
+UNCLASSIFIED = "unclassified"
+CENT = Decimal("0.01")
+
+
+@dataclass
+class CapacityCell:
+    cluster: str
+    location: str
+    gpu_class: str
+    resource: str
+    total: int = 0
+    allocatable: int = 0
+    allocated: int = 0
+    reserved: int = 0
+    idle: int = 0
+
+    def add(self, pool: GpuPool) -> None:
+        for state in GPU_STATES:
+            setattr(self, state, getattr(self, state) + getattr(pool, f"gpus_{state}"))
+
+
+def resource_of(partitioning: str) -> str:
+    """Whole GPUs are ``gpu``; a MIG pool counts slices of its profile, never GPUs."""
+    return "gpu" if partitioning.lower() == "whole" else f"mig-{partitioning.lower()}"
+
+
+def class_of(gpu_model: str, memory_gb: int, classes: list[GpuClass]) -> str:
+    """The narrowest class a pool's GPUs belong to (classes overlap: an 80 GB A100 also
+    satisfies a100-40gb); each pool is counted once, under the class with the most memory."""
+    key = model_key(gpu_model)
+    fitting = [c for c in classes if memory_gb >= c.min_memory_gb and key in {model_key(m) for m in c.gpu_models}]
+    return max(fitting, key=lambda c: (c.min_memory_gb, c.slug)).slug if fitting else UNCLASSIFIED
+
+
+def capacity_cells() -> list[CapacityCell]:
+    classes = list(GpuClass.objects.all())
+    cells: dict[tuple[str, str, str], CapacityCell] = {}
+    for pool in GpuPool.objects.select_related("cluster").filter(cluster__enabled=True):
+        key = (pool.cluster.name, class_of(pool.gpu_model, pool.gpu_memory_gb, classes), resource_of(pool.partitioning))
+        cell = cells.setdefault(key, CapacityCell(key[0], pool.cluster.location, key[1], key[2]))
+        cell.add(pool)
+    return [cells[k] for k in sorted(cells)]
+
+
+def queue_depth_by_class() -> dict[str, int]:
+    depth: dict[str, int] = defaultdict(int)
+    rows = Workload.objects.filter(state__in=WAITING_STATES).values_list("gpu_class__slug")
+    for (slug,) in rows.iterator():
+        depth[slug or UNCLASSIFIED] += 1
+    return dict(depth)
+
+
+def waits(workloads: Iterable[tuple[datetime, datetime | None, datetime]]) -> Iterator[tuple[float, float | None]]:
+    """(queue wait, time to first GPU) per started workload, in seconds.
+
+    Queue wait runs from submission to the first GPU; time to first GPU from the hand-over
+    to the cluster's scheduler to the first GPU (the part the destination is responsible for)."""
+    for created, dispatched, started in workloads:
+        wait = max(0.0, (started - created).total_seconds())
+        first = max(0.0, (started - dispatched).total_seconds()) if dispatched else None
+        yield wait, first
+
+
+def started_workloads(since: datetime | None = None):
+    qs = Workload.objects.filter(started_at__isnull=False)
+    if since is not None:
+        qs = qs.filter(started_at__gte=since)
+    return qs
+
+
+def failed_placements() -> int:
+    return AuditRecord.objects.filter(action__in=FAILED_PLACEMENT_ACTIONS).count()
+
+
+def reconcile_lag_s(now: datetime) -> float | None:
+    last = ReconcileRun.objects.order_by("-finished_at").first()
+    return (now - last.finished_at).total_seconds() if last else None
+
+
+def inventory_age_s(now: datetime) -> dict[str, float | None]:
+    return {c.name: (now - c.last_inventory_at).total_seconds() if c.last_inventory_at else None
+            for c in Cluster.objects.filter(enabled=True)}
+
+
+def cloud_spend_month(now: datetime) -> dict[tuple[int, str], Decimal]:
+    """Estimated cloud spend since the first of the month per (tenant id, cluster): GPU-hours
+    run this month x the cluster's list price, running jobs so far (bills come later)."""
+    first = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    spend: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
+    rows = (Workload.objects.filter(cluster__location=Location.CLOUD, started_at__isnull=False, started_at__lt=now)
+            .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=first))
+            .values_list("tenant_id", "cluster__name", "cluster__price_per_gpu_hour", "total_gpus",
+                         "started_at", "ended_at"))
+    for tenant_id, cluster, price, gpus, started, ended in rows.iterator():
+        seconds = max(0.0, (min(ended or now, now) - max(started, first)).total_seconds())
+        spend[(tenant_id, cluster)] += Decimal(seconds) / 3600 * gpus * price
+    return {k: v.quantize(CENT) for k, v in spend.items()}
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
