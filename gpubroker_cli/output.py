@@ -1,0 +1,56 @@
+"""Plain-text tables and lines for the terminal."""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    cells = [[_text(v) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def workload_status(w: dict) -> str:
+    lines = [f"{w.get('id')}  {w.get('name')}  {w.get('state')}"]
+    for label, key in (("project", "project"), ("cluster", "cluster"), ("destination job", "destination_job_id"),
+                       ("created", "created_at"), ("started", "started_at"), ("ended", "ended_at")):
+        if w.get(key) not in (None, ""):
+            lines.append(f"  {label}: {w[key]}")
+    reason = w.get("local_reason_text") or w.get("local_reason") or w.get("reason")
+    if reason:
+        lines.append(f"  why: {reason}")
+    raw = w.get("reason") if w.get("reason") and w.get("reason") != reason else ""
+    if raw:
+        lines.append(f"  scheduler says: {raw}")
+    return "\n".join(lines)
+
+
+def explain(e: dict) -> str:
+    chosen = e.get("chosen")
+    parts = [f"policy {e.get('policy_version', '?')}; chosen: "
+             + (f"{chosen.get('cluster')}/{chosen.get('pool')}" if chosen else "none yet")]
+    candidates = e.get("candidates") or []
+    terms = sorted({name for c in candidates for name in (c.get("terms") or {})})
+    if candidates:
+        parts += ["", "Ranking", table(["#", "cluster", "pool", "score", *terms],
+                                       [[i, c.get("cluster"), c.get("pool"), c.get("score"),
+                                         *[(c.get("terms") or {}).get(t) for t in terms]]
+                                        for i, c in enumerate(candidates, 1)])]
+    excluded = e.get("excluded") or []
+    if excluded:
+        parts += ["", "Excluded", table(["cluster", "rule", "detail"],
+                                        [[x.get("cluster"), x.get("rule"), x.get("detail")] for x in excluded])]
+    if not candidates and not excluded:
+        parts.append("no placement decision yet")
+    return "\n".join(parts)
