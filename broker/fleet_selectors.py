@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from broker.models import AuditRecord, ClusterHealth, ReconcileRun, WorkloadState
 from broker.selectors import cluster_list, workload_list
+from broker.services.status import run_seconds_of
 from portal.tenancy.access import AnyUser
 
 
@@ -29,13 +30,21 @@ def _percentile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
+def _unit(pool) -> str:
+    """What one counted unit is: a whole GPU of a model, or a MIG slice of one.  Seven
+    1g.10gb slices are not seven A100s, so each profile gets a line of its own."""
+    if pool.partitioning in ("", "whole"):
+        return pool.gpu_model
+    return f"{pool.gpu_model} MIG {pool.partitioning} slices"
+
+
 def overview(*, user: AnyUser) -> dict:
     now = timezone.now()
     rows = cluster_rows(user=user)
     capacity: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:
         for pool in row["pools"]:
-            cell = capacity[(row["cluster"].name, pool.gpu_model)]
+            cell = capacity[(row["cluster"].name, _unit(pool))]
             for key in ("gpus_total", "gpus_allocatable", "gpus_allocated", "gpus_reserved", "gpus_idle"):
                 cell[key] += getattr(pool, key)
     return {"rows": rows, "capacity": sorted((k, dict(v)) for k, v in capacity.items()),
@@ -56,7 +65,7 @@ def _figures(user: AnyUser, now) -> dict:
     cloud = mine.filter(cluster__location="cloud", started_at__isnull=False, started_at__gte=now.replace(day=1))
     spend = 0.0
     for w in cloud.select_related("cluster"):
-        hours = ((w.ended_at or now) - w.started_at).total_seconds() / 3600
+        hours = (run_seconds_of(w) or 0.0) / 3600  # the cluster's run time, not the demo's wall span
         spend += hours * w.total_gpus * float(w.cluster.price_per_gpu_hour)
     return {
         "queue_wait_mean_s": mean(waits) if waits else None,

@@ -44,7 +44,10 @@ def reconciliation_run_all(*, period: date, actor=None) -> list[ReconciliationRu
 
 
 def broker_seconds(w: Workload) -> int:
-    return int((w.ended_at - w.started_at).total_seconds()) * w.total_gpus
+    """GPU-seconds by the broker's record: the run time the cluster reported at the end when it
+    reported one (a time-compressed simulation), else the span the broker saw."""
+    ran = w.run_seconds if w.run_seconds is not None else (w.ended_at - w.started_at).total_seconds()
+    return int(ran) * w.total_gpus
 
 
 def _gather(cluster: Cluster, period: date) -> _Evidence:

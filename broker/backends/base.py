@@ -151,6 +151,9 @@ class DestinationJob:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     worker_cluster: str = ""  # MultiKueue: which worker cluster took the job
+    # The job's elapsed run time as the cluster reports it, when it reports one; it wins
+    # over ended_at - started_at (a time-compressed simulation reports simulated time).
+    run_s: float | None = None
 
 
 @dataclass(frozen=True)

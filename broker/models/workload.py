@@ -61,6 +61,9 @@ class Workload(models.Model):
     dispatched_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
+    run_seconds = models.FloatField(
+        null=True, blank=True,
+        help_text="Run time the cluster reports; empty: ended_at - started_at is all we know")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -19,3 +19,17 @@ def audit(
         inputs=inputs or {}, cluster=cluster, score_breakdown=score_breakdown or {},
         destination_job_id=destination_job_id,
     )
+
+
+def audit_link_destination(*, workload: Workload, cluster: str, destination_job_id: str) -> int:
+    """Write the destination job id onto the placement decision that sent the workload there.
+
+    The decision is recorded before dispatch, when no job id exists yet; filling in that one
+    blank field later (never changing anything else) lets the timeline show, on the decision
+    itself, which job it became.  Returns how many records were completed (0 or 1)."""
+    decision = (AuditRecord.objects.filter(workload=workload, action="placement.decided", cluster=cluster,
+                                           destination_job_id="")
+                .order_by("-created_at", "-id").values_list("id", flat=True).first())
+    if decision is None:
+        return 0
+    return AuditRecord.objects.filter(id=decision, destination_job_id="").update(destination_job_id=destination_job_id)

@@ -20,7 +20,7 @@ from broker.backends.registry import backend_for, identity_for
 from broker.models import AttemptState, DispatchAttempt, GpuPool, Reservation, Workload, WorkloadState
 from broker.models.quota import LIVE_RESERVATION_STATES
 from broker.services import tasks_bridge
-from broker.services.audit import audit
+from broker.services.audit import audit, audit_link_destination
 from broker.services.quota import reservation_confirm, reservation_release
 from broker.spec import WorkloadSpec, validate_spec
 
@@ -87,8 +87,8 @@ def _earlier_attempt_may_have_landed(workload: Workload, attempt: DispatchAttemp
 
 
 def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
-    backend = backend_for(workload.cluster)
     try:
+        backend = backend_for(workload.cluster)  # inside: a backend that can't be built is no answer
         if _earlier_attempt_may_have_landed(workload, attempt):
             found = backend.find(workload.uid)
             if found is not None:
@@ -124,6 +124,7 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
         destination_job_id=job_id, dispatched_at=now)
     Workload.objects.filter(id=workload.id, state=WorkloadState.DISPATCHING).update(state=WorkloadState.QUEUED)
     reservation_confirm(workload=workload, cluster=workload.cluster, now=now)
+    audit_link_destination(workload=workload, cluster=workload.cluster.name, destination_job_id=job_id)
     if state == AttemptState.ACCEPTED:
         audit(action="dispatch.accepted", workload=workload, cluster=workload.cluster.name,
               destination_job_id=job_id, message=f"attempt {attempt.number}")

@@ -5,6 +5,8 @@ they were (neither released nor charged as ended) until it answers again.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -57,16 +59,32 @@ def _missing(cluster: Cluster, workload: Workload) -> None:
                   "seen_missing_at": timezone.now().isoformat()})
 
 
+def run_seconds_of(workload: Workload) -> float | None:
+    """How long a started workload ran (so far): the cluster's own figure when it gave one."""
+    if workload.run_seconds is not None:
+        return workload.run_seconds
+    if workload.started_at is None:
+        return None
+    return max(0.0, ((workload.ended_at or timezone.now()) - workload.started_at).total_seconds())
+
+
+def _not_before(when: datetime | None, floor: datetime) -> datetime | None:
+    """A cluster's clock may run behind ours: nothing starts before it was created here."""
+    return None if when is None else max(when, floor)
+
+
 @transaction.atomic
 def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     now = timezone.now()
     live = Workload.objects.filter(id=workload.id, state__in=FOLLOWED_STATES)
     fields = {"reason": job.reason.value, "raw_reason": job.raw_reason[:4000],
               "worker_cluster": job.worker_cluster or workload.worker_cluster}
+    started = workload.started_at or _not_before(job.started_at, workload.created_at)
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
-        if not live.update(state=new_state, ended_at=job.ended_at or now,
-                           started_at=workload.started_at or job.started_at, **fields):
+        ended = _not_before(job.ended_at or now, started or workload.created_at)
+        if not live.update(state=new_state, ended_at=ended, started_at=started, run_seconds=job.run_s,
+                           **fields):
             return 0
         reservation_release(workload=workload, reason=f"job ended at destination: {new_state}")
         audit(action=f"workload.{new_state}", workload=workload, cluster=workload.cluster.name,
@@ -74,7 +92,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
         return 1
     if job.state == JobState.RUNNING and workload.state == WorkloadState.QUEUED:
         if live.filter(state=WorkloadState.QUEUED).update(
-                state=WorkloadState.RUNNING, started_at=job.started_at or now, **fields):
+                state=WorkloadState.RUNNING, started_at=started or now, **fields):
             audit(action="workload.running", workload=workload, cluster=workload.cluster.name,
                   destination_job_id=workload.destination_job_id,
                   message=f"on {', '.join(job.nodes)}" if job.nodes else "")

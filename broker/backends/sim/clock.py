@@ -5,10 +5,13 @@ datetime), so every timestamp the simulator reports is an ordinary datetime the
 broker can store and compare.  Two modes:
 
 * manual (tests, trace replay): time moves only on ``advance``/``advance_to``;
-* wall (the demo): time follows the real clock, and job durations are divided by
-  ``time_scale`` so that a 60-minute limit runs out in seconds while every
-  timestamp stays close to the real ``now``, which keeps the broker's freshness
-  checks meaningful.
+* wall (the demo): time *is* the broker's clock (``datetime.now(utc)``, what Django
+  stamps ``created_at`` with), plus whatever ``advance`` added, so nothing the
+  simulator reports can precede what the broker recorded before asking it.  Job
+  durations are divided by ``time_scale`` so that a 60-minute limit runs out in
+  seconds, and ``run_time`` turns such a compressed span back into the simulated
+  run time the cluster reports (a 60-minute job reports 60 minutes), which is what
+  usage and cost are counted in.
 """
 from __future__ import annotations
 
@@ -23,7 +26,9 @@ class SimClock:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
         if origin is None:
-            origin = datetime.now(timezone.utc).replace(microsecond=0)
+            origin = datetime.now(timezone.utc)
+            if not follow_wall:
+                origin = origin.replace(microsecond=0)  # round instants read better in tests
         elif origin.tzinfo is None:
             # naive datetimes would not compare with the broker's aware ones
             origin = origin.replace(tzinfo=timezone.utc)
@@ -31,7 +36,8 @@ class SimClock:
         self.follow_wall = follow_wall
         self.time_scale = float(time_scale)
         self._offset = 0.0
-        self._wall_start = time.monotonic()
+        self._wall_origin = origin.timestamp()
+        self._last = 0.0
         self._lock = threading.Lock()
 
     @property
@@ -42,7 +48,10 @@ class SimClock:
 
     def _seconds_locked(self) -> float:
         if self.follow_wall:
-            return self._offset + (time.monotonic() - self._wall_start)
+            # the wall clock itself, not a monotonic count from a rounded origin: that one
+            # ran up to a second behind the broker, so jobs "started" before they were created
+            self._last = max(self._last, self._offset + (time.time() - self._wall_origin))
+            return self._last  # never backwards, even when the wall clock is stepped back
         return self._offset
 
     def now(self) -> datetime:
@@ -76,6 +85,11 @@ class SimClock:
     def scaled(self, duration_s: float) -> float:
         """A job's nominal duration as it runs on this clock."""
         return duration_s / self.time_scale
+
+    def run_time(self, clock_s: float) -> float:
+        """The simulated run time a span of this clock stands for (``scaled``'s inverse):
+        what the cluster reports as the job's elapsed time."""
+        return clock_s * self.time_scale
 
     def __repr__(self) -> str:
         mode = f"wall x{self.time_scale:g}" if self.follow_wall else "manual"

@@ -369,17 +369,24 @@ class SimulatedCluster:
             reason=job.reason if job.state is JobState.PENDING else Reason.NONE,
             raw_reason=raw, gpus=job.gpus, nodes=job.nodes,
             started_at=None if job.started_at is None else self.clock.at(job.started_at),
-            ended_at=None if job.ended_at is None else self.clock.at(job.ended_at))
+            ended_at=None if job.ended_at is None else self.clock.at(job.ended_at),
+            run_s=self._run_time(job))
+
+    def _run_time(self, job: SimJob) -> float | None:
+        """Elapsed simulated time of a started job (so far, while it runs)."""
+        if job.started_at is None:
+            return None
+        end = job.ended_at if job.ended_at is not None else self._cursor
+        return self.clock.run_time(max(0.0, end - job.started_at))
 
     def _usage_record(self, job: SimJob) -> UsageRecord:
         assert job.started_at is not None
-        end = job.ended_at if job.ended_at is not None else self._cursor
         return UsageRecord(
             source="simulator", cluster=self.name, job_id=job.job_id,
             workload_id=job.workload_id, account=job.account, gpu_model=job.gpu_model,
             gpus=job.gpus, start=self.clock.at(job.started_at),
             end=None if job.ended_at is None else self.clock.at(job.ended_at),
-            gpu_seconds=int(round(job.gpus * (end - job.started_at))), state=job.state.value)
+            gpu_seconds=int(round(job.gpus * (self._run_time(job) or 0.0))), state=job.state.value)
 
     def _pools(self) -> tuple[PoolInventory, ...]:
         groups: dict[str, list[SimNode]] = {}

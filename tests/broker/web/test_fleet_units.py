@@ -1,0 +1,25 @@
+"""/fleet/ counts MIG slices apart from whole GPUs: seven 1g.10gb slices are not seven A100s."""
+from __future__ import annotations
+
+from django.urls import reverse
+
+from broker.fleet_selectors import overview
+
+
+def test_mig_slices_are_counted_apart_from_whole_gpus(trio, make_cluster):
+    make_cluster("gpu", nodes=[8], gpu_model="A100", memory_gb=80)
+    make_cluster("gpu-mig", nodes=[2], gpu_model="A100", memory_gb=80, partitioning="1g.10gb")
+    capacity = dict(overview(user=trio.member)["capacity"])
+    assert capacity[("gpu", "A100")]["gpus_total"] == 8
+    assert capacity[("gpu-mig", "A100 MIG 1g.10gb slices")]["gpus_total"] == 14  # 2 GPUs x 7 slices
+    assert ("gpu-mig", "A100") not in capacity
+
+
+def test_fleet_page_shows_mig_slices_on_their_own_line(trio, make_cluster, login):
+    make_cluster("mixed", nodes=[8], gpu_model="A100", memory_gb=80)
+    make_cluster("mig", nodes=[1], gpu_model="A100", memory_gb=80, partitioning="1g.10gb")
+    body = login(trio.member).get(reverse("fleet")).content.decode()
+    assert "A100 MIG 1g.10gb slices" in body
+    # the fleet is shared infrastructure: a member of another tenant sees the same lines
+    outsider = login(trio.outsider).get(reverse("fleet")).content.decode()
+    assert "A100 MIG 1g.10gb slices" in outsider
