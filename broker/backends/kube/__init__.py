@@ -1,8 +1,8 @@
 """Kubernetes backends: Kueue (batch/v1 Job), Volcano (vcjob) and MultiKueue.
 
 All three talk to the API server through the official ``kubernetes`` client
-(see ``common.KubeClient``); ``emulator.KubeEmulator`` stands in for a cluster
-in tests and demos.
+(see ``common.KubeClient``).  The tests' fast layer, an API emulator, lives under
+tests/broker/backends/kube/emu; the real control planes come from scripts/k8s-cluster.
 """
 from broker.backends.kube.common import BackendSettings, KubeClient, KubeConfig
 from broker.backends.kube.kueue import KueueBackend

@@ -13,8 +13,8 @@ import pytest
 
 from broker.backends.base import ProjectIdentity
 from broker.backends.kube import BackendSettings, KubeConfig, KueueBackend, VolcanoBackend
-from broker.backends.kube.emulator import KubeEmulator
-from broker.backends.kube.emulator_seed import (
+from tests.broker.backends.kube.emu.emulator import KubeEmulator
+from tests.broker.backends.kube.emu.emulator_seed import (
     A100, NAMESPACE, seed_kueue, seed_nodes, seed_volcano)
 from broker.backends.kube.jobs import KubeJobBackend
 from broker.spec import WorkloadSpec

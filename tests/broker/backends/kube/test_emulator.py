@@ -7,7 +7,7 @@ from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import Unavailable
 from broker.backends.kube.common import KubeClient, KubeConfig
-from broker.backends.kube.emulator_store import matches_fields, matches_labels
+from tests.broker.backends.kube.emu.emulator_store import matches_fields, matches_labels
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import pytest
 
 from broker.backends.base import JobState, Reason
 from broker.backends.kube import BackendSettings, KueueBackend
-from broker.backends.kube.emulator_seed import KUEUE
+from tests.broker.backends.kube.emu.emulator_seed import KUEUE
 from broker.backends.kube.kueue import classify_pending
 
 CQS = (KUEUE, "clusterqueues")

@@ -7,9 +7,10 @@ import pytest
 
 from broker.backends.kube import BackendSettings, KubeConfig, KueueBackend, VolcanoBackend
 from broker.backends.kube.common import dns_name, label_value
-from broker.backends.kube.emulator_seed import NAMESPACE
-from broker.backends.kube.validation import (
-    ManifestError, crd_schema, manifest_errors, shared_dir, validate_manifest)
+from tests.broker.backends.kube.emu.emulator_seed import NAMESPACE
+from tests.broker.backends.kube.emu import validation
+from tests.broker.backends.kube.emu.validation import (
+    CRD_DIR, ManifestError, crd_schema, manifest_errors, validate_manifest)
 from broker.backends.base import ProjectIdentity
 from broker.spec import WorkloadSpec
 
@@ -106,15 +107,14 @@ def test_volcano_emulator_objects_are_crd_valid(volcano):
             assert manifest_errors(obj) == [], (gp, obj["metadata"]["name"])
 
 
-def test_shared_dir_override(monkeypatch, tmp_path):
-    assert (shared_dir() / "crds" / "FACTS.md").exists()
+def test_crd_schemas_come_from_the_pinned_modules_copies(monkeypatch, tmp_path):
+    assert (CRD_DIR / "kueue-v0.19.2" / "kueue.x-k8s.io_workloads.yaml").exists()
     with pytest.raises(ManifestError, match="does not serve"):
         crd_schema("batch.volcano.sh", "Job", "v9")
-    monkeypatch.setenv("GPUBROKER_SHARED_DIR", str(tmp_path))
-    assert shared_dir() == tmp_path
+    monkeypatch.setattr(validation, "CRD_DIR", tmp_path)
     crd_schema.cache_clear()
     try:
-        with pytest.raises(ManifestError, match="GPUBROKER_SHARED_DIR"):
+        with pytest.raises(ManifestError, match="not found"):
             crd_schema("scheduling.volcano.sh", "Queue", "v1beta1")
     finally:
         crd_schema.cache_clear()

@@ -7,8 +7,8 @@ import pytest
 
 from broker.backends.base import JobState, ProjectIdentity, Reason
 from broker.backends.kube import KubeConfig, MultiKueueBackend
-from broker.backends.kube.emulator import KubeEmulator
-from broker.backends.kube.emulator_seed import (
+from tests.broker.backends.kube.emu.emulator import KubeEmulator
+from tests.broker.backends.kube.emu.emulator_seed import (
     A100, NAMESPACE, seed_kueue, seed_multikueue)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from broker.backends.base import JobState, Reason, Rejected
 from broker.backends.kube import BackendSettings, VolcanoBackend
-from broker.backends.kube.emulator_seed import seed_volcano
+from tests.broker.backends.kube.emu.emulator_seed import seed_volcano
 from broker.backends.kube.volcano import gang_reason
 
 

@@ -26,12 +26,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from broker.backends.kube import validation
+from tests.broker.backends.kube.emu import validation
 from broker.backends.kube.common import (
     COUNT_LABEL, GPU_RESOURCE, MEMORY_LABEL, MIG_STRATEGY_LABEL, PRODUCT_LABEL)
-from broker.backends.kube.emulator_kueue import KueueModel
-from broker.backends.kube.emulator_store import RESOURCES, ApiError, Store
-from broker.backends.kube.emulator_volcano import VolcanoModel
+from tests.broker.backends.kube.emu.emulator_kueue import KueueModel
+from tests.broker.backends.kube.emu.emulator_store import RESOURCES, ApiError, Store
+from tests.broker.backends.kube.emu.emulator_volcano import VolcanoModel
 
 FAULTS = ("error500", "slow", "lost_reply", "refuse")
 

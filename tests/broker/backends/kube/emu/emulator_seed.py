@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.backends.kube.emulator import KubeEmulator
+from tests.broker.backends.kube.emu.emulator import KubeEmulator
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 A100_40 = "NVIDIA-A100-SXM4-40GB"

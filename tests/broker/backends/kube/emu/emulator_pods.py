@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from broker.backends.kube.common import is_gpu_resource, quantity, rfc3339
-from broker.backends.kube.emulator_store import Store
+from tests.broker.backends.kube.emu.emulator_store import Store
 
 NODES = ("", "nodes")
 PODS = ("", "pods")

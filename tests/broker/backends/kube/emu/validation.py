@@ -1,14 +1,13 @@
 """Validate generated manifests against the real CRD schemas (and a small Job schema).
 
-The CRDs are verbatim copies of Kueue v0.19.2 and Volcano v1.15.1 kept in the
-shared directory (``<repo>/../shared/crds``, or ``$GPUBROKER_SHARED_DIR/crds``).
+The CRDs are verbatim copies of Kueue v0.19.2 and Volcano v1.15.1 from the pinned Go
+modules that scripts/k8s-cluster runs, kept in ``data/crds`` beside these tests.
 CEL rules (``x-kubernetes-validations``) are not evaluated; everything that
 JSON Schema can express (types, enums, required, bounds, patterns) is.
 """
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,19 +17,19 @@ import yaml
 
 _CRD_FILES = {
     "kueue.x-k8s.io": {
-        "Workload": "kueue/kueue.x-k8s.io_workloads.yaml",
-        "ClusterQueue": "kueue/kueue.x-k8s.io_clusterqueues.yaml",
-        "LocalQueue": "kueue/kueue.x-k8s.io_localqueues.yaml",
-        "ResourceFlavor": "kueue/kueue.x-k8s.io_resourceflavors.yaml",
-        "MultiKueueConfig": "kueue/kueue.x-k8s.io_multikueueconfigs.yaml",
-        "MultiKueueCluster": "kueue/kueue.x-k8s.io_multikueueclusters.yaml",
-        "WorkloadPriorityClass": "kueue/kueue.x-k8s.io_workloadpriorityclasses.yaml",
-        "AdmissionCheck": "kueue/kueue.x-k8s.io_admissionchecks.yaml",
+        "Workload": "kueue-v0.19.2/kueue.x-k8s.io_workloads.yaml",
+        "ClusterQueue": "kueue-v0.19.2/kueue.x-k8s.io_clusterqueues.yaml",
+        "LocalQueue": "kueue-v0.19.2/kueue.x-k8s.io_localqueues.yaml",
+        "ResourceFlavor": "kueue-v0.19.2/kueue.x-k8s.io_resourceflavors.yaml",
+        "MultiKueueConfig": "kueue-v0.19.2/kueue.x-k8s.io_multikueueconfigs.yaml",
+        "MultiKueueCluster": "kueue-v0.19.2/kueue.x-k8s.io_multikueueclusters.yaml",
+        "WorkloadPriorityClass": "kueue-v0.19.2/kueue.x-k8s.io_workloadpriorityclasses.yaml",
+        "AdmissionCheck": "kueue-v0.19.2/kueue.x-k8s.io_admissionchecks.yaml",
     },
-    "batch.volcano.sh": {"Job": "volcano/batch.volcano.sh_jobs.yaml"},
+    "batch.volcano.sh": {"Job": "volcano-v1.15.1/batch.volcano.sh_jobs.yaml"},
     "scheduling.volcano.sh": {
-        "PodGroup": "volcano/scheduling.volcano.sh_podgroups.yaml",
-        "Queue": "volcano/scheduling.volcano.sh_queues.yaml",
+        "PodGroup": "volcano-v1.15.1/scheduling.volcano.sh_podgroups.yaml",
+        "Queue": "volcano-v1.15.1/scheduling.volcano.sh_queues.yaml",
     },
 }
 
@@ -84,12 +83,7 @@ class ManifestError(ValueError):
     """A generated object does not satisfy its schema."""
 
 
-def shared_dir() -> Path:
-    env = os.environ.get("GPUBROKER_SHARED_DIR")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[3]
-    return repo.parent / "shared"
+CRD_DIR = Path(__file__).resolve().parents[1] / "data" / "crds"
 
 
 @functools.lru_cache(maxsize=None)
@@ -99,12 +93,12 @@ def crd_schema(group: str, kind: str, version: str) -> dict[str, Any]:
         rel = _CRD_FILES[group][kind]
     except KeyError as exc:
         raise ManifestError(f"no CRD known for {group}/{kind}") from exc
-    path = shared_dir() / "crds" / rel
+    path = CRD_DIR / rel
     try:
         with open(path, encoding="utf-8") as fh:
             crd = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except FileNotFoundError as exc:
-        raise ManifestError(f"CRD file {path} not found (set GPUBROKER_SHARED_DIR)") from exc
+        raise ManifestError(f"CRD file {path} not found") from exc
     for served in crd["spec"]["versions"]:
         if served["name"] == version:
             return _python_patterns(served["schema"]["openAPIV3Schema"])

@@ -14,11 +14,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.backends.kube.common import GPU_RESOURCE, rfc3339
-from broker.backends.kube.emulator_pods import finish_pods, make_pod, place, pod_requests
-from broker.backends.kube.emulator_store import ApiError, owner_ref
+from tests.broker.backends.kube.emu.emulator_pods import finish_pods, make_pod, place, pod_requests
+from tests.broker.backends.kube.emu.emulator_store import ApiError, owner_ref
 
 if TYPE_CHECKING:
-    from broker.backends.kube.emulator import KubeEmulator
+    from tests.broker.backends.kube.emu.emulator import KubeEmulator
 
 VCJOBS = ("batch.volcano.sh", "jobs")
 PODGROUPS = ("scheduling.volcano.sh", "podgroups")

@@ -17,12 +17,12 @@ import hashlib
 from typing import TYPE_CHECKING, Any
 
 from broker.backends.kube.common import is_gpu_resource, quantity, rfc3339
-from broker.backends.kube.emulator_pods import (
+from tests.broker.backends.kube.emu.emulator_pods import (
     delete_pods, finish_pods, make_pod, place, pod_requests)
-from broker.backends.kube.emulator_store import owner_ref
+from tests.broker.backends.kube.emu.emulator_store import owner_ref
 
 if TYPE_CHECKING:
-    from broker.backends.kube.emulator import KubeEmulator
+    from tests.broker.backends.kube.emu.emulator import KubeEmulator
 
 G = "kueue.x-k8s.io"
 JOBS, WORKLOADS = ("batch", "jobs"), (G, "workloads")
