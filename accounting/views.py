@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounting import selectors
-from accounting.charts import chargeback_charts
+from accounting.chart_data import chargeback_chart_data
 from accounting.exports import chargeback_csv, chargeback_xlsx
 from accounting.forms import BillUploadForm, ChargebackFilterForm, MonthForm, PeriodForm, RateForm, TcoRateForm
 from accounting.periods import this_month
@@ -49,7 +49,8 @@ def chargeback(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("format", None)
     return render(request, "accounting/chargeback.html", {
-        "form": form, "report": report, "charts": chargeback_charts(report), "query": query.urlencode()})
+        "form": form, "report": report, "query": query.urlencode(),
+        "chart_data": chargeback_chart_data(user=request.user, report=report, tenant_slug=filters["tenant_slug"])})
 
 
 @login_required

@@ -4,6 +4,7 @@ HTMX requests get the named partial of the same template (django-htmx pattern:
 one view per URL, ``page.html#partial``)."""
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -23,6 +24,7 @@ from broker.spec import SpecError
 from broker import fleet_selectors as fleet_view
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
+from portal.metrics.selectors import fleet_charts
 from portal.tenancy.access import is_operator, roles_of
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
@@ -198,4 +200,7 @@ def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> 
 @login_required
 def fleet_page(request: HttpRequest) -> HttpResponse:
     context = fleet_view.overview(user=request.user)
+    if not request.htmx:  # the 5 s refresh swaps the figures only; the charts draw once per page
+        context.update(chart_data=fleet_charts(user=request.user),
+                       sample_interval_s=settings.GPUBROKER_SAMPLE_INTERVAL_S)
     return render(request, _partial(request, "broker/fleet.html", "figures"), context)

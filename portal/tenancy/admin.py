@@ -10,7 +10,7 @@ class ProjectInline(admin.TabularInline):
 
 @admin.register(Tenant)
 class TenantAdmin(admin.ModelAdmin):
-    list_display = ("slug", "name", "created_at")
+    list_display = ("slug", "name", "cloud_budget_month", "created_at")
     search_fields = ("slug", "name")
     inlines = [ProjectInline]
 

@@ -1,8 +1,10 @@
 """Tenants, their projects, and who may do what in them."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
-from django.core.validators import RegexValidator
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 
 slug_validator = RegexValidator(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "lower-case letters, digits and '-'")
@@ -17,6 +19,9 @@ class Role(models.TextChoices):
 class Tenant(models.Model):
     slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=200)
+    cloud_budget_month = models.DecimalField(
+        max_digits=14, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(Decimal("0"))],
+        help_text="Cloud spend allowed per month, in the bills' currency; empty: no budget set")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
