@@ -89,8 +89,16 @@ TEMPLATES = [
 
 DATABASES = {"default": database_from_url("DATABASE_URL", BASE_DIR / "db.sqlite3")}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    # Several threads (in-process worker, test threads) share the file: wait, don't fail.
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # Several threads (requests, the in-process worker) share the file.  WAL: readers never
+    # wait for the writer.  IMMEDIATE: a transaction takes the write lock when it begins, so
+    # two of them cannot both read and then fail to upgrade ("database is locked" at once,
+    # which no busy timeout retries); the timeout (busy_timeout, in seconds) makes a writer
+    # wait its turn, retried by SQLite itself, instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({
+        "timeout": 20,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    })
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from broker.backends.base import Backend, ProjectIdentity, Unavailable
+from broker.backends.base import Backend, BackendError, ProjectIdentity, Unavailable
 from broker.backends.guard import GuardedBackend
 
 _ENABLE_FLAG = {
@@ -66,7 +66,15 @@ def backend_for(cluster) -> Backend:
     if not getattr(settings, flag):
         raise Unavailable(f"cluster {cluster.name}: {cluster.kind} backend disabled ({flag}=false)")
     builder = _BUILDERS[cluster.kind]
-    return GuardedBackend(builder(cluster))
+    try:
+        return GuardedBackend(builder(cluster))
+    except BackendError:
+        raise  # the builders' own refusals already say which cluster and why
+    except Exception as exc:
+        # a config the backend refuses, a kubeconfig that won't load, a missing client
+        # library: to the broker that cluster does not answer (stale, retried later), and
+        # a stored request such as a cancellation still gets its answer
+        raise Unavailable(f"cluster {cluster.name}: backend cannot be built: {type(exc).__name__}: {exc}") from exc
 
 
 def _simulator(cluster) -> Backend:

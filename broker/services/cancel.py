@@ -7,7 +7,7 @@ from django.utils import timezone
 from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
 from broker.models import Workload, WorkloadState
-from broker.services.audit import audit
+from broker.services.audit import audit, audit_link_destination
 from broker.services.dispatch import attempt_in_flight
 from broker.services.quota import reservation_release
 
@@ -16,8 +16,8 @@ def cancel_propagate(*, workload_id: int) -> Workload:
     workload = Workload.objects.select_related("cluster").get(id=workload_id)
     if workload.state != WorkloadState.CANCELLING:
         return workload
-    backend = backend_for(workload.cluster)
     try:
+        backend = backend_for(workload.cluster)  # a backend that can't be built: retried later
         job_id = workload.destination_job_id or _look_up(workload, backend)
         if job_id is None:
             return workload  # a dispatch may still be in flight: try again later
@@ -38,7 +38,8 @@ def _look_up(workload: Workload, backend) -> str | None:
     found = backend.find(workload.uid)
     if found is None:
         return ""
-    Workload.objects.filter(id=workload.id, destination_job_id="").update(destination_job_id=found.job_id)
+    if Workload.objects.filter(id=workload.id, destination_job_id="").update(destination_job_id=found.job_id):
+        audit_link_destination(workload=workload, cluster=workload.cluster.name, destination_job_id=found.job_id)
     return found.job_id
 
 
