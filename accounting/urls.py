@@ -3,6 +3,7 @@ from django.urls import path
 from accounting import views
 
 urlpatterns = [
+    path("", views.accounting_index, name="accounting-index"),
     path("usage/", views.usage_mine, name="usage-mine"),
     path("chargeback/", views.chargeback, name="chargeback"),
     path("chargeback/export/", views.chargeback_export, name="chargeback-export"),

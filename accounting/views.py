@@ -19,11 +19,19 @@ from accounting.services.bills import BillRejected, bill_import
 from accounting.services.rates import TcoInputs, rate_set, rate_set_from_tco
 from accounting.services.reconciliation import reconciliation_run, reconciliation_run_all
 from portal.tenancy.access import is_operator
+from portal.pages.nav import accounting_links
 
 _EXPORTS = {
     "csv": (chargeback_csv, "text/csv; charset=utf-8", "csv"),
     "xlsx": (chargeback_xlsx, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", "xlsx"),
 }
+
+
+@login_required
+@require_GET
+def accounting_index(request: HttpRequest) -> HttpResponse:
+    """The accounting pages this user's roles open: GPU-hours for every member, the rest for finance."""
+    return render(request, "accounting/index.html", {"links": accounting_links(user=request.user)})
 
 
 @login_required

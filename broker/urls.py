@@ -1,6 +1,6 @@
 from django.urls import path
 
-from broker.web import views
+from broker.web import outage, views
 
 urlpatterns = [
     path("workloads/", views.workload_list_page, name="workload-list"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("quotas/", views.quota_list_page, name="quota-list"),
     path("quotas/<int:quota_id>/", views.quota_edit, name="quota-edit"),
     path("clusters/", views.cluster_list_page, name="cluster-list"),
+    path("clusters/<int:cluster_id>/outage/", outage.cluster_outage, name="cluster-outage"),
     path("reservations/", views.reservation_list_page, name="reservation-list"),
     path("escalations/", views.escalation_list_page, name="escalation-list"),
     path("escalations/<int:escalation_id>/<str:action>/", views.escalation_action, name="escalation-action"),

@@ -83,6 +83,7 @@ TEMPLATES = [
                 "portal.tenancy.context.roles",
                 "broker.context.background_status",
             ],
+                "portal.pages.nav.navigation",
         },
     },
 ]

@@ -156,10 +156,15 @@ def quota_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
 
 @login_required
 def cluster_list_page(request: HttpRequest) -> HttpResponse:
+    from broker.services.outage import simulated_outages
     from broker.services.policy import policy_in_force
 
-    return render(request, "broker/cluster_list.html", {
-        "clusters": fleet_view.cluster_rows(user=request.user), "policy": policy_in_force()})
+    rows = fleet_view.cluster_rows(user=request.user)
+    # operators get the demo's outage switch on simulated clusters: None (no switch), True (cut off)
+    outages = simulated_outages() if is_operator(request.user) else {}
+    for row in rows:
+        row["outage"] = outages.get(row["cluster"].name) if row["cluster"].kind == "simulator" else None
+    return render(request, "broker/cluster_list.html", {"clusters": rows, "policy": policy_in_force()})
 
 
 @login_required

@@ -31,6 +31,7 @@ _ACTIONS: dict[str, list[tuple[str, str, str]]] = {
     Role.FINANCE: [
         ("Chargeback", "chargeback", "GPU-hours and cost per period, tenant and project; export."),
         ("Bills", "bill-list", "Upload cloud bills and see how they reconcile."),
+        ("Accounting", "accounting-index", "Every accounting page: reconciliation, rates and more."),
     ],
 }
 
@@ -42,5 +43,7 @@ def home_summary(*, user: AnyUser) -> HomeSummary:
     for role in (Role.RESEARCHER, Role.ADMIN, Role.FINANCE):
         if role in roles:
             summary.actions.extend(_ACTIONS[role])
+    if not any(urlname == "cluster-list" for _, urlname, _ in summary.actions):
+        summary.actions.append(("Clusters", "cluster-list", "Every cluster's pools, prices and freshness."))
     summary.actions.append(("Fleet overview", "fleet", "GPUs total, allocatable, reserved and idle."))
     return summary
