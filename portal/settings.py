@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "portal.tenancy",
     "portal.pages",
     "broker",
+    "broker.api",
+    "portal.apitokens",
     "accounting",
     "portal.metrics",
 ]
@@ -124,20 +126,24 @@ WHITENOISE_USE_FINDERS = True
 warnings.filterwarnings("ignore", message="No directory at: .*staticfiles", category=UserWarning)
 
 REST_FRAMEWORK = {
+    # Bearer first: an anonymous call is then told (401, WWW-Authenticate) how to authenticate
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "portal.apitokens.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.BasicAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
-    "PAGE_SIZE": 50,
+    "DEFAULT_PAGINATION_CLASS": "broker.api.pagination.KeysetPagination",
+    "EXCEPTION_HANDLER": "broker.api.errors.api_exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "GPU broker API",
     "DESCRIPTION": "Submit and follow GPU workloads across Slurm, Kueue, Volcano and cloud.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "broker.api.schema.add_error_responses"],
 }
 
 # Celery: with no broker URL, tasks run eagerly in the calling process (demo, laptop).

@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from django.urls import include, path, re_path
 
+from broker.api import legacy as api_legacy
+from broker.api import urls as api_urls
 from portal.pages import views as pages
 
 urlpatterns = [
@@ -14,7 +15,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("", include("broker.urls")),
     path("accounting/", include("accounting.urls")),
-    path("api/", include("broker.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/v1/", include(api_urls.urlpatterns + api_urls.schema_urlpatterns)),
+    re_path(r"^api/(?!v1/)(?P<rest>.*)$", api_legacy.to_v1),  # the old paths: 308 to v1
+    path("account/", include("portal.apitokens.urls")),
 ]

@@ -1,15 +1,46 @@
 """API shapes.  Serializers only shape data; writes go through the services."""
 from __future__ import annotations
 
+import difflib
+
 from rest_framework import serializers
 
-from broker.models import AuditRecord, Cluster, Escalation, GpuPool, Quota, Workload
+from broker.models import AuditRecord, Cluster, DispatchAttempt, Escalation, GpuPool, Quota, Workload
+from broker.web.explain import RULE_WORDS, plain_reason
+from broker.web.forms import QUOTA_MAX_GPUS
+
+MAX_ID = 2**63 - 1  # a database id beyond this is not missing, it is malformed
 
 
-class WorkloadSpecIn(serializers.Serializer):
+class StrictSerializer(serializers.Serializer):
+    """Input serializer that refuses fields it does not know, naming each (and the field
+    meant, where one is close): a misspelled ``gpu_per_worker`` must not become a default."""
+
+    def to_internal_value(self, data):
+        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                exc.detail.update(self._unknown(unknown))
+            raise
+        if unknown:
+            raise serializers.ValidationError(self._unknown(unknown))
+        return value
+
+    def _unknown(self, names: list[str]) -> dict[str, list[str]]:
+        out = {}
+        for name in names:
+            close = difflib.get_close_matches(str(name), list(self.fields), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            out[str(name)] = [f"Unknown field.{hint}"]
+        return out
+
+
+class WorkloadSpecIn(StrictSerializer):
     """The one workload spec, as the API accepts it (validated by broker.spec)."""
 
-    project = serializers.IntegerField(help_text="Project id")
+    project = serializers.IntegerField(help_text="Project id", min_value=1, max_value=MAX_ID)
     name = serializers.CharField()
     command = serializers.CharField()
     image = serializers.CharField(required=False, allow_blank=True)
@@ -34,14 +65,21 @@ class WorkloadOut(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    local_reason = serializers.CharField(source="reason", read_only=True,
+                                         help_text="The normalised local queue reason")
+    local_reason_text = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
-        fields = ["id", "uid", "name", "project", "state", "reason", "raw_reason", "cluster",
+        fields = ["id", "uid", "name", "project", "state", "reason", "local_reason", "local_reason_text",
+                  "raw_reason", "cluster",
                   "destination_job_id", "worker_cluster", "gpu_class", "total_gpus", "spec", "placement",
                   "policy_version", "created_at", "dispatched_at", "started_at", "ended_at",
                   "cancel_requested_at"]
         read_only_fields = fields
+
+    def get_local_reason_text(self, workload: Workload) -> str:
+        return plain_reason(workload.reason) if workload.reason else ""
 
 
 class AuditOut(serializers.ModelSerializer):
@@ -67,9 +105,17 @@ class QuotaOut(serializers.ModelSerializer):
         return gpus_in_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
 
 
-class QuotaIn(serializers.Serializer):
-    limit_gpus = serializers.IntegerField(min_value=0)
-    borrow_limit_gpus = serializers.IntegerField(min_value=0, required=False)
+class QuotaIn(StrictSerializer):
+    """A partial update: either number, or both; at least one."""
+
+    limit_gpus = serializers.IntegerField(min_value=0, max_value=QUOTA_MAX_GPUS, required=False)
+    borrow_limit_gpus = serializers.IntegerField(min_value=0, max_value=QUOTA_MAX_GPUS, required=False)
+
+    def validate(self, attrs: dict) -> dict:
+        if not attrs:
+            message = "give limit_gpus, borrow_limit_gpus or both."
+            raise serializers.ValidationError({"limit_gpus": [message], "borrow_limit_gpus": [message]})
+        return attrs
 
 
 class PoolOut(serializers.ModelSerializer):
@@ -97,6 +143,171 @@ class EscalationOut(serializers.ModelSerializer):
                   "created_at", "resolved_at"]
 
 
-class EscalationResolveIn(serializers.Serializer):
+class EscalationResolveIn(StrictSerializer):
     outcome = serializers.CharField()
     old_run_dead = serializers.BooleanField(required=False, default=False)
+
+
+class AttemptOut(serializers.ModelSerializer):
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = DispatchAttempt
+        fields = ["id", "number", "cluster", "state", "destination_job_id", "error", "created_at", "finished_at"]
+
+
+class ExplainCandidateOut(serializers.Serializer):
+    cluster = serializers.CharField()
+    pool = serializers.CharField()
+    score = serializers.FloatField(help_text="Lower is better: the sum of the weighted terms")
+    terms = serializers.DictField(child=serializers.FloatField(), source="breakdown",
+                                  help_text="Each term's estimate in its own unit")
+    weighted = serializers.DictField(child=serializers.FloatField(), help_text="Each term normalised x its weight")
+
+
+class ExplainExclusionOut(serializers.Serializer):
+    cluster = serializers.CharField()
+    rule = serializers.CharField()
+    rule_text = serializers.CharField()
+    detail = serializers.CharField()
+
+
+class ExplainChosenOut(serializers.Serializer):
+    cluster = serializers.CharField()
+    pool = serializers.CharField()
+
+
+class ExplainOut(serializers.Serializer):
+    """The placement decision of a workload, as recorded when it was made."""
+
+    id = serializers.IntegerField()
+    state = serializers.CharField()
+    policy_version = serializers.CharField()
+    reason = serializers.CharField(help_text="Why nothing was chosen (empty once placed)")
+    chosen = ExplainChosenOut(allow_null=True)
+    candidates = ExplainCandidateOut(many=True)
+    excluded = ExplainExclusionOut(many=True)
+
+    @staticmethod
+    def shape(workload: Workload) -> dict:
+        placement = workload.placement or {}
+        chosen = placement.get("chosen") or None
+        return {
+            "id": workload.id, "state": workload.state,
+            "policy_version": placement.get("policy_version") or workload.policy_version,
+            "reason": placement.get("reason", "") or "",
+            "chosen": {"cluster": chosen["cluster"], "pool": chosen.get("pool", "")} if chosen else None,
+            "candidates": [{**c, "weighted": c.get("weighted", {})} for c in placement.get("ranked", [])],
+            "excluded": [{"cluster": name, "rule": e.get("rule", ""), "rule_text": RULE_WORDS.get(e.get("rule", ""), ""),
+                          "detail": e.get("message", "")} for name, e in placement.get("excluded", {}).items()],
+        }
+
+
+# --- the caller, their projects and tokens -------------------------------------------------
+
+class MeOut(serializers.Serializer):
+    username = serializers.CharField()
+    roles = serializers.ListField(child=serializers.CharField())
+    tenants = serializers.ListField(child=serializers.CharField(), help_text="Tenant slugs")
+    is_operator = serializers.BooleanField()
+
+
+class ProjectOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    tenant = serializers.CharField(source="tenant.slug")
+    slurm_account = serializers.CharField()
+    namespace = serializers.CharField(source="k8s_namespace")
+    queue = serializers.CharField(source="k8s_queue")
+    cost_centre = serializers.CharField()
+
+
+class TokenOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    user = serializers.CharField(source="user.username")
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="The secret's first characters")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    last_used_at = serializers.DateTimeField(allow_null=True)
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    state = serializers.SerializerMethodField()
+
+    def get_state(self, token) -> str:
+        from django.utils import timezone
+
+        return token.state(timezone.now())
+
+
+class TokenIn(StrictSerializer):
+    name = serializers.CharField(max_length=100)
+    expires_in_days = serializers.IntegerField(min_value=1, max_value=365, default=90)
+
+
+class TokenCreatedOut(serializers.Serializer):
+    id = serializers.IntegerField(source="token.id")
+    name = serializers.CharField(source="token.name")
+    token = serializers.CharField(source="secret", help_text="The secret: shown this once, never again")
+    prefix = serializers.CharField(source="token.prefix")
+    expires_at = serializers.DateTimeField(source="token.expires_at")
+
+
+# --- accounting ------------------------------------------------------------------------------
+
+class MonthIn(serializers.Serializer):
+    """Query parameters (other parameters, such as a cache buster, are ignored)."""
+
+    month = serializers.RegexField(r"^2\d{3}-(0[1-9]|1[0-2])$", required=False,
+                                   error_messages={"invalid": "must be a month as YYYY-MM (2000-2999)."})
+
+
+class ChargebackIn(MonthIn):
+    months = serializers.IntegerField(min_value=1, max_value=24, default=1)
+    tenant = serializers.SlugField(required=False, help_text="Only this tenant (slug)")
+    project = serializers.SlugField(required=False, help_text="Only this project of the tenant (slug)")
+    format = serializers.ChoiceField(choices=["json", "csv"], default="json")
+
+
+class UsageOut(serializers.Serializer):
+    tenant = serializers.CharField(source="project.tenant.slug")
+    project = serializers.CharField(source="project.slug")
+    project_id = serializers.IntegerField(source="project.id")
+    gpu_class = serializers.CharField()
+    ended_gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2, source="ended_hours",
+                                               coerce_to_string=False)
+    running_gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2, source="running_hours",
+                                                 coerce_to_string=False)
+    jobs = serializers.IntegerField()
+
+
+def _money(**kw) -> serializers.DecimalField:
+    return serializers.DecimalField(max_digits=20, decimal_places=2, coerce_to_string=False, **kw)
+
+
+class ChargebackRowOut(serializers.Serializer):
+    month = serializers.DateField(format="%Y-%m")
+    tenant = serializers.CharField()
+    project = serializers.CharField()
+    gpu_class = serializers.CharField()
+    onprem_gpu_hours = _money(source="onprem_hours")
+    onprem_cost = _money()
+    cloud_gpu_hours = _money(source="cloud_hours")
+    cloud_cost = _money()
+    gpu_hours = _money()
+    cost = _money()
+
+
+class ChargebackTotalsOut(serializers.Serializer):
+    onprem_gpu_hours = _money(source="onprem_hours")
+    onprem_cost = _money()
+    cloud_gpu_hours = _money(source="cloud_hours")
+    cloud_cost = _money()
+    gpu_hours = _money()
+    cost = _money()
+
+
+class ChargebackOut(serializers.Serializer):
+    months = serializers.ListField(child=serializers.DateField(format="%Y-%m"))
+    rows = ChargebackRowOut(many=True)
+    totals = ChargebackTotalsOut()

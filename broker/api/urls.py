@@ -1,18 +1,34 @@
 from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from broker.api import views
+from broker.api import views, views_account, views_admin
 
 urlpatterns = [
+    path("me/", views_account.Me.as_view(), name="api-me"),
+    path("projects/", views_account.ProjectList.as_view(), name="api-projects"),
+    path("tokens/", views_account.TokenListCreate.as_view(), name="api-tokens"),
+    path("tokens/<int:token_id>/", views_account.TokenRevoke.as_view(), name="api-token"),
     path("workloads/", views.WorkloadListCreate.as_view(), name="api-workloads"),
     path("workloads/<int:workload_id>/", views.WorkloadDetail.as_view(), name="api-workload"),
     path("workloads/<int:workload_id>/timeline/", views.WorkloadTimeline.as_view(), name="api-workload-timeline"),
+    path("workloads/<int:workload_id>/attempts/", views.WorkloadAttempts.as_view(), name="api-workload-attempts"),
+    path("workloads/<int:workload_id>/explain/", views.WorkloadExplain.as_view(), name="api-workload-explain"),
     path("workloads/<int:workload_id>/cancel/", views.WorkloadCancel.as_view(), name="api-workload-cancel"),
-    path("quotas/", views.QuotaList.as_view(), name="api-quotas"),
-    path("quotas/<int:quota_id>/", views.QuotaDetail.as_view(), name="api-quota"),
-    path("clusters/", views.ClusterList.as_view(), name="api-clusters"),
-    path("clusters/<int:cluster_id>/", views.ClusterDetail.as_view(), name="api-cluster"),
-    path("escalations/", views.EscalationList.as_view(), name="api-escalations"),
-    path("escalations/<int:escalation_id>/acknowledge/", views.EscalationAcknowledge.as_view(),
+    path("usage/", views_account.UsageList.as_view(), name="api-usage"),
+    path("chargeback/", views_account.Chargeback.as_view(), name="api-chargeback"),
+    path("quotas/", views_admin.QuotaList.as_view(), name="api-quotas"),
+    path("quotas/<int:quota_id>/", views_admin.QuotaDetail.as_view(), name="api-quota"),
+    path("clusters/", views_admin.ClusterList.as_view(), name="api-clusters"),
+    path("clusters/<int:cluster_id>/", views_admin.ClusterDetail.as_view(), name="api-cluster"),
+    path("escalations/", views_admin.EscalationList.as_view(), name="api-escalations"),
+    path("escalations/<int:escalation_id>/acknowledge/", views_admin.EscalationAcknowledge.as_view(),
          name="api-escalation-ack"),
-    path("escalations/<int:escalation_id>/resolve/", views.EscalationResolve.as_view(), name="api-escalation-resolve"),
+    path("escalations/<int:escalation_id>/resolve/", views_admin.EscalationResolve.as_view(),
+         name="api-escalation-resolve"),
+]
+# the schema and its docs page, outside ``urlpatterns`` so that sweeps over the API's
+# object endpoints do not take them for one
+schema_urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

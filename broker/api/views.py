@@ -1,7 +1,9 @@
-"""REST API: thin views over the same selectors and services as the pages."""
+"""REST API v1, workloads: thin views over the same selectors and services as the pages."""
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+import re
+
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.exceptions import PermissionDenied, ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
@@ -10,43 +12,72 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api import serializers as s
-from broker.selectors import (
-    cluster_get, cluster_list, escalation_get, escalation_list, quota_get, quota_list, workload_get,
-    workload_list, workload_timeline,
-)
-from broker.services.escalations import escalation_acknowledge, escalation_resolve
-from broker.services.quota import QuotaBelowUse, quota_set
+from broker.api.errors import error_body
+from broker.api.selectors import workload_attempts
+from broker.api.services import IdempotencyKeyReused, workload_submit_once
+from broker.models import WorkloadState
+from broker.selectors import workload_get, workload_list, workload_timeline
 from broker.services.workloads import workload_cancel, workload_submit
 from broker.spec import SpecError
 from portal.tenancy.access import roles_of
 from portal.tenancy.models import Role
 
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+_KEY_RE = re.compile(r"^[\x21-\x7e]{1,200}$")  # visible ASCII, as a header carries it
 
-def _require(request: Request, role: str) -> None:
+
+def require_role(request: Request, role: str) -> None:
     if role not in roles_of(request.user):
         raise PermissionDenied(f"needs the {role} role")
 
 
+def _idempotency_key(request: Request) -> str:
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is not None and not _KEY_RE.match(key):
+        raise ValidationError({IDEMPOTENCY_HEADER: ["must be 1 to 200 visible ASCII characters."]})
+    return key or ""
+
+
 @extend_schema_view(get=extend_schema(parameters=[
-    OpenApiParameter("state", str, description="Only workloads in this state (e.g. queued, running)")]))
+    OpenApiParameter("state", str, enum=list(WorkloadState.values),
+                     description="Only workloads in this state (e.g. queued, running)")]))
 class WorkloadListCreate(ListAPIView):
     serializer_class = s.WorkloadOut
 
     def get_queryset(self):
-        return workload_list(user=self.request.user, state=self.request.query_params.get("state", ""))
+        state = self.request.query_params.get("state", "")
+        if state and state not in WorkloadState.values:
+            raise ValidationError({"state": [f"must be one of {', '.join(WorkloadState.values)}."]})
+        return workload_list(user=self.request.user, state=state)
 
-    @extend_schema(request=s.WorkloadSpecIn, responses={201: s.WorkloadOut})
+    @extend_schema(
+        request=s.WorkloadSpecIn,
+        parameters=[OpenApiParameter(IDEMPOTENCY_HEADER, str, OpenApiParameter.HEADER, description=(
+            "Retry-safe creation: a second POST by the same user with the same key answers 200 "
+            "with the workload the first one created"))],
+        responses={201: s.WorkloadOut, 200: OpenApiResponse(s.WorkloadOut, "a retry: the workload already created"),
+                   409: OpenApiResponse(description="the key was used for a different request body")})
     def post(self, request: Request) -> Response:
-        _require(request, Role.RESEARCHER)
+        require_role(request, Role.RESEARCHER)
+        key = _idempotency_key(request)
         data = s.WorkloadSpecIn(data=request.data)
         data.is_valid(raise_exception=True)
         spec = dict(data.validated_data)
         project_id = spec.pop("project")
         try:
-            workload = workload_submit(user=request.user, project_id=project_id, spec_data=spec)
+            if not key:
+                workload, created = workload_submit(user=request.user, project_id=project_id, spec_data=spec), True
+            else:
+                done = workload_submit_once(user=request.user, project_id=project_id, spec_data=spec,
+                                            idempotency_key=key)
+                workload, created = done.workload, done.created
         except SpecError as exc:
             raise ValidationError(exc.errors) from None
-        return Response(s.WorkloadOut(workload).data, status=status.HTTP_201_CREATED)
+        except IdempotencyKeyReused as exc:
+            return Response(error_body("idempotency_key_reused", str(exc), {IDEMPOTENCY_HEADER: [str(exc)]}),
+                            status=status.HTTP_409_CONFLICT)
+        return Response(s.WorkloadOut(workload).data,
+                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
 
 class WorkloadDetail(RetrieveAPIView):
@@ -58,9 +89,25 @@ class WorkloadDetail(RetrieveAPIView):
 
 class WorkloadTimeline(ListAPIView):
     serializer_class = s.AuditOut
+    keyset_ordering = "id"  # oldest first: a timeline reads forwards
 
     def get_queryset(self):
         return workload_timeline(user=self.request.user, workload_id=self.kwargs["workload_id"])
+
+
+class WorkloadAttempts(ListAPIView):
+    serializer_class = s.AttemptOut
+    keyset_ordering = "id"
+
+    def get_queryset(self):
+        return workload_attempts(user=self.request.user, workload_id=self.kwargs["workload_id"])
+
+
+class WorkloadExplain(APIView):
+    @extend_schema(responses={200: s.ExplainOut})
+    def get(self, request: Request, workload_id: int) -> Response:
+        workload = workload_get(user=request.user, workload_id=workload_id)
+        return Response(s.ExplainOut(s.ExplainOut.shape(workload)).data)
 
 
 class WorkloadCancel(APIView):
@@ -68,74 +115,3 @@ class WorkloadCancel(APIView):
     def post(self, request: Request, workload_id: int) -> Response:
         workload = workload_cancel(user=request.user, workload_id=workload_id)
         return Response(s.WorkloadOut(workload).data, status=status.HTTP_202_ACCEPTED)
-
-
-class QuotaList(ListAPIView):
-    serializer_class = s.QuotaOut
-
-    def get_queryset(self):
-        _require(self.request, Role.ADMIN)
-        return quota_list(user=self.request.user)
-
-
-class QuotaDetail(APIView):
-    @extend_schema(responses={200: s.QuotaOut})
-    def get(self, request: Request, quota_id: int) -> Response:
-        _require(request, Role.ADMIN)  # the role first: 403 whatever the id, as on the pages
-        quota = quota_get(user=request.user, quota_id=quota_id)
-        return Response(s.QuotaOut(quota).data)
-
-    @extend_schema(request=s.QuotaIn, responses={200: s.QuotaOut})
-    def patch(self, request: Request, quota_id: int) -> Response:
-        _require(request, Role.ADMIN)  # the role first: 403 whatever the id, as on the pages
-        quota = quota_get(user=request.user, quota_id=quota_id)
-        data = s.QuotaIn(data=request.data)
-        data.is_valid(raise_exception=True)
-        try:
-            quota = quota_set(actor=request.user, tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id,
-                              limit_gpus=data.validated_data["limit_gpus"],
-                              borrow_limit_gpus=data.validated_data.get("borrow_limit_gpus"))
-        except QuotaBelowUse as exc:
-            raise ValidationError({"limit_gpus": [str(exc)]}) from None
-        return Response(s.QuotaOut(quota).data)
-
-
-class ClusterList(ListAPIView):
-    serializer_class = s.ClusterOut
-
-    def get_queryset(self):
-        return cluster_list(user=self.request.user)
-
-
-class ClusterDetail(RetrieveAPIView):
-    serializer_class = s.ClusterOut
-
-    def get_object(self):
-        return cluster_get(user=self.request.user, cluster_id=self.kwargs["cluster_id"])
-
-
-class EscalationList(ListAPIView):
-    serializer_class = s.EscalationOut
-
-    def get_queryset(self):
-        _require(self.request, Role.ADMIN)
-        return escalation_list(user=self.request.user)
-
-
-class EscalationAcknowledge(APIView):
-    @extend_schema(request=None, responses={200: s.EscalationOut})
-    def post(self, request: Request, escalation_id: int) -> Response:
-        _require(request, Role.ADMIN)
-        escalation_get(user=request.user, escalation_id=escalation_id)  # then 404 for outsiders
-        return Response(s.EscalationOut(escalation_acknowledge(user=request.user, escalation_id=escalation_id)).data)
-
-
-class EscalationResolve(APIView):
-    @extend_schema(request=s.EscalationResolveIn, responses={200: s.EscalationOut})
-    def post(self, request: Request, escalation_id: int) -> Response:
-        _require(request, Role.ADMIN)
-        escalation_get(user=request.user, escalation_id=escalation_id)  # then 404 for outsiders
-        data = s.EscalationResolveIn(data=request.data)
-        data.is_valid(raise_exception=True)
-        esc = escalation_resolve(user=request.user, escalation_id=escalation_id, **data.validated_data)
-        return Response(s.EscalationOut(esc).data)

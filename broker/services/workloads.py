@@ -6,7 +6,7 @@ from typing import Any, Mapping
 from django.db import transaction
 from django.utils import timezone
 
-from broker.models import GpuClass, Workload, WorkloadState
+from broker.models import Cluster, GpuClass, Workload, WorkloadState
 from broker.models.workload import TERMINAL_STATES
 from broker.selectors import workload_get
 from broker.services import tasks_bridge
@@ -33,6 +33,24 @@ def resolve_gpu_class(spec: WorkloadSpec) -> GpuClass:
                                     f"{', '.join(spec.gpu_models)}; quota is counted per class."]})
 
 
+def known_data_locations() -> set[str]:
+    """The data locations the fleet file names (reachable or with a stated bandwidth)."""
+    known: set[str] = set()
+    for config in Cluster.objects.values_list("config", flat=True):
+        config = config or {}
+        known.update(config.get("data_locations", ()))
+        known.update(config.get("bandwidth_gbps", {}))
+    return known
+
+
+def check_data_location(spec: WorkloadSpec) -> None:
+    """A misspelt location would otherwise count as remote everywhere and rank silently."""
+    known = known_data_locations()
+    if spec.data_location and spec.data_location not in known:
+        choices = ", ".join(sorted(known)) or "none are configured"
+        raise SpecError({"data_location": [f"unknown data location {spec.data_location!r}; known: {choices}."]})
+
+
 def workload_submit(*, user, project_id: int, spec_data: Mapping[str, Any],
                     resubmit_of: Workload | None = None) -> Workload:
     """Validate the spec and store the workload; placement runs after commit."""
@@ -44,6 +62,7 @@ def workload_submit(*, user, project_id: int, spec_data: Mapping[str, Any],
 def _create(*, user, project: Project, spec_data: Mapping[str, Any], resubmit_of: Workload | None) -> Workload:
     spec = validate_spec({**spec_data, "project": project.slug})
     gpu_class = resolve_gpu_class(spec)
+    check_data_location(spec)
     workload = Workload.objects.create(
         tenant_id=project.tenant_id, project=project, submitted_by=user if getattr(user, "pk", None) else None,
         name=spec.name, spec=spec.to_dict(), gpu_class=gpu_class, total_gpus=spec.total_gpus,

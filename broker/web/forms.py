@@ -40,9 +40,12 @@ class WorkloadForm(forms.Form):
         return data
 
 
+QUOTA_MAX_GPUS = 1_000_000  # far above any fleet; a bigger number is a typo, not a quota
+
+
 class QuotaForm(forms.Form):
-    limit_gpus = forms.IntegerField(min_value=0)
-    borrow_limit_gpus = forms.IntegerField(min_value=0, required=False)
+    limit_gpus = forms.IntegerField(min_value=0, max_value=QUOTA_MAX_GPUS)
+    borrow_limit_gpus = forms.IntegerField(min_value=0, max_value=QUOTA_MAX_GPUS, required=False)
 
 
 class EscalationResolveForm(forms.Form):

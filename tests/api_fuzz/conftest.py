@@ -5,7 +5,7 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings):
-    """Every fuzzed request authenticates with Basic credentials: hash them cheaply here."""
+    """The fixtures create several users: hash their passwords cheaply here."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 

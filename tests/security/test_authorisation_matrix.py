@@ -48,24 +48,34 @@ MATRIX: dict[str, dict[str, str]] = {
     "bill-detail":            {"get": "302 403 403 200 404", "post": "302 405 405 405 405"},
     "reconciliation":         {"get": "302 403 403 200 200", "post": "302 403 403 302 302"},
     "rate-list":              {"get": "302 403 403 200 200", "post": "302 403 403 403 403"},
-    "api-workloads":          {"get": "403 200 200 200 200", "post": "403 201 403 403 404"},
-    "api-workload":           {"get": "403 200 200 404 404", "post": "403 405 405 405 405"},
-    "api-workload-timeline":  {"get": "403 200 200 404 404"},
-    "api-workload-cancel":    {"get": "403 405 405 405 405", "post": "403 202 202 404 404"},
-    "api-quotas":             {"get": "403 403 200 403 200"},
-    "api-quota":              {"get": "403 403 200 403 404", "patch": "403 403 200 403 404"},
-    "api-clusters":           {"get": "403 200 200 200 200"},
-    "api-cluster":            {"get": "403 200 200 200 200"},
-    "api-escalations":        {"get": "403 403 200 403 200"},
-    "api-escalation-ack":     {"get": "403 405 405 405 405", "post": "403 403 200 403 404"},
-    "api-escalation-resolve": {"get": "403 405 405 405 405", "post": "403 403 200 403 404"},
-    "api-schema":             {"get": "200 200 200 200 200"},
+    "api-me":                 {"get": "401 200 200 200 200"},
+    "api-projects":           {"get": "401 200 200 200 200"},
+    "api-tokens":             {"get": "401 200 200 200 200", "post": "401 201 201 201 201"},
+    "api-token":              {"get": "401 405 405 405 405", "delete": "401 204 404 404 404"},
+    "api-workloads":          {"get": "401 200 200 200 200", "post": "401 201 403 403 404"},
+    "api-workload":           {"get": "401 200 200 404 404", "post": "401 405 405 405 405"},
+    "api-workload-timeline":  {"get": "401 200 200 404 404"},
+    "api-workload-attempts":  {"get": "401 200 200 404 404"},
+    "api-workload-explain":   {"get": "401 200 200 404 404"},
+    "api-workload-cancel":    {"get": "401 405 405 405 405", "post": "401 202 202 404 404"},
+    "api-usage":              {"get": "401 200 200 200 200"},
+    "api-chargeback":         {"get": "401 403 403 200 200"},
+    "api-quotas":             {"get": "401 403 200 403 200"},
+    "api-quota":              {"get": "401 403 200 403 404", "patch": "401 403 200 403 404"},
+    "api-clusters":           {"get": "401 200 200 200 200"},
+    "api-cluster":            {"get": "401 200 200 200 200"},
+    "api-escalations":        {"get": "401 403 200 403 200"},
+    "api-escalation-ack":     {"get": "401 405 405 405 405", "post": "401 403 200 403 404"},
+    "api-escalation-resolve": {"get": "401 405 405 405 405", "post": "401 403 200 403 404"},
     "api-docs":               {"get": "200 200 200 200 200"},
+    "account-tokens":         {"get": "302 200 200 200 200", "post": "302 200 200 200 200"},
+    "account-token-revoke":   {"get": "302 405 405 405 405", "post": "302 302 404 404 404"},
 }
 # Lists and pages an outsider may open: none may show tenant A's work.
 OUTSIDER_BLIND = ("workload-list", "quota-list", "reservation-list", "escalation-list", "usage-mine", "chargeback",
                   "chargeback-export", "bill-list", "api-workloads", "api-quotas", "api-escalations", "fleet",
-                  "reconciliation", "workload-new")
+                  "reconciliation", "workload-new", "api-projects", "api-usage", "api-chargeback", "api-tokens",
+                  "account-tokens")
 SECRET = "tenant-a-secret"
 
 
@@ -115,10 +125,13 @@ def world(trio, db):
     reconcile_fleet()
     escalation = Escalation.objects.get()
     Escalation.objects.filter(id=escalation.id).update(tenant=trio.tenant, key=f"orphan:{SECRET}")
+    from portal.apitokens.services.tokens import token_create
+
+    token = token_create(actor=trio.member, name=SECRET, expires_in_days=30).token
     bill = BillImport.objects.create(provider="aws", tenant=trio.tenant, file_name=f"{SECRET}.csv",
                                      sha256="a" * 64)
     return {"workload_id": workload.id, "quota_id": quota.id, "cluster_id": cluster.id,
-            "escalation_id": escalation.id, "bill_id": bill.id, "action": "acknowledge",
+            "escalation_id": escalation.id, "bill_id": bill.id, "action": "acknowledge", "token_id": token.id,
             "_workload": workload, "_quota": quota, "_escalation": escalation, "_trio": trio}
 
 
@@ -144,6 +157,8 @@ def _body(name: str, world: dict) -> dict:
         "api-quota": {"limit_gpus": 40},
         "api-escalation-resolve": {"outcome": "checked"},
         "quota-edit": {"limit_gpus": 40, "borrow_limit_gpus": 0},
+        "api-tokens": {"name": "cli", "expires_in_days": 30},
+        "account-tokens": {"name": "cli", "expires_in_days": 30},
     }.get(name, {})
 
 
@@ -158,12 +173,14 @@ def _request(client: Client, method: str, url: str, body: dict, api: bool):
 def _snapshot(world: dict) -> dict:
     """What a refused write must not touch."""
     from broker.models import Escalation, Quota, Workload
+    from portal.apitokens.models import ApiToken
 
     return {
         "workloads": Workload.objects.count(),
         "cancelled": Workload.objects.get(id=world["workload_id"]).cancel_requested_at,
         "quota": Quota.objects.get(id=world["quota_id"]).limit_gpus,
         "escalation": Escalation.objects.get(id=world["escalation_id"]).state,
+        "token_revoked": ApiToken.objects.filter(id=world["token_id"], revoked_at__isnull=False).exists(),
     }
 
 

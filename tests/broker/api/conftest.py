@@ -26,6 +26,9 @@ class JsonClient:
     def patch(self, url: str, data: dict):
         return self.client.patch(url, json.dumps(data), content_type="application/json")
 
+    def delete(self, url: str):
+        return self.client.delete(url)
+
 
 @pytest.fixture
 def api(trio):

@@ -38,7 +38,7 @@ def test_patch_below_current_use_is_400_with_the_numbers(trio, placed, api):
     quota = Quota.objects.get(tenant=trio.tenant)
     response = api(trio.owner).patch(reverse("api-quota", args=[quota.id]), {"limit_gpus": 3})
     assert response.status_code == 400
-    message = " ".join(response.json()["limit_gpus"])
+    message = " ".join(response.json()["error"]["fields"]["limit_gpus"])
     assert "3 GPUs" in message and "4 GPUs already reserved or running" in message
     quota.refresh_from_db()
     assert quota.limit_gpus == 64
@@ -54,7 +54,7 @@ def test_patch_to_exactly_current_use_is_allowed(trio, placed, api):
                                          ({"limit_gpus": 8, "borrow_limit_gpus": -2}, "borrow_limit_gpus")])
 def test_patch_with_bad_numbers_is_400_naming_the_field(trio, quota, api, data, field):
     response = api(trio.owner).patch(reverse("api-quota", args=[quota.id]), data)
-    assert response.status_code == 400 and field in response.json()
+    assert response.status_code == 400 and field in response.json()["error"]["fields"]
 
 
 @pytest.mark.parametrize("who", ["member", "finance"])
@@ -126,7 +126,7 @@ def test_admin_lists_acknowledges_and_resolves_an_escalation(trio, escalation, a
 def test_resolve_without_an_outcome_is_400(trio, escalation, api):
     for data in ({}, {"outcome": ""}, {"outcome": "   "}):
         response = api(trio.owner).post(reverse("api-escalation-resolve", args=[escalation.id]), data)
-        assert response.status_code == 400 and "outcome" in response.json(), data
+        assert response.status_code == 400 and "outcome" in response.json()["error"]["fields"], data
     escalation.refresh_from_db()
     assert escalation.state == "open"
 
@@ -166,8 +166,11 @@ def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalat
     """One sweep over the URL conf, so a new object endpoint cannot forget its scoping."""
     from broker.api.urls import urlpatterns
 
+    from portal.apitokens.services.tokens import token_create
+
     quota = Quota.objects.get(tenant=trio.tenant)
-    ids = {"workload_id": placed.id, "quota_id": quota.id, "escalation_id": escalation.id}
+    token = token_create(actor=trio.member, name="laptop", expires_in_days=30).token
+    ids = {"workload_id": placed.id, "quota_id": quota.id, "escalation_id": escalation.id, "token_id": token.id}
     client = api(trio.outsider)
     checked = []
     for pattern in urlpatterns:
@@ -176,10 +179,13 @@ def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalat
             continue  # lists are scoped (tested above); clusters are shared infrastructure
         url = reverse(pattern.name, kwargs=kwargs)
         view = pattern.callback.view_class
-        methods = [m for m in ("get", "post", "patch") if hasattr(view, m)]
+        methods = [m for m in ("get", "post", "patch", "delete") if hasattr(view, m)]
         for method in methods:
             data = {"limit_gpus": 1, "outcome": "x"}
-            response = getattr(client, method)(url, data) if method != "get" else client.get(url)
+            response = getattr(client, method)(url, data) if method not in ("get", "delete") else (
+                getattr(client, method)(url))
             assert response.status_code == 404, (method, url, response.status_code)
             checked.append((method, pattern.name))
-    assert len(checked) >= 6, checked
+    assert len(checked) >= 9, checked
+    token.refresh_from_db()
+    assert token.revoked_at is None

@@ -35,7 +35,7 @@ def test_schema_documents_every_api_route(schema):
 
     documented = set(schema["paths"])
     for pattern in urlpatterns:
-        route = "/api/" + str(pattern.pattern).replace("<int:", "{").replace(">", "}")
+        route = "/api/v1/" + str(pattern.pattern).replace("<int:", "{").replace(">", "}")
         assert route in documented, route
 
 
@@ -47,13 +47,13 @@ def test_schema_operation_ids_are_unique(schema):
 
 def test_schema_states_the_real_status_codes_and_shapes(schema):
     paths = schema["paths"]
-    create = paths["/api/workloads/"]["post"]
+    create = paths["/api/v1/workloads/"]["post"]
     assert "201" in create["responses"]
     body = create["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     assert {"project", "name", "command"} <= set(schema["components"]["schemas"][body]["required"])
-    assert "202" in paths["/api/workloads/{workload_id}/cancel/"]["post"]["responses"]
-    assert "patch" in paths["/api/quotas/{quota_id}/"]
-    assert any(p["name"] == "state" for p in paths["/api/workloads/"]["get"].get("parameters", []))
+    assert "202" in paths["/api/v1/workloads/{workload_id}/cancel/"]["post"]["responses"]
+    assert "patch" in paths["/api/v1/quotas/{quota_id}/"]
+    assert any(p["name"] == "state" for p in paths["/api/v1/workloads/"]["get"].get("parameters", []))
     quota = schema["components"]["schemas"]["QuotaOut"]["properties"]
     assert quota["used_gpus"]["type"] == "integer"
 
@@ -65,7 +65,7 @@ def test_schema_endpoint_serves_the_same_valid_schema(client, db):
     assert response.status_code == 200
     served = json.loads(response.content)
     validate_schema(served)
-    assert "/api/workloads/" in served["paths"]
+    assert "/api/v1/workloads/" in served["paths"]
 
 
 def test_schema_endpoint_serves_yaml_by_default(client, db):

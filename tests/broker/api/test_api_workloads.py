@@ -40,7 +40,7 @@ def test_researcher_creates_a_workload_and_gets_201_with_it(trio, quota, cluster
 def test_spec_validation_errors_are_400_naming_the_field(trio, quota, api, change, field):
     response = api(trio.member).post(reverse("api-workloads"), {"project": trio.project.id, **SPEC, **change})
     assert response.status_code == 400, response.content
-    assert field in response.json(), response.json()
+    assert field in response.json()["error"]["fields"], response.json()
     assert not Workload.objects.exists()
 
 
@@ -49,13 +49,13 @@ def test_missing_required_field_is_400_naming_it(trio, quota, api, missing):
     data = {"project": trio.project.id, **SPEC}
     del data[missing]
     response = api(trio.member).post(reverse("api-workloads"), data)
-    assert response.status_code == 400 and missing in response.json()
+    assert response.status_code == 400 and missing in response.json()["error"]["fields"]
 
 
 def test_wrongly_typed_field_is_400_naming_it(trio, quota, api):
     response = api(trio.member).post(reverse("api-workloads"),
                                      {"project": trio.project.id, **SPEC, "gpus_per_worker": "two"})
-    assert response.status_code == 400 and "gpus_per_worker" in response.json()
+    assert response.status_code == 400 and "gpus_per_worker" in response.json()["error"]["fields"]
 
 
 def test_outsider_cannot_submit_into_another_tenants_project(trio, quota, api):
@@ -95,11 +95,14 @@ def test_list_filters_by_state(trio, api, gpu_classes):
     assert [r["name"] for r in rows] == ["runs"]
 
 
-def test_list_is_paginated(trio, api, gpu_classes):
-    for i in range(3):
-        WorkloadFactory(project=trio.project, name=f"job-{i}")
-    body = api(trio.member).get(reverse("api-workloads"), limit=2).json()
-    assert body["count"] == 3 and len(body["results"]) == 2 and body["next"]
+def test_list_is_paginated_by_keyset_newest_first(trio, api, gpu_classes):
+    made = [WorkloadFactory(project=trio.project, name=f"job-{i}") for i in range(3)]
+    client = api(trio.member)
+    body = client.get(reverse("api-workloads"), limit=2).json()
+    assert [r["name"] for r in body["results"]] == ["job-2", "job-1"] and body["next"]
+    assert set(body) == {"results", "next"}
+    second = client.client.get(body["next"]).json()
+    assert [r["id"] for r in second["results"]] == [made[0].id] and second["next"] is None
 
 
 def test_detail_says_where_it_went(trio, placed, cluster, api):

@@ -1,0 +1,1 @@
+"""Per-user API tokens: ``Authorization: Bearer gpb_<secret>``, stored only as a hash."""
