@@ -44,7 +44,7 @@ class Client:
         return self._call("GET", path, params={k: v for k, v in params.items() if v not in (None, "")})
 
     def get_text(self, path: str, **params: Any) -> str:
-        return self._call("GET", path, params=params, raw=True)
+        return self._call("GET", path, params=params, raw=True, headers={"Accept": "text/csv, */*"})
 
     def post(self, path: str, body: dict | None = None, *, idempotent: bool = False) -> Any:
         headers = {"Idempotency-Key": str(uuid.uuid4())} if idempotent else {}

@@ -151,11 +151,11 @@ def cmd_chargeback(args, out, client: Client) -> int:
         out.write(client.get_text("chargeback/", month=args.month, format="csv"))
         return OK
     body = client.get("chargeback/", month=args.month)
-    rows = body.get("rows", body.get("results", []))
-    keys = [k for k in ("tenant", "project", "gpu_class", "onprem_hours", "onprem_cost", "cloud_hours",
-                        "cloud_cost", "gpu_hours", "cost") if any(k in r for r in rows)] or sorted(
-        {k for r in rows for k in r})
-    print(output.table(keys, [[r.get(k) for k in keys] for r in rows]), file=out)
+    rows, totals = body.get("rows", []), body.get("totals") or {}
+    keys = list(rows[0]) if rows else ["month", "tenant", "project", "gpu_class", *totals]
+    table = [[r.get(k) for k in keys] for r in rows]
+    table.append([totals.get(k, "Total" if i == 0 else "") for i, k in enumerate(keys)])
+    print(output.table(keys, table), file=out)
     return OK
 
 

@@ -27,12 +27,11 @@ def workload_status(w: dict) -> str:
                        ("created", "created_at"), ("started", "started_at"), ("ended", "ended_at")):
         if w.get(key) not in (None, ""):
             lines.append(f"  {label}: {w[key]}")
-    reason = w.get("local_reason_text") or w.get("local_reason") or w.get("reason")
-    if reason:
-        lines.append(f"  why: {reason}")
-    raw = w.get("reason") if w.get("reason") and w.get("reason") != reason else ""
-    if raw:
-        lines.append(f"  scheduler says: {raw}")
+    code = w.get("local_reason") or w.get("reason")
+    if w.get("local_reason_text") or code:
+        lines.append(f"  why: {w.get('local_reason_text') or code}" + (f" [{code}]" if code else ""))
+    if w.get("raw_reason"):
+        lines.append(f"  scheduler says: {w['raw_reason']}")
     return "\n".join(lines)
 
 
