@@ -3,8 +3,11 @@
 On-prem GPU-hours are priced at the GPU class's rate for that month (a cluster's own
 rate wins over the class-wide one, the cluster's list price is the last resort);
 cloud GPU-hours come from the schedulers' records and their cost from matched bill
-lines.  Hours and costs are rounded per row and totals are sums of the rounded rows,
-so the page and every export add up to the same figures.
+lines.  Cloud hours whose workload has no bill line yet are not free: they carry an
+estimate from the cloud cluster's price per GPU-hour, kept in a column of its own and marked estimated, until the bill arrives.  Egress (data transfer
+out) lines of a bill are a column of their own too, not GPU cost.  Hours and costs are
+rounded per row and totals are sums of the rounded rows, so the page and every export
+add up to the same figures.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import TruncMonth
 
 from accounting.models import BillLine, GpuRate, UsageEntry
@@ -21,6 +24,10 @@ from broker.models import Cluster, GpuClass, Location
 from portal.tenancy.models import Project, Tenant
 
 CENT = Decimal("0.01")
+# Bill lines for data leaving the cloud, as the three providers name them (AWS usage type
+# "EUW1-DataTransfer-Out-Bytes", GCP "Network Internet Egress from ...", Azure "Bandwidth /
+# Standard Data Transfer Out").
+EGRESS_PATTERN = r"(egress|data ?transfer[- ]?out|bandwidth)"
 _SECONDS_PER_HOUR = Decimal(3600)
 UNASSIGNED = "(unassigned)"
 
@@ -39,8 +46,11 @@ class ChargebackRow:
     gpu_class: str
     onprem_seconds: int = 0
     cloud_seconds: int = 0
+    cloud_estimated_seconds: int = 0  # cloud hours with no bill line yet (part of cloud_seconds)
     onprem_exact_cost: Decimal = Decimal("0")
     cloud_exact_cost: Decimal = Decimal("0")
+    cloud_estimated_exact: Decimal = Decimal("0")
+    egress_exact_cost: Decimal = Decimal("0")
 
     @property
     def onprem_hours(self) -> Decimal:
@@ -60,11 +70,29 @@ class ChargebackRow:
 
     @property
     def cloud_cost(self) -> Decimal:
+        """Billed cloud GPU cost: matched bill lines, egress apart."""
         return self.cloud_exact_cost.quantize(CENT, ROUND_HALF_UP)
 
     @property
+    def cloud_estimated_hours(self) -> Decimal:
+        return hours(self.cloud_estimated_seconds)
+
+    @property
+    def cloud_estimated_cost(self) -> Decimal:
+        return self.cloud_estimated_exact.quantize(CENT, ROUND_HALF_UP)
+
+    @property
+    def egress_cost(self) -> Decimal:
+        return self.egress_exact_cost.quantize(CENT, ROUND_HALF_UP)
+
+    @property
+    def estimated(self) -> bool:
+        """Part of this row's cost is an estimate: some cloud hours wait for their bill."""
+        return self.cloud_estimated_seconds > 0
+
+    @property
     def cost(self) -> Decimal:
-        return self.onprem_cost + self.cloud_cost
+        return self.onprem_cost + self.cloud_cost + self.cloud_estimated_cost + self.egress_cost
 
 
 @dataclass
@@ -73,20 +101,35 @@ class Totals:
     cloud_hours: Decimal = Decimal("0")
     onprem_cost: Decimal = Decimal("0")
     cloud_cost: Decimal = Decimal("0")
+    cloud_estimated_hours: Decimal = Decimal("0")
+    cloud_estimated_cost: Decimal = Decimal("0")
+    egress_cost: Decimal = Decimal("0")
 
     @property
     def gpu_hours(self) -> Decimal:
         return self.onprem_hours + self.cloud_hours
 
     @property
+    def cloud_spend(self) -> Decimal:
+        """Everything the cloud costs: billed, estimated until billed, and egress."""
+        return self.cloud_cost + self.cloud_estimated_cost + self.egress_cost
+
+    @property
     def cost(self) -> Decimal:
-        return self.onprem_cost + self.cloud_cost
+        return self.onprem_cost + self.cloud_spend
+
+    @property
+    def estimated(self) -> bool:
+        return self.cloud_estimated_hours > 0 or self.cloud_estimated_cost > 0
 
     def add(self, row: ChargebackRow) -> None:
         self.onprem_hours += row.onprem_hours
         self.cloud_hours += row.cloud_hours
         self.onprem_cost += row.onprem_cost
         self.cloud_cost += row.cloud_cost
+        self.cloud_estimated_hours += row.cloud_estimated_hours
+        self.cloud_estimated_cost += row.cloud_estimated_cost
+        self.egress_cost += row.egress_cost
 
 
 @dataclass
@@ -107,11 +150,22 @@ class RateBook:
 
     def price(self, cluster_id: int, gpu_class_id: int | None, month: date) -> Decimal:
         for wanted_cluster in (cluster_id, None):  # the cluster's own rate wins
-            for r in self.rates:
-                if (r["cluster_id"] == wanted_cluster and r["gpu_class_id"] == gpu_class_id
-                        and r["valid_from"] <= month):
-                    return r["price_per_gpu_hour"]
+            rate = self._rate(wanted_cluster, gpu_class_id, month)
+            if rate is not None:
+                return rate
         return self.list_price.get(cluster_id, Decimal("0"))
+
+    def cloud_estimate(self, cluster_id: int) -> Decimal:
+        """What an unbilled cloud GPU-hour is expected to cost: the cloud cluster's price per
+        GPU-hour (what placement ranks it by; the class rates are on-prem TCO, and a cloud
+        cluster has no rate of its own: its bill is its rate)."""
+        return self.list_price.get(cluster_id, Decimal("0"))
+
+    def _rate(self, cluster_id: int | None, gpu_class_id: int | None, month: date) -> Decimal | None:
+        for r in self.rates:
+            if r["cluster_id"] == cluster_id and r["gpu_class_id"] == gpu_class_id and r["valid_from"] <= month:
+                return r["price_per_gpu_hour"]
+        return None
 
 
 def build_report(*, months: list[date], tenant_ids: set[int] | None, project_id: int | None = None) -> ChargebackReport:
@@ -128,13 +182,18 @@ def build_report(*, months: list[date], tenant_ids: set[int] | None, project_id:
 
 def _add_usage(rows: dict, names: "_Names", usage: QuerySet) -> None:
     rates = RateBook()
-    groups = (usage.annotate(month=TruncMonth("end"))
-              .values("month", "tenant_id", "project_id", "gpu_class_id", "cluster_id", "cluster__location")
+    billed = BillLine.objects.filter(workload_id=OuterRef("workload_id"))
+    groups = (usage.annotate(month=TruncMonth("end"), billed=Exists(billed))
+              .values("month", "tenant_id", "project_id", "gpu_class_id", "cluster_id", "cluster__location", "billed")
               .annotate(secs=Sum("gpu_seconds")).order_by())
     for g in groups:
         row = _row(rows, names, g)
         if g["cluster__location"] == Location.CLOUD:
-            row.cloud_seconds += g["secs"]  # its cost comes from the bill
+            row.cloud_seconds += g["secs"]  # its cost comes from the bill ...
+            if not g["billed"]:  # ... or, until the bill has a line for it, from the rates
+                price = rates.cloud_estimate(g["cluster_id"])
+                row.cloud_estimated_seconds += g["secs"]
+                row.cloud_estimated_exact += price * g["secs"] / _SECONDS_PER_HOUR
             continue
         price = rates.price(g["cluster_id"], g["gpu_class_id"], month_start(g["month"]))
         row.onprem_seconds += g["secs"]
@@ -142,11 +201,17 @@ def _add_usage(rows: dict, names: "_Names", usage: QuerySet) -> None:
 
 
 def _add_bills(rows: dict, names: "_Names", billed: QuerySet) -> None:
-    groups = (billed.annotate(month=TruncMonth("usage_start"))
-              .values("month", "tenant_id", "project_id", "gpu_class_id")
-              .annotate(cost=Sum("cost")).order_by())
-    for g in groups:
-        _row(rows, names, g).cloud_exact_cost += g["cost"] or Decimal("0")
+    egress = Q(description__iregex=EGRESS_PATTERN)
+    for lines, is_egress in ((billed.exclude(egress), False), (billed.filter(egress), True)):
+        groups = (lines.annotate(month=TruncMonth("usage_start"))
+                  .values("month", "tenant_id", "project_id", "gpu_class_id")
+                  .annotate(cost=Sum("cost")).order_by())
+        for g in groups:
+            row = _row(rows, names, g)
+            if is_egress:
+                row.egress_exact_cost += g["cost"] or Decimal("0")
+            else:
+                row.cloud_exact_cost += g["cost"] or Decimal("0")
 
 
 def _scoped(qs: QuerySet, tenant_ids: set[int] | None, project_id: int | None) -> QuerySet:

@@ -9,17 +9,29 @@ from openpyxl import Workbook
 
 from accounting.chargeback import ChargebackReport
 
+# "Cloud cost" is what matched bill lines charged; "Cloud cost estimated" prices the cloud
+# GPU-hours no bill line covers yet ("Cloud GPU-hours estimated", part of "Cloud GPU-hours");
+# "Egress cost" is the bills' data-transfer-out lines.  "Cost" adds all of them; "Status"
+# says whether a row's cost is "final" or partly an estimate ("estimated").
 HEADER = ["Month", "Tenant", "Project", "GPU class", "On-prem GPU-hours", "On-prem cost",
-          "Cloud GPU-hours", "Cloud cost", "GPU-hours", "Cost"]
+          "Cloud GPU-hours", "Cloud cost", "Cloud GPU-hours estimated", "Cloud cost estimated",
+          "Egress cost", "GPU-hours", "Cost", "Status"]
+NUMBER_COLUMNS = "EFGHIJKLM"
+
+
+def _status(estimated: bool) -> str:
+    return "estimated" if estimated else "final"
 
 
 def _rows(report: ChargebackReport) -> list[list]:
     rows: list[list] = [
         [f"{r.month:%Y-%m}", r.tenant, r.project, r.gpu_class, r.onprem_hours, r.onprem_cost,
-         r.cloud_hours, r.cloud_cost, r.gpu_hours, r.cost] for r in report.rows]
+         r.cloud_hours, r.cloud_cost, r.cloud_estimated_hours, r.cloud_estimated_cost, r.egress_cost,
+         r.gpu_hours, r.cost, _status(r.estimated)] for r in report.rows]
     t = report.totals
     rows.append(["Total", "", "", "", t.onprem_hours, t.onprem_cost, t.cloud_hours, t.cloud_cost,
-                 t.gpu_hours, t.cost])
+                 t.cloud_estimated_hours, t.cloud_estimated_cost, t.egress_cost, t.gpu_hours, t.cost,
+                 _status(t.estimated)])
     return rows
 
 
@@ -40,7 +52,7 @@ def chargeback_xlsx(report: ChargebackReport) -> bytes:
     ws.append(HEADER)
     for row in _rows(report):
         ws.append(row)
-    for col in "EFGHIJ":
+    for col in NUMBER_COLUMNS:
         for cell in ws[col][1:]:
             cell.number_format = "#,##0.00"
     ws.freeze_panes = "A2"

@@ -140,6 +140,47 @@ def reconciliation_view(*, user: AnyUser, period: date, cluster_name: str = "") 
     return list(views.values())
 
 
+@dataclass
+class ClusterMonth:
+    """Where one cluster's month stands: is its bill in, has it been reconciled, what was found."""
+
+    month: date
+    cluster: Cluster
+    bill: str                       # "imported", "awaiting" (cloud, none yet), "" (on-prem)
+    run: ReconciliationRun | None
+    discrepancies: int              # those the user may see
+
+    @property
+    def status(self) -> str:
+        if self.run is None:
+            return "not reconciled"
+        if self.discrepancies:
+            return f"{self.discrepancies} discrepanc{'y' if self.discrepancies == 1 else 'ies'}"
+        return "reconciled"
+
+
+def reconciliation_status(*, user: AnyUser, months: list[date]) -> list[ClusterMonth]:
+    """Per month and cluster: bill imported or awaited, reconciliation run or not, discrepancies.
+
+    Cluster names and whether a bill exists are fleet facts; the discrepancy counts are the
+    user's tenants' only (all for operators)."""
+    scope = finance_scope(user=user)
+    clusters = list(Cluster.objects.filter(enabled=True).order_by("name"))
+    runs = {(r.cluster_id, r.period): r for r in ReconciliationRun.objects.filter(period__in=months)}
+    counts = dict(scope.filter(Discrepancy.objects.filter(run__in=runs.values()))
+                  .values("run_id").annotate(n=Count("id")).values_list("run_id", "n").order_by())
+    out = []
+    for month in months:
+        start, stop = month_bounds(month)
+        billed = set(BillLine.objects.filter(usage_start__gte=start, usage_start__lt=stop, bill__cluster__isnull=False)
+                     .values_list("bill__cluster_id", flat=True).distinct())
+        for cluster in clusters:
+            run = runs.get((cluster.id, month))
+            bill = "" if cluster.location != Location.CLOUD else ("imported" if cluster.id in billed else "awaiting")
+            out.append(ClusterMonth(month, cluster, bill, run, counts.get(run.id, 0) if run else 0))
+    return out
+
+
 # --- rates ---------------------------------------------------------------------------------
 
 def rate_list(*, user: AnyUser) -> QuerySet[GpuRate]:

@@ -58,6 +58,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
     query.pop("format", None)
     return render(request, "accounting/chargeback.html", {
         "form": form, "report": report, "query": query.urlencode(),
+        "reconciliation": selectors.reconciliation_status(user=request.user, months=report.months),
         "chart_data": chargeback_chart_data(user=request.user, report=report, tenant_slug=filters["tenant_slug"])})
 
 
