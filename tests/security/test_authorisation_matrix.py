@@ -27,6 +27,8 @@ ROLES = ("anonymous", "researcher", "admin", "finance", "outsider")
 MATRIX: dict[str, dict[str, str]] = {
     "home":                   {"get": "302 200 200 200 200"},
     "healthz":                {"get": "200 200 200 200 200"},
+    # /metrics: not by role but by Bearer token or client address; the test client is 127.0.0.1
+    "metrics":                {"get": "200 200 200 200 200", "post": "405 405 405 405 405"},
     "login":                  {"get": "200 200 200 200 200"},
     "logout":                 {"get": "405 405 405 405 405", "post": "302 302 302 302 302"},
     "workload-list":          {"get": "302 200 200 403 200"},
