@@ -79,7 +79,8 @@ def links_for(*, user: AnyUser) -> list[NavLink]:
 
 
 def _admitted(roles: set[str], operator: bool) -> list[NavLink]:
-    return [link for link, audience in _PAGES if audience.admits(roles, operator)]
+    links = [link for link, audience in _PAGES if audience.admits(roles, operator)]
+    return sorted(links, key=lambda link: _GROUP_ORDER.index(link.group))  # as the navigation shows them
 
 
 def accounting_links(*, user: AnyUser) -> list[NavLink]:

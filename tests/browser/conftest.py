@@ -34,6 +34,12 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic"
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 DOWNLOADS = ROOT / "test-artifacts" / "downloads"
+# the page tour writes here instead when GPUBROKER_UPDATE_SCREENSHOTS=1 (docs/pages.md shows them)
+DOC_SCREENSHOTS = ROOT / "docs" / "screenshots"
+UPDATE_DOC_SCREENSHOTS = os.environ.get("GPUBROKER_UPDATE_SCREENSHOTS", "") == "1"
+# what site.css gives the header: proof that the stylesheet arrived and applies
+HEADER_BACKGROUND = "rgb(16, 28, 46)"
+BLOCKING_IMPACTS = ("serious", "critical")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -41,6 +47,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.browser)
+
+
+def _live_server_through_whitenoise(addr: str):
+    """pytest-django's live server with one difference: static files reach the portal's own
+    middleware (WhiteNoise), as in ``make demo`` and under gunicorn, instead of the test
+    static handler Django puts in front of the live server.  A stylesheet that only a test
+    handler could serve would otherwise pass here and 404 in the demo."""
+    from django.test.testcases import LiveServerThread
+    from pytest_django.live_server_helper import LiveServer
+
+    server = LiveServer(addr, start=False)
+    old = server.thread
+    server.thread = LiveServerThread(old.host, static_handler=lambda app: app,
+                                     connections_override=old.connections_override, port=old.port)
+    server.thread.daemon = True
+    server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+def live_server(request):
+    addr = request.config.getvalue("liveserver") or os.getenv("DJANGO_LIVE_TEST_SERVER_ADDRESS") or "localhost"
+    server = _live_server_through_whitenoise(addr)
+    yield server
+    server.stop()
 
 
 @pytest.fixture
@@ -97,12 +128,36 @@ def pytest_runtest_makereport(item, call):
         item.rep_call = report
 
 
-def shot(page, name: str) -> Path:
-    """Screenshot of the whole page: test-artifacts/screenshots/<name>.png."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
+def shot(page, name: str, *, doc: bool = False) -> Path:
+    """Screenshot of the whole page: test-artifacts/screenshots/<name>.png, or, for a ``doc``
+    screenshot while GPUBROKER_UPDATE_SCREENSHOTS=1, docs/screenshots/<name>.png."""
+    folder = DOC_SCREENSHOTS if doc and UPDATE_DOC_SCREENSHOTS else SCREENSHOTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{re.sub(r'[^A-Za-z0-9_.-]+', '-', name)}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def assert_assets_loaded(page) -> None:
+    """The stylesheet applies (a computed style only site.css gives) and htmx runs."""
+    header = page.evaluate("getComputedStyle(document.querySelector('header.top')).backgroundColor")
+    assert header == HEADER_BACKGROUND, f"{page.url}: site.css did not apply (header background {header})"
+    rules = page.evaluate("""[...document.styleSheets].filter(s => (s.href || '').endsWith('/static/portal/site.css'))
+                             .map(s => s.cssRules.length)""")
+    assert rules and rules[0] > 50, f"{page.url}: site.css missing or empty ({rules})"
+    version = page.evaluate("window.htmx ? window.htmx.version : null")
+    assert version and version.startswith("2."), f"{page.url}: htmx did not load ({version})"
+
+
+def assert_accessible(page) -> None:
+    """axe-core (pinned by axe-playwright-python) finds nothing serious or critical."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(page)
+    blocking = [v for v in results.response["violations"] if v.get("impact") in BLOCKING_IMPACTS]
+    problems = [f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes'][:3]]}"
+                for v in blocking]
+    assert not problems, f"{page.url}: accessibility violations:\n" + "\n".join(problems)
 
 
 def log_in(page, user, password: str = PASSWORD, screenshot: str = "") -> None:
