@@ -22,7 +22,8 @@ migrate: $(STAMP)
 
 ## make demo [PORT=8010]: SQLite, in-process background work, three simulated clusters, http://127.0.0.1:8000
 demo: migrate
-	GPUBROKER_USAGE_INTERVAL_S=$${GPUBROKER_USAGE_INTERVAL_S:-60} $(PY) manage.py demo --addrport $(HOST):$(PORT)
+	GPUBROKER_USAGE_INTERVAL_S=$${GPUBROKER_USAGE_INTERVAL_S:-60} GPUBROKER_SAMPLE_INTERVAL_S=$${GPUBROKER_SAMPLE_INTERVAL_S:-30} \
+		$(PY) manage.py demo --addrport $(HOST):$(PORT)
 
 ## make test: the whole suite (set DATABASE_URL / CELERY_BROKER_URL to use real services)
 test: $(STAMP)
