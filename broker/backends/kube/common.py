@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping
 
 import urllib3
+import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
@@ -37,6 +38,9 @@ PROJECT_LABEL = "gpubroker.io/project"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpubroker"}
 # Indexed Job / Volcano pod hostnames are "<job>-<task>-<index>" and must stay <= 63.
 MAX_JOB_NAME = 47
+# what loading a kubeconfig raises when the file is missing, not YAML, or not a kubeconfig
+_CONFIG_ERRORS = (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError,
+                  AttributeError, yaml.YAMLError)
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -44,7 +48,7 @@ _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 class KubeConfig:
     """Where a cluster's API server is and how patient to be with it.
 
-    ``host`` wins (the emulator, or a proxy); otherwise ``in_cluster`` or the
+    ``host`` wins (a proxy, the tests' emulator); otherwise ``in_cluster`` or the
     kubeconfig file at ``kubeconfig`` (empty: $KUBECONFIG / ~/.kube/config).
     """
 
@@ -103,10 +107,19 @@ class KubeClient:
             if self._api is None:
                 try:
                     self._api = k8s.ApiClient(_configuration(self.config))
-                except (k8s_config.ConfigException, OSError, ValueError) as exc:
-                    # A broken kubeconfig is reported, not raised at construction time.
-                    raise Unavailable(f"kubernetes client configuration: {exc}") from exc
+                except _CONFIG_ERRORS as exc:
+                    # A broken kubeconfig is reported (cluster stale), not raised at start-up.
+                    where = self.config.kubeconfig or "$KUBECONFIG / ~/.kube/config"
+                    raise Unavailable(f"malformed or unreadable kubeconfig {where}: "
+                                      f"{type(exc).__name__}: {exc}") from exc
             return self._api
+
+    @property
+    def where(self) -> str:
+        """The API server's URL for messages (known once the client is built)."""
+        if self.config.host:
+            return self.config.host
+        return self._api.configuration.host if self._api is not None else "cluster"
 
     def core(self) -> k8s.CoreV1Api:
         return k8s.CoreV1Api(self._client())
@@ -125,17 +138,26 @@ class KubeClient:
         except ApiException as exc:
             if missing_ok and exc.status == 404:
                 return None
-            raise translate_api_exception(exc) from exc
+            raise translate_api_exception(exc, self.where) from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            # connection refused, read timeout, reset: the outcome is unknown
-            raise Unavailable(f"kubernetes API {self.config.host or 'cluster'}: {exc}") from exc
+            # connection refused, read timeout, reset, TLS: the outcome is unknown
+            raise Unavailable(transport_text(exc, self.where)) from exc
         try:
             return json.loads(resp.data or b"{}")
         except ValueError as exc:
             raise Unavailable(f"kubernetes API answered with something not JSON: {exc}") from exc
 
     def items(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-        body = self.call(fn, *args, **kwargs) or {}
+        """A list call.  Any 4xx means this cluster can't be read (resource not served: a CRD
+        missing; credentials refused): Unavailable, so the cluster is stale, not a crash."""
+        try:
+            body = self.call(fn, *args, **kwargs) or {}
+        except KubeRejected as exc:
+            what = resource_text(fn, args)
+            if exc.status == 404:
+                raise Unavailable(f"CRD missing: the API server {self.where} does not serve "
+                                  f"{what} ({exc})") from exc
+            raise Unavailable(f"cannot list {what} on {self.where}: {exc}") from exc
         return list(body.get("items") or [])
 
     def close(self) -> None:
@@ -165,14 +187,33 @@ def _configuration(cfg: KubeConfig) -> k8s.Configuration:
     return conf
 
 
-def translate_api_exception(exc: ApiException) -> Exception:
+def translate_api_exception(exc: ApiException, where: str = "") -> Exception:
     status = int(exc.status or 0)
     body = exc.body if isinstance(exc.body, str) else ""
     message = _status_message(body) or str(exc.reason or "")
     text = f"HTTP {status}: {message}"
+    if status == 401:
+        # the token expired or the client certificate is not trusted: no call can succeed
+        return Unavailable(f"credentials rejected by the API server {where or ''} "
+                           f"(expired or invalid token): {text}".replace("  ", " "))
     if status == 0 or status >= 500 or status in (408, 429):
         return Unavailable(f"kubernetes API: {text}")
     return KubeRejected(text, raw=body or text, status=status)
+
+
+def transport_text(exc: BaseException, where: str) -> str:
+    """Say which: no answer in time, or no connection at all."""
+    reason = getattr(exc, "reason", None) or exc
+    if isinstance(reason, urllib3.exceptions.ReadTimeoutError) or "Read timed out" in str(exc):
+        return f"API server {where} did not answer in time: {exc}"
+    return f"API server {where} unreachable: {exc}"
+
+
+def resource_text(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+    """"workloads.kueue.x-k8s.io/v1beta2" for a custom-object list, else the method name."""
+    if getattr(fn, "__name__", "").endswith("custom_object") and len(args) >= 3:
+        return f"{args[-1]}.{args[0]}/{args[1]}"
+    return getattr(fn, "__name__", "resource")
 
 
 def _status_message(body: str) -> str:

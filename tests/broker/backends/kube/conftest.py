@@ -30,7 +30,8 @@ def make_spec(**kw: Any) -> WorkloadSpec:
 
 
 def fast_config(emu: KubeEmulator) -> KubeConfig:
-    return KubeConfig(host=emu.url, connect_timeout_s=0.5, read_timeout_s=0.5)
+    # 2 s: a loaded CI machine must not turn an ordinary answer into a timeout
+    return KubeConfig(host=emu.url, connect_timeout_s=0.5, read_timeout_s=2.0)
 
 
 @dataclass
@@ -75,7 +76,7 @@ def make_harness(kind: str, emu: KubeEmulator,
 @pytest.fixture
 def emu() -> Iterator[KubeEmulator]:
     emulator = KubeEmulator().start()
-    emulator.slow_seconds = 1.5  # longer than fast_config's 0.5 s read timeout
+    emulator.slow_seconds = 4.0  # longer than fast_config's read timeout
     emulator.freeze(datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc))  # exact durations
     yield emulator
     emulator.stop()
