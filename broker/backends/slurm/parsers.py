@@ -12,42 +12,25 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
 
-from broker.backends.base import WORKLOAD_ID_PREFIX, JobState, Reason
+from broker.backends.base import WORKLOAD_ID_PREFIX
+# re-exported: callers and tests read these as parsers.<name>
+from broker.backends.slurm import known_fields as known
+from broker.backends.slurm.errors import (  # noqa: F401
+    TRANSIENT_MARKERS, is_transient, rest_error_is_rejection, rest_errors, slurm_error_message,
+)
+from broker.backends.slurm.states import (  # noqa: F401
+    DRAINING_FLAGS, UNHEALTHY_BASES, UNHEALTHY_FLAGS, job_reason, job_state_base, map_job_state,
+    map_reason, node_health, split_node_state,
+)
 from broker.backends.slurm.transport import GresItem, SlurmAcct, SlurmJob, SlurmNode
+from broker.backends.slurm.fields import unknown_fields
+from broker.backends.slurm.values import NULLS, clean, number  # noqa: F401
 
 US = "\x1f"  # field delimiter we ask squeue/sacct for: job names and comments may hold '|'
-NULLS = frozenset({"", "(null)", "N/A", "n/a", "None", "none", "Unknown", "UNKNOWN", "null"})
-
 WORKLOAD_ID_RE = re.compile(r"^" + re.escape(WORKLOAD_ID_PREFIX) + r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 
 # ------------------------------------------------------------------ scalars
-
-def clean(value: Any) -> str:
-    """Text of a Slurm field, with Slurm's spellings of "nothing" turned into ""."""
-    if value is None:
-        return ""
-    text = str(value).strip()
-    return "" if text in NULLS else text
-
-
-def number(value: Any, default: int = 0) -> int:
-    """An integer from 5, "5", {"set": true, "number": 5} (v0.0.39+) or nothing."""
-    if isinstance(value, dict):
-        if not value.get("set", True) or value.get("infinite"):
-            return default
-        value = value.get("number")
-    if value is None or isinstance(value, bool):
-        return default
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        text = clean(value)
-        try:
-            return int(float(text)) if text else default
-        except ValueError:
-            return default
-
 
 def parse_time(value: Any) -> datetime | None:
     """Aware UTC datetime from epoch seconds (what SLURM_TIME_FORMAT=%s and the REST API
@@ -207,128 +190,6 @@ def gpu_items(items: Iterable[GresItem]) -> list[GresItem]:
     return [i for i in items if i.name == "gpu"]
 
 
-# ------------------------------------------------------------------ states and reasons
-
-_JOB_STATES: dict[str, JobState] = {
-    "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "REQUEUED": JobState.PENDING,
-    "REQUEUE_HOLD": JobState.PENDING, "REQUEUE_FED": JobState.PENDING,
-    "RESV_DEL_HOLD": JobState.PENDING,
-    "RUNNING": JobState.RUNNING, "COMPLETING": JobState.RUNNING, "SUSPENDED": JobState.RUNNING,
-    "STOPPED": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "STAGE_OUT": JobState.RUNNING,
-    "RESIZING": JobState.RUNNING, "UPDATE_DB": JobState.RUNNING, "POWER_UP_NODE": JobState.PENDING,
-    "COMPLETED": JobState.COMPLETED,
-    "CANCELLED": JobState.CANCELLED,
-    "FAILED": JobState.FAILED, "TIMEOUT": JobState.FAILED, "NODE_FAIL": JobState.FAILED,
-    "PREEMPTED": JobState.FAILED, "BOOT_FAIL": JobState.FAILED, "DEADLINE": JobState.FAILED,
-    "OUT_OF_MEMORY": JobState.FAILED, "SPECIAL_EXIT": JobState.FAILED, "REVOKED": JobState.FAILED,
-}
-# squeue's compact codes, in case a caller passes %t output
-_SHORT_STATES = {"PD": "PENDING", "R": "RUNNING", "CG": "COMPLETING", "CD": "COMPLETED",
-                 "CA": "CANCELLED", "F": "FAILED", "TO": "TIMEOUT", "NF": "NODE_FAIL",
-                 "PR": "PREEMPTED", "S": "SUSPENDED", "ST": "STOPPED", "BF": "BOOT_FAIL",
-                 "DL": "DEADLINE", "OOM": "OUT_OF_MEMORY", "CF": "CONFIGURING", "RQ": "REQUEUED",
-                 "RH": "REQUEUE_HOLD", "SE": "SPECIAL_EXIT", "RV": "REVOKED", "SI": "SIGNALING",
-                 "SO": "STAGE_OUT", "RS": "RESIZING", "RD": "RESV_DEL_HOLD", "RF": "REQUEUE_FED"}
-
-
-def job_state_base(raw: Any) -> str:
-    """``CANCELLED by 0`` -> CANCELLED; ``["PENDING", "REQUEUED"]`` -> PENDING; ``R`` -> RUNNING."""
-    if isinstance(raw, (list, tuple)):
-        raw = raw[0] if raw else ""
-    text = clean(raw).upper()
-    if not text:
-        return ""
-    text = text.split()[0].rstrip("+")
-    return _SHORT_STATES.get(text, text)
-
-
-def map_job_state(raw: Any) -> JobState:
-    return _JOB_STATES.get(job_state_base(raw), JobState.UNKNOWN)
-
-
-_REASON_EXACT: dict[str, Reason] = {
-    "none": Reason.NONE, "": Reason.NONE,
-    "resources": Reason.CAPACITY, "priority": Reason.CAPACITY,
-    "nodes_busy": Reason.CAPACITY, "licenses": Reason.CAPACITY,
-    "jobhelduser": Reason.HELD, "jobheldadmin": Reason.HELD,
-    "launch failed requeued held": Reason.HELD,
-    "reqnodenotavail": Reason.UNAVAILABLE, "partitiondown": Reason.UNAVAILABLE,
-    "partitioninactive": Reason.UNAVAILABLE, "nodedown": Reason.UNAVAILABLE,
-    "dependency": Reason.WAITING, "begintime": Reason.WAITING,
-}
-
-
-def map_reason(raw: Any) -> Reason:
-    """Slurm's pending reason -> Reason.  The raw text is kept beside by the caller."""
-    text = clean(raw)
-    low = text.lower()
-    if low in _REASON_EXACT:
-        return _REASON_EXACT[low]
-    if low.startswith("reqnodenotavail"):          # "ReqNodeNotAvail, UnavailableNodes:n1"
-        return Reason.UNAVAILABLE
-    if low.startswith(("qos", "assoc")):           # QOSMax*, QOSGrp*, AssocGrp*, AssocMax*, ...
-        return Reason.POLICY
-    if re.match(r"^max\w*per(account|user)$", low):  # MaxGRESPerAccount, MaxJobsPerUser, ...
-        return Reason.POLICY
-    if low in ("partitiontimelimit", "partitionnodelimit"):
-        return Reason.POLICY
-    return Reason.OTHER
-
-
-def job_reason(state: JobState, raw_reason: str) -> Reason:
-    """Reason only means something while a job waits."""
-    if state != JobState.PENDING:
-        return Reason.NONE
-    return map_reason(raw_reason)
-
-
-# node states: base words and the flags Slurm adds with '+', or sinfo's suffix symbols
-_NODE_SUFFIX_FLAGS = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP",
-                      "%": "POWERING_DOWN", "!": "POWER_DOWN", "$": "MAINT", "@": "REBOOT_REQUESTED",
-                      "^": "REBOOT_ISSUED", "-": "PLANNED"}
-_SINFO_WORDS = {"DRAINED": ("IDLE", "DRAIN"), "DRAINING": ("ALLOCATED", "DRAIN"),
-                "DRNG": ("ALLOCATED", "DRAIN"), "DRAIN": ("IDLE", "DRAIN"), "ALLOC": ("ALLOCATED", ""),
-                "MIX": ("MIXED", ""), "COMP": ("COMPLETING", ""), "INVAL": ("INVAL", "INVALID")}
-UNHEALTHY_BASES = frozenset({"DOWN", "ERROR", "FUTURE", "UNKNOWN", "INVAL", "FAIL"})
-UNHEALTHY_FLAGS = frozenset({"NOT_RESPONDING", "FAIL", "FAILING", "INVALID", "INVALID_REG",
-                             "POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN", "POWERING_UP",
-                             "REBOOT_ISSUED", "NO_RESPOND"})
-DRAINING_FLAGS = frozenset({"DRAIN", "DRAINING", "DRAINED", "MAINT", "REBOOT_REQUESTED"})
-
-
-def split_node_state(raw: Any, extra_flags: Iterable[str] = ()) -> tuple[str, frozenset[str]]:
-    """``IDLE+DRAIN`` / ``DOWN*`` / ``drained`` / ``["IDLE", "DRAIN"]`` -> (base, flags)."""
-    words: list[str]
-    if isinstance(raw, (list, tuple)):
-        words = [str(w) for w in raw]
-    else:
-        words = clean(raw).split("+") if clean(raw) else []
-    flags = {str(f).upper() for f in extra_flags if f}
-    base = ""
-    for i, word in enumerate(words):
-        word = word.strip().upper()
-        while word and word[-1] in _NODE_SUFFIX_FLAGS:
-            flags.add(_NODE_SUFFIX_FLAGS[word[-1]])
-            word = word[:-1]
-        if i == 0 and word in _SINFO_WORDS:
-            word, flag = _SINFO_WORDS[word]
-            if flag:
-                flags.add(flag)
-        if i == 0 and not base:
-            base = word
-        elif word:
-            flags.add(word)
-    return base or "UNKNOWN", frozenset(flags)
-
-
-def node_health(node: SlurmNode) -> tuple[bool, bool]:
-    """(healthy, draining).  Down, failed, not responding, powered down: unhealthy.
-    Drain (drained or draining), maintenance, reboot requested: draining."""
-    healthy = node.state not in UNHEALTHY_BASES and not (node.flags & UNHEALTHY_FLAGS)
-    draining = bool(node.flags & DRAINING_FLAGS) or node.state in ("DRAINED", "DRAINING")
-    return healthy, draining
-
-
 # ------------------------------------------------------------------ scontrol show node -o
 
 _KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_:/]*$")
@@ -368,6 +229,7 @@ def node_from_kv(kv: Mapping[str, str]) -> SlurmNode:
         cfg_tres=parse_tres(kv.get("CfgTRES", "")),
         alloc_tres=parse_tres(kv.get("AllocTRES", "")),
         reason=clean(kv.get("Reason", "")),
+        extra=unknown_fields("scontrol node", kv, known.SCONTROL_NODE),
     )
 
 
@@ -444,7 +306,8 @@ SACCT_FIELDS: tuple[str, ...] = (
 )
 
 
-def acct_from_fields(f: Mapping[str, str]) -> SlurmAcct:
+def acct_from_fields(f: Mapping[str, str], check: bool = True) -> SlurmAcct:
+    """``check``: look for columns sacct does not have (off when the columns are ours)."""
     return SlurmAcct(
         job_id=clean(f.get("JobID", "")),
         name=clean(f.get("JobName", "")),
@@ -458,6 +321,7 @@ def acct_from_fields(f: Mapping[str, str]) -> SlurmAcct:
         ended_at=parse_time(f.get("End")),
         comment=clean(f.get("Comment", "")),
         nodes=expand_hostlist(f.get("NodeList", "")),
+        extra=unknown_fields("sacct column", f, known.SACCT_COLUMNS) if check else {},
     )
 
 
@@ -470,7 +334,8 @@ def parse_sacct_line(line: str, fields: tuple[str, ...] = SACCT_FIELDS,
     values = line.split(delimiter)
     if len(values) != len(fields):
         return None
-    return acct_from_fields(dict(zip(fields, values)))
+    # the 1M-line ingest path: our own columns need no per-line check
+    return acct_from_fields(dict(zip(fields, values)), check=fields is not SACCT_FIELDS)
 
 
 def iter_sacct(lines: Iterable[str], fields: tuple[str, ...] = SACCT_FIELDS,
@@ -523,6 +388,7 @@ def job_from_json(d: Mapping[str, Any]) -> SlurmJob:
         submitted_at=parse_time(d.get("submit_time")),
         started_at=parse_time(d.get("start_time")),
         ended_at=parse_time(d.get("end_time")),
+        extra=unknown_fields("job json", d, known.JOB_JSON),
     )
 
 
@@ -541,6 +407,7 @@ def node_from_json(d: Mapping[str, Any]) -> SlurmNode:
         cfg_tres=parse_tres(d.get("tres")),
         alloc_tres=parse_tres(d.get("tres_used")),
         reason=clean(d.get("reason")),
+        extra=unknown_fields("node json", d, known.NODE_JSON),
     )
 
 
@@ -576,58 +443,19 @@ def acct_from_json(d: Mapping[str, Any]) -> SlurmAcct:
         ended_at=parse_time(t.get("end")),
         comment=_text(comment.get("job") if isinstance(comment, dict) else comment),
         nodes=expand_hostlist(d.get("nodes")),
+        extra=_acct_json_extra(d),
     )
 
 
-# ------------------------------------------------------------------ errors
-
-# text that says "the control plane did not answer", not "it refused the job"
-TRANSIENT_MARKERS = (
-    "unable to contact slurm controller", "socket timed out", "connection refused",
-    "connect failure", "zero bytes were transmitted", "communication connection failure",
-    "temporarily unable", "try again", "resource temporarily unavailable", "slurmctld is busy",
-    "connection reset", "connection timed out", "no route to host", "broken pipe",
-    "transport endpoint", "protocol authentication error", "invalid authentication credential",
-    "munge", "slurmdbd", "unable to connect", "name or service not known", "unspecified error",
-    "in standby mode", "not responding",
-)
+_ACCT_NESTED = {"time": known.ACCT_JSON_TIME, "state": known.ACCT_JSON_STATE,
+                "tres": known.ACCT_JSON_TRES, "comment": known.ACCT_JSON_COMMENT}
 
 
-def is_transient(text: str) -> bool:
-    low = text.lower()
-    return any(marker in low for marker in TRANSIENT_MARKERS)
-
-
-def slurm_error_message(text: str) -> str:
-    """The short refusal of sbatch's stderr: the text after the last 'error:'."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    for line in reversed(lines):
-        if "submission failed:" in line:
-            return line.split("submission failed:", 1)[1].strip()
-    for line in reversed(lines):
-        if "error:" in line:
-            return line.split("error:", 1)[1].strip()
-    return lines[-1] if lines else ""
-
-
-def rest_errors(payload: Any) -> list[tuple[int, str]]:
-    """(code, text) of a REST reply's ``errors`` (22.05 uses error_code/errno, slurmdb
-    error_number; 23.02+ error_number too)."""
-    out = []
-    if isinstance(payload, dict):
-        for e in payload.get("errors") or ():
-            if not isinstance(e, dict):
-                continue
-            code = e.get("error_code", e.get("error_number", e.get("errno", 0)))
-            text = clean(e.get("error")) or clean(e.get("description"))
-            out.append((number(code, 0), text))
-    return out
-
-
-def rest_error_is_rejection(code: int, text: str) -> bool:
-    """ESLURM_* job errors (2000-4999) and slurmrestd's request errors (9000 invalid
-    query, 9001 parse failure, 9002 invalid job description) are refusals unless the
-    text says otherwise; protocol/communication errors (1000s, 5000s) and -1 are not."""
-    if is_transient(text):
-        return False
-    return 2000 <= code < 5000 or code in (9000, 9001, 9002)
+def _acct_json_extra(d: Mapping[str, Any]) -> dict[str, str]:
+    """Unknown members of an accounting job and of the objects in it that are read."""
+    extra = unknown_fields("acct json", d, known.ACCT_JSON)
+    for key, names in _ACCT_NESTED.items():
+        if isinstance(d.get(key), dict):
+            nested = unknown_fields(f"acct json {key}", d[key], names)
+            extra.update({f"{key}.{name}": raw for name, raw in nested.items()})
+    return extra

@@ -70,16 +70,23 @@ class RestTransport:
                     self._api = self.detect_api_version()
         return self._api
 
-    def detect_api_version(self) -> str:
+    def offered_api_versions(self) -> list[str]:
+        """The ``/slurm/v0.0.N/`` APIs the server's OpenAPI document lists that this module
+        speaks, oldest first (22.05: v0.0.38; 24.11: v0.0.40, v0.0.41, v0.0.42)."""
         doc = self._request("GET", "/openapi/v3", versioned=False)
         found = set()
         for path in (doc.get("paths") or {}):
             m = re.match(r"^/slurm/v0\.0\.(\d+)/", path)
             if m and SUPPORTED_MIN <= int(m.group(1)) <= SUPPORTED_MAX:
                 found.add(int(m.group(1)))
-        if not found:
+        return [f"v0.0.{n}" for n in sorted(found)]
+
+    def detect_api_version(self) -> str:
+        """The newest API the server offers and this module speaks."""
+        offered = self.offered_api_versions()
+        if not offered:
             raise Unavailable("slurmrestd lists no supported /slurm/v0.0.N/ API")
-        return f"v0.0.{max(found)}"
+        return offered[-1]
 
     def _headers(self) -> dict[str, str]:
         return {"X-SLURM-USER-NAME": self.user_name,

@@ -49,6 +49,7 @@ class SlurmJob:
     submitted_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    extra: Mapping[str, str] = field(default_factory=dict)  # fields the parser does not know, raw
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class SlurmNode:
     cfg_tres: Mapping[str, str] = field(default_factory=dict)
     alloc_tres: Mapping[str, str] = field(default_factory=dict)
     reason: str = ""
+    extra: Mapping[str, str] = field(default_factory=dict)  # fields the parser does not know, raw
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,7 @@ class SlurmAcct:
     ended_at: datetime | None = None
     comment: str = ""                # slurmdbd stores the job comment only when the job ends
     nodes: tuple[str, ...] = ()
+    extra: Mapping[str, str] = field(default_factory=dict)  # fields the parser does not know, raw
 
 
 @dataclass(frozen=True)

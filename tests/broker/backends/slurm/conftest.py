@@ -4,6 +4,9 @@ Parser, mapping and transport tests run anywhere.  Tests marked ``slurm`` need t
 single-host cluster (``scripts/slurm-cluster up``) and run only with SLURM_TESTS=1;
 without it they skip with a message saying so.  With SLURM_TESTS=1 they never skip:
 a cluster that is not up makes them fail.
+
+Every test here reads Slurm in strict mode (fields.strict_fields): a field the parsers
+do not know fails the test, where production would keep it and log it once.
 """
 from __future__ import annotations
 
@@ -11,7 +14,15 @@ import os
 
 import pytest
 
+from broker.backends.slurm.fields import strict_fields
+
 from .support import DEFAULT_ENV_FILE, load_env_file
+
+
+@pytest.fixture(autouse=True)
+def _strict_slurm_fields():
+    with strict_fields():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -336,6 +336,47 @@ def test_ensure_account(make_backend, kind):
         subprocess.run(["sacctmgr", "-i", "delete", "account", name], capture_output=True, timeout=30)
 
 
+# ------------------------------------------------------------------ REST API versions
+
+# what each tested Slurm release's slurmrestd offers (of the versions RestTransport speaks)
+OFFERED_REST_APIS = {"22.05": ["v0.0.38"], "24.11": ["v0.0.40", "v0.0.41", "v0.0.42"]}
+
+
+def _release(env: dict[str, str]) -> str:
+    version = env.get("SLURM_VERSION") or sh("sinfo", "--version").split()[1]
+    return ".".join(version.split(".")[:2])
+
+
+def test_rest_picks_the_newest_api_version_the_server_offers(slurm_env):
+    transport = make_transport("rest", {**slurm_env, "SLURM_REST_API_VERSION": "auto"})
+    offered = transport.offered_api_versions()
+    assert offered == OFFERED_REST_APIS[_release(slurm_env)]
+    assert transport.api_version == offered[-1]
+    assert slurm_env["SLURM_REST_API_VERSION"] == offered[-1]   # what scripts/slurm-cluster found
+
+
+def test_every_offered_rest_api_version_submits_follows_cancels_and_accounts(slurm_env, submitted):
+    """Each API version's request body and replies, on the real server (24.11: three)."""
+    since = datetime.now(timezone.utc) - timedelta(seconds=5)
+    offered = make_transport("rest", {**slurm_env, "SLURM_REST_API_VERSION": "auto"}).offered_api_versions()
+    for api in offered:
+        transport = make_transport("rest", {**slurm_env, "SLURM_REST_API_VERSION": api})
+        backend = SlurmBackend("ci", transport, SlurmConfig(workdir=str(JOBDIR), cancel_confirm_s=20.0))
+        assert transport.api_version == api
+        pool = next(p for p in backend.inventory().pools if p.name == "gpu/a100")
+        assert pool.gpus_total == 16 and {n.name for n in pool.nodes} == {"n1", "n2"}
+        wid = new_wid(api)
+        job_id = submit(backend, submitted, spec("sleep 1", gpus=2, workers=2), wid)
+        done = wait_state(backend, job_id, {JobState.COMPLETED})
+        assert (done.workload_id, done.gpus, done.nodes) == (wid, 4, ("n1", "n2")), api
+        victim = submit(backend, submitted, spec("sleep 30"), new_wid(api + "-c"))
+        assert wait_state(backend, victim, {JobState.PENDING, JobState.RUNNING}).job_id == victim
+        assert backend.cancel(victim) is True and state_of(backend, victim).state is JobState.CANCELLED
+        rec = wait_for(lambda: next((r for r in backend.usage(since) if r.job_id == job_id and r.end), None),
+                       f"the {api} job in accounting", 30)
+        assert (rec.workload_id, rec.gpus) == (wid, 4), api
+
+
 # ------------------------------------------------------------------ controller down (last)
 
 def test_controller_down_is_unavailable_then_recovers(slurm_env):
