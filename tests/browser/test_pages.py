@@ -80,6 +80,7 @@ class DemoWorld:
         now = timezone.now()
         self.submit(_spec("resnet50-baseline", gpus=2, minutes=20))
         self.submit(_spec("bert-eval", gpu_class="a100-40gb", minutes=20))
+        self.submit(_spec("h100-smoke-test", gpu_class="h100", gpus=2, minutes=20))  # only the cloud has H100s
         fleet_sample_take(now=now - timedelta(minutes=50))
         self.tick(30 * 60)  # both finish (the simulator runs a job half its limit by default)
         fleet_sample_take(now=now - timedelta(minutes=40))
@@ -98,10 +99,32 @@ class DemoWorld:
         self.tick()
         for cluster in self.clusters:
             usage_collect(cluster_id=cluster.id)
+        self.books()
         reconciliation_run_all(period=this_month(), actor=self.admin)
         fleet_sample_take(now=now - timedelta(minutes=10))
         fleet_sample_take(now=now)
         return self
+
+
+    def books(self) -> None:
+        """An on-prem rate worked out from TCO, and last month's cloud bill."""
+        from decimal import Decimal
+
+        from accounting.services.bills import bill_import
+        from accounting.services.rates import TcoInputs, rate_set_from_tco
+        from broker.models import GpuClass
+        from portal.tenancy.models import Tenant
+
+        tco = TcoInputs(hardware_cost=Decimal("1400000"), life_years=Decimal("5"), power_kw=Decimal("42"),
+                        price_per_kwh=Decimal("0.21"), support_per_year=Decimal("60000"),
+                        staff_per_year=Decimal("90000"), gpus=32, utilisation=Decimal("0.7"))
+        rate_set_from_tco(gpu_class=GpuClass.objects.get(slug="a100-80gb"), tco=tco,
+                          valid_from=timezone.now().date().replace(month=1, day=1), actor=self.admin)
+        bill = Path(settings.BASE_DIR) / "tests" / "accounting" / "fixtures" / "aws_cur.csv"
+        with bill.open("rb") as content:
+            self.bill_id = bill_import(provider="aws", file_name="aws-cur-2026-11.csv", content=content,
+                        tenant=Tenant.objects.get(slug="physics"), cluster=Cluster.objects.get(name="cloud-k8s"),
+                        actor=self.admin).bill.id
 
 
 @pytest.fixture
@@ -142,19 +165,24 @@ def _tour(page, user, role: str, extra: list[tuple[str, str]]) -> list[str]:
 def test_researcher_pages_load_styled_live_and_accessible(demo, page):
     workload = Workload.objects.get(name="llama-finetune")
     offered = _tour(page, demo.researcher, "researcher",
-                    [("/accounting/", "accounting"), (f"/workloads/{workload.id}/", "workload-detail")])
+                    [("/accounting/", "accounting"), (f"/workloads/{workload.id}/", "workload-detail"),
+                     ("/account/tokens/", "api-tokens")])
     assert {"/workloads/new/", "/workloads/", "/clusters/", "/fleet/", "/accounting/usage/"} <= set(offered)
 
 
 def test_admin_pages_load_styled_live_and_accessible(demo, page):
     workload = Workload.objects.get(name="mixtral-pretrain")
     offered = _tour(page, demo.admin, "admin",
-                    [("/accounting/", "accounting"), (f"/workloads/{workload.id}/", "workload-detail")])
+                    [("/accounting/", "accounting"), (f"/workloads/{workload.id}/", "workload-detail"),
+                     ("/account/tokens/", "api-tokens")])
     assert {"/quotas/", "/reservations/", "/escalations/", "/clusters/", "/fleet/"} <= set(offered)
 
 
 def test_finance_pages_load_styled_live_and_accessible(demo, page):
-    offered = _tour(page, demo.finance, "finance", [("/accounting/", "accounting")])
+    bill = demo.bill_id
+    offered = _tour(page, demo.finance, "finance", [("/accounting/", "accounting"),
+                                                     (f"/accounting/bills/{bill}/", "accounting-bill-detail"),
+                                                     ("/account/tokens/", "api-tokens")])
     assert {"/accounting/chargeback/", "/accounting/reconciliation/", "/accounting/bills/",
             "/accounting/rates/"} <= set(offered)
 
