@@ -48,6 +48,7 @@ INSTALLED_APPS = [
     "portal.tenancy",
     "portal.pages",
     "broker",
+    "broker.policyrelease",
     "broker.api",
     "portal.apitokens",
     "accounting",
@@ -83,9 +84,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.tenancy.context.roles",
+                "portal.pages.nav.navigation",
                 "broker.context.background_status",
             ],
-                "portal.pages.nav.navigation",
         },
     },
 ]

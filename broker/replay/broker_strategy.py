@@ -35,16 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import tempfile
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Iterator, Sequence
 from unittest import mock
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.test.utils import override_settings
 
 from broker.backends.sim import SimClock
 from broker.fleet import FleetDescription
@@ -56,6 +52,7 @@ from broker.services.dispatch import workload_dispatch
 from broker.services.fleet_setup import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.inventory import cluster_sync_inventory
 from broker.services.placing import workload_place
+from broker.services.policy import current_policy, policy_override
 from broker.services.status import cluster_poll_status
 from broker.services.workloads import workload_submit
 from portal.tenancy.models import Membership, Project, Role, Tenant
@@ -85,29 +82,27 @@ class ReplayNow:
 
 
 @contextlib.contextmanager
-def broker_context(clock: SimClock, preset: str | None) -> Iterator[None]:
-    """Simulated time, no Celery hand-offs and (for a preset) the policy with it."""
+def broker_context(clock: SimClock, preset: str | None, policy_text: str | None = None) -> Iterator[None]:
+    """Simulated time, no Celery hand-offs and the policy: ``policy_text`` (default: the one
+    in force), with its preset replaced when ``preset`` is given."""
     with contextlib.ExitStack() as stack:
         stack.enter_context(mock.patch("django.utils.timezone.now", ReplayNow(clock)))
         stack.enter_context(mock.patch("broker.services.tasks_bridge._on_commit",
                                        lambda *args: None))
         if preset is not None:
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-            stack.enter_context(override_settings(
-                GPUBROKER_POLICY_FILE=policy_with_preset(preset, folder)))
+            policy_text = policy_with_preset(preset, policy_text or current_policy().text)
+        if policy_text is not None:
+            stack.enter_context(policy_override(policy_text))
         yield
 
 
-def policy_with_preset(preset: str, folder: Path) -> Path:
-    """The policy in force with only its ``preset:`` line changed."""
-    text = Path(settings.GPUBROKER_POLICY_FILE).read_text(encoding="utf-8")
+def policy_with_preset(preset: str, text: str) -> str:
+    """The policy text with only its ``preset:`` line changed."""
     lines = [f"preset: {preset}" if line.startswith("preset:") else line
              for line in text.splitlines()]
     if lines == text.splitlines() and f"preset: {preset}" not in lines:
         lines.append(f"preset: {preset}")
-    path = folder / f"policy-{preset}.yaml"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    return "\n".join(lines) + "\n"
 
 
 def clear_replay_rows(fleet: FleetDescription) -> None:
@@ -120,8 +115,9 @@ def clear_replay_rows(fleet: FleetDescription) -> None:
 class BrokerPreset:
     """A placement preset of the broker (None: the policy file as it stands)."""
 
-    def __init__(self, name: str, fleet: FleetDescription, preset: str | None = None):
-        self.name, self.fleet, self.preset = name, fleet, preset
+    def __init__(self, name: str, fleet: FleetDescription, preset: str | None = None,
+                 policy_text: str | None = None):
+        self.name, self.fleet, self.preset, self.policy_text = name, fleet, preset, policy_text
 
     # -- setup ------------------------------------------------------------------------
     def begin(self, env: ReplayEnv) -> None:

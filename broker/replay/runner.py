@@ -73,6 +73,7 @@ class ReplayReport:
 def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, SynthReport]:
     rows = read_trace(config.trace, limit=config.limit)
     rows, synth = synthesize(rows, config.synth)
+    # the trace replay's own database is seeded from this file: the classes are the same
     policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
     jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
     return len(rows), jobs, skipped, synth
@@ -96,16 +97,16 @@ def run_policies(config: ReplayConfig,
 
 
 def run_one(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
-            seed: int) -> Metrics:
+            seed: int, strategy: Strategy | None = None) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
     clock = SimClock(origin=ORIGIN)
     sim = SimulatorFleet.reset(clock=clock)
     build_simulated_clusters(fleet, sim)
     view = FleetView(sim, fleet)
     env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed))
-    strategy = make_strategy(name, fleet)
+    strategy = strategy or make_strategy(name, fleet)
     if isinstance(strategy, BrokerPreset):
-        with broker_context(clock, strategy.preset):
+        with broker_context(clock, strategy.preset, strategy.policy_text):
             run = run_replay(jobs, strategy, env)
     else:
         run = run_replay(jobs, strategy, env)

@@ -1,17 +1,23 @@
-"""The policy in force: read from the policy file, its content hash is its version."""
+"""The policy in force: the active policy release in the database, parsed once per hash.
+
+The file named by GPUBROKER_POLICY_FILE only seeds the first release (an empty database).
+``policy_override`` lets a replay run the same services under another policy text.
+"""
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Iterator
 
-from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from broker.models import PolicyVersion
-from broker.placement.policy import Policy, PolicyError
+from broker.placement.policy import Policy
 from broker.placement.policy_loader import load_policy, policy_version
 
-_cache: dict[str, tuple[float, "LoadedPolicy"]] = {}
+_parsed: dict[str, "LoadedPolicy"] = {}   # version hash -> parsed policy
+_override: contextvars.ContextVar["LoadedPolicy | None"] = contextvars.ContextVar("policy_override", default=None)
 
 
 @dataclass(frozen=True)
@@ -22,26 +28,58 @@ class LoadedPolicy:
     text: str
 
 
+def _loaded(text: str, source: str) -> LoadedPolicy:
+    version = policy_version(text)
+    cached = _parsed.get(version)
+    if cached is None:
+        cached = _parsed[version] = LoadedPolicy(load_policy(text), version, source, text)
+    return cached
+
+
 def current_policy() -> LoadedPolicy:
-    """Load the file (cached by modification time) and record its version once."""
-    path = Path(settings.GPUBROKER_POLICY_FILE)
-    try:
-        mtime = path.stat().st_mtime
-    except OSError as exc:
-        raise ImproperlyConfigured(f"GPUBROKER_POLICY_FILE: cannot read {path}: {exc.strerror}") from None
-    cached = _cache.get(str(path))
-    if cached and cached[0] == mtime:
-        return cached[1]
-    text = path.read_text()
-    try:
-        policy = load_policy(text)
-    except PolicyError as exc:
-        raise ImproperlyConfigured(f"GPUBROKER_POLICY_FILE {path}: {exc}") from None
-    loaded = LoadedPolicy(policy=policy, version=policy_version(text), source=str(path), text=text)
-    PolicyVersion.objects.update_or_create(
-        version=loaded.version, defaults={"content": text, "source": str(path)})
-    _cache[str(path)] = (mtime, loaded)
+    """The active release's policy (one small query; parsing is cached by content hash)."""
+    override = _override.get()
+    if override is not None:
+        return override
+    from broker.policyrelease.models import PolicyRelease, ReleaseState
+
+    row = PolicyRelease.objects.filter(state=ReleaseState.ACTIVE).values_list("version", "number").first()
+    if row is not None and row[0] in _parsed:
+        return _parsed[row[0]]
+    release = _active_or_seed()
+    loaded = _loaded(release.content, f"policy release v{release.number}")
+    PolicyVersion.objects.get_or_create(version=loaded.version,
+                                        defaults={"content": loaded.text, "source": loaded.source})
     return loaded
+
+
+def _active_or_seed():
+    from broker.policyrelease.models import PolicyRelease, ReleaseState
+    from broker.policyrelease.services.releases import release_seed_from_file
+    from broker.policyrelease.validation import PolicyInvalid
+
+    release = PolicyRelease.objects.filter(state=ReleaseState.ACTIVE).first()
+    if release is not None:
+        return release
+    if PolicyRelease.objects.exists():
+        raise ImproperlyConfigured("no policy release is active: activate one in /policy/")
+    try:
+        return release_seed_from_file()
+    except OSError as exc:
+        raise ImproperlyConfigured(f"GPUBROKER_POLICY_FILE: cannot read it: {exc.strerror}") from None
+    except PolicyInvalid as exc:
+        raise ImproperlyConfigured(f"GPUBROKER_POLICY_FILE: {exc}") from None
+
+
+@contextlib.contextmanager
+def policy_override(text: str, source: str = "replay") -> Iterator[LoadedPolicy]:
+    """Within the block (this thread or task only), ``current_policy`` is this text."""
+    loaded = _loaded(text, source)
+    token = _override.set(loaded)
+    try:
+        yield loaded
+    finally:
+        _override.reset(token)
 
 
 def policy_in_force() -> PolicyVersion:
