@@ -42,7 +42,7 @@ def _wait_for(url: str, proc: subprocess.Popen, log: Path) -> requests.Response:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    """make and the demo it started form their own process group (start_new_session)."""
+    """The command and whatever it started form their own process group (start_new_session)."""
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
@@ -78,3 +78,26 @@ def test_make_demo_port_serves_pages_and_static_files_on_that_port(tmp_path):
     finally:
         _stop(proc)
     assert proc.returncode is not None
+
+
+def test_gunicorn_serves_the_static_files_with_debug_off(tmp_path):
+    """docker-compose runs the portal under gunicorn: WhiteNoise serves /static/ there too,
+    collected or not."""
+    port, log = _free_port(0), tmp_path / "gunicorn.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPUBROKER_", "CELERY_", "DATABASE_"))}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'portal.sqlite3'}")
+    command = [sys.executable, "-m", "gunicorn", "portal.wsgi:application", "--bind", f"127.0.0.1:{port}",
+               "--workers", "1"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        assert _wait_for(f"{base}/healthz", proc, log).status_code == 200
+        for path, kind in (("/static/portal/site.css", "text/css"), ("/static/vendor/htmx.min.js", "text/javascript"),
+                           ("/static/admin/css/base.css", "text/css")):
+            response = requests.get(base + path, timeout=10)
+            assert response.status_code == 200 and response.headers["Content-Type"].startswith(kind), path
+        assert requests.get(f"{base}/static/portal/missing.css", timeout=10).status_code == 404
+    finally:
+        _stop(proc)
