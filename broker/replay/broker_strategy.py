@@ -105,10 +105,10 @@ def policy_with_preset(preset: str, text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def clear_replay_rows(fleet: FleetDescription) -> None:
+def clear_replay_rows(fleet: FleetDescription, prefix: str = TENANT_PREFIX) -> None:
     """Remove what an earlier replay left: its workloads (with their reservations,
     attempts and audit records) and the fleet's cluster rows."""
-    Workload.objects.filter(tenant__slug__startswith=TENANT_PREFIX).delete()
+    Workload.objects.filter(tenant__slug__startswith=prefix).delete()
     Cluster.objects.filter(name__in=fleet.names).delete()
 
 
@@ -116,8 +116,11 @@ class BrokerPreset:
     """A placement preset of the broker (None: the policy file as it stands)."""
 
     def __init__(self, name: str, fleet: FleetDescription, preset: str | None = None,
-                 policy_text: str | None = None):
+                 policy_text: str | None = None, tenant_prefix: str = TENANT_PREFIX):
         self.name, self.fleet, self.preset, self.policy_text = name, fleet, preset, policy_text
+        # "" (a throwaway database only): tenants keep their own names, so the policy's
+        # per-tenant rules apply to them
+        self.tenant_prefix = tenant_prefix
 
     # -- setup ------------------------------------------------------------------------
     def begin(self, env: ReplayEnv) -> None:
@@ -125,7 +128,7 @@ class BrokerPreset:
         self.waiting: list[tuple[int, ReplayJob]] = []
         # cluster -> (tracker changes seen, synced at, polled at)
         self._synced: dict[str, tuple[int, float, float]] = {}
-        clear_replay_rows(self.fleet)
+        clear_replay_rows(self.fleet, self.tenant_prefix)
         gpu_classes_from_policy()
         self.clusters = {c.name: c.id for c in clusters_from_fleet(fleet=self.fleet)}
         self.user = _bot()
@@ -134,7 +137,7 @@ class BrokerPreset:
     def _project(self, tenant: str) -> int:
         project_id = self.projects.get(tenant)
         if project_id is None:
-            project_id = self.projects[tenant] = _tenant_project(tenant, self.user)
+            project_id = self.projects[tenant] = _tenant_project(tenant, self.user, self.tenant_prefix)
         return project_id
 
     # -- each instant -----------------------------------------------------------------
@@ -210,7 +213,7 @@ class BrokerPreset:
         """Bring the broker's records up to date, so the database tells the same story."""
         for cluster_id in self.clusters.values():
             cluster_poll_status(cluster_id=cluster_id)
-        rejected = Workload.objects.filter(tenant__slug__startswith=TENANT_PREFIX,
+        rejected = Workload.objects.filter(tenant__slug__startswith=self.tenant_prefix,
                                            state=WorkloadState.REJECTED).count()
         return {"held at broker": len(self.waiting), "rejected by broker": rejected}
 
@@ -223,9 +226,9 @@ def _bot() -> AbstractBaseUser:
     return user
 
 
-def _tenant_project(tenant: str, user: AbstractBaseUser) -> int:
+def _tenant_project(tenant: str, user: AbstractBaseUser, prefix: str = TENANT_PREFIX) -> int:
     """The tenant's project id, with the bot as a researcher and an unbounded quota."""
-    slug = f"{TENANT_PREFIX}{tenant}"
+    slug = f"{prefix}{tenant}"
     tenant_row, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": f"Replay {tenant}"})
     project, _ = Project.objects.get_or_create(
         tenant=tenant_row, slug="main",

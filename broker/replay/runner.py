@@ -21,7 +21,7 @@ from broker.placement import PRESETS, load_policy_file
 from broker.replay.baselines import BASELINES
 from broker.replay.broker_strategy import BrokerPreset, broker_context
 from broker.replay.jobs import ReplayJob, Skipped, TimeOptions, prepare
-from broker.replay.loop import ReplayEnv, Strategy, run_replay
+from broker.replay.loop import ReplayEnv, ReplayRun, Strategy, run_replay
 from broker.replay.metrics import Metrics, compute
 from broker.replay.simview import FleetView
 from broker.replay.synth import SynthOptions, SynthReport, synthesize
@@ -99,6 +99,12 @@ def run_policies(config: ReplayConfig,
 def run_one(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
             seed: int, strategy: Strategy | None = None) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
+    return compute(replay_run(name, jobs, fleet, seed, strategy), fleet)
+
+
+def replay_run(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
+               seed: int, strategy: Strategy | None = None) -> ReplayRun:
+    """The raw run (outcomes per job, usage per cluster) behind ``run_one``."""
     clock = SimClock(origin=ORIGIN)
     sim = SimulatorFleet.reset(clock=clock)
     build_simulated_clusters(fleet, sim)
@@ -107,7 +113,5 @@ def run_one(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
     strategy = strategy or make_strategy(name, fleet)
     if isinstance(strategy, BrokerPreset):
         with broker_context(clock, strategy.preset, strategy.policy_text):
-            run = run_replay(jobs, strategy, env)
-    else:
-        run = run_replay(jobs, strategy, env)
-    return compute(run, fleet)
+            return run_replay(jobs, strategy, env)
+    return run_replay(jobs, strategy, env)
