@@ -18,4 +18,5 @@ urlpatterns = [
     path("api/v1/", include(api_urls.urlpatterns + api_urls.schema_urlpatterns)),
     re_path(r"^api/(?!v1/)(?P<rest>.*)$", api_legacy.to_v1),  # the old paths: 308 to v1
     path("account/", include("portal.apitokens.urls")),
+    path("policy/", include("broker.policyrelease.urls")),
 ]

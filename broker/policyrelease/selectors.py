@@ -49,3 +49,12 @@ def release_for_export(*, number: int | None = None) -> PolicyRelease | None:
     if number is None:
         return release_active()
     return PolicyRelease.objects.filter(number=number).first()
+
+
+def impact_rows(impact: ImpactReplay | None) -> list[dict]:
+    """One row per tenant: the active and proposed figures side by side."""
+    if impact is None or not impact.result:
+        return []
+    active, proposed = impact.result.get("active", {}), impact.result.get("proposed", {})
+    return [{"tenant": t, "active": active.get(t, {}), "proposed": proposed.get(t, {})}
+            for t in sorted(set(active) | set(proposed))]

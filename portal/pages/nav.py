@@ -65,6 +65,8 @@ _PAGES: tuple[tuple[NavLink, _Audience], ...] = (
     (NavLink("Clusters", "cluster-list", "fleet", "Pools, prices, owner scheduler and freshness of every cluster."),
      _MEMBER),
     (NavLink("Fleet", "fleet", "fleet", "GPUs total, allocatable, reserved and idle; queue figures."), _MEMBER),
+    (NavLink("Policy", "policy-list", "fleet", "Placement policy versions: propose, replay the impact, approve, "
+             "activate, roll back."), _Audience(frozenset(), operators=True)),
 )
 
 

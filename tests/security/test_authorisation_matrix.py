@@ -72,6 +72,11 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-docs":               {"get": "200 200 200 200 200"},
     "account-tokens":         {"get": "302 200 200 200 200", "post": "302 200 200 200 200"},
     "account-token-revoke":   {"get": "302 405 405 405 405", "post": "302 302 404 404 404"},
+    # policy releases: platform operators only (none of these roles is one)
+    "policy-list":            {"get": "302 404 404 404 404"},
+    "policy-propose":         {"get": "302 404 404 404 404", "post": "302 404 404 404 404"},
+    "policy-detail":          {"get": "302 404 404 404 404"},
+    "policy-action":          {"get": "302 405 405 405 405", "post": "302 404 404 404 404"},
 }
 # Lists and pages an outsider may open: none may show tenant A's work.
 OUTSIDER_BLIND = ("workload-list", "quota-list", "reservation-list", "escalation-list", "usage-mine", "chargeback",
@@ -106,6 +111,7 @@ def world(trio, db):
     from accounting.models import BillImport
     from broker.backends.sim import NodeGroup, SimulatorFleet
     from broker.models import Cluster, Escalation, Quota
+    from broker.policyrelease.models import PolicyRelease
     from broker.services.fleet_setup import gpu_classes_from_policy
     from broker.services.inventory import cluster_sync_inventory
     from broker.services.placing import workload_place
@@ -134,6 +140,7 @@ def world(trio, db):
                                      sha256="a" * 64)
     return {"workload_id": workload.id, "quota_id": quota.id, "cluster_id": cluster.id,
             "escalation_id": escalation.id, "bill_id": bill.id, "action": "acknowledge", "token_id": token.id,
+            "release_id": PolicyRelease.objects.get().id,
             "_workload": workload, "_quota": quota, "_escalation": escalation, "_trio": trio}
 
 

@@ -1,0 +1,99 @@
+"""Policy release pages (platform operators).  Thin: selectors read, services write."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from broker.policyrelease import selectors
+from broker.policyrelease.forms import ProposeForm
+from broker.policyrelease.impact import COLUMNS
+from broker.policyrelease.services import impact as impact_services
+from broker.policyrelease.services import releases as release_services
+from broker.policyrelease.validation import PolicyInvalid, check_policy
+from portal.tenancy.access import is_operator
+
+_ACTIONS = {
+    "approve": release_services.release_approve,
+    "activate": release_services.release_activate,
+    "rollback": release_services.release_rollback,
+    "withdraw": release_services.release_withdraw,
+    "impact": impact_services.impact_request,
+}
+
+
+def _operator(request: HttpRequest) -> None:
+    if not is_operator(request.user):
+        raise Http404("no such page")  # policy is the fleet's: nobody else learns it exists
+
+
+@login_required
+def release_list(request: HttpRequest) -> HttpResponse:
+    _operator(request)
+    return render(request, "policyrelease/release_list.html",
+                  {"releases": selectors.release_list(user=request.user)})
+
+
+@login_required
+def release_propose(request: HttpRequest) -> HttpResponse:
+    _operator(request)
+    active = selectors.release_active()
+    form = ProposeForm(request.POST or None, user=request.user,
+                       initial={"content": active.content if active else ""})
+    diff, problem = [], None
+    if request.method == "POST" and form.is_valid():
+        content = form.cleaned_data["content"]
+        diff = selectors.text_diff(active.content if active else "", content)
+        try:
+            check_policy(content)
+            if "preview" not in request.POST:
+                release = release_services.release_propose(
+                    actor=request.user, content=content, owner=form.cleaned_data["owner"],
+                    summary=form.cleaned_data["summary"])
+                messages.success(request, f"Version {release.number} proposed; "
+                                          f"{release.owner.get_username()} approves it.")
+                return redirect("policy-detail", release_id=release.id)
+        except PolicyInvalid as exc:
+            problem = exc.problem
+            form.add_error("content", str(exc))
+        except release_services.ReleaseRefused as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+    status = 400 if request.method == "POST" and (form.errors or problem) else 200
+    return render(request, "policyrelease/release_propose.html",
+                  {"form": form, "diff": diff, "problem": problem, "active": active}, status=status)
+
+
+@login_required
+def release_detail(request: HttpRequest, release_id: int) -> HttpResponse:
+    release = selectors.release_get(user=request.user, release_id=release_id)
+    active = selectors.release_active()
+    impact = selectors.impact_latest(release=release)
+    context = {"release": release, "active": active, "impact": impact, "columns": COLUMNS,
+               "diff": selectors.release_diff(release, active) if active and active.id != release.id else [],
+               "transitions": release.transitions.select_related("actor"),
+               "impact_rows": selectors.impact_rows(impact)}
+    template = "policyrelease/release_detail.html"
+    return render(request, f"{template}#impact" if request.htmx else template, context)
+
+
+@login_required
+@require_POST
+def release_action(request: HttpRequest, release_id: int, action: str) -> HttpResponse:
+    release = selectors.release_get(user=request.user, release_id=release_id)
+    service = _ACTIONS.get(action)
+    if service is None:
+        raise Http404("no such action")
+    try:
+        service(actor=request.user, release_id=release.id)
+    except release_services.ReleaseRefused as exc:
+        return render(request, "policyrelease/refused.html", {"release": release, "message": str(exc)},
+                      status=403 if exc.field == "approver" else 409)
+    messages.success(request, _DONE[action].format(n=release.number))
+    return redirect("policy-detail", release_id=release.id)
+
+
+_DONE = {"approve": "Version {n} approved.", "activate": "Version {n} is now in force.",
+         "rollback": "Rolled back: version {n} is in force again.", "withdraw": "Version {n} withdrawn.",
+         "impact": "Impact replay of version {n} started."}
