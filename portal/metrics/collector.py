@@ -5,7 +5,6 @@ every failed placement on the audit trail), which is what Prometheus expects of 
 """
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import Iterator
 
 from django.utils import timezone
@@ -50,15 +49,15 @@ class FleetCollector:
         return depth
 
     def _wait_histograms(self) -> Iterator[Metric]:
-        wait, first = _Histogram(), _Histogram()
-        rows = readings.started_workloads().values_list("created_at", "dispatched_at", "started_at")
-        for queue_wait, time_to_first in readings.waits(rows.iterator()):
-            wait.observe(queue_wait)
-            if time_to_first is not None:
-                first.observe(time_to_first)
-        yield wait.family("gpubroker_queue_wait_seconds", "From submission to the first GPU, per started workload")
-        yield first.family("gpubroker_time_to_first_gpu_seconds",
-                           "From hand-over to the cluster's scheduler to the first GPU, per started workload")
+        for name, start_field, documentation in (
+                ("gpubroker_queue_wait_seconds", "created_at", "From submission to the first GPU, per started workload"),
+                ("gpubroker_time_to_first_gpu_seconds", "dispatched_at",
+                 "From hand-over to the cluster's scheduler to the first GPU, per started workload")):
+            cumulative, seconds, count = readings.wait_histogram(start_field, WAIT_BUCKETS)
+            buckets = [(str(b), c) for b, c in zip(WAIT_BUCKETS, cumulative)] + [("+Inf", count)]
+            family = HistogramMetricFamily(name, documentation)
+            family.add_metric([], buckets=buckets, sum_value=seconds)
+            yield family
 
     def _lags(self, now) -> Iterator[Metric]:
         lag = readings.reconcile_lag_s(now)
@@ -81,25 +80,6 @@ class FleetCollector:
         for cluster, amount in sorted(per_cluster.items()):
             spend.add_metric([cluster], round(amount, 2))
         return spend
-
-
-class _Histogram:
-    def __init__(self) -> None:
-        self.counts = [0] * (len(WAIT_BUCKETS) + 1)
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect_left(WAIT_BUCKETS, value)] += 1
-        self.total += value
-
-    def family(self, name: str, documentation: str) -> Metric:
-        cumulative, buckets = 0, []
-        for bound, count in zip((*(str(b) for b in WAIT_BUCKETS), "+Inf"), self.counts):
-            cumulative += count
-            buckets.append((bound, cumulative))
-        family = HistogramMetricFamily(name, documentation)
-        family.add_metric([], buckets=buckets, sum_value=self.total)
-        return family
 
 
 def exposition() -> bytes:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Iterable, Iterator
 
-from django.db.models import Q
+from django.db.models import Count, F, FloatField, Func, Q, Sum
 
 from broker.models import AuditRecord, Cluster, GpuClass, GpuPool, Location, ReconcileRun, Workload, WorkloadState
 from broker.placement.policy import model_key
@@ -70,6 +70,36 @@ def queue_depth_by_class() -> dict[str, int]:
     for (slug,) in rows.iterator():
         depth[slug or UNCLASSIFIED] += 1
     return dict(depth)
+
+
+class SecondsBetween(Func):
+    """``end - start`` in seconds, in the database's own arithmetic (Django's generic duration
+    expression calls a Python function per row on SQLite, 100 times slower for a scrape)."""
+
+    output_field = FloatField()
+    _TEMPLATES = {"sqlite": "((julianday({end}) - julianday({start})) * 86400.0)",
+                  "postgresql": "EXTRACT(EPOCH FROM ({end} - {start}))"}
+
+    def __init__(self, end: str, start: str):
+        super().__init__(F(end), F(start))
+
+    def as_sql(self, compiler, connection, **extra):
+        template = self._TEMPLATES.get(connection.vendor)
+        if template is None:
+            raise NotImplementedError(f"SecondsBetween on {connection.vendor}")
+        (end_sql, end_params), (start_sql, start_params) = (compiler.compile(e) for e in self.get_source_expressions())
+        return template.format(end=end_sql, start=start_sql), (*end_params, *start_params)
+
+
+def wait_histogram(start_field: str, buckets: tuple[float, ...]) -> tuple[list[int], float, int]:
+    """Per-bucket counts (cumulative, ``le``), the sum in seconds and the count of
+    ``started_at - <start_field>`` over every started workload, computed by the database:
+    a scrape must stay cheap with hundreds of thousands of workloads."""
+    qs = (Workload.objects.filter(started_at__isnull=False, **{f"{start_field}__isnull": False})
+          .annotate(span=SecondsBetween("started_at", start_field)))
+    counts = {f"le{i}": Count("id", filter=Q(span__lte=b)) for i, b in enumerate(buckets)}
+    row = qs.aggregate(total=Count("id"), seconds=Sum("span"), **counts)
+    return [row[f"le{i}"] for i in range(len(buckets))], float(row["seconds"] or 0.0), row["total"]
 
 
 def waits(workloads: Iterable[tuple[datetime, datetime | None, datetime]]) -> Iterator[tuple[float, float | None]]:
