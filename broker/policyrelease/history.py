@@ -71,7 +71,7 @@ def current_fleet() -> FleetDescription:
 
 
 def _from_inventory(cluster: Cluster) -> ClusterDescription | None:
-    flavor = _FLAVOR.get(cluster.kind)
+    flavor = _FLAVOR.get(cluster.kind) or (cluster.config.get("flavor", "slurm") if cluster.kind == "simulator" else None)
     groups: Counter = Counter()
     for pool in cluster.pools.all():
         for node in pool.nodes or []:
