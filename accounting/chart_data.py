@@ -41,7 +41,9 @@ def chargeback_chart_data(*, user: AnyUser, report: ChargebackReport, tenant_slu
         "months": labels,
         "budget": budget,
         "warning_band": list(WARNING_BAND),
-        "cloud_cost": [float(t.cloud_cost) for t in totals],
+        # everything the cloud costs (billed, estimated until billed, egress) and the estimated part
+        "cloud_spend": [float(t.cloud_spend) for t in totals],
+        "cloud_estimated": [float(t.cloud_estimated_cost) for t in totals],
         "onprem_tco": [float(tco[m]) for m in report.months],
         "onprem_hours": [float(t.onprem_hours) for t in totals],
         "cloud_hours": [float(t.cloud_hours) for t in totals],

@@ -79,7 +79,8 @@
     var flat = function (v) { return xs.map(function () { return v; }); };
     var spend = document.getElementById("chart-spend");
     if (spend) {
-      var s = [{label: "cloud spend", values: d.cloud_cost, bars: true, colour: COLOURS[1]},
+      var s = [{label: "cloud spend", values: d.cloud_spend, bars: true, colour: COLOURS[1]},
+               {label: "of which estimated, not yet billed", values: d.cloud_estimated, colour: COLOURS[5], dash: [3, 3]},
                {label: "on-prem TCO of those GPU-hours", values: d.onprem_tco, colour: COLOURS[0]},
                {label: Math.round(d.warning_band[0] * 100) + "% of TCO", colour: "#c0392b", dash: [6, 4],
                 values: d.onprem_tco.map(function (v) { return v * d.warning_band[0]; })},

@@ -27,7 +27,8 @@ def test_spend_hours_and_tco_per_month_from_the_report(trio, books):
     trio.tenant.save()
     data = data_for(trio.finance)
     assert data["months"] == ["2026-10", "2026-11"]
-    assert data["cloud_cost"] == [0.0, 165.03] and data["cloud_hours"] == [0.0, 2.0]
+    assert data["cloud_spend"] == [0.0, 165.03] and data["cloud_hours"] == [0.0, 2.0]
+    assert data["cloud_estimated"] == [0.0, 0.0]  # the cloud job's bill is in
     assert data["onprem_hours"] == [1.0, 15.0]
     # 2 cloud GPU-hours of a100-80gb at the on-prem rate of 2.00 per GPU-hour
     assert data["onprem_tco"] == [0.0, 4.0] and data["warning_band"] == [0.6, 0.7]
@@ -54,5 +55,15 @@ def test_no_budget_set_is_none_not_zero(trio, books):
 def test_chargeback_page_carries_the_chart_data_and_says_when_there_are_no_samples(trio, books, login):
     body = login(trio.finance).get(reverse("chargeback") + NOV).content.decode()
     match = re.search(r'<script id="chargeback-chart-data" type="application/json">(.*?)</script>', body, re.S)
-    assert match and json.loads(match.group(1))["cloud_cost"] == [165.03]
+    assert match and json.loads(match.group(1))["cloud_spend"] == [165.03]
     assert "No samples yet for 2026-11" in body and "vendor/uplot/uPlot.iife.min.js" in body
+
+
+def test_unbilled_cloud_hours_count_in_the_spend_as_estimated(trio, books, cloud):
+    from accounting.services.usage import usage_ingest
+    from tests.accounting.helpers import usage
+
+    usage_ingest(cluster=cloud, records=[usage("lattice/b2", cluster="aws-eu", source="kueue", gpus=2, seconds=3600)])
+    data = data_for(trio.finance)
+    assert data["cloud_estimated"] == [0.0, 8.0]  # 2 GPU-hours at the cloud's 4.00, until the bill comes
+    assert data["cloud_spend"] == [0.0, 173.03] and data["onprem_tco"] == [0.0, 8.0]
