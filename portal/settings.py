@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "portal.pages",
     "broker",
     "broker.policyrelease",
+    "portal.security",
     "broker.api",
     "portal.apitokens",
     "accounting",
@@ -59,6 +60,8 @@ if django.VERSION < (6, 0):
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # sign-in and token endpoints: a per-address limit before any work is done
+    "portal.security.ratelimit.RateLimitMiddleware",
     # /static/ with debug off (the default) in the demo and under gunicorn alike
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -108,6 +111,25 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# HTTPS behind a proxy (docker-compose.yml sets it): the proxy terminates TLS and says so in
+# X-Forwarded-Proto; cookies go over HTTPS only, browsers are told to stay on HTTPS (HSTS),
+# and plain HTTP is redirected, except the health check and /metrics scraped from inside.
+GPUBROKER_HTTPS = env_bool("GPUBROKER_HTTPS", False)
+if GPUBROKER_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("GPUBROKER_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("GPUBROKER_HSTS_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("GPUBROKER_HSTS_PRELOAD", True)
+# attempts per minute and client address at /login/, the OpenID Connect endpoints and token creation
+GPUBROKER_SIGNIN_RATE_PER_MINUTE = env_int("GPUBROKER_SIGNIN_RATE_PER_MINUTE", 10, minimum=1)
+# the rate limiter's counters: shared by all web processes through Redis when one is given
+_CACHE_URL = env_str("GPUBROKER_CACHE_URL", "")
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+          if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

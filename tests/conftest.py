@@ -67,6 +67,18 @@ def _celery_eager(request):
 
 
 @pytest.fixture(autouse=True)
+def _no_rate_limit_between_tests(settings):
+    """The sign-in/token rate limit counts per address, and every test client is 127.0.0.1:
+    a fresh count per test, and a limit the suites' own logins and fuzzing stay under
+    (tests/portal/security sets a small one to test the limiter itself)."""
+    from django.core.cache import cache
+
+    settings.GPUBROKER_SIGNIN_RATE_PER_MINUTE = 10_000
+    cache.clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _fresh_simulator():
     """Each test gets an empty simulated fleet on a manual clock."""
     from broker.backends.sim import SimClock, SimulatorFleet

@@ -1,0 +1,54 @@
+"""Sign-ins and failed sign-ins are audited; sign-in and token creation are rate-limited
+per client address (429 with Retry-After; the API's error shape on /api/)."""
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+
+from broker.models import AuditRecord
+from tests.factories import PASSWORD, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_counters(settings):
+    settings.GPUBROKER_SIGNIN_RATE_PER_MINUTE = 3
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def test_a_sign_in_and_a_failed_one_are_audited_with_the_address(client):
+    user = UserFactory(username="ada")
+    client.post("/login/", {"username": "ada", "password": "wrong"})
+    client.post("/login/", {"username": "ada", "password": PASSWORD})
+    failed, ok = AuditRecord.objects.filter(action__startswith="auth.").order_by("id")
+    assert (failed.action, failed.inputs["username"], failed.inputs["address"]) == ("auth.signin_failed", "ada", "127.0.0.1")
+    assert (ok.action, ok.actor, ok.inputs["method"]) == ("auth.signin", user, "password")
+
+
+def test_sign_in_attempts_over_the_limit_get_429(client):
+    UserFactory(username="ada")
+    codes = [client.post("/login/", {"username": "ada", "password": "wrong"}).status_code for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    refused = client.post("/login/", {"username": "ada", "password": PASSWORD})
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert client.get("/login/").status_code == 200  # the form itself is never limited
+
+
+def test_another_address_is_counted_apart(client):
+    for _ in range(3):
+        client.post("/login/", {"username": "x", "password": "y"})
+    assert client.post("/login/", {"username": "x", "password": "y"}).status_code == 429
+    assert client.post("/login/", {"username": "x", "password": "y"}, REMOTE_ADDR="10.0.0.9").status_code == 200
+
+
+def test_token_creation_over_the_limit_gets_the_api_error_shape(client):
+    user = UserFactory(username="ada")
+    client.force_login(user)
+    codes = [client.post("/api/v1/tokens/", {"name": f"t{i}", "expires_in_days": 30},
+                         content_type="application/json").status_code for i in range(4)]
+    assert codes[:3] == [201, 201, 201] and codes[3] == 429
+    body = client.post("/api/v1/tokens/", {"name": "t9"}, content_type="application/json").json()
+    assert body["error"]["code"] == "rate_limited" and "try again" in body["error"]["message"]
