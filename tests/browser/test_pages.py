@@ -7,6 +7,7 @@ The data is the demo's: ``demo_seed`` (its users, tenants, projects and the thre
 clusters of broker/fleets/demo.yaml) plus a morning of work on them."""
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from tests.browser.conftest import (
 pytestmark = pytest.mark.browser
 
 PASSWORDS = {"researcher": "researcher-demo", "admin": "admin-demo", "finance": "finance-demo"}
+TIME_SCALE = 240.0  # a 20-minute job (it runs half its limit) ends in 2.5 s
 
 
 def _spec(name: str, gpu_class: str = "a100-80gb", gpus: int = 1, workers: int = 1, minutes: int = 60) -> dict:
@@ -37,13 +39,15 @@ class DemoWorld:
     usage and a reconciliation, an unexplained job to escalate, fleet samples for the charts."""
 
     def __init__(self):
-        from broker.backends.sim import SimulatorFleet
+        from broker.backends.sim import SimClock, SimulatorFleet
         from broker.fleet import build_simulated_clusters, load_fleet
         from broker.services.demo import demo_seed
         from broker.services.inventory import cluster_sync_inventory
 
         demo_seed()
-        self.fleet = SimulatorFleet.instance()
+        # the demo's kind of clock: simulated time is the broker's wall time and jobs run
+        # TIME_SCALE times faster, so every time on the pages is consistent ("2 s ago")
+        self.fleet = SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=TIME_SCALE))
         build_simulated_clusters(load_fleet(settings.GPUBROKER_FLEET_FILE), self.fleet)
         self.clusters = list(Cluster.objects.order_by("name"))
         for cluster in self.clusters:
@@ -59,12 +63,12 @@ class DemoWorld:
         return workload_submit(user=self.researcher, project_id=project.id, spec_data=spec)
 
     def tick(self, seconds: float = 0.0) -> None:
-        """What the beat schedule does between two looks: status, then inventory."""
+        """Let ``seconds`` of simulated time pass, then do what the beat schedule does:
+        status, then inventory."""
         from broker.services.inventory import cluster_sync_inventory
         from broker.services.status import cluster_poll_status
 
-        if seconds:
-            self.fleet.advance(seconds)
+        time.sleep(seconds / TIME_SCALE)
         for cluster in self.clusters:
             cluster_poll_status(cluster_id=cluster.id)
             cluster_sync_inventory(cluster_id=cluster.id)
@@ -82,10 +86,10 @@ class DemoWorld:
         self.submit(_spec("bert-eval", gpu_class="a100-40gb", minutes=20))
         self.submit(_spec("h100-smoke-test", gpu_class="h100", gpus=2, minutes=20))  # only the cloud has H100s
         fleet_sample_take(now=now - timedelta(minutes=50))
-        self.tick(30 * 60)  # both finish (the simulator runs a job half its limit by default)
+        self.tick(15 * 60)  # they finish (the simulator runs a job half its limit by default)
         fleet_sample_take(now=now - timedelta(minutes=40))
-        self.submit(_spec("llama-finetune", gpus=8, workers=2, minutes=240))
-        self.submit(_spec("vit-sweep-07", gpu_class="a100-40gb", gpus=2, minutes=120))
+        self.submit(_spec("llama-finetune", gpus=8, workers=2, minutes=7 * 24 * 60))  # runs all along
+        self.submit(_spec("vit-sweep-07", gpu_class="a100-40gb", gpus=2, minutes=2880))
         cancelled = self.submit(_spec("protein-embed", gpus=4, minutes=90))
         self.tick(60)
         fleet_sample_take(now=now - timedelta(minutes=30))
@@ -94,7 +98,7 @@ class DemoWorld:
         self.tick(60)
         fleet_sample_take(now=now - timedelta(minutes=20))
         # a job nobody submitted through the broker: reconciliation escalates it
-        self.fleet.get("onprem-slurm").inject_foreign_job(gpus_per_worker=4, account="unknown", duration_s=7200)
+        self.fleet.get("onprem-slurm").inject_foreign_job(gpus_per_worker=4, account="unknown", duration_s=10 * 86400)
         reconcile_fleet()
         self.tick()
         for cluster in self.clusters:
@@ -227,7 +231,7 @@ def test_the_workload_list_refreshes_live(demo, page):
     state = page.locator(f"tr[data-uid='{job.uid}'] [data-state]")
     expect(state).to_have_attribute("data-state", job.state)
     mark_page(page)
-    demo.tick(30 * 60)  # the simulator runs it half its limit: it completes; the page is not touched
+    demo.tick(15 * 60)  # the simulator runs it half its limit: it completes; the page is not touched
     job.refresh_from_db()
     assert job.state == "completed"
     expect(state).to_have_attribute("data-state", "completed", timeout=20_000)
