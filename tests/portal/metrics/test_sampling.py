@@ -85,3 +85,12 @@ def test_spend_history_sums_only_the_given_tenants(trio, fleet):
                                    until=fleet + timedelta(hours=1))
     both = selectors.spend_history(tenant_ids=None, since=fleet - timedelta(hours=1), until=fleet + timedelta(hours=1))
     assert len(mine["t"]) == 1 and 0 < mine["spend"][0] < both["spend"][0]
+
+
+def test_cloud_spend_counts_the_run_time_the_cluster_reports(trio, fleet):
+    # a simulated cluster runs faster than wall time: its reported run time is what was used
+    from broker.models import Workload
+
+    Workload.objects.filter(tenant=trio.tenant, cluster__name="cloud").update(run_seconds=3600.0)
+    fleet_sample_take(now=fleet)
+    assert FigureSample.objects.get(tenant=trio.tenant).cloud_spend_month == Decimal("4.00")  # 1 GPU x 1 h x 4.00
