@@ -69,6 +69,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-escalations":        {"get": "401 403 200 403 200"},
     "api-escalation-ack":     {"get": "401 405 405 405 405", "post": "401 403 200 403 404"},
     "api-escalation-resolve": {"get": "401 405 405 405 405", "post": "401 403 200 403 404"},
+    "api-schema":             {"get": "200 200 200 200 200"},
     "api-docs":               {"get": "200 200 200 200 200"},
     "account-tokens":         {"get": "302 200 200 200 200", "post": "302 200 200 200 200"},
     "account-token-revoke":   {"get": "302 405 405 405 405", "post": "302 302 404 404 404"},
