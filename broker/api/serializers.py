@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 
+from django.utils import timezone
 from rest_framework import serializers
 
 from broker.models import AuditRecord, Cluster, DispatchAttempt, Escalation, GpuPool, Quota, Workload
@@ -198,8 +199,9 @@ class ExplainOut(serializers.Serializer):
             "reason": placement.get("reason", "") or "",
             "chosen": {"cluster": chosen["cluster"], "pool": chosen.get("pool", "")} if chosen else None,
             "candidates": [{**c, "weighted": c.get("weighted", {})} for c in placement.get("ranked", [])],
-            "excluded": [{"cluster": name, "rule": e.get("rule", ""), "rule_text": RULE_WORDS.get(e.get("rule", ""), ""),
-                          "detail": e.get("message", "")} for name, e in placement.get("excluded", {}).items()],
+            "excluded": [{"cluster": name, "rule": e.get("rule", ""),
+                          "rule_text": RULE_WORDS.get(e.get("rule", ""), ""), "detail": e.get("message", "")}
+                         for name, e in placement.get("excluded", {}).items()],
         }
 
 
@@ -235,8 +237,6 @@ class TokenOut(serializers.Serializer):
     state = serializers.SerializerMethodField()
 
     def get_state(self, token) -> str:
-        from django.utils import timezone
-
         return token.state(timezone.now())
 
 

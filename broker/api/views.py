@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from broker.api import serializers as s
 from broker.api.errors import error_body
 from broker.api.selectors import workload_attempts
-from broker.api.services import IdempotencyKeyReused, workload_submit_once
+from broker.api.services import IdempotencyKeyReused, Submitted, workload_submit_once
 from broker.models import WorkloadState
 from broker.selectors import workload_get, workload_list, workload_timeline
 from broker.services.workloads import workload_cancel, workload_submit
@@ -65,19 +65,18 @@ class WorkloadListCreate(ListAPIView):
         spec = dict(data.validated_data)
         project_id = spec.pop("project")
         try:
-            if not key:
-                workload, created = workload_submit(user=request.user, project_id=project_id, spec_data=spec), True
-            else:
+            if key:
                 done = workload_submit_once(user=request.user, project_id=project_id, spec_data=spec,
                                             idempotency_key=key)
-                workload, created = done.workload, done.created
+            else:
+                done = Submitted(workload_submit(user=request.user, project_id=project_id, spec_data=spec), True)
         except SpecError as exc:
             raise ValidationError(exc.errors) from None
         except IdempotencyKeyReused as exc:
             return Response(error_body("idempotency_key_reused", str(exc), {IDEMPOTENCY_HEADER: [str(exc)]}),
                             status=status.HTTP_409_CONFLICT)
-        return Response(s.WorkloadOut(workload).data,
-                        status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return Response(s.WorkloadOut(done.workload).data,
+                        status=status.HTTP_201_CREATED if done.created else status.HTTP_200_OK)
 
 
 class WorkloadDetail(RetrieveAPIView):

@@ -121,9 +121,9 @@ def test_misspelt_field_is_400_naming_it_and_creates_nothing(trio, quota, api):
     assert not Workload.objects.exists()
 
 
-@pytest.mark.parametrize("change, field", [({"project": HUGE}, "project"), ({"gpus_per_worker": HUGE}, "gpus_per_worker"),
-                                           ({"workers": -HUGE}, "workers"), ({"data_size_gb": 1e308}, "data_size_gb"),
-                                           ({"time_limit_minutes": HUGE}, "time_limit_minutes")])
+@pytest.mark.parametrize("change, field", [
+    ({"project": HUGE}, "project"), ({"gpus_per_worker": HUGE}, "gpus_per_worker"), ({"workers": -HUGE}, "workers"),
+    ({"data_size_gb": 1e308}, "data_size_gb"), ({"time_limit_minutes": HUGE}, "time_limit_minutes")])
 def test_huge_numbers_in_a_workload_are_400_naming_the_field(trio, quota, api, change, field):
     response = api(trio.member).post(reverse("api-workloads"), {"project": trio.project.id, **SPEC, **change})
     assert response.status_code == 400 and field in response.json()["error"]["fields"], response.content
@@ -136,16 +136,18 @@ def test_misspelt_data_location_is_400_naming_the_field(trio, quota, make_cluste
 
     Cluster.objects.filter(name="onprem").update(config={"data_locations": ["onprem-nfs"], "image_pull_s": 0})
     client = api(trio.member)
-    response = client.post(reverse("api-workloads"), {"project": trio.project.id, **SPEC, "data_location": "onprem-nsf"})
+    data = {"project": trio.project.id, **SPEC}
+    response = client.post(reverse("api-workloads"), {**data, "data_location": "onprem-nsf"})
     assert response.status_code == 400
     assert "onprem-nfs" in response.json()["error"]["fields"]["data_location"][0]
     assert not Workload.objects.exists()
-    ok = client.post(reverse("api-workloads"), {"project": trio.project.id, **SPEC, "data_location": "onprem-nfs"})
+    ok = client.post(reverse("api-workloads"), {**data, "data_location": "onprem-nfs"})
     assert ok.status_code == 201 and ok.json()["spec"]["data_location"] == "onprem-nfs"
 
 
-@pytest.mark.parametrize("data, field", [({"limit_gpus": HUGE}, "limit_gpus"), ({"borrow_limit_gpus": HUGE}, "borrow_limit_gpus"),
-                                         ({"limit_gpus": 2**63 + 1}, "limit_gpus"), ({"limt_gpus": 3}, "limt_gpus")])
+@pytest.mark.parametrize("data, field", [
+    ({"limit_gpus": HUGE}, "limit_gpus"), ({"borrow_limit_gpus": HUGE}, "borrow_limit_gpus"),
+    ({"limit_gpus": 2**63 + 1}, "limit_gpus"), ({"limt_gpus": 3}, "limt_gpus")])
 def test_quota_patch_with_huge_or_unknown_field_is_400(trio, quota, api, data, field):
     response = api(trio.owner).patch(reverse("api-quota", args=[quota.id]), data)
     assert response.status_code == 400 and field in response.json()["error"]["fields"], response.content
