@@ -120,3 +120,25 @@ def test_bad_token_request_is_400_naming_the_field(trio, api, data, field):
 def test_token_may_not_be_created_by_the_anonymous(db):
     response = Client().post(reverse("api-tokens"), {"name": "x"}, content_type="application/json")
     assert response.status_code == 401 and not ApiToken.objects.exists()
+
+
+def test_every_v1_read_answers_a_token_as_it_answers_the_session(trio, placed, escalation, api):
+    """One sweep over the URL conf: a bearer token is the same caller as its user's session."""
+    from broker.api.urls import urlpatterns
+    from broker.models import Quota
+
+    new = token_create(actor=trio.owner, name="sweep", expires_in_days=1)
+    ids = {"workload_id": placed.id, "quota_id": Quota.objects.get(tenant=trio.tenant).id,
+           "escalation_id": escalation.id, "cluster_id": placed.cluster_id, "token_id": new.token.id}
+    session, token = api(trio.owner), bearer(new.secret)
+    checked = []
+    for pattern in urlpatterns:
+        if not hasattr(pattern.callback.view_class, "get"):
+            continue
+        url = reverse(pattern.name, kwargs={k: ids[k] for k in pattern.pattern.converters})
+        by_session, by_token = session.get(url), token.get(url)
+        assert by_session.status_code == by_token.status_code, (url, by_session.status_code, by_token.status_code)
+        if by_session.status_code == 200 and pattern.name != "api-tokens":  # last_used_at moves between the two
+            assert by_session.content == by_token.content, url
+        checked.append(pattern.name)
+    assert len(checked) >= 14, checked
