@@ -4,7 +4,7 @@ from __future__ import annotations
 import heapq
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
 from broker.models import AuditRecord, Cluster, Escalation, Quota, Reservation, Workload
@@ -80,6 +80,9 @@ def quota_get(*, user: AnyUser, quota_id: int) -> Quota:
 def reservation_list(*, user: AnyUser, live_only: bool = True) -> QuerySet[Reservation]:
     qs = Reservation.objects.filter(tenant__in=_admin_tenants(user)).select_related(
         "workload", "tenant", "gpu_class", "cluster")
+    # the owner of the quota the reservation counts against
+    owner = Quota.objects.filter(tenant_id=OuterRef("tenant_id"), gpu_class_id=OuterRef("gpu_class_id"))
+    qs = qs.annotate(quota_owner=Subquery(owner.values("owner__username")[:1]))
     return qs.filter(state__in=("active", "confirmed")) if live_only else qs
 
 

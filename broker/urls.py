@@ -1,6 +1,6 @@
 from django.urls import path
 
-from broker.web import outage, views
+from broker.web import outage, quota_owner, views
 
 urlpatterns = [
     path("workloads/", views.workload_list_page, name="workload-list"),
@@ -10,6 +10,7 @@ urlpatterns = [
     path("workloads/<int:workload_id>/cancel/", views.workload_cancel_view, name="workload-cancel"),
     path("quotas/", views.quota_list_page, name="quota-list"),
     path("quotas/<int:quota_id>/", views.quota_edit, name="quota-edit"),
+    path("quotas/<int:quota_id>/owner/", quota_owner.quota_owner_edit, name="quota-owner"),
     path("clusters/", views.cluster_list_page, name="cluster-list"),
     path("clusters/<int:cluster_id>/outage/", outage.cluster_outage, name="cluster-outage"),
     path("reservations/", views.reservation_list_page, name="reservation-list"),

@@ -130,6 +130,13 @@ _CACHE_URL = env_str("GPUBROKER_CACHE_URL", "")
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
           if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 
+# Quota alerts to their owners.  The demo prints mails on the console; a site sets SMTP
+# (django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST...); tests use locmem.
+EMAIL_BACKEND = env_str("GPUBROKER_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = env_str("GPUBROKER_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("GPUBROKER_EMAIL_PORT", 25, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("GPUBROKER_EMAIL_FROM", "gpubroker@localhost")
+
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

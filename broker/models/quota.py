@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from broker.models.fleet import Cluster, GpuClass
@@ -16,6 +17,11 @@ class Quota(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
         related_name="owned_quotas", help_text="Who answers for this quota")
+    alert_share = models.FloatField(
+        default=0.8, validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
+        help_text="The owner gets an e-mail when use passes this share of the limit (once per crossing)")
+    alert_active = models.BooleanField(
+        default=False, help_text="Use is past the alert share and the owner was told; cleared below it")
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

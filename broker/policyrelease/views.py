@@ -40,7 +40,7 @@ def release_list(request: HttpRequest) -> HttpResponse:
 def release_propose(request: HttpRequest) -> HttpResponse:
     _operator(request)
     active = selectors.release_active()
-    form = ProposeForm(request.POST or None, user=request.user,
+    form = ProposeForm(request.POST if request.method == "POST" else None, user=request.user,
                        initial={"content": active.content if active else ""})
     diff, problem = [], None
     if request.method == "POST" and form.is_valid():

@@ -16,6 +16,7 @@ from django.utils import timezone
 from broker.models import Cluster, GpuClass, Quota, Reservation, ReservationState, Workload
 from broker.models.quota import LIVE_RESERVATION_STATES
 from broker.services.audit import audit
+from broker.services.quota_owners import quota_alert_check
 
 
 class QuotaExceeded(Exception):
@@ -81,6 +82,7 @@ def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
     audit(action="reservation.created", workload=workload, cluster=cluster.name,
           message=f"{workload.total_gpus} {gpu_class.slug} GPUs held until {reservation.expires_at:%H:%M:%S}",
           inputs={"used_before": used, "ceiling": quota.ceiling})
+    quota_alert_check(quota=quota, used=used + workload.total_gpus)
     return reservation
 
 
@@ -106,7 +108,15 @@ def reservation_release(*, workload: Workload, reason: str, now: datetime | None
              reason=reason, now=now or timezone.now())
     if n:
         audit(action="reservation.released", workload=workload, message=reason)
+        _recheck_alert(tenant_id=workload.tenant_id, gpu_class_id=workload.gpu_class_id)
     return bool(n)
+
+
+def _recheck_alert(*, tenant_id: int, gpu_class_id: int | None) -> None:
+    """Use went down: re-arm the owner's alert once it is back under the share."""
+    quota = Quota.objects.filter(tenant_id=tenant_id, gpu_class_id=gpu_class_id, alert_active=True).first()
+    if quota is not None:
+        quota_alert_check(quota=quota, used=gpus_in_use(tenant_id=tenant_id, gpu_class_id=gpu_class_id))
 
 
 @transaction.atomic
@@ -118,6 +128,7 @@ def reservation_expire(*, reservation_id: int, now: datetime | None = None) -> b
         res = Reservation.objects.select_related("workload").get(id=reservation_id)
         audit(action="reservation.expired", workload=res.workload,
               message="the reservation expired before any destination acknowledged the job")
+        _recheck_alert(tenant_id=res.tenant_id, gpu_class_id=res.gpu_class_id)
     return bool(n)
 
 

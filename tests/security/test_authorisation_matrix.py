@@ -38,6 +38,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "workload-cancel":        {"get": "302 405 405 405 405", "post": "302 302 302 404 404"},
     "quota-list":             {"get": "302 403 200 403 200"},
     "quota-edit":             {"get": "302 405 405 405 405", "post": "302 403 302 403 404"},
+    "quota-owner":            {"get": "302 404 200 404 404", "post": "302 404 400 404 404"},
     "cluster-list":           {"get": "302 200 200 200 200"},
     "reservation-list":       {"get": "302 403 200 403 200"},
     "escalation-list":        {"get": "302 403 200 403 200"},
