@@ -1,0 +1,184 @@
+"""The objects the real-cluster tests stand on: kwok GPU nodes, Kueue flavors and queues,
+Volcano queues, the MultiKueue wiring.  Applied with server-side apply, so every test
+module can ask for them again; each test removes only the jobs it made."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Iterable
+
+from kubernetes import client, config, dynamic
+from kubernetes.client.exceptions import ApiException
+
+A100 = "NVIDIA-A100-SXM4-80GB"
+H100 = "NVIDIA-H100-80GB-HBM3"
+A100_40 = "NVIDIA-A100-SXM4-40GB"
+L40S = "NVIDIA-L40S"
+MIG = "1g.5gb"
+NAMESPACE = "team"
+KV = "kueue.x-k8s.io/v1beta2"
+VC = "scheduling.volcano.sh/v1beta1"
+MANAGER = "gpubroker-tests"
+
+
+def api_client(kubeconfig: str) -> client.ApiClient:
+    return config.new_client_from_config(config_file=kubeconfig)
+
+
+def apply(api: client.ApiClient, *docs: dict[str, Any]) -> None:
+    dyn = dynamic.DynamicClient(api)
+    for doc in docs:
+        res = dyn.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        meta = doc["metadata"]
+        res.server_side_apply(body=doc, name=meta["name"], namespace=meta.get("namespace"),
+                              field_manager=MANAGER, force_conflicts=True)
+
+
+def node(name: str, product: str, gpus: int = 0, memory_mib: int = 81920,
+         mig: dict[str, int] | None = None, pool: str = "kueue") -> dict[str, Any]:
+    """A kwok-managed node advertising GPUs the way the NVIDIA device plugin and GPU
+    feature discovery do (mixed MIG strategy: one resource per profile)."""
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    if gpus:
+        resources["nvidia.com/gpu"] = str(gpus)
+    for profile, count in (mig or {}).items():
+        resources[f"nvidia.com/mig-{profile}"] = str(count)
+    labels = {"type": "kwok", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+              "gpubroker.test/pool": pool, "nvidia.com/gpu.product": product,
+              "nvidia.com/gpu.memory": str(memory_mib), "nvidia.com/gpu.count": str(gpus)}
+    if mig:
+        labels["nvidia.com/mig.strategy"] = "mixed"
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels,
+                         "annotations": {"kwok.x-k8s.io/node": "fake"}},
+            "spec": {},
+            "status": {"allocatable": resources, "capacity": resources,
+                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                                    "kubeletVersion": "fake"}}}
+
+
+def kueue_nodes() -> list[dict[str, Any]]:
+    return [node("a100-0", A100, 4), node("a100-1", A100, 4), node("h100-0", H100, 8),
+            node("mig-0", A100_40, 0, memory_mib=40960, mig={MIG: 7})]
+
+
+def flavor(name: str, product: str | None) -> dict[str, Any]:
+    spec = {"nodeLabels": {"nvidia.com/gpu.product": product}} if product else {}
+    return {"apiVersion": KV, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
+
+
+def cluster_queue(name: str, a100: int = 8, h100: int = 8, mig: int = 7,
+                  checks: Iterable[str] = ()) -> dict[str, Any]:
+    """cpu and memory in a group of their own with a label-free flavor: a GPU flavor's
+    node labels must not be forced on the MIG pods' cpu, nor the other way round."""
+    def quota(flavor_name: str, resource: str, amount: Any) -> dict[str, Any]:
+        return {"name": flavor_name, "resources": [{"name": resource, "nominalQuota": amount}]}
+
+    groups = [
+        {"coveredResources": ["cpu", "memory"], "flavors": [{"name": "default-flavor", "resources": [
+            {"name": "cpu", "nominalQuota": 1000}, {"name": "memory", "nominalQuota": "8Ti"}]}]},
+        {"coveredResources": ["nvidia.com/gpu"],
+         "flavors": [quota("a100", "nvidia.com/gpu", a100), quota("h100", "nvidia.com/gpu", h100)]},
+        {"coveredResources": [f"nvidia.com/mig-{MIG}"],
+         "flavors": [quota("a100-mig", f"nvidia.com/mig-{MIG}", mig)]}]
+    spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": groups}
+    if checks:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": c} for c in checks]}
+    return {"apiVersion": KV, "kind": "ClusterQueue", "metadata": {"name": name}, "spec": spec}
+
+
+def local_queue(name: str, cq: str) -> dict[str, Any]:
+    return {"apiVersion": KV, "kind": "LocalQueue",
+            "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {"clusterQueue": cq}}
+
+
+def namespace(name: str = NAMESPACE) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name}, "value": value, "description": "gpubroker tests"}
+
+
+def kueue_objects() -> list[dict[str, Any]]:
+    return [namespace(), flavor("default-flavor", None), flavor("a100", A100),
+            flavor("h100", H100), flavor("a100-mig", A100_40), cluster_queue("gpu-cq"),
+            local_queue("default", "gpu-cq"), priority_class("gpubroker-low", 10),
+            priority_class("gpubroker-high", 1000)]
+
+
+def volcano_nodes(count: int) -> list[dict[str, Any]]:
+    return [node(f"vc-{i}", L40S, 2, memory_mib=46068, pool="volcano") for i in range(count)]
+
+
+def volcano_queue(name: str, gpus: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": 1, "reclaimable": True}
+    if gpus is not None:
+        spec["capability"] = {"nvidia.com/gpu": str(gpus)}
+    return {"apiVersion": VC, "kind": "Queue", "metadata": {"name": name}, "spec": spec}
+
+
+def multikueue_manager_objects(secret: str) -> list[dict[str, Any]]:
+    mk = "kueue.x-k8s.io/v1beta2"
+    return [
+        namespace(), flavor("default-flavor", None), flavor("a100", A100), flavor("h100", H100),
+        flavor("a100-mig", A100_40),
+        {"apiVersion": mk, "kind": "MultiKueueCluster", "metadata": {"name": "worker-main"},
+         "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": secret}}}},
+        {"apiVersion": mk, "kind": "MultiKueueConfig", "metadata": {"name": "mk-config"},
+         "spec": {"clusters": ["worker-main"]}},
+        {"apiVersion": mk, "kind": "AdmissionCheck", "metadata": {"name": "mk-check"},
+         "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                  "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
+                                 "name": "mk-config"}}},
+        cluster_queue("mk-cq", checks=("mk-check",)), local_queue("default", "mk-cq")]
+
+
+def wait_for(predicate: Callable[[], Any], timeout_s: float = 60, every: float = 0.5,
+             what: str = "") -> Any:
+    """Poll until ``predicate`` returns something truthy; fail saying what was awaited."""
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate}: {last!r}")
+
+
+def delete_jobs(api: client.ApiClient, namespace_name: str = NAMESPACE,
+                timeout_s: float = 90) -> None:
+    """Every batch Job and vcjob of the namespace gone, with its pods (test teardown)."""
+    batch, core, custom = client.BatchV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api)
+    batch.delete_collection_namespaced_job(namespace_name, propagation_policy="Foreground")
+    try:
+        custom.delete_collection_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace_name, "jobs")
+    except ApiException as exc:
+        if exc.status != 404:  # no Volcano on this cluster
+            raise
+
+    def gone() -> bool:
+        return not (batch.list_namespaced_job(namespace_name).items
+                    or core.list_namespaced_pod(namespace_name).items)
+
+    wait_for(gone, timeout_s, what=f"jobs and pods of {namespace_name} gone")
+
+
+def capture(name: str, obj: Any) -> None:
+    """With K8S_CAPTURE_DIR set, keep a real object as test data (managedFields dropped:
+    noise).  tests/broker/backends/kube/data/real/ holds the committed captures."""
+    import json
+    import os
+
+    target = os.environ.get("K8S_CAPTURE_DIR")
+    if not target:
+        return
+    if isinstance(obj, dict):
+        obj = {**obj, "metadata": {k: v for k, v in (obj.get("metadata") or {}).items()
+                                   if k != "managedFields"}}
+    os.makedirs(target, exist_ok=True)
+    with open(os.path.join(target, f"{name}.json"), "w", encoding="utf-8") as fh:
+        json.dump(obj, fh, indent=1, sort_keys=True)
+        fh.write("\n")
