@@ -8,14 +8,16 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.views.decorators.http import require_POST
 
 from broker.models import GpuClass
 from broker.selectors import (
     escalation_get, escalation_list, quota_get, quota_list, reservation_list,
-    workload_get, workload_newest, workload_timeline,
+    workload_get, workload_page, workload_timeline,
 )
 from broker.services.escalations import escalation_acknowledge, escalation_resolve
 from broker.services.quota import QuotaBelowUse, quota_set, quota_use
@@ -24,6 +26,7 @@ from broker.spec import SpecError
 from broker import fleet_selectors as fleet_view
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
+from broker.web.queue import HTMX_STOP_POLLING, poll_query, queue_query
 from portal.metrics.selectors import fleet_charts
 from portal.tenancy.access import is_operator, roles_of
 from portal.tenancy.models import Role
@@ -41,11 +44,31 @@ def _partial(request: HttpRequest, template: str, name: str) -> str:
 
 @login_required
 def workload_list_page(request: HttpRequest) -> HttpResponse:
+    """The queue, 50 rows a page.  Its htmx refresh is what every open tab sends every 2 s, so
+    it costs as little as it can: rows that can no longer change end the polling (htmx's
+    286), and an unchanged page is a 304 with no rendering at all."""
     if not (is_operator(request.user) or roles_of(request.user) & {Role.RESEARCHER, Role.ADMIN}):
         raise PermissionDenied  # admins follow their tenants' workloads too, as on the detail page
-    workloads = workload_newest(user=request.user, state=request.GET.get("state", ""), limit=200)
-    return render(request, _partial(request, "broker/workload_list.html", "rows"),
-                  {"workloads": workloads, "state": request.GET.get("state", "")})
+    try:
+        query = queue_query(request.GET)
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")  # echoes input
+    page = workload_page(user=request.user, **query)
+    context = {"workloads": page.rows, "page": page, "state": query["state"],
+               "poll_query": poll_query(query)}
+    if not request.htmx:
+        return render(request, "broker/workload_list.html", context)
+    # the rows alone need no context processors (navigation, roles, background status): the
+    # page around them was drawn once, the refresh only replaces the rows
+    if not page.live:
+        return HttpResponse(render_to_string("broker/workload_list.html#rows", context), status=HTMX_STOP_POLLING)
+    etag = f'"{request.user.pk}-{page.fingerprint()}"'
+    unchanged = get_conditional_response(request, etag=etag)
+    response = unchanged or HttpResponse(render_to_string("broker/workload_list.html#rows", context))
+    response.headers["ETag"] = etag
+    response.headers["Cache-Control"] = "private, no-cache"  # always ask; the answer is often 304
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 @login_required
