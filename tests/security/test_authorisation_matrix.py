@@ -74,6 +74,9 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-docs":               {"get": "200 200 200 200 200"},
     "account-tokens":         {"get": "302 200 200 200 200", "post": "302 200 200 200 200"},
     "account-token-revoke":   {"get": "302 405 405 405 405", "post": "302 302 404 404 404"},
+    # OpenID Connect: 404 while no provider is configured (the suite's default)
+    "oidc_authentication_init":     {"get": "404 404 404 404 404"},
+    "oidc_authentication_callback": {"get": "404 404 404 404 404"},
     # policy releases: platform operators only (none of these roles is one)
     "policy-list":            {"get": "302 404 404 404 404"},
     "policy-propose":         {"get": "302 404 404 404 404", "post": "302 404 404 404 404"},

@@ -12,7 +12,7 @@ def client_address(request) -> str:
 
 def signin_succeeded(*, user, request, method: str = "") -> None:
     backend = getattr(user, "backend", "") or ""
-    how = method or ("oidc" if "oidc" in backend.lower() else "password")
+    how = method or ("oidc" if backend.endswith("InstitutionBackend") else "password")
     audit(action="auth.signin", actor=user, message=f"{user.get_username()} signed in ({how})",
           inputs={"address": client_address(request), "method": how})
 

@@ -1,0 +1,49 @@
+"""Institutional sign-in (OpenID Connect): who a provider's subject is here, and the rules
+that turn its claims (groups) into tenant roles.
+
+A role granted by a rule is recorded as such (GrantedRole), so the next sign-in can take
+it away when the group is gone, without touching roles an admin gave by hand.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from portal.tenancy.models import Membership, Project, Role, Tenant
+
+
+class ClaimRule(models.Model):
+    claim = models.CharField(max_length=100, default="groups",
+                             help_text="Claim to look at (a list or a string), e.g. groups")
+    value = models.CharField(max_length=300, help_text="Exact value that grants the role, e.g. physics-gpu")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="claim_rules")
+    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE,
+                                help_text="Empty: every project of the tenant")
+    role = models.CharField(max_length=20, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["claim", "value"]
+        constraints = [models.UniqueConstraint(fields=["claim", "value", "tenant", "project", "role"],
+                                               name="claim_rule_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.claim}={self.value} -> {self.role} in {self.tenant.slug}"
+
+
+class ExternalIdentity(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="external_identities")
+    issuer = models.CharField(max_length=300)
+    subject = models.CharField(max_length=255)
+    last_claims = models.JSONField(default=dict, blank=True)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"], name="external_identity_unique")]
+
+
+class GrantedRole(models.Model):
+    membership = models.OneToOneField(Membership, on_delete=models.CASCADE, related_name="granted_by")
+    rule = models.ForeignKey(ClaimRule, null=True, on_delete=models.SET_NULL)
+    granted_at = models.DateTimeField(auto_now_add=True)
