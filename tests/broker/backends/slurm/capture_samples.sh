@@ -50,8 +50,11 @@ SLURM_TIME_FORMAT=%s sacct --allusers --parsable2 --allocations --noheader --del
 sacct --allusers -P -X --starttime=now-600seconds \
   --format=JobID,JobName,Account,Partition,State,Start,End,ElapsedRaw,AllocTRES,Comment >"$OUT/sacct-P-X.txt"
 sacct --allusers --starttime=now-600seconds --json >"$OUT/sacct.json"
-squeue --all --json >"$OUT/squeue.json"
-sinfo --json >"$OUT/sinfo.json"
+# 22.05's squeue --json lists ended jobs by itself, 24.11's only with --states=all
+squeue --all --states=all --json >"$OUT/squeue.json"
+sinfo --json >"$OUT/sinfo.json"   # 22.05: nodes; 24.11: partition/state summaries
+# scontrol --json: not in 22.05
+scontrol --json show node >"$OUT/scontrol-show-node.json" 2>/dev/null || rm -f "$OUT/scontrol-show-node.json"
 # the document escapes slashes ("\/slurm\/v0.0.38\/...")
 apis=$(rest /openapi/v3 | grep -oE '/slurm\\?/v0\.0\.[0-9]+\\?/' | grep -oE 'v0\.0\.[0-9]+' \
   | awk -F. -v min="$(cd "$REPO" && "$PY" -c 'from broker.backends.slurm import rest; print(rest.SUPPORTED_MIN)')" \
