@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from broker.models import Workload
 from portal.metrics import readings
 from portal.metrics.models import CapacitySample, FigureSample
 from portal.tenancy.models import Tenant
@@ -35,17 +36,16 @@ def fleet_sample_take(*, now: datetime | None = None) -> int:
 
 def _tenant_figures(now: datetime) -> list[FigureSample]:
     depth = defaultdict(int)
-    for tenant_id in readings.Workload.objects.filter(state__in=readings.WAITING_STATES).values_list(
-            "tenant_id", flat=True).iterator():
+    waiting = Workload.objects.filter(state__in=readings.WAITING_STATES).values_list("tenant_id", flat=True)
+    for tenant_id in waiting.iterator():
         depth[tenant_id] += 1
+    rows = list(readings.started_workloads(since=now - WINDOW).filter(started_at__lte=now).values_list(
+        "tenant_id", "created_at", "dispatched_at", "started_at"))
     waits, firsts = defaultdict(list), defaultdict(list)
-    rows = readings.started_workloads(since=now - WINDOW).filter(started_at__lte=now).values_list(
-        "tenant_id", "created_at", "dispatched_at", "started_at")
-    for tenant_id, *times in rows.iterator():
-        for wait, first in readings.waits([times]):
-            waits[tenant_id].append(wait)
-            if first is not None:
-                firsts[tenant_id].append(first)
+    for (tenant_id, *_), (wait, first) in zip(rows, readings.waits(r[1:] for r in rows)):
+        waits[tenant_id].append(wait)
+        if first is not None:
+            firsts[tenant_id].append(first)
     spend = defaultdict(Decimal)
     for (tenant_id, _), amount in readings.cloud_spend_month(now).items():
         spend[tenant_id] += amount
