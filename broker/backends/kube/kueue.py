@@ -12,6 +12,8 @@ say where the job stands; pending messages are normalised into a Reason.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
@@ -32,6 +34,11 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 _STOP_REASONS = {"ClusterQueueStopped", "LocalQueueStopped"}
 
 
+_POD_SET_RE = re.compile(r"couldn't assign flavors to pod set [^:]+: ")
+_POLICY_WORDS = ("maximum capacity", "doesn't match node affinity", "unavailable in clusterqueue",
+                 "doesn't match", "untolerated taint")
+
+
 def classify_pending(reason: str, message: str) -> Reason:
     """Kueue's pending text -> Reason; the worst verdict across pod sets wins.
 
@@ -39,23 +46,41 @@ def classify_pending(reason: str, message: str) -> Reason:
     capacity can never be admitted there (POLICY); a missing or stopped queue is
     UNAVAILABLE.  Both the default "Pending" reason (message wording) and the
     granular reasons of the UnadmittedWorkloadsObservability gate are read.
+
+    Within one pod set Kueue lists every flavor it tried ("flavor h100 doesn't match node
+    affinity, insufficient unused quota for nvidia.com/gpu in flavor a100, 4 more needed":
+    captured in data/real/kueue-workload-pending-quota.json); one flavor that only lacks
+    *unused* quota means waiting helps, whatever the other flavors say.
     """
     text = message.lower()
     if reason in ("Inadmissible", "Misconfigured") or any(
             w in text for w in ("is inactive", "not found", "doesn't exist", "is stopped",
                                 "is on hold")):
         return Reason.UNAVAILABLE
-    if reason in ("ExceedsMaxQuota", "NoMatchingFlavor") or any(
-            w in text for w in ("maximum capacity", "doesn't match node affinity",
-                                "unavailable in clusterqueue")):
+    if reason in ("ExceedsMaxQuota", "NoMatchingFlavor"):
         return Reason.POLICY
-    if reason in ("WaitingForQuota", "WaitingForPreemptedWorkloads") or \
-            "insufficient unused quota" in text:
+    if reason in ("WaitingForQuota", "WaitingForPreemptedWorkloads"):
         return Reason.CAPACITY
+    verdicts = [_pod_set_verdict(part) for part in _POD_SET_RE.split(text) if part.strip()]
+    worst = max(verdicts, key=_SEVERITY.index, default=Reason.OTHER)
+    if worst != Reason.OTHER:
+        return worst
     if reason == "Suspended":
         return Reason.HELD
     if reason in ("WaitingForPodsReady", "PendingEvaluation"):
         return Reason.WAITING
+    return Reason.OTHER
+
+
+_SEVERITY = [Reason.OTHER, Reason.CAPACITY, Reason.POLICY]
+
+
+def _pod_set_verdict(text: str) -> Reason:
+    """The best flavor of one pod set decides: any flavor short of unused quota -> CAPACITY."""
+    if "insufficient unused quota" in text:
+        return Reason.CAPACITY
+    if any(w in text for w in _POLICY_WORDS):
+        return Reason.POLICY
     return Reason.OTHER
 
 
