@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
+from django.db import IntegrityError
 
 from broker.models import PolicyVersion
 from broker.placement.policy import Policy
@@ -65,6 +66,8 @@ def _active_or_seed():
         raise ImproperlyConfigured("no policy release is active: activate one in /policy/")
     try:
         return release_seed_from_file()
+    except IntegrityError:  # another process seeded it at the same moment: use theirs
+        return PolicyRelease.objects.get(state=ReleaseState.ACTIVE)
     except OSError as exc:
         raise ImproperlyConfigured(f"GPUBROKER_POLICY_FILE: cannot read it: {exc.strerror}") from None
     except PolicyInvalid as exc:

@@ -104,3 +104,18 @@ def test_an_invalid_file_is_not_imported(tmp_path):
     with pytest.raises(CommandError, match="line .*: preset"):
         call_command("policy", "import", str(bad))
     assert not PolicyRelease.objects.filter(source=str(bad)).exists()
+
+
+def test_placement_decisions_record_the_version_in_force(people, make_cluster, submit, drive):
+    from broker.models import AuditRecord as Audit
+    proposer, owner = people
+    make_cluster("onprem", nodes=[8])
+    old = current_policy().version
+    first = drive(submit(gpus_per_worker=1, name="first"))
+    release = release_propose(actor=proposer, owner=owner, content=CLOUDY)
+    release_approve(actor=owner, release_id=release.id)
+    release_activate(actor=owner, release_id=release.id)
+    second = drive(submit(gpus_per_worker=1, name="second"))
+    assert (first.policy_version, second.policy_version) == (old, release.version)
+    decided = Audit.objects.filter(action="placement.decided", workload=second).get()
+    assert decided.policy_version == release.version
