@@ -17,6 +17,8 @@ DEMO_USERS = (
     ("researcher", "researcher-demo", Role.RESEARCHER, False),
     ("admin", "admin-demo", Role.ADMIN, True),
     ("finance", "finance-demo", Role.FINANCE, False),
+    # a second operator: a policy version is approved by its named owner, never its proposer
+    ("fleetowner", "fleetowner-demo", Role.ADMIN, True),
 )
 
 
