@@ -292,6 +292,16 @@ def test_rest_api_auto_detection():
     assert t.api_version == "v0.0.38"
 
 
+def test_rest_offered_versions_of_a_24_11_server():
+    """24.11's document lists /slurm/ and /slurmdb/ paths of v0.0.40-42 (and the
+    OpenAPI paths themselves); the newest one wins."""
+    doc = {"paths": {f"/{kind}/v0.0.{n}/{tail}": {} for kind, tail in (("slurm", "jobs/"), ("slurmdb", "jobs/"))
+                     for n in (40, 41, 42)} | {"/openapi/v3": {}}}
+    t, _ = rest({("GET", "/openapi/v3"): FakeResponse(200, doc)}, api_version="auto")
+    assert t.offered_api_versions() == ["v0.0.40", "v0.0.41", "v0.0.42"]
+    assert t.api_version == "v0.0.42"
+
+
 def test_read_token(tmp_path, monkeypatch):
     monkeypatch.setenv("MY_TOKEN", "abc")
     assert read_token("env:MY_TOKEN") == "abc"
