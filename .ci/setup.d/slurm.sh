@@ -5,6 +5,10 @@
 # in /var/cache/gpubroker) and brings 22.05 back.
 SLURM_CI_SECOND_VERSION=${SLURM_CI_SECOND_VERSION:-24.11.5}
 
+# stopped again at exit only when this run is the one that starts it
+if ! scripts/slurm-cluster status >/dev/null 2>&1; then
+  at_exit scripts/slurm-cluster down
+fi
 scripts/slurm-cluster up --version debian
 echo "Slurm for the main run: $(sinfo --version), $(slurmctld -V)"
 export SLURM_TESTS=1
