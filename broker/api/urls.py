@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from broker.api import views, views_account, views_admin
+from broker.api import views, views_account, views_admin, views_preview
 
 urlpatterns = [
     path("me/", views_account.Me.as_view(), name="api-me"),
@@ -9,6 +9,7 @@ urlpatterns = [
     path("tokens/", views_account.TokenListCreate.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", views_account.TokenRevoke.as_view(), name="api-token"),
     path("workloads/", views.WorkloadListCreate.as_view(), name="api-workloads"),
+    path("workloads/preview/", views_preview.WorkloadPreview.as_view(), name="api-workload-preview"),
     path("workloads/<int:workload_id>/", views.WorkloadDetail.as_view(), name="api-workload"),
     path("workloads/<int:workload_id>/timeline/", views.WorkloadTimeline.as_view(), name="api-workload-timeline"),
     path("workloads/<int:workload_id>/attempts/", views.WorkloadAttempts.as_view(), name="api-workload-attempts"),

@@ -98,13 +98,14 @@ def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, di
     return snapshots, facts, excluded
 
 
-def _apply_holds(fleet: PreparedFleet) -> None:
+def apply_holds(fleet: PreparedFleet, *, clear_stale: bool = True) -> None:
     """Pools held for a waiting big gang look full to everyone else; a hold whose gang is
-    no longer waiting is dropped here."""
+    no longer waiting is dropped here (``clear_stale``; a preview only skips it)."""
     waiting = set(Workload.objects.filter(state__in=PLACEABLE).values_list("uid", flat=True))
     for pool in GpuPool.objects.exclude(held_for="").select_related("cluster"):
         if pool.held_for not in waiting:
-            GpuPool.objects.filter(id=pool.id, held_for=pool.held_for).update(held_for="")
+            if clear_stale:
+                GpuPool.objects.filter(id=pool.id, held_for=pool.held_for).update(held_for="")
             continue
         try:
             fleet.hold(pool.cluster.name, pool.name, pool.held_for)
@@ -130,9 +131,9 @@ def release_holds(*, workload_uid: str) -> None:
     GpuPool.objects.filter(held_for=workload_uid).update(held_for="")
 
 
-def _runtime_hours(workload: Workload) -> float | None:
+def runtime_hours_for(*, project_id: int, gpu_class_id: int) -> float | None:
     runs = list(Workload.objects.filter(
-        project_id=workload.project_id, gpu_class_id=workload.gpu_class_id, state=WorkloadState.COMPLETED,
+        project_id=project_id, gpu_class_id=gpu_class_id, state=WorkloadState.COMPLETED,
         started_at__isnull=False, ended_at__isnull=False).order_by("-ended_at").values_list(
         "started_at", "ended_at", "run_seconds")[:20])
     if len(runs) < 3:
@@ -153,10 +154,11 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
                   for name in workload.tried_clusters}
     snapshots, facts, forced = fleet_inputs(rejections=rejections, now=now)
     fleet = PreparedFleet(snapshots, facts, loaded.policy)
-    _apply_holds(fleet)
+    apply_holds(fleet)
     age_s = (now - workload.created_at).total_seconds()
+    runtime = runtime_hours_for(project_id=workload.project_id, gpu_class_id=workload.gpu_class_id)
     result = place_prepared(fleet, spec, tenant=workload.tenant.slug, quota_remaining=use.remaining,
-                            now=now, age_s=age_s, runtime_hours=_runtime_hours(workload), holder=workload.uid)
+                            now=now, age_s=age_s, runtime_hours=runtime, holder=workload.uid)
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     record = {**result.to_dict(), "policy_version": loaded.version,

@@ -1,0 +1,45 @@
+"""REST API: POST /api/v1/workloads/preview/ answers placement and stores nothing."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from broker.models import AuditRecord, Reservation, Workload
+
+SPEC = {"name": "api-job", "command": "python train.py", "gpu_class": "a100-80gb", "gpus_per_worker": 2,
+        "workers": 2}
+
+
+def test_preview_answers_ranked_destinations_cost_start_and_quota_and_stores_nothing(trio, quota, cluster, api):
+    client = api(trio.member)
+    audited = AuditRecord.objects.count()
+    response = client.post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["chosen"]["cluster"] == cluster.name and body["destinations"][0] == body["chosen"]
+    assert {"queue_wait_s", "startup_s", "gpu_cost", "transfer_cost"} <= set(body["chosen"]["terms"])
+    assert body["chosen"]["expected_start"] and body["chosen"]["expected_cost"] == "4.80"  # 4 GPU-h x 1.2
+    assert body["quota"] == {"gpu_class": "a100-80gb", "limit": 64, "borrow": 0, "used": 0, "remaining": 64}
+    assert body["warnings"] == []
+    assert not Workload.objects.exists() and not Reservation.objects.exists()
+    assert AuditRecord.objects.count() == audited
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"name": "Bad Name!"}, "name"),
+    ({"gpus_per_worker": 0}, "gpus_per_worker"),
+    ({"gpu_class": "no-such-class"}, "gpu_class"),
+    ({"gpu_per_worker": 2}, "gpu_per_worker"),
+    ({"workers": "two"}, "workers"),
+])
+def test_preview_bad_field_is_the_same_400_as_a_submission(trio, quota, cluster, api, change, field):
+    client = api(trio.member)
+    previewed = client.post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC, **change})
+    submitted = client.post(reverse("api-workloads"), {"project": trio.project.id, **SPEC, **change})
+    assert previewed.status_code == submitted.status_code == 400
+    assert previewed.json() == submitted.json() and field in previewed.json()["error"]["fields"]
+
+
+def test_outsider_previewing_into_another_tenants_project_gets_404(trio, quota, cluster, api):
+    response = api(trio.outsider).post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC})
+    assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
