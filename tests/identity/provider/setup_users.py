@@ -1,7 +1,5 @@
-"""Users, groups and the portal's client in the provider's database (run with
-``python -m django shell < setup_users.py``-style exec by the fixture)."""
-import sys
-
+"""Users, groups and the portal's client in the provider's database; the fixture calls
+these in a child process with the provider's settings (``Provider.call``)."""
 from django.contrib.auth.models import Group, User
 from oidc_provider.models import Client, ResponseType
 
@@ -23,7 +21,3 @@ def set_groups(username: str, *groups: str) -> None:
         user.set_password(f"{username}-pw")
         user.save()
     user.groups.set([Group.objects.get_or_create(name=g)[0] for g in groups])
-
-
-if __name__ == "__main__":
-    getattr(sys.modules[__name__], sys.argv[1])(*sys.argv[2:])
