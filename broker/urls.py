@@ -1,11 +1,13 @@
 from django.urls import path
 
-from broker.web import outage, quota_owner, views
+from broker.web import outage, quota_owner, submit_extras, views
 
 urlpatterns = [
     path("workloads/", views.workload_list_page, name="workload-list"),
     path("workloads/new/", views.workload_new, name="workload-new"),
     path("workloads/new/quota/", views.workload_quota_hint, name="workload-quota-hint"),
+    path("workloads/new/preview/", submit_extras.workload_preview_view, name="workload-preview"),
+    path("workloads/<int:workload_id>/again/", submit_extras.workload_run_again, name="workload-run-again"),
     path("workloads/<int:workload_id>/", views.workload_detail, name="workload-detail"),
     path("workloads/<int:workload_id>/cancel/", views.workload_cancel_view, name="workload-cancel"),
     path("quotas/", views.quota_list_page, name="quota-list"),

@@ -28,13 +28,15 @@ class WorkloadForm(forms.Form):
     same_interconnect = forms.BooleanField(required=False)
     priority = forms.ChoiceField(choices=[(p, p) for p in PRIORITIES], initial="normal")
     checkpointable = forms.BooleanField(required=False, help_text="May be resubmitted from its checkpoint")
+    resubmit_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
     def __init__(self, *args, projects=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["project"].queryset = projects
 
     def spec_data(self) -> dict:
-        data = {k: v for k, v in self.cleaned_data.items() if k != "project" and v not in (None, "")}
+        data = {k: v for k, v in self.cleaned_data.items()
+                if k not in ("project", "resubmit_of") and v not in (None, "")}
         if self.cleaned_data.get("gpu_class"):
             data["gpu_class"] = self.cleaned_data["gpu_class"].slug
         return data

@@ -26,7 +26,8 @@ from broker.spec import SpecError
 from broker import fleet_selectors as fleet_view
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
-from broker.web.queue import HTMX_STOP_POLLING, poll_query, queue_query
+from broker.web.submit_extras import ended_workload, resubmit_initial
+from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, queue_query
 from portal.metrics.selectors import fleet_charts
 from portal.tenancy.access import is_operator, roles_of
 from portal.tenancy.models import Role
@@ -55,7 +56,7 @@ def workload_list_page(request: HttpRequest) -> HttpResponse:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")  # echoes input
     page = workload_page(user=request.user, **query)
     context = {"workloads": page.rows, "page": page, "state": query["state"],
-               "poll_query": poll_query(query)}
+               "poll_query": poll_query(query), "detail_prefix": detail_url_prefix()}
     if not request.htmx:
         return render(request, "broker/workload_list.html", context)
     # the rows alone need no context processors (navigation, roles, background status): the
@@ -75,18 +76,21 @@ def workload_list_page(request: HttpRequest) -> HttpResponse:
 def workload_new(request: HttpRequest) -> HttpResponse:
     _require(request, Role.RESEARCHER)
     projects = project_list(user=request.user, roles=(Role.RESEARCHER,))
-    form = WorkloadForm(request.POST or None, projects=projects)
+    source = request.POST.get("resubmit_of") or request.GET.get("from")
+    source = ended_workload(user=request.user, workload_id=int(source)) if str(source or "").isdigit() else None
+    form = WorkloadForm(request.POST or None, projects=projects, initial=source and resubmit_initial(source))
     if request.method == "POST" and form.is_valid():
         try:
             workload = workload_submit(user=request.user, project_id=form.cleaned_data["project"].id,
-                                       spec_data=form.spec_data())
+                                       spec_data=form.spec_data(), resubmit_of=source)
         except SpecError as exc:
             for field, errors in exc.errors.items():
                 form.add_error(field if field in form.fields else None, " ".join(errors))
         else:
             messages.success(request, f"Submitted {workload.name} ({workload.uid}).")
             return redirect("workload-detail", workload_id=workload.id)
-    return render(request, "broker/workload_new.html", {"form": form, "quota": _quota_left(request, form)})
+    return render(request, "broker/workload_new.html",
+                  {"form": form, "quota": _quota_left(request, form), "source": source})
 
 
 def _quota_left(request: HttpRequest, form: WorkloadForm) -> dict | None:

@@ -1,0 +1,89 @@
+"""The submit form's Preview button and Run again (with or without changes)."""
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from broker.models import Reservation, Workload
+
+FORM = {"name": "form-job", "command": "python train.py", "gpu_class": "a100-80gb", "gpus_per_worker": 2,
+        "workers": 2, "cpus_per_worker": 4, "memory_gb_per_worker": 16, "time_limit_minutes": 30,
+        "priority": "normal"}
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def test_submit_form_has_a_preview_button(trio, quota, login):
+    body = login(trio.member).get(reverse("workload-new")).content.decode()
+    assert 'id="preview-button"' in body and reverse("workload-preview") in body
+
+
+def test_preview_shows_the_ranked_destinations_with_cost_and_stores_nothing(trio, quota, make_cluster, login):
+    make_cluster("onprem")
+    response = login(trio.member).post(reverse("workload-preview"), {"project": trio.project.id, **FORM}, **HTMX)
+    body = response.content.decode()
+    assert response.status_code == 200 and 'data-preview="ok"' in body
+    assert 'data-destination="onprem"' in body and "<td data-cost>2.40</td>" in body  # 2 GPU-h x 1.2
+    assert "data-preview-quota>64<" in body
+    assert not Workload.objects.exists() and not Reservation.objects.exists()
+
+
+def test_preview_with_a_bad_field_names_it(trio, quota, make_cluster, login):
+    make_cluster("onprem")
+    client = login(trio.member)
+    response = client.post(reverse("workload-preview"), {"project": trio.project.id, **FORM, "name": "Bad!"}, **HTMX)
+    assert response.status_code == 200 and 'data-field="name"' in response.content.decode()
+    plain = client.post(reverse("workload-preview"), {"project": trio.project.id, **FORM, "mig_profile": "huge"})
+    assert plain.status_code == 400 and 'data-field="mig_profile"' in plain.content.decode()
+    assert not Workload.objects.exists()
+
+
+def test_outsider_cannot_preview_into_another_tenants_project(trio, quota, make_cluster, login):
+    make_cluster("onprem")
+    response = login(trio.outsider).post(reverse("workload-preview"), {"project": trio.project.id, **FORM})
+    assert response.status_code == 400 and 'data-field="project"' in response.content.decode()
+    assert 'data-destination' not in response.content.decode()
+
+
+@pytest.fixture
+def ended(submit):
+    workload = submit(name="first", gpus_per_worker=2, workers=2, time_limit_minutes=45, residency=["eu-west"])
+    Workload.objects.filter(id=workload.id).update(state="failed", ended_at=timezone.now())
+    return Workload.objects.get(id=workload.id)
+
+
+def test_ended_workload_page_offers_run_again_with_and_without_changes(trio, ended, login):
+    body = login(trio.member).get(reverse("workload-detail", args=[ended.id])).content.decode()
+    assert reverse("workload-run-again", args=[ended.id]) in body
+    assert f"{reverse('workload-new')}?from={ended.id}" in body
+
+
+def test_run_again_submits_the_same_spec_linked_to_the_ended_one(trio, ended, login):
+    response = login(trio.member).post(reverse("workload-run-again", args=[ended.id]))
+    again = Workload.objects.exclude(id=ended.id).get()
+    assert response.status_code == 302 and response["Location"] == reverse("workload-detail", args=[again.id])
+    assert again.resubmit_of == ended and again.spec == ended.spec and again.submitted_by == trio.member
+
+
+def test_run_again_with_changes_prefills_the_form_and_links_the_new_workload(trio, ended, login):
+    client = login(trio.member)
+    body = client.get(reverse("workload-new"), {"from": ended.id}).content.decode()
+    assert 'value="first"' in body and 'value="45"' in body and 'value="eu-west"' in body
+    assert f'name="resubmit_of" value="{ended.id}"' in body and f'data-resubmit-of="{ended.id}"' in body
+    response = client.post(reverse("workload-new"), {"project": trio.project.id, **FORM, "name": "second",
+                                                      "resubmit_of": ended.id})
+    again = Workload.objects.get(name="second")
+    assert response.status_code == 302 and again.resubmit_of == ended and again.total_gpus == 4
+
+
+def test_a_workload_still_running_cannot_be_run_again(trio, submit, login):
+    workload = submit()
+    assert login(trio.member).post(reverse("workload-run-again", args=[workload.id])).status_code == 403
+    assert Workload.objects.count() == 1
+
+
+def test_outsider_cannot_run_again_or_prefill_from_another_tenants_workload(trio, ended, login):
+    client = login(trio.outsider)
+    assert client.post(reverse("workload-run-again", args=[ended.id])).status_code == 404
+    assert client.get(reverse("workload-new"), {"from": ended.id}).status_code == 404
+    assert Workload.objects.count() == 1
