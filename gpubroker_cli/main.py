@@ -48,6 +48,8 @@ def parser() -> argparse.ArgumentParser:
     submit = sub.add_parser("submit", help="submit a workload described in a YAML file")
     submit.add_argument("spec", type=Path)
     submit.add_argument("--project", help="project id (or name); overrides the file's project")
+    submit.add_argument("--dry-run", action="store_true",
+                        help="show where it would go, when it would start and what it would cost; submit nothing")
     lst = sub.add_parser("list", help="your projects' workloads, newest first")
     lst.add_argument("--state")
     lst.add_argument("--limit", type=int, default=50)
@@ -100,7 +102,11 @@ def _project_id(client: Client, name: str) -> int:
 
 
 def cmd_submit(args, out, client: Client) -> int:
-    workload = client.post("workloads/", load_spec(args.spec, args.project, client), idempotent=True)
+    spec = load_spec(args.spec, args.project, client)
+    if args.dry_run:
+        print(output.preview(client.post("workloads/preview/", spec)), file=out)
+        return OK
+    workload = client.post("workloads/", spec, idempotent=True)
     print(f"submitted {workload.get('id')} {workload.get('name')}: {workload.get('state')}", file=out)
     return OK
 

@@ -53,3 +53,24 @@ def explain(e: dict) -> str:
     if not candidates and not excluded:
         parts.append("no placement decision yet")
     return "\n".join(parts)
+
+
+def preview(p: dict) -> str:
+    """``submit --dry-run``: the destinations a submission made now would be ranked on."""
+    chosen = p.get("chosen")
+    quota = p.get("quota") or {}
+    parts = [f"dry run, nothing submitted; policy {p.get('policy_version', '?')}; would go to: "
+             + (f"{chosen.get('cluster')}/{chosen.get('pool')}" if chosen else f"nowhere now ({p.get('reason')})"),
+             f"quota left: {quota.get('remaining')} of {quota.get('limit')} {quota.get('gpu_class')} GPUs"]
+    parts += [f"warning: {w}" for w in p.get("warnings") or []]
+    rows = [[d.get("rank"), d.get("cluster"), d.get("pool"), d.get("score"), d.get("expected_start"),
+             d.get("queue_wait_s"), d.get("gpu_hours"), d.get("rate_per_gpu_hour"), d.get("egress_cost"),
+             d.get("expected_cost")] for d in p.get("destinations") or []]
+    if rows:
+        parts += ["", table(["#", "cluster", "pool", "score", "expected start", "wait s", "GPU-h", "rate",
+                             "egress", "cost"], rows)]
+    excluded = p.get("excluded") or []
+    if excluded:
+        parts += ["", "Excluded", table(["cluster", "rule", "detail"],
+                                        [[x.get("cluster"), x.get("rule"), x.get("detail")] for x in excluded])]
+    return "\n".join(parts)

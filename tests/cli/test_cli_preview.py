@@ -1,0 +1,24 @@
+"""gpubroker submit --dry-run: the preview, with nothing submitted; a bad field as on submit."""
+from __future__ import annotations
+
+from gpubroker_cli import API_ERROR, OK
+from tests.cli.test_cli import login, spec_file
+
+
+def test_dry_run_shows_where_it_would_go_and_submits_nothing(server, gpubroker, tmp_path):
+    login(gpubroker, server)
+    rc, before, err = gpubroker("list")
+    assert rc == OK, err
+    rc, out, err = gpubroker("submit", spec_file(tmp_path, "cli-look"), "--project", "lattice-qcd", "--dry-run")
+    assert rc == OK, err
+    assert out.startswith("dry run, nothing submitted;") and "would go to: " in out
+    assert "quota left: " in out and "expected start" in out and "cost" in out
+    rc, after, err = gpubroker("list")
+    assert rc == OK and len(after.splitlines()) == len(before.splitlines()) and "cli-look" not in after
+
+
+def test_dry_run_with_a_bad_field_is_refused_naming_it(server, gpubroker, tmp_path):
+    login(gpubroker, server)
+    rc, out, err = gpubroker("submit", spec_file(tmp_path, "cli-bad", extra="gpu_per_worker: 2\n"),
+                             "--project", "lattice-qcd", "--dry-run")
+    assert rc == API_ERROR and "gpu_per_worker" in err
