@@ -17,7 +17,7 @@ urlpatterns = [
     path("", include("broker.urls")),
     path("accounting/", include("accounting.urls")),
     path("api/v1/", include(api_urls.urlpatterns + api_urls.schema_urlpatterns)),
-    re_path(r"^api/(?!v1/)(?P<rest>.*)$", api_legacy.to_v1),  # the old paths: 308 to v1
+    re_path(r"^api/(?!v1(/|$))(?P<rest>.*)$", api_legacy.to_v1),  # the old paths: 308 to v1
     path("account/", include("portal.apitokens.urls")),
     path("policy/", include("broker.policyrelease.urls")),
     path("oidc/", include("portal.identity.urls")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 import difflib
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from broker.models import AuditRecord, Cluster, DispatchAttempt, Escalation, GpuPool, Quota, Workload
@@ -13,30 +14,55 @@ from broker.web.forms import QUOTA_MAX_GPUS
 MAX_ID = 2**63 - 1  # a database id beyond this is not missing, it is malformed
 
 
+# The JSON type each kind of field takes as it is, not coerced: "8" is not 8, 0 is not "0".
+_JSON_TYPES: tuple[tuple[type, tuple[type, ...], str], ...] = (
+    (serializers.BooleanField, (bool,), "true or false"),
+    (serializers.IntegerField, (int,), "a whole number"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.ListField, (list,), "a list"),
+    (serializers.CharField, (str,), "text"),
+    (serializers.ChoiceField, (str,), "text"),
+)
+
+
 class StrictSerializer(serializers.Serializer):
-    """Input serializer that refuses fields it does not know, naming each (and the field
-    meant, where one is close): a misspelled ``gpu_per_worker`` must not become a default."""
+    """Input serializer (for JSON bodies) that refuses fields it does not know, naming each
+    (and the field meant, where one is close): a misspelled ``gpu_per_worker`` must not become
+    a default; and a value of the wrong JSON type is an error, not a coercion."""
 
     def to_internal_value(self, data):
-        unknown = sorted(set(data) - set(self.fields)) if isinstance(data, dict) else []
+        problems = self._problems(data) if isinstance(data, dict) else {}
         try:
             value = super().to_internal_value(data)
         except serializers.ValidationError as exc:
-            if unknown and isinstance(exc.detail, dict):
-                exc.detail.update(self._unknown(unknown))
+            if problems and isinstance(exc.detail, dict):
+                exc.detail.update(problems)
             raise
-        if unknown:
-            raise serializers.ValidationError(self._unknown(unknown))
+        if problems:
+            raise serializers.ValidationError(problems)
         return value
 
-    def _unknown(self, names: list[str]) -> dict[str, list[str]]:
+    def _problems(self, data: dict) -> dict[str, list[str]]:
         out = {}
-        for name in names:
-            close = difflib.get_close_matches(str(name), list(self.fields), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            out[str(name)] = [f"Unknown field.{hint}"]
+        for name, raw in data.items():
+            field = self.fields.get(name)
+            if field is None:
+                close = difflib.get_close_matches(str(name), list(self.fields), n=1)
+                out[str(name)] = ["Unknown field." + (f" Did you mean {close[0]!r}?" if close else "")]
+            elif raw is not None and (words := _wrong_type(field, raw)):
+                out[name] = [f"must be {words}."]
         return out
 
+
+def _wrong_type(field: serializers.Field, raw) -> str:
+    for kind, types, words in _JSON_TYPES:
+        if isinstance(field, kind):
+            ok = isinstance(raw, types) and not (isinstance(raw, bool) and bool not in types)
+            if ok and isinstance(field, serializers.ListField) and isinstance(field.child, serializers.CharField):
+                ok = all(isinstance(item, str) for item in raw)
+                words = "a list of text"
+            return "" if ok else words
+    return ""
 
 class WorkloadSpecIn(StrictSerializer):
     """The one workload spec, as the API accepts it (validated by broker.spec)."""
@@ -281,12 +307,20 @@ class UsageOut(serializers.Serializer):
     jobs = serializers.IntegerField()
 
 
+@extend_schema_field({"type": "string", "pattern": r"^\d{4}-\d{2}$", "example": "2026-11"})
+class MonthField(serializers.Field):
+    """A month as YYYY-MM (read only)."""
+
+    def to_representation(self, value) -> str:
+        return f"{value:%Y-%m}"
+
+
 def _money(**kw) -> serializers.DecimalField:
     return serializers.DecimalField(max_digits=20, decimal_places=2, coerce_to_string=False, **kw)
 
 
 class ChargebackRowOut(serializers.Serializer):
-    month = serializers.DateField(format="%Y-%m")
+    month = MonthField()
     tenant = serializers.CharField()
     project = serializers.CharField()
     gpu_class = serializers.CharField()
@@ -308,6 +342,6 @@ class ChargebackTotalsOut(serializers.Serializer):
 
 
 class ChargebackOut(serializers.Serializer):
-    months = serializers.ListField(child=serializers.DateField(format="%Y-%m"))
+    months = serializers.ListField(child=MonthField())
     rows = ChargebackRowOut(many=True)
     totals = ChargebackTotalsOut()

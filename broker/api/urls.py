@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from broker.api import views, views_account, views_admin, views_preview
+from broker.api import legacy, views, views_account, views_admin, views_preview
 
 urlpatterns = [
     path("me/", views_account.Me.as_view(), name="api-me"),
@@ -30,6 +30,7 @@ urlpatterns = [
 # the schema and its docs page, outside ``urlpatterns`` so that sweeps over the API's
 # object endpoints do not take them for one
 schema_urlpatterns = [
+    path("", legacy.to_docs),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

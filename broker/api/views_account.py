@@ -64,7 +64,8 @@ class TokenRevoke(APIView):
 
 
 def _month(request: Request, serializer_class=s.MonthIn) -> tuple:
-    data = serializer_class(data=request.query_params)
+    # a plain dict: DRF would take an empty "?month=" from a QueryDict as "not given"
+    data = serializer_class(data=request.query_params.dict())
     data.is_valid(raise_exception=True)
     raw = data.validated_data.get("month")
     return (parse_month(raw) if raw else this_month()), data.validated_data

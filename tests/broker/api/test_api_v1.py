@@ -219,6 +219,12 @@ def test_old_api_paths_answer_308_to_v1(db, old, new):
         assert response.status_code == 308 and response["Location"] == new, (method, old)
 
 
+def test_the_api_root_leads_to_its_docs(db):
+    assert Client().get("/api/v1").status_code == 301  # APPEND_SLASH, not the old-path redirect
+    response = Client().get("/api/v1/")
+    assert response.status_code == 302 and response["Location"] == reverse("api-docs")
+
+
 def test_quota_rows_are_unchanged_by_refused_patches(trio, quota, api):
     client = api(trio.owner)
     client.patch(reverse("api-quota", args=[quota.id]), {"limit_gpus": "lots"})
@@ -239,3 +245,25 @@ def test_the_key_is_unique_per_user_in_the_database(trio, placed):
     IdempotencyKey.objects.create(user=trio.member, key="k", request_hash="a" * 64, workload=placed)
     with pytest.raises(IntegrityError), transaction.atomic():
         IdempotencyKey.objects.create(user=trio.member, key="k", request_hash="a" * 64, workload=placed)
+
+
+@pytest.mark.parametrize("change, field", [({"gpus_per_worker": "8"}, "gpus_per_worker"), ({"name": 7}, "name"),
+                                           ({"checkpointable": "yes"}, "checkpointable"),
+                                           ({"gpus_per_worker": True}, "gpus_per_worker"),
+                                           ({"gpu_models": ["A100", 3]}, "gpu_models")])
+def test_a_value_of_the_wrong_json_type_is_400_not_coerced(trio, quota, api, change, field):
+    response = api(trio.member).post(reverse("api-workloads"), {"project": trio.project.id, **SPEC, **change})
+    assert response.status_code == 400 and field in response.json()["error"]["fields"], response.content
+    assert not Workload.objects.exists()
+
+
+def test_a_form_encoded_body_is_415(trio, quota, api):
+    response = api(trio.member).client.post(reverse("api-workloads"), {"project": trio.project.id, **SPEC})
+    assert response.status_code == 415 and response.json()["error"]["code"] == "unsupported_media_type"
+
+
+@pytest.mark.parametrize("name, params", [("api-usage", {"month": ""}), ("api-chargeback", {"tenant": ""}),
+                                          ("api-chargeback", {"month": ""})])
+def test_an_empty_query_value_is_400_not_ignored(trio, api, name, params):
+    response = api(trio.finance).get(reverse(name), **params)
+    assert response.status_code == 400 and set(params) <= set(response.json()["error"]["fields"])
