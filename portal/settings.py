@@ -50,6 +50,7 @@ INSTALLED_APPS = [
     "broker",
     "broker.policyrelease",
     "portal.security",
+    "portal.identity",
     "broker.api",
     "portal.apitokens",
     "accounting",
@@ -136,6 +137,24 @@ EMAIL_BACKEND = env_str("GPUBROKER_EMAIL_BACKEND", "django.core.mail.backends.co
 EMAIL_HOST = env_str("GPUBROKER_EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("GPUBROKER_EMAIL_PORT", 25, minimum=1)
 DEFAULT_FROM_EMAIL = env_str("GPUBROKER_EMAIL_FROM", "gpubroker@localhost")
+
+# Sign-in through the institution (OpenID Connect, mozilla-django-oidc): on when an issuer is
+# set.  `manage.py oidc_discover ISSUER` prints the endpoint variables from its discovery.
+GPUBROKER_OIDC_ISSUER = env_str("GPUBROKER_OIDC_ISSUER", "")
+OIDC_RP_CLIENT_ID = env_str("GPUBROKER_OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("GPUBROKER_OIDC_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("GPUBROKER_OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("GPUBROKER_OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("GPUBROKER_OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("GPUBROKER_OIDC_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = "RS256"
+OIDC_USE_PKCE = True
+OIDC_RP_SCOPES = env_str("GPUBROKER_OIDC_SCOPES", "openid email profile groups")
+OIDC_TIMEOUT = 10
+LOGIN_REDIRECT_URL_FAILURE = "/login/?failed=oidc"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]  # local accounts always stay
+if GPUBROKER_OIDC_ISSUER:
+    AUTHENTICATION_BACKENDS.append("portal.identity.backend.InstitutionBackend")
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
