@@ -34,6 +34,10 @@ MATRIX: dict[str, dict[str, str]] = {
     "workload-list":          {"get": "302 200 200 403 200"},
     "workload-new":           {"get": "302 200 403 403 200", "post": "302 200 403 403 200"},
     "workload-quota-hint":    {"get": "302 200 403 403 200"},
+    # the outsider's form names tenant A's project as not theirs (400, nothing stored)
+    "workload-preview":       {"get": "302 405 405 405 405", "post": "302 200 403 403 400"},
+    # the world's workload is still reserved: only an ended one may run again
+    "workload-run-again":     {"get": "302 405 405 405 405", "post": "302 403 403 404 404"},
     "workload-detail":        {"get": "302 200 200 404 404"},
     "workload-cancel":        {"get": "302 405 405 405 405", "post": "302 302 302 404 404"},
     "quota-list":             {"get": "302 403 200 403 200"},
@@ -57,6 +61,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-token":              {"get": "401 405 405 405 405", "delete": "401 204 404 404 404"},
     "api-workloads":          {"get": "401 200 200 200 200", "post": "401 201 403 403 404"},
     "api-workload":           {"get": "401 200 200 404 404", "post": "401 405 405 405 405"},
+    "api-workload-preview":   {"get": "401 405 405 405 405", "post": "401 200 403 403 404"},
     "api-workload-timeline":  {"get": "401 200 200 404 404"},
     "api-workload-attempts":  {"get": "401 200 200 404 404"},
     "api-workload-explain":   {"get": "401 200 200 404 404"},
@@ -168,6 +173,11 @@ def _body(name: str, world: dict) -> dict:
     return {
         "api-workloads": {"project": trio.project.id, "name": "one-more", "command": "x", "gpu_class": "a100-80gb",
                           "gpus_per_worker": 1, "workers": 1},
+        "api-workload-preview": {"project": trio.project.id, "name": "look", "command": "x",
+                                 "gpu_class": "a100-80gb", "gpus_per_worker": 1, "workers": 1},
+        "workload-preview": {"project": trio.project.id, "name": "look", "command": "x", "gpu_class": "a100-80gb",
+                             "gpus_per_worker": 1, "workers": 1, "cpus_per_worker": 1, "memory_gb_per_worker": 1,
+                             "time_limit_minutes": 10, "priority": "normal"},
         "api-quota": {"limit_gpus": 40},
         "api-escalation-resolve": {"outcome": "checked"},
         "quota-edit": {"limit_gpus": 40, "borrow_limit_gpus": 0},
