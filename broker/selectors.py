@@ -170,6 +170,7 @@ def _labelled(rows: list[dict]) -> list[dict]:
     labels = dict(WorkloadState.choices)
     for row in rows:
         row["state_label"] = labels.get(row["state"], row["state"])
+        row["wait_reason"] = "" if row["reason"] in ("", "none") else row["reason"]  # "none": not waiting
     return rows
 
 

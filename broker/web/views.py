@@ -27,7 +27,7 @@ from broker import fleet_selectors as fleet_view
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
 from broker.web.submit_extras import ended_workload, resubmit_initial
-from broker.web.queue import HTMX_STOP_POLLING, poll_query, queue_query
+from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, queue_query
 from portal.metrics.selectors import fleet_charts
 from portal.tenancy.access import is_operator, roles_of
 from portal.tenancy.models import Role
@@ -56,7 +56,7 @@ def workload_list_page(request: HttpRequest) -> HttpResponse:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")  # echoes input
     page = workload_page(user=request.user, **query)
     context = {"workloads": page.rows, "page": page, "state": query["state"],
-               "poll_query": poll_query(query)}
+               "poll_query": poll_query(query), "detail_prefix": detail_url_prefix()}
     if not request.htmx:
         return render(request, "broker/workload_list.html", context)
     # the rows alone need no context processors (navigation, roles, background status): the
