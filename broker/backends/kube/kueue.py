@@ -132,8 +132,19 @@ def kueue_state(job: Mapping[str, Any], wl: Mapping[str, Any] | None
         active = (job.get("status") or {}).get("active", 0)
         return (JobState.RUNNING if active else JobState.PENDING), Reason.NONE, ""
     if is_true(wl, "Admitted"):
-        return JobState.RUNNING, Reason.NONE, ""
+        return _admitted(job, wl)
     return _pending(wl)
+
+
+def _admitted(job: Mapping[str, Any], wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
+    """Admission only unsuspends the Job: it runs once its pods do.  Real Kueue reports
+    Admitted=True with PodsReady=False/WaitForStart while the pods are still being created
+    and scheduled (data/real/kueue-workload-admitted.json)."""
+    if is_true(wl, "PodsReady") or int((job.get("status") or {}).get("ready") or 0) > 0:
+        return JobState.RUNNING, Reason.NONE, ""
+    ready = condition(wl, "PodsReady") or {}
+    detail = ": ".join(x for x in (ready.get("reason", ""), ready.get("message", "")) if x)
+    return JobState.PENDING, Reason.WAITING, f"admitted by Kueue, pods not running yet ({detail})"
 
 
 def job_gpus(job: Mapping[str, Any]) -> int:

@@ -31,9 +31,12 @@ def test_request_above_maximum_capacity_is_policy():
     assert (state, reason) == (JobState.PENDING, Reason.POLICY)
 
 
-def test_admitted_workload_is_running_with_its_admitted_gpus():
-    wl = captured("kueue-workload-admitted")
-    assert kueue_state({**JOB, "spec": {"suspend": False}}, wl)[0] == JobState.RUNNING
+def test_admitted_workload_whose_pods_are_not_ready_waits_and_counts_its_admitted_gpus():
+    wl = captured("kueue-workload-admitted")  # Admitted=True, PodsReady=False/WaitForStart
+    state, reason, raw = kueue_state({**JOB, "spec": {"suspend": False}}, wl)
+    assert (state, reason) == (JobState.PENDING, Reason.WAITING) and "WaitForStart" in raw
+    running = {**JOB, "spec": {"suspend": False}, "status": {"active": 2, "ready": 2}}
+    assert kueue_state(running, wl)[0] == JobState.RUNNING
     assert workload_gpus(wl, admitted_only=True) == 8
 
 

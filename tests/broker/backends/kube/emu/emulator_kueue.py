@@ -328,10 +328,13 @@ class KueueModel:
             wl = self.workload(ref)
             for check in wl["status"].get("admissionChecks") or []:
                 check.update(state="Ready", lastTransitionTime=rfc3339(self.emu.now()),
-                             message=f'The workload got reservation on "{cluster}"')
+                             message=f'The workload was admitted on "{cluster}"')
             wl["status"].pop("nominatedClusterNames", None)  # exclusive with clusterName
             wl["status"]["clusterName"] = cluster
             self._admit(wl, bind=False)  # pods run on the worker, not here
+            # as real MultiKueue does (data/real/multikueue-manager-*.json): the worker's pods
+            # count as the manager's, and the manager's Job status copies the worker's
+            self._cond(wl, "PodsReady", True, "Started", "All pods reached readiness")
             self.store.bump(wl)
             self._update_queues()
 

@@ -82,8 +82,9 @@ def test_insufficient_quota_waits_with_kueues_message_as_capacity(kueue_backend)
                                  "wl-big", IDENTITY)
     wait_state(kueue_backend, first, JobState.RUNNING)
     second = kueue_backend.submit(spec(gpus_per_worker=4, command="sleep 5"), "wl-wait", IDENTITY)
-    waiting = c.wait_for(lambda: (j := state_of(kueue_backend, second)) and j.raw_reason
-                         and j.state == JobState.PENDING and j, 60, what="pending message")
+    # (before Kueue made the Workload the text is ours: "no Kueue Workload yet")
+    waiting = c.wait_for(lambda: (j := state_of(kueue_backend, second)) and "quota" in j.raw_reason
+                         and j.state == JobState.PENDING and j, 60, what="Kueue's pending message")
     c.capture("kueue-workload-pending-quota", workload_of_job(kueue_backend_api(kueue_backend), second))
     assert waiting.reason == Reason.CAPACITY, waiting.raw_reason
     assert "insufficient unused quota for nvidia.com/gpu in flavor a100" in waiting.raw_reason
@@ -91,8 +92,9 @@ def test_insufficient_quota_waits_with_kueues_message_as_capacity(kueue_backend)
 
 def test_request_above_the_clusterqueue_maximum_is_never_admissible(kueue_backend):
     job_id = kueue_backend.submit(spec(gpus_per_worker=4, workers=4), "wl-huge", IDENTITY)
-    waiting = c.wait_for(lambda: (j := state_of(kueue_backend, job_id)) and j.raw_reason
-                         and j, 60, what="pending message")
+    waiting = c.wait_for(lambda: (j := state_of(kueue_backend, job_id))
+                         and "maximum capacity" in j.raw_reason and j, 60,
+                         what="Kueue's pending message")
     c.capture("kueue-workload-pending-above-max", workload_of_job(kueue_backend_api(kueue_backend), job_id))
     assert waiting.state == JobState.PENDING
     assert waiting.reason == Reason.POLICY, waiting.raw_reason

@@ -27,6 +27,8 @@ def test_job_submitted_on_the_manager_runs_on_the_worker_and_cancels_back(
     c.capture("multikueue-manager-workload-admitted", client.CustomObjectsApi(
         multikueue_backend.kube._client()).list_namespaced_custom_object(
         "kueue.x-k8s.io", "v1beta2", ns, "workloads")["items"][0])
+    kube = multikueue_backend.kube
+    c.capture("multikueue-manager-job-running", kube.call(kube.batch().read_namespaced_job, name, ns))
     assert running.worker_cluster == "worker-main"
     worker_pods = client.CoreV1Api(main_api).list_namespaced_pod(
         ns, label_selector=f"batch.kubernetes.io/job-name={name}").items
