@@ -33,6 +33,7 @@ class Ticker(threading.Thread):
             "reconcile": (settings.GPUBROKER_RECONCILE_INTERVAL_S, tasks.reconcile),
             "usage": (settings.GPUBROKER_USAGE_INTERVAL_S, accounting_tasks.collect_all_usage),
             "sample": (settings.GPUBROKER_SAMPLE_INTERVAL_S, metrics_tasks.sample_fleet),
+            "quota-requests": (3600.0, tasks.end_quota_requests),
         }
         while not self.stop_event.is_set():
             now = time.monotonic()

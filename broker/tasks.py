@@ -72,3 +72,10 @@ def reconcile() -> None:
     from broker.services.reconcile import reconcile_fleet
 
     reconcile_fleet()
+
+
+@shared_task(**TASK_OPTIONS)
+def end_quota_requests() -> None:
+    from broker.services.quota_requests import quota_requests_end
+
+    quota_requests_end()

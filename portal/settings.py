@@ -247,4 +247,6 @@ CELERY_BEAT_SCHEDULE = {
     "reconcile": {"task": "broker.tasks.reconcile", "schedule": float(GPUBROKER_RECONCILE_INTERVAL_S)},
     "collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": float(GPUBROKER_USAGE_INTERVAL_S)},
     "sample-fleet": {"task": "portal.metrics.tasks.sample_fleet", "schedule": float(GPUBROKER_SAMPLE_INTERVAL_S)},
+    # approved quota raises past their end date go back; hourly is soon enough for a whole-day end
+    "end-quota-requests": {"task": "broker.tasks.end_quota_requests", "schedule": 3600.0},
 }

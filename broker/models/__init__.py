@@ -1,5 +1,6 @@
 from broker.models.fleet import Cluster, ClusterHealth, ClusterKind, GpuClass, GpuPool, Location
 from broker.models.quota import Quota, Reservation, ReservationState
+from broker.models.quota_request import QuotaRequest, QuotaRequestState
 from broker.models.workload import (
     AuditRecord,
     DispatchAttempt,
@@ -16,5 +17,5 @@ from broker.models.workload import (
 __all__ = [
     "AttemptState", "AuditRecord", "Cluster", "ClusterHealth", "ClusterKind", "DispatchAttempt",
     "Escalation", "EscalationKind", "EscalationState", "GpuClass", "GpuPool", "Location",
-    "PolicyVersion", "Quota", "ReconcileRun", "Reservation", "ReservationState", "Workload", "WorkloadState",
+    "PolicyVersion", "Quota", "QuotaRequest", "QuotaRequestState", "ReconcileRun", "Reservation", "ReservationState", "Workload", "WorkloadState",
 ]

@@ -1,0 +1,38 @@
+"""A researcher's request for more GPUs of a class for a project, for a while."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from broker.models.quota import Quota
+from portal.tenancy.models import Project
+
+
+class QuotaRequestState(models.TextChoices):
+    PENDING = "pending", "Waiting for the quota's owner"
+    APPROVED = "approved", "Approved: the limit is raised until the end date"
+    REFUSED = "refused", "Refused"
+    ENDED = "ended", "Ended: the limit is back"
+
+
+class QuotaRequest(models.Model):
+    quota = models.ForeignKey(Quota, on_delete=models.CASCADE, related_name="requests")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="quota_requests")
+    requester = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="quota_requests")
+    extra_gpus = models.PositiveIntegerField(help_text="GPUs on top of the limit")
+    reason = models.TextField()
+    ends_on = models.DateField(help_text="The raise lasts to the end of this day (UTC)")
+    state = models.CharField(max_length=10, choices=QuotaRequestState.choices, default=QuotaRequestState.PENDING)
+    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="quota_requests_decided")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    note = models.TextField(blank=True, help_text="The owner's note with the decision")
+    ended_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state", "ends_on"])]
+
+    def __str__(self) -> str:
+        return f"+{self.extra_gpus} {self.quota} until {self.ends_on} ({self.state})"
