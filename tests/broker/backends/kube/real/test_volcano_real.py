@@ -12,6 +12,13 @@ from broker.spec import WorkloadSpec
 from . import cluster as c
 
 pytestmark = pytest.mark.k8s
+
+
+@pytest.fixture(autouse=True)
+def _volcano_up(k8s_env):
+    # Volcano is opt-in in scripts/k8s-cluster (K8S_CI_NO_VOLCANO=0): see docs/kubernetes.md
+    if k8s_env.get("K8S_VOLCANO") != "1":
+        pytest.skip("Volcano is not running: start it with K8S_CI_NO_VOLCANO=0 scripts/k8s-cluster up")
 GANG_QUEUE = "gang-q"
 SMALL_QUEUE = "small-q"
 
