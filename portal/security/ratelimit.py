@@ -1,8 +1,11 @@
 """A small fixed-window rate limiter on the cache, for sign-in and token endpoints.
 
-One counter per (rule, client address, window); a client over the limit gets 429 with
-Retry-After, in the API's error shape on /api/ paths.  Only the listed methods and path
-prefixes are counted, so pages and polling are never slowed.
+One counter per (rule, client address, window).  At /login/ only *failed* attempts count
+(the form shown again instead of a redirect): many people behind one address may sign in,
+but nobody may guess passwords from it.  Token creation and the OpenID Connect endpoints
+count every request.  A client over a limit gets 429 with Retry-After (the API's error
+shape on /api/); only the listed methods and paths are counted, so pages and polling are
+never slowed.
 """
 from __future__ import annotations
 
@@ -22,30 +25,34 @@ class Rule:
     prefixes: tuple[str, ...]
     methods: tuple[str, ...]
     limit: int
-    window_s: int
+    window_s: int = 60
+    failures_only: bool = False
+
+    def counts(self, response: HttpResponse) -> bool:
+        return not self.failures_only or response.status_code not in (301, 302, 303)
 
 
 def rules() -> tuple[Rule, ...]:
     per_min = settings.GPUBROKER_SIGNIN_RATE_PER_MINUTE
     return (
-        Rule("signin", ("/login/",), ("POST",), per_min, 60),
-        Rule("oidc", ("/oidc/authenticate/", "/oidc/callback/"), ("GET",), per_min, 60),
-        Rule("tokens", ("/api/v1/tokens/", "/account/tokens/"), ("POST",), per_min, 60),
+        Rule("signin", ("/login/",), ("POST",), per_min, failures_only=True),
+        # a start and a callback per sign-in, from everyone behind one address
+        Rule("oidc", ("/oidc/authenticate/", "/oidc/callback/"), ("GET",), per_min * 6),
+        Rule("tokens", ("/api/v1/tokens/", "/account/tokens/"), ("POST",), per_min),
     )
 
 
-def over_limit(rule: Rule, address: str) -> int:
-    """0 when the request may go on, else the seconds until the window ends."""
-    now = int(time.time())
+def _key(rule: Rule, address: str, now: int) -> tuple[str, int]:
     window = now // rule.window_s
-    key = f"ratelimit:{rule.name}:{address}:{window}"
-    cache.add(key, 0, rule.window_s + 1)
+    return f"ratelimit:{rule.name}:{address}:{window}", (window + 1) * rule.window_s - now
+
+
+def _count(key: str, ttl: int) -> None:
+    cache.add(key, 0, ttl)
     try:
-        count = cache.incr(key)
-    except ValueError:  # evicted between add and incr: count this one as the first
-        cache.set(key, 1, rule.window_s + 1)
-        count = 1
-    return 0 if count <= rule.limit else (window + 1) * rule.window_s - now
+        cache.incr(key)
+    except ValueError:  # evicted between add and incr: this one is the first
+        cache.set(key, 1, ttl)
 
 
 class RateLimitMiddleware:
@@ -53,12 +60,20 @@ class RateLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        for rule in rules():
-            if request.method in rule.methods and request.path.startswith(rule.prefixes):
-                wait = over_limit(rule, client_address(request))
-                if wait:
-                    return _too_many(request, wait)
-        return self.get_response(request)
+        matched = [r for r in rules() if request.method in r.methods and request.path.startswith(r.prefixes)]
+        if not matched:
+            return self.get_response(request)
+        address, now = client_address(request), int(time.time())
+        for rule in matched:
+            key, left = _key(rule, address, now)
+            if (cache.get(key) or 0) >= rule.limit:
+                return _too_many(request, left)
+        response = self.get_response(request)
+        for rule in matched:
+            if rule.counts(response):
+                key, _ = _key(rule, address, now)
+                _count(key, rule.window_s + 1)
+        return response
 
 
 def _too_many(request: HttpRequest, wait: int) -> HttpResponse:

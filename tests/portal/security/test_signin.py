@@ -1,5 +1,5 @@
-"""Sign-ins and failed sign-ins are audited; sign-in and token creation are rate-limited
-per client address (429 with Retry-After; the API's error shape on /api/)."""
+"""Sign-ins and failed sign-ins are audited; failed sign-ins and token creation are
+rate-limited per client address (429 with Retry-After; the API's error shape on /api/)."""
 from __future__ import annotations
 
 import pytest
@@ -35,6 +35,13 @@ def test_sign_in_attempts_over_the_limit_get_429(client):
     refused = client.post("/login/", {"username": "ada", "password": PASSWORD})
     assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
     assert client.get("/login/").status_code == 200  # the form itself is never limited
+
+
+def test_successful_sign_ins_from_one_address_are_not_limited(client):
+    UserFactory(username="ada")
+    for _ in range(5):  # a lab behind one NAT address, all signing in
+        assert client.post("/login/", {"username": "ada", "password": PASSWORD}).status_code == 302
+        client.logout()
 
 
 def test_another_address_is_counted_apart(client):
