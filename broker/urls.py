@@ -1,6 +1,6 @@
 from django.urls import path
 
-from broker.web import outage, quota_owner, submit_extras, views
+from broker.web import outage, quota_owner, quota_requests, submit_extras, views
 
 urlpatterns = [
     path("workloads/", views.workload_list_page, name="workload-list"),
@@ -13,6 +13,10 @@ urlpatterns = [
     path("quotas/", views.quota_list_page, name="quota-list"),
     path("quotas/<int:quota_id>/", views.quota_edit, name="quota-edit"),
     path("quotas/<int:quota_id>/owner/", quota_owner.quota_owner_edit, name="quota-owner"),
+    path("quota-requests/", quota_requests.quota_request_list_page, name="quota-request-list"),
+    path("quota-requests/<int:quota_request_id>/", quota_requests.quota_request_detail, name="quota-request-detail"),
+    path("quota-requests/<int:quota_request_id>/decide/", quota_requests.quota_request_decide_view,
+         name="quota-request-decide"),
     path("clusters/", views.cluster_list_page, name="cluster-list"),
     path("clusters/<int:cluster_id>/outage/", outage.cluster_outage, name="cluster-outage"),
     path("reservations/", views.reservation_list_page, name="reservation-list"),

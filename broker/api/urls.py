@@ -1,7 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from broker.api import legacy, views, views_account, views_admin, views_preview
+from broker.api import legacy, views, views_account, views_admin, views_preview, views_quota_requests
 
 urlpatterns = [
     path("me/", views_account.Me.as_view(), name="api-me"),
@@ -19,6 +19,11 @@ urlpatterns = [
     path("chargeback/", views_account.Chargeback.as_view(), name="api-chargeback"),
     path("quotas/", views_admin.QuotaList.as_view(), name="api-quotas"),
     path("quotas/<int:quota_id>/", views_admin.QuotaDetail.as_view(), name="api-quota"),
+    path("quota-requests/", views_quota_requests.QuotaRequestListCreate.as_view(), name="api-quota-requests"),
+    path("quota-requests/<int:quota_request_id>/", views_quota_requests.QuotaRequestDetail.as_view(),
+         name="api-quota-request"),
+    path("quota-requests/<int:quota_request_id>/decision/", views_quota_requests.QuotaRequestDecision.as_view(),
+         name="api-quota-request-decision"),
     path("clusters/", views_admin.ClusterList.as_view(), name="api-clusters"),
     path("clusters/<int:cluster_id>/", views_admin.ClusterDetail.as_view(), name="api-cluster"),
     path("escalations/", views_admin.EscalationList.as_view(), name="api-escalations"),

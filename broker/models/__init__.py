@@ -17,5 +17,6 @@ from broker.models.workload import (
 __all__ = [
     "AttemptState", "AuditRecord", "Cluster", "ClusterHealth", "ClusterKind", "DispatchAttempt",
     "Escalation", "EscalationKind", "EscalationState", "GpuClass", "GpuPool", "Location",
-    "PolicyVersion", "Quota", "QuotaRequest", "QuotaRequestState", "ReconcileRun", "Reservation", "ReservationState", "Workload", "WorkloadState",
+    "PolicyVersion", "Quota", "QuotaRequest", "QuotaRequestState", "ReconcileRun", "Reservation",
+    "ReservationState", "Workload", "WorkloadState",
 ]

@@ -32,6 +32,10 @@ class QuotaRequestRefused(ValueError):
         super().__init__(message)
 
 
+class OwnRequest(PermissionDenied):
+    """The requester tried to decide their own request (even as the quota's owner)."""
+
+
 def _today(now: datetime) -> date:
     return timezone.localdate(now, dt_timezone.utc) if timezone.is_aware(now) else now.date()
 
@@ -75,7 +79,7 @@ def quota_request_decide(*, user, request_id: int, approve: bool, note: str,
         # stored, not rolled back with the refusal: an attempt to approve one's own request is on record
         _audit(request, "quota_request.self_decision_refused", user,
                f"{user.username} tried to decide their own request; the quota's owner decides it")
-        raise QuotaRequestRefused("decision", "you asked for this; the quota's owner decides it, not you.")
+        raise OwnRequest("you asked for this; someone else who owns the quota decides it, not you.")
     if not can_decide(user=user, request=request):
         raise PermissionDenied("only the quota's owner decides its requests")
     if not approve and not note.strip():

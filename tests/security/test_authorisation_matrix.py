@@ -43,6 +43,10 @@ MATRIX: dict[str, dict[str, str]] = {
     "quota-list":             {"get": "302 403 200 403 200"},
     "quota-edit":             {"get": "302 405 405 405 405", "post": "302 403 302 403 404"},
     "quota-owner":            {"get": "302 404 200 404 404", "post": "302 404 400 404 404"},
+    "quota-request-list":     {"get": "302 200 200 200 200", "post": "302 302 403 403 400"},
+    "quota-request-detail":   {"get": "302 200 200 404 404"},
+    # the requester may not decide their own request; the tenant's admin decides an ownerless quota's
+    "quota-request-decide":   {"get": "302 405 405 405 405", "post": "302 403 302 404 404"},
     "cluster-list":           {"get": "302 200 200 200 200"},
     "reservation-list":       {"get": "302 403 200 403 200"},
     "escalation-list":        {"get": "302 403 200 403 200"},
@@ -70,6 +74,9 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-chargeback":         {"get": "401 403 403 200 200"},
     "api-quotas":             {"get": "401 403 200 403 200"},
     "api-quota":              {"get": "401 403 200 403 404", "patch": "401 403 200 403 404"},
+    "api-quota-requests":     {"get": "401 200 200 200 200", "post": "401 201 403 403 404"},
+    "api-quota-request":      {"get": "401 200 200 404 404"},
+    "api-quota-request-decision": {"get": "401 405 405 405 405", "post": "401 403 200 404 404"},
     "api-clusters":           {"get": "401 200 200 200 200"},
     "api-cluster":            {"get": "401 200 200 200 200"},
     "api-escalations":        {"get": "401 403 200 403 200"},
@@ -92,7 +99,7 @@ MATRIX: dict[str, dict[str, str]] = {
 OUTSIDER_BLIND = ("workload-list", "quota-list", "reservation-list", "escalation-list", "usage-mine", "chargeback",
                   "chargeback-export", "bill-list", "api-workloads", "api-quotas", "api-escalations", "fleet",
                   "reconciliation", "workload-new", "api-projects", "api-usage", "api-chargeback", "api-tokens",
-                  "account-tokens")
+                  "account-tokens", "quota-request-list", "api-quota-requests")
 SECRET = "tenant-a-secret"
 
 
@@ -146,11 +153,19 @@ def world(trio, db):
     from portal.apitokens.services.tokens import token_create
 
     token = token_create(actor=trio.member, name=SECRET, expires_in_days=30).token
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from broker.services.quota_requests import quota_request_create
+
+    asked = quota_request_create(user=trio.member, project_id=trio.project.id, gpu_class="a100-80gb", extra_gpus=4,
+                                 reason=SECRET, ends_on=timezone.now().date() + timedelta(days=3))
     bill = BillImport.objects.create(provider="aws", tenant=trio.tenant, file_name=f"{SECRET}.csv",
                                      sha256="a" * 64)
     return {"workload_id": workload.id, "quota_id": quota.id, "cluster_id": cluster.id,
             "escalation_id": escalation.id, "bill_id": bill.id, "action": "acknowledge", "token_id": token.id,
-            "release_id": PolicyRelease.objects.get().id,
+            "release_id": PolicyRelease.objects.get().id, "quota_request_id": asked.id,
             "_workload": workload, "_quota": quota, "_escalation": escalation, "_trio": trio}
 
 
@@ -179,11 +194,25 @@ def _body(name: str, world: dict) -> dict:
                              "gpus_per_worker": 1, "workers": 1, "cpus_per_worker": 1, "memory_gb_per_worker": 1,
                              "time_limit_minutes": 10, "priority": "normal"},
         "api-quota": {"limit_gpus": 40},
+        "api-quota-requests": {"project": trio.project.id, "gpu_class": "a100-80gb", "extra_gpus": 2,
+                               "reason": "more", "ends_on": _in_days(3)},
+        "quota-request-list": {"project": trio.project.id, "gpu_class": "a100-80gb", "extra_gpus": 2,
+                               "reason": "more", "ends_on": _in_days(3)},
+        "api-quota-request-decision": {"decision": "refuse", "note": "no"},
+        "quota-request-decide": {"decision": "refuse", "note": "no"},
         "api-escalation-resolve": {"outcome": "checked"},
         "quota-edit": {"limit_gpus": 40, "borrow_limit_gpus": 0},
         "api-tokens": {"name": "cli", "expires_in_days": 30},
         "account-tokens": {"name": "cli", "expires_in_days": 30},
     }.get(name, {})
+
+
+def _in_days(days: int) -> str:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return (timezone.now().date() + timedelta(days=days)).isoformat()
 
 
 def _request(client: Client, method: str, url: str, body: dict, api: bool):
@@ -196,7 +225,7 @@ def _request(client: Client, method: str, url: str, body: dict, api: bool):
 
 def _snapshot(world: dict) -> dict:
     """What a refused write must not touch."""
-    from broker.models import Escalation, Quota, Workload
+    from broker.models import Escalation, Quota, QuotaRequest, Workload
     from portal.apitokens.models import ApiToken
 
     return {
@@ -204,6 +233,7 @@ def _snapshot(world: dict) -> dict:
         "cancelled": Workload.objects.get(id=world["workload_id"]).cancel_requested_at,
         "quota": Quota.objects.get(id=world["quota_id"]).limit_gpus,
         "escalation": Escalation.objects.get(id=world["escalation_id"]).state,
+        "quota_requests": list(QuotaRequest.objects.order_by("id").values_list("state", flat=True)),
         "token_revoked": ApiToken.objects.filter(id=world["token_id"], revoked_at__isnull=False).exists(),
     }
 

@@ -1,0 +1,111 @@
+"""REST API v1: quota requests (ask, follow, decide).  Thin: the services decide."""
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.generics import ListAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from broker.api.serializers import MAX_ID, StrictSerializer
+from broker.api.views import require_role
+from broker.models import AuditRecord, QuotaRequest
+from broker.quota_request_selectors import quota_request_get, quota_request_list, quota_request_trail
+from broker.services.quota_requests import QuotaRequestRefused, quota_request_create, quota_request_decide
+from portal.tenancy.models import Role
+
+
+class QuotaRequestIn(StrictSerializer):
+    project = serializers.IntegerField(min_value=1, max_value=MAX_ID, help_text="Project id")
+    gpu_class = serializers.CharField()
+    extra_gpus = serializers.IntegerField(min_value=1, max_value=1_000_000)
+    reason = serializers.CharField()
+    ends_on = serializers.DateField(help_text="YYYY-MM-DD; the raise lasts to the end of this day (UTC)")
+
+
+class DecisionIn(StrictSerializer):
+    decision = serializers.ChoiceField(choices=["approve", "refuse"])
+    note = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class TrailOut(serializers.ModelSerializer):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = AuditRecord
+        fields = ["created_at", "action", "actor", "message"]
+
+
+class QuotaRequestOut(serializers.ModelSerializer):
+    project = serializers.IntegerField(source="project_id")
+    tenant = serializers.SlugRelatedField(source="quota.tenant", slug_field="slug", read_only=True)
+    gpu_class = serializers.SlugRelatedField(source="quota.gpu_class", slug_field="slug", read_only=True)
+    owner = serializers.SlugRelatedField(source="quota.owner", slug_field="username", read_only=True)
+    requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    limit_gpus = serializers.IntegerField(source="quota.limit_gpus", help_text="The quota's limit now")
+
+    class Meta:
+        model = QuotaRequest
+        fields = ["id", "project", "tenant", "gpu_class", "owner", "requester", "extra_gpus", "reason", "ends_on",
+                  "state", "decided_by", "decided_at", "note", "ended_at", "created_at", "limit_gpus"]
+        read_only_fields = fields
+
+
+class QuotaRequestDetailOut(QuotaRequestOut):
+    trail = serializers.SerializerMethodField()
+
+    class Meta(QuotaRequestOut.Meta):
+        fields = [*QuotaRequestOut.Meta.fields, "trail"]
+        read_only_fields = fields
+
+    @extend_schema(responses=TrailOut(many=True))
+    def get_trail(self, item: QuotaRequest) -> list[dict]:
+        return TrailOut(quota_request_trail(request=item), many=True).data
+
+
+def _refused(exc: QuotaRequestRefused) -> ValidationError:
+    return ValidationError({exc.field: [str(exc)]})
+
+
+class QuotaRequestListCreate(ListAPIView):
+    serializer_class = QuotaRequestOut
+
+    def get_queryset(self):
+        return quota_request_list(user=self.request.user)
+
+    @extend_schema(request=QuotaRequestIn, responses={201: QuotaRequestDetailOut})
+    def post(self, request: Request) -> Response:
+        require_role(request, Role.RESEARCHER)
+        data = QuotaRequestIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        try:
+            made = quota_request_create(user=request.user, project_id=v["project"], gpu_class=v["gpu_class"],
+                                        extra_gpus=v["extra_gpus"], reason=v["reason"], ends_on=v["ends_on"])
+        except QuotaRequestRefused as exc:
+            raise _refused(exc) from None
+        return Response(QuotaRequestDetailOut(made).data, status=status.HTTP_201_CREATED)
+
+
+class QuotaRequestDetail(APIView):
+    @extend_schema(responses={200: QuotaRequestDetailOut})
+    def get(self, request: Request, quota_request_id: int) -> Response:
+        return Response(QuotaRequestDetailOut(quota_request_get(user=request.user, request_id=quota_request_id)).data)
+
+
+class QuotaRequestDecision(APIView):
+    @extend_schema(request=DecisionIn, responses={200: QuotaRequestDetailOut})
+    def post(self, request: Request, quota_request_id: int) -> Response:
+        quota_request_get(user=request.user, request_id=quota_request_id)  # 404 before any 400
+        data = DecisionIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            done = quota_request_decide(user=request.user, request_id=quota_request_id,
+                                        approve=data.validated_data["decision"] == "approve",
+                                        note=data.validated_data["note"])
+        except QuotaRequestRefused as exc:
+            raise _refused(exc) from None
+        return Response(QuotaRequestDetailOut(done).data)
