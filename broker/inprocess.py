@@ -34,6 +34,7 @@ class Ticker(threading.Thread):
             "usage": (settings.GPUBROKER_USAGE_INTERVAL_S, accounting_tasks.collect_all_usage),
             "sample": (settings.GPUBROKER_SAMPLE_INTERVAL_S, metrics_tasks.sample_fleet),
             "quota-requests": (3600.0, tasks.end_quota_requests),
+            "long-waits": (60.0, tasks.notify_long_waits),
         }
         while not self.stop_event.is_set():
             now = time.monotonic()

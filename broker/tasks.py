@@ -79,3 +79,28 @@ def end_quota_requests() -> None:
     from broker.services.quota_requests import quota_requests_end
 
     quota_requests_end()
+
+
+@shared_task(**TASK_OPTIONS)
+def notify_workload_event(workload_id: int, event: str) -> None:
+    from broker.services.notifications import notifications_send
+
+    notifications_send(workload_id=workload_id, event=event)
+
+
+@shared_task(**TASK_OPTIONS)
+def deliver_webhook(notification_id: int) -> None:
+    """One attempt per run; after a failure the next run is queued with exponential backoff.
+    The count lives on the Notification row, so a lost worker does not reset it."""
+    from broker.services.notifications import retry_delay_s, webhook_attempt
+
+    failed_attempts = webhook_attempt(notification_id=notification_id)
+    if failed_attempts:
+        deliver_webhook.apply_async((notification_id,), countdown=retry_delay_s(failed_attempts - 1))
+
+
+@shared_task(**TASK_OPTIONS)
+def notify_long_waits() -> None:
+    from broker.services.notifications import long_waits_notify
+
+    long_waits_notify()

@@ -249,4 +249,5 @@ CELERY_BEAT_SCHEDULE = {
     "sample-fleet": {"task": "portal.metrics.tasks.sample_fleet", "schedule": float(GPUBROKER_SAMPLE_INTERVAL_S)},
     # approved quota raises past their end date go back; hourly is soon enough for a whole-day end
     "end-quota-requests": {"task": "broker.tasks.end_quota_requests", "schedule": 3600.0},
+    "notify-long-waits": {"task": "broker.tasks.notify_long_waits", "schedule": 60.0},
 }

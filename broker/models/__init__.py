@@ -1,4 +1,5 @@
 from broker.models.fleet import Cluster, ClusterHealth, ClusterKind, GpuClass, GpuPool, Location
+from broker.models.notification import Channel, DeliveryState, Notification, NotificationPreference
 from broker.models.quota import Quota, Reservation, ReservationState
 from broker.models.quota_request import QuotaRequest, QuotaRequestState
 from broker.models.workload import (
@@ -15,7 +16,8 @@ from broker.models.workload import (
 )
 
 __all__ = [
-    "AttemptState", "AuditRecord", "Cluster", "ClusterHealth", "ClusterKind", "DispatchAttempt",
+    "AttemptState", "AuditRecord", "Channel", "DeliveryState", "Notification", "NotificationPreference",
+    "Cluster", "ClusterHealth", "ClusterKind", "DispatchAttempt",
     "Escalation", "EscalationKind", "EscalationState", "GpuClass", "GpuPool", "Location",
     "PolicyVersion", "Quota", "QuotaRequest", "QuotaRequestState", "ReconcileRun", "Reservation",
     "ReservationState", "Workload", "WorkloadState",

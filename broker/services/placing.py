@@ -19,6 +19,7 @@ from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedF
 from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
 from broker.services.audit import audit
+from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaExceeded, quota_use, reservation_create
 from broker.spec import validate_spec
@@ -227,6 +228,7 @@ def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workloa
             policy_version=version, ended_at=timezone.now()):
         audit(action="workload.rejected", workload=workload, policy_version=version, message=raw,
               inputs={"excluded": record["excluded"]})
+        notify_on_commit(workload_id=workload.id, event="failed")
     return Workload.objects.get(id=workload.id)
 
 
@@ -239,4 +241,5 @@ def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str)
     Workload.objects.filter(id=workload_id, state=WorkloadState.DISPATCHING).update(
         state=WorkloadState.WAITING, tried_clusters=tried, reason="policy", placement=placement,
         raw_reason=f"{rejected_by} rejected it: {reason}")
+    notify_on_commit(workload_id=workload_id, event="withdrawn")
     return workload_place(workload_id=workload_id)

@@ -14,6 +14,7 @@ from broker.backends.base import DestinationJob, JobState, Unavailable
 from broker.backends.registry import backend_for
 from broker.models import Cluster, EscalationKind, Workload, WorkloadState
 from broker.services.audit import audit
+from broker.services.notifications import ENDED_EVENTS, notify_on_commit
 from broker.services.escalations import escalation_open
 from broker.services.inventory import cluster_mark_stale
 from broker.services.quota import reservation_release
@@ -89,6 +90,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
         reservation_release(workload=workload, reason=f"job ended at destination: {new_state}")
         audit(action=f"workload.{new_state}", workload=workload, cluster=workload.cluster.name,
               destination_job_id=workload.destination_job_id, message=job.raw_reason)
+        notify_on_commit(workload_id=workload.id, event=ENDED_EVENTS.get(new_state, "ended"))
         return 1
     if job.state == JobState.RUNNING and workload.state == WorkloadState.QUEUED:
         if live.filter(state=WorkloadState.QUEUED).update(
@@ -96,6 +98,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
             audit(action="workload.running", workload=workload, cluster=workload.cluster.name,
                   destination_job_id=workload.destination_job_id,
                   message=f"on {', '.join(job.nodes)}" if job.nodes else "")
+            notify_on_commit(workload_id=workload.id, event="started")
             return 1
     if (workload.reason, workload.raw_reason) != (fields["reason"], fields["raw_reason"]):
         live.update(**fields)

@@ -1,0 +1,176 @@
+"""Telling a workload's submitter what happened to it: e-mail (Django's mail) and a signed
+webhook, as each user chose.  Lifecycle services call ``notify_on_commit``; the work runs in
+a task after the state change is stored, so a slow receiver never holds a transaction.
+
+The webhook body is signed with HMAC-SHA256 under the user's own secret; the signature is in
+the ``X-GPUBroker-Signature`` header as ``sha256=<hex>``.  A failed delivery is retried with
+exponential backoff by the task; every attempt is recorded on its Notification row.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from datetime import datetime, timedelta
+
+import requests
+from django.conf import settings
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from broker.models import (
+    Channel, DeliveryState, Notification, NotificationPreference, Workload, WorkloadState,
+)
+from broker.models.notification import EVENTS, new_webhook_secret
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-GPUBroker-Signature"
+WEBHOOK_TIMEOUT_S = 10
+WEBHOOK_MAX_ATTEMPTS = 5
+RETRY_BASE_S = 30  # then 60, 120, 240: a receiver down for a few minutes still gets it
+
+ENDED_EVENTS = {WorkloadState.COMPLETED: "ended", WorkloadState.FAILED: "failed",
+                WorkloadState.CANCELLED: "ended", WorkloadState.REJECTED: "failed"}
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def retry_delay_s(retries: int) -> int:
+    return RETRY_BASE_S * 2 ** retries
+
+
+def notify_on_commit(*, workload_id: int, event: str) -> None:
+    """Queue the notification once the caller's transaction commits (no-op when rolled back)."""
+    assert event in EVENTS, event
+
+    def send() -> None:
+        from broker import tasks
+
+        try:
+            tasks.notify_workload_event.delay(workload_id, event)
+        except Exception:  # the queue down must not fail the lifecycle step that was stored
+            log.warning("could not queue the %s notification of workload %s", event, workload_id, exc_info=True)
+
+    transaction.on_commit(send)
+
+
+def preference_set(*, user, events: list[str], long_wait_minutes: int, email: bool,
+                   webhook_url: str) -> NotificationPreference:
+    unknown = sorted(set(events) - set(EVENTS))
+    if unknown:
+        raise ValueError(f"unknown events: {', '.join(unknown)}")
+    pref, _ = NotificationPreference.objects.update_or_create(user=user, defaults={
+        "events": sorted(set(events)), "long_wait_minutes": long_wait_minutes, "email": email,
+        "webhook_url": webhook_url})
+    return pref
+
+
+def secret_rotate(*, user) -> NotificationPreference:
+    pref, _ = NotificationPreference.objects.get_or_create(user=user)
+    pref.webhook_secret = new_webhook_secret()
+    pref.save(update_fields=["webhook_secret", "updated_at"])
+    return pref
+
+
+def _body(workload: Workload, event: str, now: datetime) -> str:
+    return json.dumps({
+        "event": event, "sent_at": now.isoformat(),
+        "workload": {"id": workload.id, "uid": workload.uid, "name": workload.name, "state": workload.state,
+                     "project": workload.project.slug, "cluster": workload.cluster.name if workload.cluster else None,
+                     "reason": workload.raw_reason[:500]},
+    }, sort_keys=True)
+
+
+def notifications_send(*, workload_id: int, event: str, now: datetime | None = None) -> list[Notification]:
+    """Only the workload's submitter is told, on the channels they chose, once per event."""
+    now = now or timezone.now()
+    workload = Workload.objects.select_related("project", "cluster", "submitted_by").get(id=workload_id)
+    user = workload.submitted_by
+    pref = NotificationPreference.objects.filter(user=user).first() if user else None
+    if pref is None or event not in pref.events:
+        return []
+    body = _body(workload, event, now)
+    made = []
+    if pref.email and user.email:
+        made += _record(user, workload, event, Channel.EMAIL, user.email, body)
+    if pref.webhook_url:
+        made += _record(user, workload, event, Channel.WEBHOOK, pref.webhook_url, body)
+    for note in made:
+        if note.channel == Channel.EMAIL:
+            _mail(note, workload, event)
+        else:
+            from broker import tasks
+
+            transaction.on_commit(lambda note_id=note.id: tasks.deliver_webhook.delay(note_id))
+    return made
+
+
+def _record(user, workload: Workload, event: str, channel: str, target: str, body: str) -> list[Notification]:
+    try:
+        with transaction.atomic():
+            return [Notification.objects.create(user=user, workload=workload, event=event, channel=channel,
+                                                target=target, body=body)]
+    except IntegrityError:
+        return []  # told already (a repeated pass)
+
+
+def _mail(note: Notification, workload: Workload, event: str) -> None:
+    subject = f"GPU job {workload.name} ({workload.uid}): {event.replace('_', ' ')}"
+    try:
+        send_mail(subject, f"{subject}.\n\n{note.body}\n", settings.DEFAULT_FROM_EMAIL, [note.target])
+    except OSError as exc:
+        Notification.objects.filter(id=note.id).update(attempts=1, state=DeliveryState.FAILED, last_error=str(exc)[:500])
+        return
+    Notification.objects.filter(id=note.id).update(attempts=1, state=DeliveryState.DELIVERED,
+                                                   delivered_at=timezone.now())
+
+
+def webhook_attempt(*, notification_id: int) -> int:
+    """One POST of the stored body, signed with the user's secret now; records the attempt.
+    Returns the number of attempts so far when another one should follow, else 0 (delivered,
+    already done, or the last attempt failed: then it is marked failed for good)."""
+    note = Notification.objects.select_related("user__notification_preference").get(id=notification_id)
+    if note.state != DeliveryState.PENDING:
+        return 0
+    body = note.body.encode()
+    secret = note.user.notification_preference.webhook_secret
+    status, error = None, ""
+    try:
+        response = requests.post(note.target, data=body, timeout=WEBHOOK_TIMEOUT_S, allow_redirects=False,
+                                 headers={"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body),
+                                          "X-GPUBroker-Event": note.event})
+        status = response.status_code
+        ok = 200 <= status < 300
+        error = "" if ok else f"HTTP {status}"
+    except requests.RequestException as exc:
+        ok, error = False, str(exc)[:500]
+    attempts = note.attempts + 1
+    final = attempts >= WEBHOOK_MAX_ATTEMPTS
+    state = DeliveryState.DELIVERED if ok else (DeliveryState.FAILED if final else DeliveryState.PENDING)
+    Notification.objects.filter(id=note.id).update(
+        attempts=attempts, last_status=status, last_error=error, state=state,
+        delivered_at=timezone.now() if ok else None)
+    return 0 if ok or final else attempts
+
+
+def long_waits_notify(*, now: datetime | None = None) -> int:
+    """Tell users who asked for it about their workloads waiting longer than their limit."""
+    now = now or timezone.now()
+    sent = 0
+    # JSON list containment differs between SQLite and PostgreSQL: the few preferences are filtered here
+    for pref in NotificationPreference.objects.all():
+        if "long_wait" not in pref.events:
+            continue
+        waiting = (Workload.objects.filter(submitted_by_id=pref.user_id, started_at__isnull=True,
+                                           created_at__lt=now - timedelta(minutes=pref.long_wait_minutes))
+                   .filter(state__in=(WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED,
+                                      WorkloadState.DISPATCHING, WorkloadState.QUEUED))
+                   .exclude(notifications__event="long_wait"))
+        for workload_id in waiting.values_list("id", flat=True):
+            sent += len(notifications_send(workload_id=workload_id, event="long_wait", now=now))
+    return sent

@@ -1,0 +1,148 @@
+"""Notifications: a signed webhook checked by a receiving server on loopback, retried with
+backoff until it lands; e-mail through Django's mail; nothing for other users' workloads;
+the lifecycle steps enqueue them on commit."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from django.core import mail
+from django.utils import timezone
+
+from broker.backends.base import DestinationJob, JobState
+from broker.models import Notification, Workload
+from broker.services.notifications import (
+    SIGNATURE_HEADER, long_waits_notify, notifications_send, preference_set, retry_delay_s,
+)
+from broker.services.status import workload_apply_status
+
+
+class Receiver:
+    """An HTTP server on loopback that checks each POST's signature and answers from a script."""
+
+    def __init__(self, statuses: list[int]):
+        self.got: list[dict] = []
+        self.secret = ""  # the user's, set once their preference is stored
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                expected = "sha256=" + hmac.new(receiver.secret.encode(), body, hashlib.sha256).hexdigest()
+                receiver.got.append({"body": body, "signed": hmac.compare_digest(
+                    self.headers.get(SIGNATURE_HEADER, ""), expected), "event": self.headers.get("X-GPUBroker-Event")})
+                self.send_response(statuses.pop(0) if statuses else 200)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver(trio):
+    made = []
+
+    def _make(user, statuses=()):
+        r = Receiver(list(statuses))
+        r.secret = preference_set(user=user, events=["started", "ended", "failed", "long_wait"],
+                                  long_wait_minutes=30, email=False, webhook_url=r.url).webhook_secret
+        made.append(r)
+        return r
+    yield _make
+    for r in made:
+        r.close()
+
+
+def test_webhook_is_signed_with_the_users_secret_and_recorded(trio, quota, submit, receiver,
+                                                              django_capture_on_commit_callbacks):
+    hook = receiver(trio.member)
+    workload = submit()
+    with django_capture_on_commit_callbacks(execute=True):
+        notifications_send(workload_id=workload.id, event="started")
+    assert len(hook.got) == 1 and hook.got[0]["signed"] and hook.got[0]["event"] == "started"
+    payload = json.loads(hook.got[0]["body"])
+    assert payload["event"] == "started" and payload["workload"]["uid"] == workload.uid
+    note = Notification.objects.get()
+    assert (note.user, note.channel, note.state, note.attempts, note.last_status) == (
+        trio.member, "webhook", "delivered", 1, 200)
+
+
+def test_a_receiver_that_fails_twice_gets_the_third_retry(trio, quota, submit, receiver,
+                                                         django_capture_on_commit_callbacks):
+    hook = receiver(trio.member, statuses=[500, 503])
+    workload = submit()
+    with django_capture_on_commit_callbacks(execute=True):
+        notifications_send(workload_id=workload.id, event="failed")
+    assert len(hook.got) == 3 and all(g["signed"] for g in hook.got)
+    assert len({g["body"] for g in hook.got}) == 1  # the same signed body each time
+    note = Notification.objects.get()
+    assert (note.state, note.attempts, note.last_status) == ("delivered", 3, 200)
+    assert [retry_delay_s(n) for n in range(3)] == [30, 60, 120]  # backoff between the attempts
+
+
+def test_a_receiver_that_never_answers_well_is_given_up_after_five_attempts(trio, quota, submit, receiver,
+                                                                          django_capture_on_commit_callbacks):
+    hook = receiver(trio.member, statuses=[500] * 10)
+    with django_capture_on_commit_callbacks(execute=True):
+        notifications_send(workload_id=submit().id, event="ended")
+    note = Notification.objects.get()
+    assert len(hook.got) == 5 and (note.state, note.attempts, note.last_error) == ("failed", 5, "HTTP 500")
+
+
+def test_nothing_is_sent_for_other_users_workloads(trio, quota, submit, receiver,
+                                                  django_capture_on_commit_callbacks):
+    outsider_hook = receiver(trio.outsider)
+    owner_hook = receiver(trio.owner)
+    workload = submit()  # the member's, who chose no notifications
+    with django_capture_on_commit_callbacks(execute=True):
+        notifications_send(workload_id=workload.id, event="started")
+    assert outsider_hook.got == [] and owner_hook.got == [] and not Notification.objects.exists()
+
+
+def test_email_goes_to_the_submitter_once_per_event(trio, quota, submit, settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    trio.member.email = "member@example.org"
+    trio.member.save()
+    preference_set(user=trio.member, events=["ended"], long_wait_minutes=60, email=True, webhook_url="")
+    workload = submit()
+    notifications_send(workload_id=workload.id, event="ended")
+    notifications_send(workload_id=workload.id, event="ended")  # a repeated pass
+    notifications_send(workload_id=workload.id, event="started")  # not chosen
+    assert [m.to for m in mail.outbox] == [["member@example.org"]] and "ended" in mail.outbox[0].subject
+
+
+def test_the_job_starting_at_its_destination_notifies_on_commit(trio, quota, make_cluster, submit, drive, receiver,
+                                                                django_capture_on_commit_callbacks):
+    hook = receiver(trio.member)
+    make_cluster("onprem")
+    workload = drive(submit())
+    assert workload.state == "queued"
+    with django_capture_on_commit_callbacks(execute=True):
+        workload_apply_status(workload=workload, job=DestinationJob(
+            job_id=workload.destination_job_id, workload_id=workload.uid, state=JobState.RUNNING))
+    assert [g["event"] for g in hook.got] == ["started"] and hook.got[0]["signed"]
+
+
+def test_a_long_wait_is_told_once(trio, quota, submit, receiver, django_capture_on_commit_callbacks):
+    hook = receiver(trio.member)
+    workload = submit()
+    later = timezone.now() + timedelta(minutes=31)
+    assert long_waits_notify(now=timezone.now()) == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        assert long_waits_notify(now=later) == 1
+        assert long_waits_notify(now=later) == 0
+    assert [g["event"] for g in hook.got] == ["long_wait"]
+    assert Workload.objects.get(id=workload.id).notifications.get().event == "long_wait"
