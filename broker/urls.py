@@ -1,6 +1,6 @@
 from django.urls import path
 
-from broker.web import outage, quota_owner, quota_requests, submit_extras, views
+from broker.web import notifications, outage, quota_owner, quota_requests, submit_extras, views
 
 urlpatterns = [
     path("workloads/", views.workload_list_page, name="workload-list"),
@@ -17,6 +17,7 @@ urlpatterns = [
     path("quota-requests/<int:quota_request_id>/", quota_requests.quota_request_detail, name="quota-request-detail"),
     path("quota-requests/<int:quota_request_id>/decide/", quota_requests.quota_request_decide_view,
          name="quota-request-decide"),
+    path("notifications/", notifications.notification_settings, name="notification-settings"),
     path("clusters/", views.cluster_list_page, name="cluster-list"),
     path("clusters/<int:cluster_id>/outage/", outage.cluster_outage, name="cluster-outage"),
     path("reservations/", views.reservation_list_page, name="reservation-list"),

@@ -47,6 +47,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "quota-request-detail":   {"get": "302 200 200 404 404"},
     # the requester may not decide their own request; the tenant's admin decides an ownerless quota's
     "quota-request-decide":   {"get": "302 405 405 405 405", "post": "302 403 302 404 404"},
+    "notification-settings":  {"get": "302 200 200 200 200", "post": "302 302 302 302 302"},
     "cluster-list":           {"get": "302 200 200 200 200"},
     "reservation-list":       {"get": "302 403 200 403 200"},
     "escalation-list":        {"get": "302 403 200 403 200"},
@@ -99,7 +100,8 @@ MATRIX: dict[str, dict[str, str]] = {
 OUTSIDER_BLIND = ("workload-list", "quota-list", "reservation-list", "escalation-list", "usage-mine", "chargeback",
                   "chargeback-export", "bill-list", "api-workloads", "api-quotas", "api-escalations", "fleet",
                   "reconciliation", "workload-new", "api-projects", "api-usage", "api-chargeback", "api-tokens",
-                  "account-tokens", "quota-request-list", "api-quota-requests")
+                  "account-tokens", "quota-request-list", "api-quota-requests",
+                  "notification-settings")
 SECRET = "tenant-a-secret"
 
 
@@ -199,6 +201,7 @@ def _body(name: str, world: dict) -> dict:
         "quota-request-list": {"project": trio.project.id, "gpu_class": "a100-80gb", "extra_gpus": 2,
                                "reason": "more", "ends_on": _in_days(3)},
         "api-quota-request-decision": {"decision": "refuse", "note": "no"},
+        "notification-settings": {"events": ["failed"], "long_wait_minutes": 30},
         "quota-request-decide": {"decision": "refuse", "note": "no"},
         "api-escalation-resolve": {"outcome": "checked"},
         "quota-edit": {"limit_gpus": 40, "borrow_limit_gpus": 0},

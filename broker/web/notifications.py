@@ -1,0 +1,43 @@
+"""The user's own notification settings, their webhook secret, and what was sent to them."""
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from broker.models import Notification, NotificationPreference
+from broker.models.notification import EVENTS
+from broker.services.notifications import SIGNATURE_HEADER, preference_set, secret_rotate
+
+EVENT_WORDS = {"started": "started", "ended": "ended (completed or cancelled)", "failed": "failed or rejected",
+               "withdrawn": "withdrawn from a destination", "long_wait": "waiting longer than the time below"}
+
+
+class PreferenceForm(forms.Form):
+    events = forms.MultipleChoiceField(choices=[(e, EVENT_WORDS[e]) for e in EVENTS], required=False,
+                                       widget=forms.CheckboxSelectMultiple)
+    long_wait_minutes = forms.IntegerField(min_value=1, max_value=100_000, initial=60)
+    email = forms.BooleanField(required=False, label="By e-mail")
+    webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https",
+                                 label="Webhook URL (http or https)")
+
+
+@login_required
+def notification_settings(request: HttpRequest) -> HttpResponse:
+    pref = NotificationPreference.objects.filter(user=request.user).first()
+    if request.method == "POST" and request.POST.get("rotate") == "1":
+        secret_rotate(user=request.user)
+        messages.success(request, "New webhook secret made; the old one signs nothing more.")
+        return redirect("notification-settings")
+    initial = {"events": pref.events, "long_wait_minutes": pref.long_wait_minutes, "email": pref.email,
+               "webhook_url": pref.webhook_url} if pref else None
+    form = PreferenceForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        preference_set(user=request.user, **form.cleaned_data)
+        messages.success(request, "Notification settings saved.")
+        return redirect("notification-settings")
+    sent = Notification.objects.filter(user=request.user).select_related("workload")[:50]
+    return render(request, "broker/notification_settings.html", {
+        "form": form, "pref": pref, "sent": sent, "header": SIGNATURE_HEADER}, status=400 if form.errors else 200)
