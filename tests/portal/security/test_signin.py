@@ -12,8 +12,10 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def _fresh_counters(settings):
+def _fresh_counters(settings, monkeypatch):
     settings.GPUBROKER_SIGNIN_RATE_PER_MINUTE = 3
+    # one fixed instant: a slow test machine must not carry the attempts into the next window
+    monkeypatch.setattr("portal.security.ratelimit.time.time", lambda: 1_000_000.0)
     cache.clear()
     yield
     cache.clear()
