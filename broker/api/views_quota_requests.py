@@ -46,6 +46,8 @@ class QuotaRequestOut(serializers.ModelSerializer):
     requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
     decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
     limit_gpus = serializers.IntegerField(source="quota.limit_gpus", help_text="The quota's limit now")
+    # plain text, not an enum: the schema already has a "state" enum (workloads) of other values
+    state = serializers.CharField(read_only=True, help_text="pending, approved, refused or ended")
 
     class Meta:
         model = QuotaRequest
