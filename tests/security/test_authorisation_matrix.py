@@ -49,10 +49,13 @@ MATRIX: dict[str, dict[str, str]] = {
     "quota-request-decide":   {"get": "302 405 405 405 405", "post": "302 403 302 404 404"},
     "notification-settings":  {"get": "302 200 200 200 200", "post": "302 302 302 302 302"},
     "cluster-list":           {"get": "302 200 200 200 200"},
+    # the demo outage switch: platform operators only (none of these roles is one)
+    "cluster-outage":         {"get": "302 405 405 405 405", "post": "302 403 403 403 403"},
     "reservation-list":       {"get": "302 403 200 403 200"},
     "escalation-list":        {"get": "302 403 200 403 200"},
     "escalation-action":      {"get": "302 405 405 405 405", "post": "302 403 302 403 404"},
     "fleet":                  {"get": "302 200 200 200 200"},
+    "accounting-index":       {"get": "302 200 200 200 200"},
     "usage-mine":             {"get": "302 200 200 200 200", "post": "302 405 405 405 405"},
     "chargeback":             {"get": "302 403 403 200 200", "post": "302 405 405 405 405"},
     "chargeback-export":      {"get": "302 403 403 200 200", "post": "302 405 405 405 405"},
@@ -207,6 +210,7 @@ def _body(name: str, world: dict) -> dict:
         "quota-edit": {"limit_gpus": 40, "borrow_limit_gpus": 0},
         "api-tokens": {"name": "cli", "expires_in_days": 30},
         "account-tokens": {"name": "cli", "expires_in_days": 30},
+        "cluster-outage": {"outage": "start"},
     }.get(name, {})
 
 
