@@ -50,6 +50,10 @@ _PAGES: tuple[tuple[NavLink, _Audience], ...] = (
      _RESEARCH),
     (NavLink("Workloads", "workload-list", "work", "Follow where jobs went, why they wait, and cancel them."),
      _FOLLOW),
+    (NavLink("Requests", "quota-request-list", "work", "Ask for more GPUs of a class for a while; the quota's "
+             "owner decides."), _MEMBER),
+    (NavLink("Notifications", "notification-settings", "work", "Which job events reach you, by e-mail or a "
+             "signed webhook."), _MEMBER),
     (NavLink("GPU-hours", "usage-mine", "accounting", "Your projects' GPU-hours, month by month."), _MEMBER),
     (NavLink("Quotas", "quota-list", "admin", "Global GPU quotas per tenant and class, edited inline."), _ADMIN),
     (NavLink("Reservations", "reservation-list", "admin", "Quota held for jobs on their way to a cluster."),

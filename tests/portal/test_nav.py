@@ -8,7 +8,8 @@ from django.urls import reverse
 
 from tests.factories import UserFactory
 
-MEMBER = {"usage-mine", "cluster-list", "fleet"}  # every member: their projects' GPU-hours, the fleet
+# every member: their GPU-hours, the fleet, asking for more quota, their notifications
+MEMBER = {"usage-mine", "cluster-list", "fleet", "quota-request-list", "notification-settings"}
 RESEARCHER = MEMBER | {"workload-new", "workload-list"}
 TENANT_ADMIN = MEMBER | {"workload-list", "quota-list", "reservation-list", "escalation-list"}
 FINANCE = MEMBER | {"chargeback", "reconciliation", "bill-list", "rate-list"}
