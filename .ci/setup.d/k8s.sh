@@ -2,6 +2,8 @@
 # /var/cache/gpubroker/k8s) and start the Kubernetes control planes, then require the `k8s`
 # tests (Kueue and MultiKueue on real controllers, tests/broker/backends/kube/real). Real
 # Volcano is opt-in (marker `volcano`, not required here): docs/kubernetes.md says why.
+# the object plumbing (scripts/k8s-cluster-objects) uses the project's venv (kubernetes client)
+make install
 k8s_t0=$SECONDS
 # stopped again at exit only when this run is the one that starts them
 if ! scripts/k8s-cluster status >/dev/null 2>&1; then
