@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.api.serializers import WorkloadSpecIn
+from broker.api.serializers import ExplainExclusionOut, WorkloadSpecIn
 from broker.api.views import require_role
 from broker.services.preview import Preview, workload_preview
 from broker.spec import SpecError
@@ -34,13 +34,6 @@ class DestinationOut(serializers.Serializer):
     budget_warning = serializers.CharField()
 
 
-class ExcludedOut(serializers.Serializer):
-    cluster = serializers.CharField()
-    rule = serializers.CharField()
-    rule_text = serializers.CharField()
-    detail = serializers.CharField()
-
-
 class QuotaLeftOut(serializers.Serializer):
     gpu_class = serializers.CharField()
     limit = serializers.IntegerField()
@@ -55,7 +48,7 @@ class PreviewOut(serializers.Serializer):
     reason = serializers.CharField(help_text="Why nothing fits now; empty when a destination does")
     chosen = DestinationOut(allow_null=True, help_text="Where a submission made now would go")
     destinations = DestinationOut(many=True)
-    excluded = ExcludedOut(many=True)
+    excluded = ExplainExclusionOut(many=True)
     quota = QuotaLeftOut()
     cloud_budget_month = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True)
     cloud_spend_month = serializers.DecimalField(max_digits=14, decimal_places=2)
