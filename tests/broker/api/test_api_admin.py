@@ -166,11 +166,20 @@ def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalat
     """One sweep over the URL conf, so a new object endpoint cannot forget its scoping."""
     from broker.api.urls import urlpatterns
 
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from broker.services.quota_requests import quota_request_create
     from portal.apitokens.services.tokens import token_create
 
     quota = Quota.objects.get(tenant=trio.tenant)
     token = token_create(actor=trio.member, name="laptop", expires_in_days=30).token
-    ids = {"workload_id": placed.id, "quota_id": quota.id, "escalation_id": escalation.id, "token_id": token.id}
+    asked = quota_request_create(user=trio.member, project_id=trio.project.id, gpu_class=quota.gpu_class.slug,
+                                 extra_gpus=4, reason="a bigger run",
+                                 ends_on=timezone.now().date() + timedelta(days=3))
+    ids = {"workload_id": placed.id, "quota_id": quota.id, "escalation_id": escalation.id, "token_id": token.id,
+           "quota_request_id": asked.id}
     client = api(trio.outsider)
     checked = []
     for pattern in urlpatterns:
@@ -181,7 +190,7 @@ def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalat
         view = pattern.callback.view_class
         methods = [m for m in ("get", "post", "patch", "delete") if hasattr(view, m)]
         for method in methods:
-            data = {"limit_gpus": 1, "outcome": "x"}
+            data = {"limit_gpus": 1, "outcome": "x", "decision": "approve", "note": "x"}
             response = getattr(client, method)(url, data) if method not in ("get", "delete") else (
                 getattr(client, method)(url))
             assert response.status_code == 404, (method, url, response.status_code)
@@ -189,3 +198,5 @@ def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalat
     assert len(checked) >= 9, checked
     token.refresh_from_db()
     assert token.revoked_at is None
+    asked.refresh_from_db()
+    assert asked.state == "pending"
