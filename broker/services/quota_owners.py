@@ -35,7 +35,7 @@ def owner_candidates(*, quota: Quota):
 
 @transaction.atomic
 def quota_set_owner(*, actor, quota_id: int, owner_id: int | None, alert_share: float) -> Quota:
-    quota = Quota.objects.select_for_update().select_related("owner", "gpu_class").get(id=quota_id)
+    quota = Quota.objects.select_for_update(of=("self",)).select_related("owner", "gpu_class").get(id=quota_id)
     owner = None
     if owner_id is not None:
         owner = owner_candidates(quota=quota).filter(id=owner_id).first()
