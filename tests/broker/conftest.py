@@ -1,9 +1,11 @@
 """Fixtures for broker tests: simulated clusters registered as Cluster rows."""
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from broker.backends.sim import NodeGroup, SimulatorFleet
 from broker.models import Cluster, GpuClass, Quota
@@ -23,6 +25,30 @@ def gpu_classes(db) -> dict[str, GpuClass]:
 @pytest.fixture
 def quota(trio, gpu_classes) -> Quota:
     return Quota.objects.create(tenant=trio.tenant, gpu_class=gpu_classes["a100-80gb"], limit_gpus=64)
+
+
+@pytest.fixture
+def owned_quota(trio, quota) -> Quota:
+    """The tenant's a100-80gb quota with the tenant admin as its owner."""
+    quota.owner = trio.owner
+    quota.save()
+    return quota
+
+
+@pytest.fixture
+def quota_request_body(trio) -> dict:
+    """A valid request for 8 more a100-80gb GPUs for a week, as a form or API body."""
+    return {"project": trio.project.id, "gpu_class": "a100-80gb", "extra_gpus": 8, "reason": "paper deadline",
+            "ends_on": (timezone.now().date() + timedelta(days=7)).isoformat()}
+
+
+@pytest.fixture
+def quota_request(trio, quota):
+    """A pending request by the researcher for 4 more GPUs of the quota's class."""
+    from broker.services.quota_requests import quota_request_create
+
+    return quota_request_create(user=trio.member, project_id=trio.project.id, gpu_class=quota.gpu_class.slug,
+                                extra_gpus=4, reason="a bigger run", ends_on=timezone.now().date() + timedelta(days=3))
 
 
 @pytest.fixture

@@ -162,24 +162,16 @@ def test_outsider_admin_gets_404_on_another_tenants_escalation(trio, escalation,
 
 # --- every object endpoint answers the outsider 404 --------------------------------------
 
-def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalation, api):
+def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalation, quota_request, api):
     """One sweep over the URL conf, so a new object endpoint cannot forget its scoping."""
     from broker.api.urls import urlpatterns
 
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from broker.services.quota_requests import quota_request_create
     from portal.apitokens.services.tokens import token_create
 
     quota = Quota.objects.get(tenant=trio.tenant)
     token = token_create(actor=trio.member, name="laptop", expires_in_days=30).token
-    asked = quota_request_create(user=trio.member, project_id=trio.project.id, gpu_class=quota.gpu_class.slug,
-                                 extra_gpus=4, reason="a bigger run",
-                                 ends_on=timezone.now().date() + timedelta(days=3))
     ids = {"workload_id": placed.id, "quota_id": quota.id, "escalation_id": escalation.id, "token_id": token.id,
-           "quota_request_id": asked.id}
+           "quota_request_id": quota_request.id}
     client = api(trio.outsider)
     checked = []
     for pattern in urlpatterns:
@@ -198,5 +190,5 @@ def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalat
     assert len(checked) >= 9, checked
     token.refresh_from_db()
     assert token.revoked_at is None
-    asked.refresh_from_db()
-    assert asked.state == "pending"
+    quota_request.refresh_from_db()
+    assert quota_request.state == "pending"

@@ -2,26 +2,20 @@
 requester with their trail; field-named 400s; the outsider gets 404."""
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from broker.models import Quota, QuotaRequest
 
 
 @pytest.fixture
-def body(trio):
-    return {"project": trio.project.id, "gpu_class": "a100-80gb", "extra_gpus": 8, "reason": "paper deadline",
-            "ends_on": (timezone.now().date() + timedelta(days=7)).isoformat()}
+def body(quota_request_body):
+    return quota_request_body
 
 
 @pytest.fixture
-def owned(trio, quota):
-    quota.owner = trio.owner
-    quota.save()
-    return quota
+def owned(owned_quota):
+    return owned_quota
 
 
 def test_requester_asks_the_owner_decides_and_the_requester_sees_the_trail(trio, owned, api, body):

@@ -1,26 +1,20 @@
 """Quota request pages: ask, see it, the owner decides; the requester cannot; outsider 404."""
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.urls import reverse
-from django.utils import timezone
 
 from broker.models import Quota, QuotaRequest
 
 
 @pytest.fixture
-def form(trio):
-    return {"project": trio.project.id, "gpu_class": "a100-80gb", "extra_gpus": 8, "reason": "paper deadline",
-            "ends_on": (timezone.now().date() + timedelta(days=7)).isoformat()}
+def form(quota_request_body):
+    return quota_request_body
 
 
 @pytest.fixture
-def owned(trio, quota):
-    quota.owner = trio.owner
-    quota.save()
-    return quota
+def owned(owned_quota):
+    return owned_quota
 
 
 def test_researcher_asks_and_the_owner_approves_on_the_pages(trio, owned, login, form):
