@@ -193,9 +193,6 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit and follow GPU workloads across Slurm, Kueue, Volcano and cloud.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    # a quota request's "state" would otherwise get a hashed enum name (drf_spectacular.W001,
-    # which `check --deploy` reports)
-    "ENUM_NAME_OVERRIDES": {"QuotaRequestStateEnum": "broker.models.quota_request.QuotaRequestState"},
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
                              "broker.api.schema.add_error_responses"],
 }
