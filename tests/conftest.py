@@ -67,6 +67,15 @@ def _celery_eager(request):
 
 
 @pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """PBKDF2 at Django's default cost takes about half a second per user a factory makes or
+    a client logs in, and proves nothing in these tests: it was a third of the suite's time on
+    PostgreSQL.  Processes the tests start keep the production hashers, so the tests that sign
+    in through them set their own passwords there."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _no_rate_limit_between_tests(settings):
     """The sign-in/token rate limit counts per address, and every test client is 127.0.0.1:
     a fresh count per test, and a limit the suites' own logins and fuzzing stay under

@@ -14,12 +14,6 @@ from tests.accounting.helpers import FIXTURES, T0, usage
 from tests.factories import ClusterFactory, GpuClassFactory, UserFactory, WorkloadFactory
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    # the trio logs in a lot; PBKDF2 is the slowest part of these tests and proves nothing here
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def gpu_class(db):
     return GpuClassFactory()

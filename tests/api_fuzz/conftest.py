@@ -4,12 +4,6 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    """The fixtures create several users: hash their passwords cheaply here."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def _keep_the_test_connection():
     """Requests go through the real WSGI handler, which closes the database connection when
     a request ends; inside a test that connection holds the test's transaction.  Django's

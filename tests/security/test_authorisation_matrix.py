@@ -120,11 +120,6 @@ def _url_names() -> list[str]:
     return list(dict.fromkeys(walk(get_resolver().url_patterns)))
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def world(trio, db):
     """Tenant A's work, one object of each kind in the URLs."""
