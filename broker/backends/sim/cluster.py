@@ -17,7 +17,7 @@ from typing import Iterator, Mapping, Sequence
 from broker.backends.base import (
     DestinationJob, InventorySnapshot, JobState, NodeInventory, PoolInventory,
     ProjectIdentity, QueueStats, Reason, UsageRecord)
-from broker.backends.sim import admission
+from broker.backends.sim import admission, backfill
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.model import (
     FLAVORS, MAX_SLOW_S, OWNER, PRIORITY_RANK, Faults, JobRequest, NodeGroup, Partition,
@@ -43,9 +43,14 @@ class SimulatedCluster:
     def __init__(self, name: str, flavor: str, nodes: Sequence[SimNode] = (), *,
                  node_groups: Sequence[NodeGroup] = (), partitions: Sequence[Partition] = (),
                  quotas: Mapping[str, int] | None = None, gang_scheduler: str = "",
-                 clock: SimClock | None = None, runtimes: Runtimes | None = None):
+                 clock: SimClock | None = None, runtimes: Runtimes | None = None,
+                 queueing: str = "strict"):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
+        if queueing not in backfill.QUEUEING:
+            raise ValueError(f"queueing must be one of {', '.join(backfill.QUEUEING)}")
+        # strict: FIFO, a waiting job holds back its pools; backfill: see sim.backfill
+        self.queueing = queueing
         self.name, self.flavor, self.gang_scheduler = name, flavor, gang_scheduler
         self.clock = clock or SimClock()
         self.runtimes = runtimes or Runtimes()
@@ -318,15 +323,44 @@ class SimulatedCluster:
         ctx = admission.Context(self._nodes, self.partitions, self.quotas, used, set(),
                                 self.gang_scheduler)
         admit = admission.ADMIT[self.flavor]
+        reservations: dict[tuple[str, ...], backfill.Reservation] = {}
         for job in self._pending():
             verdict = admit(job, ctx)
-            if verdict.placement is not None:
+            if verdict.placement is not None and not self._delays_reserved(
+                    reservations, job, verdict):
                 self._start(job, verdict)
                 used[verdict.pool] = used.get(verdict.pool, 0) + job.gpus
                 continue
+            if verdict.placement is not None:  # it would push back a reserved job
+                job.reason, job.raw_reason = Reason.CAPACITY, "Priority"
+                continue
             job.reason, job.raw_reason = verdict.reason, verdict.raw
-            if verdict.blocks:
+            if verdict.blocks and self.queueing == "strict":
                 ctx.blocked.update(verdict.pools)
+            elif verdict.blocks and self.flavor == "slurm":
+                self._reserve(reservations, job, verdict.pools)
+
+    # --- backfill (queueing="backfill"; Kubernetes flavors simply never block) ---------
+
+    def _limit_s(self, job: SimJob) -> float:
+        limit = job.request.time_limit_s
+        return self.clock.scaled(limit) if limit is not None else float("inf")
+
+    def _delays_reserved(self, reservations: dict[tuple[str, ...], backfill.Reservation],
+                         job: SimJob, verdict: admission.Verdict) -> bool:
+        assert verdict.placement is not None
+        return any(not backfill.may_backfill(r, job, verdict.placement, self._cursor,
+                                             self._limit_s)
+                   for r in backfill.reservations_hit(reservations, verdict.pools))
+
+    def _reserve(self, reservations: dict[tuple[str, ...], backfill.Reservation],
+                 job: SimJob, pools: list[str]) -> None:
+        if backfill.reservations_hit(reservations, pools):
+            return  # EASY: the first blocked job of these pools holds the reservation
+        nodes = [n for n in self._nodes if n.pool in pools and n.partition == job.partition]
+        found = backfill.reserve(job, nodes, self._running(), self._cursor, self._limit_s)
+        if found is not None:
+            reservations[backfill.pool_key(pools)] = found
 
     def _start(self, job: SimJob, verdict: admission.Verdict) -> None:
         assert verdict.placement is not None
