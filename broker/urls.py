@@ -1,6 +1,6 @@
 from django.urls import path
 
-from broker.web import notifications, outage, quota_owner, quota_requests, submit_extras, views
+from broker.web import logs, notifications, outage, quota_owner, quota_requests, submit_extras, views
 
 urlpatterns = [
     path("workloads/", views.workload_list_page, name="workload-list"),
@@ -10,6 +10,7 @@ urlpatterns = [
     path("workloads/<int:workload_id>/again/", submit_extras.workload_run_again, name="workload-run-again"),
     path("workloads/<int:workload_id>/", views.workload_detail, name="workload-detail"),
     path("workloads/<int:workload_id>/cancel/", views.workload_cancel_view, name="workload-cancel"),
+    path("workloads/<int:workload_id>/logs/", logs.workload_logs_page, name="workload-logs"),
     path("quotas/", views.quota_list_page, name="quota-list"),
     path("quotas/<int:quota_id>/", views.quota_edit, name="quota-edit"),
     path("quotas/<int:quota_id>/owner/", quota_owner.quota_owner_edit, name="quota-owner"),

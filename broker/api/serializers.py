@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from broker.models import AuditRecord, Cluster, DispatchAttempt, Escalation, GpuPool, Quota, Workload
+from broker.outcomes import workload_outcome
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.web.forms import QUOTA_MAX_GPUS
 
@@ -88,6 +89,17 @@ class WorkloadSpecIn(StrictSerializer):
     checkpointable = serializers.BooleanField(required=False)
 
 
+class OutcomeOut(serializers.Serializer):
+    summary = serializers.CharField(help_text='Plain words: "exited with code 3", "ran out of memory on worker 3"')
+    end_reason = serializers.CharField(help_text="The scheduler's own word: TIMEOUT, OOMKilled, COMPLETED")
+    exit_code = serializers.IntegerField(allow_null=True)
+    signal = serializers.IntegerField(allow_null=True)
+    worker = serializers.CharField(help_text="The worker whose end ended the job, when one did")
+    detail = serializers.CharField()
+    run_seconds = serializers.FloatField(allow_null=True)
+    gpu_hours = serializers.FloatField(allow_null=True)
+
+
 class WorkloadOut(serializers.ModelSerializer):
     project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
@@ -95,6 +107,7 @@ class WorkloadOut(serializers.ModelSerializer):
     local_reason = serializers.CharField(source="reason", read_only=True,
                                          help_text="The normalised local queue reason")
     local_reason_text = serializers.SerializerMethodField()
+    outcome = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
@@ -102,11 +115,15 @@ class WorkloadOut(serializers.ModelSerializer):
                   "raw_reason", "cluster",
                   "destination_job_id", "worker_cluster", "gpu_class", "total_gpus", "spec", "placement",
                   "policy_version", "created_at", "dispatched_at", "started_at", "ended_at",
-                  "cancel_requested_at"]
+                  "cancel_requested_at", "outcome"]
         read_only_fields = fields
 
     def get_local_reason_text(self, workload: Workload) -> str:
         return plain_reason(workload.reason) if workload.reason else ""
+
+    @extend_schema_field(OutcomeOut(allow_null=True, help_text="How it ended; null until it has"))
+    def get_outcome(self, workload: Workload) -> dict | None:
+        return workload_outcome(workload)
 
 
 class AuditOut(serializers.ModelSerializer):

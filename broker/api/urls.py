@@ -1,7 +1,9 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from broker.api import legacy, views, views_account, views_admin, views_preview, views_quota_requests
+from broker.api import (
+    legacy, views, views_account, views_admin, views_logs, views_preview, views_quota_requests,
+)
 
 urlpatterns = [
     path("me/", views_account.Me.as_view(), name="api-me"),
@@ -15,6 +17,7 @@ urlpatterns = [
     path("workloads/<int:workload_id>/attempts/", views.WorkloadAttempts.as_view(), name="api-workload-attempts"),
     path("workloads/<int:workload_id>/explain/", views.WorkloadExplain.as_view(), name="api-workload-explain"),
     path("workloads/<int:workload_id>/cancel/", views.WorkloadCancel.as_view(), name="api-workload-cancel"),
+    path("workloads/<int:workload_id>/logs/", views_logs.WorkloadLogs.as_view(), name="api-workload-logs"),
     path("usage/", views_account.UsageList.as_view(), name="api-usage"),
     path("chargeback/", views_account.Chargeback.as_view(), name="api-chargeback"),
     path("quotas/", views_admin.QuotaList.as_view(), name="api-quotas"),

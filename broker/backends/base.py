@@ -140,6 +140,35 @@ class InventorySnapshot:
 
 
 @dataclass(frozen=True)
+class JobOutcome:
+    """How an ended job ended, as its scheduler tells it.  Each backend module maps its
+    scheduler's words (Slurm State/ExitCode/Reason, a pod's termination reason, a Volcano
+    job's phase) onto these fields and writes the plain-words summary itself."""
+
+    summary: str                  # "exited with code 3", "ran out of memory on worker 3"
+    end_reason: str = ""          # the scheduler's own word: TIMEOUT, OOMKilled, Failed
+    exit_code: int | None = None
+    signal: int | None = None
+    worker: str = ""              # the worker whose end ended the job, when one did
+    detail: str = ""              # the scheduler's further text (Slurm Reason, pod message)
+
+
+class LogsGone(BackendError):
+    """The destination no longer has the job's output (deleted pod, removed file)."""
+
+
+@dataclass(frozen=True)
+class LogPage:
+    """Lines of a job's output: ``offset`` is the 0-based number of the first line."""
+
+    lines: tuple[str, ...]
+    offset: int
+    more: bool = False            # lines exist past this page (paged reads)
+    workers: tuple[str, ...] = ()  # the workers whose output can be read, when per worker
+    worker: str = ""
+
+
+@dataclass(frozen=True)
 class DestinationJob:
     job_id: str
     workload_id: str | None
@@ -154,6 +183,7 @@ class DestinationJob:
     # The job's elapsed run time as the cluster reports it, when it reports one; it wins
     # over ended_at - started_at (a time-compressed simulation reports simulated time).
     run_s: float | None = None
+    outcome: JobOutcome | None = None  # once ended, when the backend can tell
 
 
 @dataclass(frozen=True)
@@ -208,6 +238,28 @@ class Backend(Protocol):
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         """Ended (or running, with end=None) jobs' GPU-seconds since ``since``."""
         ...
+
+
+@runtime_checkable
+class LogReader(Protocol):
+    """A backend that can read a job's output.  Not part of ``Backend``: a control plane
+    without it answers the log page with a plain "not readable here"."""
+
+    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
+             limit: int = 200, tail: int | None = None) -> LogPage:
+        """``tail``: the last ``tail`` lines; else ``limit`` lines from ``offset``.
+        Raises LogsGone when the output is no longer there, Unavailable when the
+        control plane does not answer."""
+        ...
+
+
+def exit_words(exit_code: int | None, signal: int | None = None) -> str:
+    """The plain words of a process's end."""
+    if signal:
+        return f"killed by signal {signal}"
+    if exit_code is None:
+        return "ended"
+    return f"exited with code {exit_code}"
 
 
 WORKLOAD_ID_PREFIX = "wl-"

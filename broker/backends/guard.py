@@ -10,7 +10,7 @@ from broker.backends.base import Unavailable
 
 # What a parser raises on a malformed answer; BackendError and BaseException pass through.
 MALFORMED = (AttributeError, TypeError, ValueError, KeyError, IndexError, OverflowError)
-GUARDED = frozenset({"inventory", "submit", "find", "status", "active_jobs", "cancel"})
+GUARDED = frozenset({"inventory", "submit", "find", "status", "active_jobs", "cancel", "logs"})
 
 
 class GuardedBackend:

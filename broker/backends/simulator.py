@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Iterator, Sequence
 
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, ProjectIdentity, Rejected, Unavailable, UsageRecord)
+    DestinationJob, InventorySnapshot, LogPage, ProjectIdentity, Rejected, Unavailable,
+    UsageRecord)
 from broker.backends.sim import (
     Faults, NodeGroup, Partition, Runtimes, SimClock, SimJob, SimNode, SimulatedCluster,
     SimulatorFleet, get_fleet, get_simulated_cluster, set_duration)
@@ -82,6 +83,10 @@ class SimulatorBackend:
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         return self._reach().usage(since)
+
+    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
+             limit: int = 200, tail: int | None = None) -> LogPage:
+        return self._reach().logs(job_id, worker=worker, offset=offset, limit=limit, tail=tail)
 
 
 __all__ = ["DEFAULT_TIMEOUT_S", "Faults", "NodeGroup", "Partition", "Runtimes", "SimClock",

@@ -65,6 +65,9 @@ class Workload(models.Model):
         null=True, blank=True,
         help_text="Run time the cluster reports; empty: ended_at - started_at is all we know")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.JSONField(
+        default=dict, blank=True,
+        help_text="How the job ended, as its scheduler said: summary, end_reason, exit_code, signal, worker")
 
     class Meta:
         ordering = ["-created_at", "-id"]

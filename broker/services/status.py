@@ -5,6 +5,7 @@ they were (neither released nor charged as ended) until it answers again.
 """
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from django.db import transaction
@@ -69,6 +70,11 @@ def run_seconds_of(workload: Workload) -> float | None:
     return max(0.0, ((workload.ended_at or timezone.now()) - workload.started_at).total_seconds())
 
 
+def outcome_of(job: DestinationJob) -> dict:
+    """What the workload keeps of how its job ended (empty: the backend could not tell)."""
+    return {} if job.outcome is None else dataclasses.asdict(job.outcome)
+
+
 def _not_before(when: datetime | None, floor: datetime) -> datetime | None:
     """A cluster's clock may run behind ours: nothing starts before it was created here."""
     return None if when is None else max(when, floor)
@@ -85,7 +91,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)
         if not live.update(state=new_state, ended_at=ended, started_at=started, run_seconds=job.run_s,
-                           **fields):
+                           outcome=outcome_of(job), **fields):
             return 0
         reservation_release(workload=workload, reason=f"job ended at destination: {new_state}")
         audit(action=f"workload.{new_state}", workload=workload, cluster=workload.cluster.name,

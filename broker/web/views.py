@@ -24,7 +24,9 @@ from broker.services.quota import QuotaBelowUse, quota_set, quota_use
 from broker.services.workloads import workload_cancel, workload_submit
 from broker.spec import SpecError
 from broker import fleet_selectors as fleet_view
+from broker.outcomes import workload_outcome
 from broker.web.explain import RULE_WORDS, plain_reason
+from broker.workload_logs import workload_last_lines
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
 from broker.web.submit_extras import ended_workload, resubmit_initial
 from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, queue_query
@@ -128,7 +130,10 @@ def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
                      for name, e in sorted(placement.get("excluded", {}).items())],
         "timeline": workload_timeline(user=request.user, workload_id=workload_id),
         "attempts": workload.attempts.select_related("cluster"),
+        "outcome": workload_outcome(workload),
     }
+    if not request.htmx:  # the 2 s refresh redraws the status only: no command per refresh
+        context["last_lines"] = workload_last_lines(user=request.user, workload=workload)
     return render(request, _partial(request, "broker/workload_detail.html", "status"), context)
 
 

@@ -15,17 +15,17 @@ from datetime import datetime
 from typing import Iterator, Mapping, Sequence
 
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, JobState, NodeInventory, PoolInventory,
-    ProjectIdentity, QueueStats, Reason, UsageRecord)
+    DestinationJob, InventorySnapshot, JobState, LogPage, LogsGone, NodeInventory,
+    PoolInventory, ProjectIdentity, QueueStats, Reason, UsageRecord)
 from broker.backends.sim import admission, backfill
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.model import (
     FLAVORS, MAX_SLOW_S, OWNER, PRIORITY_RANK, Faults, JobRequest, NodeGroup, Partition,
     SimJob, SimNode)
+from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW, TIMEOUT_RAW, log_page, outcome
 from broker.backends.sim.runtime import Runtimes
 from broker.spec import WorkloadSpec
 
-TIMEOUT_RAW = {"slurm": "TIMEOUT", "kueue": "DeadlineExceeded", "volcano": "DeadlineExceeded"}
 
 
 def request_from_spec(spec: WorkloadSpec) -> JobRequest:
@@ -174,7 +174,29 @@ class SimulatedCluster:
                        and (j.ended_at is None or j.ended_at >= since_s)]
         return iter(records)
 
+    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
+             limit: int = 200, tail: int | None = None) -> LogPage:
+        with self._lock:
+            self._catch_up()
+            job = self._jobs.get(job_id)
+            if job is None or job.lost:
+                raise LogsGone(f"{self.name} no longer has job {job_id}")
+            return log_page(job, self.flavor, self._run_time(job) or 0.0, worker=worker,
+                            offset=offset, limit=limit, tail=tail)
+
     # --- test and demo levers ----------------------------------------------------------
+
+    def kill_for_memory(self, job_id: str, worker: int) -> None:
+        """The kernel's OOM killer ends one worker of a running job, and so the job."""
+        with self._lock:
+            self._catch_up()
+            job = self._jobs[job_id]
+            if job.state is not JobState.RUNNING or not 0 <= worker < job.request.workers:
+                raise ValueError(f"job {job_id} is not running or has no worker {worker}")
+            self._release(job)
+            job.state, job.ended_at = JobState.FAILED, self._cursor
+            job.end_raw, job.end_worker, job.exit_code = OOM_RAW[self.flavor], str(worker), OOM_EXIT_CODE
+            self._schedule()
 
     def set_faults(self, **changes: object) -> Faults:
         """Flip fault switches: unreachable, slow_s, rejects, loses_job, accepts_but_times_out."""
@@ -404,7 +426,7 @@ class SimulatedCluster:
             raw_reason=raw, gpus=job.gpus, nodes=job.nodes,
             started_at=None if job.started_at is None else self.clock.at(job.started_at),
             ended_at=None if job.ended_at is None else self.clock.at(job.ended_at),
-            run_s=self._run_time(job))
+            run_s=self._run_time(job), outcome=outcome(job, self.flavor))
 
     def _run_time(self, job: SimJob) -> float | None:
         """Elapsed simulated time of a started job (so far, while it runs)."""

@@ -140,6 +140,8 @@ class SimJob:
     run_s: float                       # on the cluster's clock, already scaled
     final_state: JobState = JobState.COMPLETED
     end_raw: str = ""                  # raw text once ended, e.g. a time-limit kill
+    exit_code: int | None = None       # None: 0 when completed, 1 when failed
+    end_worker: str = ""               # the worker whose end ended the job (killed for memory)
     partition: str = ""
     state: JobState = JobState.PENDING
     reason: Reason = Reason.NONE
