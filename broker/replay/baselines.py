@@ -9,6 +9,15 @@
   eligible cluster gets a copy at once; the first copy to be admitted (start) wins and
   the others are withdrawn at that instant.  Copies admitted at the same instant are a
   tie, decided by the seeded RNG (MultiKueue takes whichever worker it hears from first).
+* ``multikueue-incremental``: MultiKueue's Incremental dispatcher: the job is offered to
+  worker clusters in a fixed order (on-prem first, then fleet order), a few more each
+  round until one admits it; the first admission wins as in the race.  Kueue nominates
+  up to 3 workers per 5-minute round; with a 3-cluster fleet that is the race, so the
+  replay nominates one per round (``ROUND_SIZE``), which is the incremental idea.
+* ``oracle`` (``broker/replay/oracle.py``): the lower bound.
+
+The local queues themselves backfill (Slurm's backfill, Kueue's BestEffortFIFO): the
+runner builds the simulated clusters with ``queueing="backfill"`` unless told otherwise.
 
 All three know what a cluster could *ever* run (class, memory, node size, local quota
 and QoS caps), so none sends a job where it can never start.  The first two hold jobs
@@ -159,4 +168,56 @@ class MultiKueueRace(_Baseline):
         return {"copies left waiting": sum(len(v) for v in self.copies.values())}
 
 
-BASELINES = {cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace)}
+ROUND_SIZE = 1        # workers nominated per round (Kueue: 3; see the module docstring)
+ROUND_S = 300.0       # Kueue's round length: 5 minutes
+
+
+class MultiKueueIncremental(MultiKueueRace):
+    name = "multikueue-incremental"
+
+    def begin(self, env: ReplayEnv) -> None:
+        super().begin(env)
+        # job -> (the job, clusters not yet nominated, when the next round is due)
+        self.rounds: dict[str, tuple[ReplayJob, list[str], float]] = {}
+
+    def order(self, job: ReplayJob) -> list[str]:
+        view = self.env.view
+        eligible = view.eligible(job)
+        return sorted(eligible, key=lambda c: (view.desc(c).location != "onprem",
+                                               eligible.index(c)))
+
+    def next_wake(self) -> float | None:
+        """The next round due: the loop wakes the strategy then, as Kueue's timer does."""
+        return min((due for _, left, due in self.rounds.values() if left), default=None)
+
+    def step(self, now: float, arrivals: Sequence[ReplayJob]) -> tuple[list[Start], set[str]]:
+        for job in arrivals:
+            self.rounds[job.key] = (job, self.order(job), now)
+        touched: set[str] = set()
+        for key in [k for k, (_, left, due) in self.rounds.items() if left and due <= now]:
+            job, left, _ = self.rounds[key]
+            self.rounds[key] = (job, left[ROUND_SIZE:], now + ROUND_S)
+            starts: list[Start] = []
+            for cluster in left[:ROUND_SIZE]:
+                sent = self._submit(job, cluster, now)
+                if sent is None:
+                    continue
+                self.copies.setdefault(key, []).append((cluster, sent[0]))
+                if sent[1] is not None:
+                    starts.append(sent[1])
+            touched |= self.on_started(starts, now)
+        return [], touched
+
+    def on_started(self, starts: Sequence[Start], now: float) -> set[str]:
+        for start in starts:
+            self.rounds.pop(start.key, None)  # admitted: no more rounds
+        return super().on_started(starts, now)
+
+
+def _oracle() -> type:
+    from broker.replay.oracle import Oracle  # it builds on _Baseline above
+    return Oracle
+
+
+BASELINES = {cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace,
+                                       MultiKueueIncremental, _oracle())}

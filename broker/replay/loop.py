@@ -73,8 +73,9 @@ def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) ->
     strategy.begin(env)
     i, now = 0, env.now_s
     while True:
+        wake = getattr(strategy, "next_wake", None)  # a strategy with timers of its own
         upcoming = [t for t in (jobs[i].submit_s if i < len(jobs) else None,
-                                tracker.next_end()) if t is not None]
+                                tracker.next_end(), wake() if wake else None) if t is not None]
         if not upcoming:
             break
         now = max(min(upcoming), now)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Sequence
@@ -28,7 +28,12 @@ from broker.replay.synth import SynthOptions, SynthReport, synthesize
 from broker.replay.trace import read_trace
 from broker.replay.tracker import Tracker
 
-DEFAULT_POLICIES = ("default", "cost", "first-fit", "onprem-first-nogang", "multikueue-race")
+DEFAULT_POLICIES = ("default", "cost", "first-fit", "onprem-first-nogang", "multikueue-race",
+                    "multikueue-incremental", "oracle")
+# first: the half of the jobs (in arrival order) that settings may be tuned on; second:
+# the held-out half, reported on and never tuned on; all: the whole trace
+WINDOWS = ("all", "first", "second")
+LOCAL_QUEUEING = "backfill"   # what real local schedulers do by default
 # A fixed origin: the same trace gives the same timestamps in every run.
 ORIGIN = datetime(2023, 1, 1, tzinfo=timezone.utc)
 
@@ -56,6 +61,12 @@ class ReplayConfig:
     synth: SynthOptions = field(default_factory=SynthOptions)
     time: TimeOptions = field(default_factory=TimeOptions)
     limit: int | None = None
+    window: str = "all"
+    queueing: str = LOCAL_QUEUEING
+
+    def __post_init__(self) -> None:
+        if self.window not in WINDOWS:
+            raise ValueError(f"window: one of {', '.join(WINDOWS)}")
 
 
 @dataclass
@@ -76,7 +87,20 @@ def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, Synt
     # the trace replay's own database is seeded from this file: the classes are the same
     policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
     jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
-    return len(rows), jobs, skipped, synth
+    return len(rows), window_of(jobs, config.window), skipped, synth
+
+
+def window_of(jobs: Sequence[ReplayJob], window: str) -> list[ReplayJob]:
+    """The first or second half of the jobs by arrival, rebased so the first arrives at 0.
+
+    The split is made after the synthetic mix is drawn over the whole trace, so a job
+    has the same tenant and gang shape whichever window it is replayed in."""
+    if window == "all" or not jobs:
+        return list(jobs)
+    half = len(jobs) // 2
+    part = list(jobs[:half]) if window == "first" else list(jobs[half:])
+    origin = part[0].submit_s if part else 0.0
+    return [replace(j, submit_s=j.submit_s - origin) for j in part]
 
 
 def run_policies(config: ReplayConfig,
@@ -89,7 +113,8 @@ def run_policies(config: ReplayConfig,
     report = ReplayReport(config, rows, jobs, skipped, synth, fleet)
     for name in config.policies:
         began = time.perf_counter()
-        report.metrics.append(run_one(name, jobs, fleet, seed=config.synth.seed))
+        report.metrics.append(run_one(name, jobs, fleet, seed=config.synth.seed,
+                                      queueing=config.queueing))
         report.seconds[name] = time.perf_counter() - began
         if progress:
             progress(f"{name}: {report.seconds[name]:.1f} s")
@@ -97,17 +122,21 @@ def run_policies(config: ReplayConfig,
 
 
 def run_one(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
-            seed: int, strategy: Strategy | None = None) -> Metrics:
+            seed: int, strategy: Strategy | None = None,
+            queueing: str = LOCAL_QUEUEING) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
-    return compute(replay_run(name, jobs, fleet, seed, strategy), fleet)
+    return compute(replay_run(name, jobs, fleet, seed, strategy, queueing), fleet)
 
 
 def replay_run(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
-               seed: int, strategy: Strategy | None = None) -> ReplayRun:
-    """The raw run (outcomes per job, usage per cluster) behind ``run_one``."""
+               seed: int, strategy: Strategy | None = None,
+               queueing: str = LOCAL_QUEUEING) -> ReplayRun:
+    """The raw run (outcomes per job, usage per cluster) behind ``run_one``; the local
+    queues backfill unless ``queueing`` is "strict"."""
     clock = SimClock(origin=ORIGIN)
     sim = SimulatorFleet.reset(clock=clock)
-    build_simulated_clusters(fleet, sim)
+    for cluster in build_simulated_clusters(fleet, sim):
+        cluster.queueing = queueing
     view = FleetView(sim, fleet)
     env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed))
     strategy = strategy or make_strategy(name, fleet)

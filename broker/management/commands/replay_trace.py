@@ -16,7 +16,8 @@ from django.db import connection
 
 from broker.fleet import FleetError
 from broker.replay.jobs import TimeOptions
-from broker.replay.runner import DEFAULT_POLICIES, ReplayConfig, known_policies, run_policies
+from broker.replay.runner import (
+    DEFAULT_POLICIES, WINDOWS, ReplayConfig, known_policies, run_policies)
 from broker.replay.synth import SynthOptions
 from broker.replay.table import render
 from broker.replay.trace import TraceError
@@ -52,6 +53,11 @@ class Command(BaseCommand):
                             help="synthetic tenants for rows without one")
         parser.add_argument("--gang-fraction", type=float, default=0.1,
                             help="share of GPU jobs made gangs when the trace has none")
+        parser.add_argument("--window", choices=WINDOWS, default="all",
+                            help="first: the tuning half of the jobs; second: the held-out half")
+        parser.add_argument("--local-queues", choices=("backfill", "strict"), default="backfill",
+                            help="the simulated clusters' own queues: backfill (Slurm's "
+                                 "default, Kueue BestEffortFIFO) or strict FIFO")
         parser.add_argument("--breakdown", action="store_true",
                             help="also print waits per GPU class, single jobs and gangs apart")
         parser.add_argument("--output", default="", help="also write the table to this file")
@@ -78,6 +84,6 @@ class Command(BaseCommand):
                                    gang_fraction=opts["gang_fraction"]),
                 time=TimeOptions(time_compress=opts["time_compress"],
                                  max_duration_s=opts["max_duration_h"] * 3600),
-                limit=opts["limit"])
+                limit=opts["limit"], window=opts["window"], queueing=opts["local_queues"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None

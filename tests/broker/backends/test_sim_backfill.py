@@ -4,8 +4,15 @@ from __future__ import annotations
 import pytest
 
 from broker.backends.base import JobState, Reason
-from broker.backends.simulator import NodeGroup, Partition, SimulatorBackend
-from tests.broker.backends.test_simulator import a100, fleet, spec, submit  # noqa: F401
+from broker.backends.simulator import NodeGroup, Partition, SimClock, SimulatorBackend, SimulatorFleet
+from tests.broker.backends.test_simulator import ORIGIN, a100, spec, submit
+
+
+@pytest.fixture
+def fleet():
+    sim = SimulatorFleet.reset(clock=SimClock(origin=ORIGIN))
+    yield sim
+    SimulatorFleet.reset()
 
 
 def _cluster(sim_fleet, flavor: str, *groups: NodeGroup, **kw) -> SimulatorBackend:

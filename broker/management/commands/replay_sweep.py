@@ -1,0 +1,75 @@
+"""`manage.py replay_sweep`: traces x compressions x seeds under every policy, on the
+held-out half of each trace by default; a JSON of results, a Markdown summary against
+the race and the oracle, and (with matplotlib installed) the Pareto picture."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from broker.fleet import FleetError
+from broker.management.commands.replay_trace import isolated_database
+from broker.replay.runner import WINDOWS, known_policies
+from broker.replay.sweep import SweepPlan, load_results, markdown, run_sweep, summarise
+from broker.replay.trace import TraceError
+
+SWEEP_POLICIES = ("default", "fastest", "multikueue-race", "multikueue-incremental",
+                  "first-fit", "oracle")
+
+
+def _floats(text: str, name: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise CommandError(f"--{name}: comma-separated numbers, not {text!r}") from None
+    if not values:
+        raise CommandError(f"--{name}: give at least one")
+    return values
+
+
+class Command(BaseCommand):
+    help = "Replay traces at several loads and seeds; summarise against the race and oracle."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("traces", nargs="+", help="trace CSV files")
+        parser.add_argument("--fleet", default=str(settings.GPUBROKER_FLEET_FILE))
+        parser.add_argument("--compress", default="3,5,8", help="arrival compressions")
+        parser.add_argument("--seeds", default="7,11,13")
+        parser.add_argument("--policies", default=",".join(SWEEP_POLICIES),
+                            help=f"comma-separated, of: {', '.join(known_policies())}")
+        parser.add_argument("--window", choices=WINDOWS, default="second")
+        parser.add_argument("--local-queues", choices=("backfill", "strict"), default="backfill")
+        parser.add_argument("--results", default="replay-sweep.json",
+                            help="JSON results; cells already in it are not rerun")
+        parser.add_argument("--summary", default="", help="also write the Markdown here")
+        parser.add_argument("--png", default="", help="draw the Pareto picture here")
+        parser.add_argument("--render-only", action="store_true",
+                            help="summarise the results file without running anything")
+
+    def handle(self, *args, **opts) -> None:
+        out = Path(opts["results"])
+        policies = tuple(p.strip() for p in opts["policies"].split(",") if p.strip())
+        unknown = [p for p in policies if p not in known_policies()]
+        if unknown:
+            raise CommandError(f"--policies: unknown {', '.join(unknown)}")
+        if not opts["render_only"]:
+            plan = SweepPlan(
+                traces=tuple(Path(t) for t in opts["traces"]),
+                compressions=_floats(opts["compress"], "compress"),
+                seeds=tuple(int(s) for s in _floats(opts["seeds"], "seeds")),
+                policies=policies, fleet=Path(opts["fleet"]), window=opts["window"],
+                queueing=opts["local_queues"])
+            try:
+                with isolated_database():
+                    run_sweep(plan, out, progress=self.stderr.write)
+            except (TraceError, FleetError, ValueError) as exc:
+                raise CommandError(str(exc)) from None
+        summaries = summarise(load_results(out))
+        text = markdown(summaries)
+        self.stdout.write(text)
+        if opts["summary"]:
+            Path(opts["summary"]).write_text(text + "\n", encoding="utf-8")
+        if opts["png"]:
+            from broker.replay.pareto import draw  # noqa: PLC0415 - matplotlib is optional
+            draw(summaries, Path(opts["png"]))
