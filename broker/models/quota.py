@@ -5,6 +5,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from broker.lifecycle import LIVE_RESERVATION_STATES, ReservationState  # noqa: F401  (re-exported)
 from broker.models.fleet import Cluster, GpuClass
 from portal.tenancy.models import Tenant
 
@@ -36,16 +37,6 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tenant.slug}/{self.gpu_class.slug}: {self.limit_gpus}+{self.borrow_limit_gpus}"
-
-
-class ReservationState(models.TextChoices):
-    ACTIVE = "active", "Held, awaiting the destination"
-    CONFIRMED = "confirmed", "Confirmed by the destination"
-    RELEASED = "released", "Released"
-    EXPIRED = "expired", "Expired"
-
-
-LIVE_RESERVATION_STATES = (ReservationState.ACTIVE, ReservationState.CONFIRMED)
 
 
 class Reservation(models.Model):

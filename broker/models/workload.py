@@ -6,6 +6,13 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from broker.lifecycle import (  # noqa: F401  (re-exported: the models' state names)
+    AT_DESTINATION_STATES,
+    TERMINAL_STATES,
+    AttemptState,
+    EscalationState,
+    WorkloadState,
+)
 from broker.models.fleet import Cluster, GpuClass
 from portal.tenancy.models import Project, Tenant
 
@@ -14,25 +21,24 @@ def new_workload_uid() -> str:
     return "wl-" + uuid.uuid4().hex[:16]
 
 
-class WorkloadState(models.TextChoices):
-    SUBMITTED = "submitted", "Submitted"
-    WAITING = "waiting", "Waiting for a place"
-    RESERVED = "reserved", "Quota reserved"
-    DISPATCHING = "dispatching", "Dispatching"
-    QUEUED = "queued", "In the local queue"
-    RUNNING = "running", "Running"
-    CANCELLING = "cancelling", "Cancelling"
-    COMPLETED = "completed", "Completed"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-    REJECTED = "rejected", "Rejected"
+class LocalReason(models.TextChoices):
+    """Why a job waits, normalised across control planes (the values of the backends' Reason)."""
+
+    NONE = "none", "None"
+    POLICY = "policy", "Policy or quota"
+    CAPACITY = "capacity", "Not enough free GPUs"
+    GANG = "gang", "Waiting for the whole gang"
+    HELD = "held", "Held"
+    UNAVAILABLE = "unavailable", "Destination unavailable"
+    WAITING = "waiting", "Dependency or begin time"
+    OTHER = "other", "Other"
 
 
-TERMINAL_STATES = (WorkloadState.COMPLETED, WorkloadState.FAILED, WorkloadState.CANCELLED,
-                   WorkloadState.REJECTED)
-# States in which a destination job may exist and must be followed.
-AT_DESTINATION_STATES = (WorkloadState.DISPATCHING, WorkloadState.QUEUED, WorkloadState.RUNNING,
-                         WorkloadState.CANCELLING)
+class WorkloadOrigin(models.TextChoices):
+    """Who submitted it: the broker itself, or a control plane the broker only places for."""
+
+    BROKER = "broker", "Broker"
+    MULTIKUEUE = "multikueue", "MultiKueue"
 
 
 class Workload(models.Model):
@@ -46,7 +52,8 @@ class Workload(models.Model):
     gpu_class = models.ForeignKey(GpuClass, null=True, on_delete=models.PROTECT, related_name="workloads")
     total_gpus = models.PositiveIntegerField()
     state = models.CharField(max_length=20, choices=WorkloadState.choices, default=WorkloadState.SUBMITTED)
-    reason = models.CharField(max_length=20, blank=True, help_text="Normalised local queue reason")
+    reason = models.CharField(max_length=20, blank=True, choices=LocalReason.choices,
+                              help_text="Normalised local queue reason")
     raw_reason = models.TextField(blank=True, help_text="The scheduler's own words")
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="workloads")
     destination_job_id = models.CharField(max_length=200, blank=True)
@@ -91,14 +98,6 @@ class Workload(models.Model):
         return self.state in TERMINAL_STATES
 
 
-class AttemptState(models.TextChoices):
-    STARTED = "started", "Started (outcome not yet known)"
-    ACCEPTED = "accepted", "Accepted by the destination"
-    ADOPTED = "adopted", "Found at the destination after a lost reply"
-    REJECTED = "rejected", "Rejected by the destination"
-    UNKNOWN = "unknown", "No answer: look up before retrying"
-
-
 class DispatchAttempt(models.Model):
     """Written *before* the cluster is called, so a crash leaves a trace to look up."""
 
@@ -141,12 +140,6 @@ class EscalationKind(models.TextChoices):
     DOUBLE_CLAIM = "double_claim", "GPU node claimed by two schedulers"
     LOST_JOB = "lost_job", "Running job its cluster no longer reports"
     UNCLEAR = "unclear", "Other unclear allocation"
-
-
-class EscalationState(models.TextChoices):
-    OPEN = "open", "Open"
-    ACKNOWLEDGED = "acknowledged", "Acknowledged"
-    RESOLVED = "resolved", "Resolved"
 
 
 class Escalation(models.Model):

@@ -6,10 +6,12 @@ from django.utils import timezone
 
 from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
+from broker.lifecycle import TransitionReason
 from broker.models import Workload, WorkloadState
 from broker.services.audit import audit, audit_link_destination
 from broker.services.dispatch import attempt_in_flight
 from broker.services.quota import reservation_release
+from broker.services.transitions import Note, transition
 
 
 def cancel_propagate(*, workload_id: int) -> Workload:
@@ -45,10 +47,11 @@ def _look_up(workload: Workload, backend) -> str | None:
 
 @transaction.atomic
 def _cancelled(workload: Workload, job_id: str) -> Workload:
-    if Workload.objects.filter(id=workload.id, state=WorkloadState.CANCELLING).update(
-            state=WorkloadState.CANCELLED, ended_at=timezone.now()):
-        reservation_release(workload=workload, reason="cancelled")
-        audit(action="workload.cancelled", workload=workload, cluster=workload.cluster.name,
-              destination_job_id=job_id, message="destination confirmed the cancellation" if job_id
-              else "nothing had reached the destination")
+    transition(
+        Workload, workload.id, to=WorkloadState.CANCELLED, from_=(WorkloadState.CANCELLING,),
+        reason=TransitionReason.CANCEL_CONFIRMED, fields={"ended_at": timezone.now()},
+        then=lambda: reservation_release(workload=workload, reason="cancelled"),
+        note=Note(action="workload.cancelled", workload=workload, cluster=workload.cluster.name,
+                  destination_job_id=job_id, message="destination confirmed the cancellation" if job_id
+                  else "nothing had reached the destination"))
     return Workload.objects.get(id=workload.id)

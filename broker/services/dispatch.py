@@ -17,14 +17,14 @@ from django.utils import timezone
 
 from broker.backends.base import DestinationJob, Rejected, Unavailable
 from broker.backends.registry import backend_for, identity_for
+from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
 from broker.models import AttemptState, DispatchAttempt, GpuPool, Reservation, Workload, WorkloadState
-from broker.models.quota import LIVE_RESERVATION_STATES
+from broker.models.workload import LocalReason
 from broker.services import tasks_bridge
 from broker.services.audit import audit, audit_link_destination
 from broker.services.quota import reservation_confirm, reservation_release
+from broker.services.transitions import Note, transition
 from broker.spec import WorkloadSpec, validate_spec
-
-LIVE_ATTEMPT_STATES = (AttemptState.STARTED, AttemptState.UNKNOWN)
 
 
 def attempt_lease_s() -> float:
@@ -33,9 +33,9 @@ def attempt_lease_s() -> float:
 
 
 def workload_dispatch(*, workload_id: int) -> Workload:
-    workload = Workload.objects.select_related("cluster", "project").get(id=workload_id)
-    moved = Workload.objects.filter(id=workload_id, state=WorkloadState.RESERVED).update(
-        state=WorkloadState.DISPATCHING)
+    workload = Workload.objects.select_related("cluster", "project", "submitted_by").get(id=workload_id)
+    moved = transition(Workload, workload_id, to=WorkloadState.DISPATCHING, from_=(WorkloadState.RESERVED,),
+                       reason=TransitionReason.DISPATCH_STARTED, note=None)
     if not moved and workload.state not in (WorkloadState.DISPATCHING, WorkloadState.CANCELLING):
         return workload  # another worker got there first, or nothing left to dispatch
     if workload.destination_job_id:
@@ -115,14 +115,18 @@ def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) 
 @transaction.atomic
 def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: str) -> Workload:
     now = timezone.now()
-    DispatchAttempt.objects.filter(id=attempt.id).update(state=state, destination_job_id=job_id, finished_at=now)
+    why = TransitionReason.ADOPTED if state == AttemptState.ADOPTED else TransitionReason.ACCEPTED
+    transition(DispatchAttempt, attempt.id, to=state, reason=why, note=None,
+               fields={"destination_job_id": job_id, "finished_at": now})
     if state == AttemptState.ADOPTED:
         # the earlier attempt whose reply was lost is the one that created this job
-        workload.attempts.filter(state__in=LIVE_ATTEMPT_STATES).exclude(id=attempt.id).update(
-            state=AttemptState.ACCEPTED, destination_job_id=job_id, finished_at=now)
+        transition(DispatchAttempt, to=AttemptState.ACCEPTED, from_=LIVE_ATTEMPT_STATES, reason=why,
+                   where={"workload": workload}, exclude={"id": attempt.id}, note=None,
+                   fields={"destination_job_id": job_id, "finished_at": now})
     Workload.objects.filter(id=workload.id, destination_job_id="").update(
         destination_job_id=job_id, dispatched_at=now)
-    Workload.objects.filter(id=workload.id, state=WorkloadState.DISPATCHING).update(state=WorkloadState.QUEUED)
+    transition(Workload, workload.id, to=WorkloadState.QUEUED, from_=(WorkloadState.DISPATCHING,), reason=why,
+               note=None)
     reservation_confirm(workload=workload, cluster=workload.cluster, now=now)
     audit_link_destination(workload=workload, cluster=workload.cluster.name, destination_job_id=job_id)
     if state == AttemptState.ACCEPTED:
@@ -136,8 +140,8 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
 
 @transaction.atomic
 def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -> Workload:
-    DispatchAttempt.objects.filter(id=attempt.id).update(
-        state=AttemptState.REJECTED, error="cancelled before it was sent", finished_at=timezone.now())
+    transition(DispatchAttempt, attempt.id, to=AttemptState.NOT_SENT, reason=TransitionReason.CANCEL_REQUESTED,
+               note=None, fields={"error": "cancelled before it was sent", "finished_at": timezone.now()})
     tasks_bridge.enqueue_cancel(workload.id)
     return workload
 
@@ -146,21 +150,22 @@ def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -
 def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
     """No live reservation (a crash between releasing or expiring it and re-placing the
     workload): nothing is sent without one; the workload goes back to placement."""
-    DispatchAttempt.objects.filter(id=attempt.id).update(
-        state=AttemptState.REJECTED, error="not sent: no live quota reservation", finished_at=timezone.now())
-    if Workload.objects.filter(id=workload.id, state=WorkloadState.DISPATCHING).update(
-            state=WorkloadState.WAITING, reason="other",
-            raw_reason="its quota reservation ended before dispatch; placed again"):
-        audit(action="dispatch.unreserved", workload=workload, cluster=workload.cluster.name,
-              message="not sent: the quota reservation had ended; placing again")
+    transition(DispatchAttempt, attempt.id, to=AttemptState.NOT_SENT, reason=TransitionReason.RESERVATION_LOST,
+               note=None, fields={"error": "not sent: no live quota reservation", "finished_at": timezone.now()})
+    if transition(Workload, workload.id, to=WorkloadState.WAITING, from_=(WorkloadState.DISPATCHING,),
+                  reason=TransitionReason.RESERVATION_LOST,
+                  fields={"reason": LocalReason.OTHER,
+                          "raw_reason": "its quota reservation ended before dispatch; placed again"},
+                  note=Note(action="dispatch.unreserved", workload=workload, cluster=workload.cluster.name,
+                            message="not sent: the quota reservation had ended; placing again")):
         tasks_bridge.enqueue_place(workload.id)
     return workload
 
 
 @transaction.atomic
 def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Workload:
-    DispatchAttempt.objects.filter(id=attempt.id).update(
-        state=AttemptState.UNKNOWN, error=error[:2000], finished_at=timezone.now())
+    transition(DispatchAttempt, attempt.id, to=AttemptState.UNKNOWN, reason=TransitionReason.NO_ANSWER,
+               note=None, fields={"error": error[:2000], "finished_at": timezone.now()})
     audit(action="dispatch.unknown", workload=workload, cluster=workload.cluster.name,
           message=f"no answer ({error}); the workload will be looked up before any retry")
     return workload
@@ -170,8 +175,9 @@ def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Wo
     from broker.services.placing import workload_retry_elsewhere
 
     with transaction.atomic():
-        DispatchAttempt.objects.filter(id=attempt.id).update(
-            state=AttemptState.REJECTED, error=exc.raw[:2000], finished_at=timezone.now())
+        transition(DispatchAttempt, attempt.id, to=AttemptState.REJECTED,
+                   reason=TransitionReason.REJECTED_BY_DESTINATION, note=None,
+                   fields={"error": exc.raw[:2000], "finished_at": timezone.now()})
         audit(action="dispatch.rejected", workload=workload, cluster=workload.cluster.name,
               message=exc.reason, inputs={"raw": exc.raw})
         reservation_release(workload=workload, reason=f"rejected by {workload.cluster.name}: {exc.reason}")

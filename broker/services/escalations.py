@@ -6,9 +6,11 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from broker.lifecycle import UNRESOLVED_ESCALATION_STATES, TransitionReason
 from broker.models import Cluster, Escalation, EscalationKind, EscalationState, Workload
 from broker.selectors import escalation_get
 from broker.services.audit import audit
+from broker.services.transitions import Note, transition
 
 
 def escalation_open(*, kind: str, key: str, cluster: Cluster, evidence: dict[str, Any],
@@ -37,10 +39,10 @@ def escalation_open(*, kind: str, key: str, cluster: Cluster, evidence: dict[str
 @transaction.atomic
 def escalation_acknowledge(*, user, escalation_id: int) -> Escalation:
     esc = escalation_get(user=user, escalation_id=escalation_id)
-    if Escalation.objects.filter(id=esc.id, state=EscalationState.OPEN).update(
-            state=EscalationState.ACKNOWLEDGED, acknowledged_by=user):
-        audit(action="escalation.acknowledged", workload=esc.workload, tenant_id=esc.tenant_id,
-              actor=user, cluster=esc.cluster.name, message=esc.key)
+    transition(Escalation, esc.id, to=EscalationState.ACKNOWLEDGED, reason=TransitionReason.ACKNOWLEDGED,
+               actor=user, fields={"acknowledged_by": user},
+               note=Note(action="escalation.acknowledged", workload=esc.workload, tenant_id=esc.tenant_id,
+                         cluster=esc.cluster.name, message=esc.key))
     esc.refresh_from_db()
     return esc
 
@@ -53,12 +55,14 @@ def escalation_resolve(*, user, escalation_id: int, outcome: str, old_run_dead: 
         raise ValueError("outcome: say what was found and done")
     esc = escalation_get(user=user, escalation_id=escalation_id)
     with transaction.atomic():
-        if not Escalation.objects.filter(id=esc.id).exclude(state=EscalationState.RESOLVED).update(
-                state=EscalationState.RESOLVED, resolved_by=user, resolved_at=timezone.now(),
-                outcome=outcome.strip()):
+        if not transition(
+                Escalation, esc.id, to=EscalationState.RESOLVED, from_=UNRESOLVED_ESCALATION_STATES,
+                reason=TransitionReason.RESOLVED, actor=user,
+                fields={"resolved_by": user, "resolved_at": timezone.now(), "outcome": outcome.strip()},
+                note=Note(action="escalation.resolved", workload=esc.workload, tenant_id=esc.tenant_id,
+                          cluster=esc.cluster.name, message=outcome.strip(),
+                          inputs={"old_run_dead": old_run_dead})):
             return esc
-        audit(action="escalation.resolved", workload=esc.workload, tenant_id=esc.tenant_id, actor=user,
-              cluster=esc.cluster.name, message=outcome.strip(), inputs={"old_run_dead": old_run_dead})
     if old_run_dead and esc.kind == EscalationKind.LOST_JOB and esc.workload_id:
         from broker.services.recovery import workload_declare_dead
 

@@ -13,8 +13,9 @@ from statistics import median
 from django.db import transaction
 from django.utils import timezone
 
-from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats
+from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
+from broker.models.workload import LocalReason
 from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
@@ -23,8 +24,9 @@ from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaExceeded, quota_use, reservation_create
 from broker.spec import validate_spec
+from broker.services.transitions import Note, transition
 
-PLACEABLE = (WorkloadState.SUBMITTED, WorkloadState.WAITING)
+PLACEABLE = PLACEABLE_STATES
 # Exclusions that waiting will not change: the workload is rejected when every
 # cluster is out for one of these.
 PERMANENT_RULES = {"policy", "gpu_compat", "gpu_memory", "partitioning", "residency", "data_access", "rejected"}
@@ -167,13 +169,13 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
               "ranked": [c.to_dict() for c in ranked], "quota_remaining": use.remaining,
               "rejections": rejections}
     if not ranked:
-        if result.reason == "capacity" and should_hold_for_gang(spec, age_s, loaded.policy.aging):
+        if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             _hold_for_gang(workload, fleet, spec, now)
         return _no_place(workload, record, excluded, result, loaded.version)
     try:
         return _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
     except QuotaExceeded as exc:
-        return _wait(workload, record, "policy", str(exc), loaded.version)
+        return _wait(workload, record, LocalReason.POLICY, str(exc), loaded.version)
     except _LostRace:
         return Workload.objects.get(id=workload.id)
 
@@ -182,18 +184,21 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
 def _reserve_and_dispatch(workload: Workload, best, record: dict, loaded, quota_remaining: int) -> Workload:
     cluster = Cluster.objects.get(name=best.cluster)
     record["chosen"] = best.to_dict()
-    reservation_create(workload=workload, cluster=cluster, ttl_s=int(loaded.policy.reservation_ttl_s))
-    if not Workload.objects.filter(id=workload.id, state__in=PLACEABLE, cancel_requested_at__isnull=True).update(
-            state=WorkloadState.RESERVED, cluster=cluster, placement=record, policy_version=loaded.version,
-            reason="", raw_reason=""):
+    reservation_create(workload=workload, cluster=cluster, ttl_s=int(loaded.policy.reservation_ttl_s),
+                       burst_gpus=loaded.policy.tenant(workload.tenant.slug).burst_gpus)
+    if not transition(
+            Workload, workload.id, to=WorkloadState.RESERVED, from_=PLACEABLE, reason=TransitionReason.PLACED,
+            where={"cancel_requested_at__isnull": True},
+            fields={"cluster": cluster, "placement": record, "policy_version": loaded.version,
+                    "reason": "", "raw_reason": ""},
+            then=lambda: release_holds(workload_uid=workload.uid),
+            note=Note(action="placement.decided", workload=workload, policy_version=loaded.version,
+                      cluster=cluster.name, score_breakdown=best.to_dict(),
+                      inputs={"spec": workload.spec, "quota_remaining": quota_remaining,
+                              "candidates": [c["cluster"] for c in record["ranked"]],
+                              "excluded": record["excluded"]},
+                      message=f"{cluster.name} / {best.pool}, score {best.score:.3f}")):
         raise _LostRace  # rolls the reservation back with it
-    release_holds(workload_uid=workload.uid)
-    audit(action="placement.decided", workload=workload, policy_version=loaded.version, cluster=cluster.name,
-          score_breakdown=best.to_dict(),
-          inputs={"spec": workload.spec, "quota_remaining": quota_remaining,
-                  "candidates": [c["cluster"] for c in record["ranked"]],
-                  "excluded": record["excluded"]},
-          message=f"{cluster.name} / {best.pool}, score {best.score:.3f}")
     tasks_bridge.enqueue_dispatch(workload.id)
     return Workload.objects.get(id=workload.id)
 
@@ -207,27 +212,29 @@ def _no_place(workload: Workload, record: dict, excluded: dict[str, Exclusion], 
     permanent = bool(excluded) and all(e.rule in PERMANENT_RULES for e in excluded.values())
     if permanent:
         return _reject(workload, record, _summary(excluded), version)
-    return _wait(workload, record, result.reason or "capacity", _summary(excluded), version)
+    return _wait(workload, record, result.reason or LocalReason.CAPACITY, _summary(excluded), version)
 
 
 @transaction.atomic
 def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str) -> Workload:
     changed = (workload.reason, workload.raw_reason) != (reason, raw)
-    Workload.objects.filter(id=workload.id, state__in=PLACEABLE).update(
-        state=WorkloadState.WAITING, reason=reason, raw_reason=raw, placement=record, policy_version=version)
-    if changed:
-        audit(action="placement.waiting", workload=workload, policy_version=version,
-              message=f"{reason}: {raw}", inputs={"excluded": record["excluded"]})
+    # looked again with nothing new to say: the state is written, no record
+    note = Note(action="placement.waiting", workload=workload, policy_version=version,
+                message=f"{reason}: {raw}", inputs={"excluded": record["excluded"]}) if changed else None
+    transition(Workload, workload.id, to=WorkloadState.WAITING, from_=PLACEABLE, reason=TransitionReason.NO_PLACE_YET,
+               fields={"reason": reason, "raw_reason": raw, "placement": record, "policy_version": version},
+               note=note)
     return Workload.objects.get(id=workload.id)
 
 
 @transaction.atomic
 def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workload:
-    if Workload.objects.filter(id=workload.id, state__in=PLACEABLE).update(
-            state=WorkloadState.REJECTED, reason="policy", raw_reason=raw, placement=record,
-            policy_version=version, ended_at=timezone.now()):
-        audit(action="workload.rejected", workload=workload, policy_version=version, message=raw,
-              inputs={"excluded": record["excluded"]})
+    if transition(Workload, workload.id, to=WorkloadState.REJECTED, from_=PLACEABLE,
+                  reason=TransitionReason.NO_PLACE_EVER,
+                  fields={"reason": LocalReason.POLICY, "raw_reason": raw, "placement": record,
+                          "policy_version": version, "ended_at": timezone.now()},
+                  note=Note(action="workload.rejected", workload=workload, policy_version=version, message=raw,
+                            inputs={"excluded": record["excluded"]})):
         notify_on_commit(workload_id=workload.id, event="failed")
     return Workload.objects.get(id=workload.id)
 
@@ -238,8 +245,9 @@ def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str)
     tried = sorted(set(workload.tried_clusters) | {rejected_by})
     placement = {**(workload.placement or {})}
     placement["rejections"] = {**placement.get("rejections", {}), rejected_by: reason}
-    Workload.objects.filter(id=workload_id, state=WorkloadState.DISPATCHING).update(
-        state=WorkloadState.WAITING, tried_clusters=tried, reason="policy", placement=placement,
-        raw_reason=f"{rejected_by} rejected it: {reason}")
+    transition(Workload, workload_id, to=WorkloadState.WAITING, from_=(WorkloadState.DISPATCHING,),
+               reason=TransitionReason.REJECTED_BY_DESTINATION, note=None,  # dispatch.rejected is its record
+               fields={"tried_clusters": tried, "reason": LocalReason.POLICY, "placement": placement,
+                       "raw_reason": f"{rejected_by} rejected it: {reason}"})
     notify_on_commit(workload_id=workload_id, event="withdrawn")
     return workload_place(workload_id=workload_id)

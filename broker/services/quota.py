@@ -13,10 +13,11 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from broker.models import Cluster, GpuClass, Quota, Reservation, ReservationState, Workload
-from broker.models.quota import LIVE_RESERVATION_STATES
+from broker.lifecycle import LIVE_RESERVATION_STATES, TransitionReason
+from broker.models import Cluster, GpuClass, Location, Quota, Reservation, ReservationState, Workload
 from broker.services.audit import audit
 from broker.services.quota_owners import quota_alert_check
+from broker.services.transitions import Note, transition
 
 
 class QuotaExceeded(Exception):
@@ -86,28 +87,23 @@ def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
     return reservation
 
 
-def _end(*, workload_id: int, states: tuple[str, ...], to: str, reason: str, now: datetime) -> int:
-    return Reservation.objects.filter(workload_id=workload_id, state__in=states).update(
-        state=to, ended_at=now, end_reason=reason[:200])
-
-
 @transaction.atomic
 def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime | None = None) -> bool:
     """The destination acknowledged the job: the hold becomes confirmed usage."""
     now = now or timezone.now()
-    n = Reservation.objects.filter(workload=workload, state=ReservationState.ACTIVE).update(
-        state=ReservationState.CONFIRMED, confirmed_at=now, cluster=cluster)
-    if n:
-        audit(action="reservation.confirmed", workload=workload, cluster=cluster.name)
+    n = transition(Reservation, to=ReservationState.CONFIRMED, reason=TransitionReason.ACCEPTED,
+                   where={"workload": workload}, fields={"confirmed_at": now, "cluster": cluster},
+                   note=Note(action="reservation.confirmed", workload=workload, cluster=cluster.name))
     return bool(n)
 
 
 @transaction.atomic
 def reservation_release(*, workload: Workload, reason: str, now: datetime | None = None) -> bool:
-    n = _end(workload_id=workload.id, states=LIVE_RESERVATION_STATES, to=ReservationState.RELEASED,
-             reason=reason, now=now or timezone.now())
+    n = transition(Reservation, to=ReservationState.RELEASED, from_=LIVE_RESERVATION_STATES,
+                   reason=TransitionReason.WORKLOAD_ENDED, where={"workload_id": workload.id},
+                   fields={"ended_at": now or timezone.now(), "end_reason": reason[:200]},
+                   note=Note(action="reservation.released", workload=workload, message=reason))
     if n:
-        audit(action="reservation.released", workload=workload, message=reason)
         _recheck_alert(tenant_id=workload.tenant_id, gpu_class_id=workload.gpu_class_id)
     return bool(n)
 
@@ -121,13 +117,14 @@ def _recheck_alert(*, tenant_id: int, gpu_class_id: int | None) -> None:
 
 @transaction.atomic
 def reservation_expire(*, reservation_id: int, now: datetime | None = None) -> bool:
-    n = Reservation.objects.filter(id=reservation_id, state=ReservationState.ACTIVE).update(
-        state=ReservationState.EXPIRED, ended_at=now or timezone.now(),
-        end_reason="not acknowledged by a destination before it expired")
+    res = Reservation.objects.select_related("workload").get(id=reservation_id)
+    n = transition(Reservation, reservation_id, to=ReservationState.EXPIRED,
+                   reason=TransitionReason.RESERVATION_EXPIRED,
+                   fields={"ended_at": now or timezone.now(),
+                           "end_reason": "not acknowledged by a destination before it expired"},
+                   note=Note(action="reservation.expired", workload=res.workload,
+                             message="the reservation expired before any destination acknowledged the job"))
     if n:
-        res = Reservation.objects.select_related("workload").get(id=reservation_id)
-        audit(action="reservation.expired", workload=res.workload,
-              message="the reservation expired before any destination acknowledged the job")
         _recheck_alert(tenant_id=res.tenant_id, gpu_class_id=res.gpu_class_id)
     return bool(n)
 

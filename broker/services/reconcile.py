@@ -19,7 +19,8 @@ from broker.backends.registry import backend_for
 from broker.models import (
     Cluster, ClusterHealth, EscalationKind, ReconcileRun, Reservation, ReservationState, Workload, WorkloadState,
 )
-from broker.models.workload import TERMINAL_STATES
+from broker.lifecycle import LIVE_RESERVATION_STATES, ON_THE_WAY_STATES, TERMINAL_STATES, TransitionReason
+from broker.models.workload import LocalReason
 from broker.services import tasks_bridge
 from broker.services.cancel import cancel_propagate
 from broker.services.dispatch import attempt_in_flight, attempt_lease_s, workload_dispatch
@@ -27,6 +28,7 @@ from broker.services.escalations import escalation_open
 from broker.services.inventory import cluster_mark_stale
 from broker.services.policy import current_policy
 from broker.services.quota import reservation_confirm, reservation_expire, reservation_release
+from broker.services.transitions import transition
 
 
 @dataclass
@@ -97,10 +99,10 @@ def _expire_or_confirm(reservation: Reservation, now: datetime, report: Reconcil
         return  # outcome unknown and the destination can't tell yet: keep holding
     if reservation_expire(reservation_id=reservation.id, now=now):
         report.expired += 1
-        Workload.objects.filter(id=workload.id, state__in=(
-            WorkloadState.RESERVED, WorkloadState.DISPATCHING)).update(
-            state=WorkloadState.WAITING, reason="other",
-            raw_reason="reservation expired before the destination acknowledged it")
+        transition(Workload, workload.id, to=WorkloadState.WAITING, from_=ON_THE_WAY_STATES,
+                   reason=TransitionReason.RESERVATION_EXPIRED, note=None,  # reservation.expired is its record
+                   fields={"reason": LocalReason.OTHER,
+                           "raw_reason": "reservation expired before the destination acknowledged it"})
         tasks_bridge.enqueue_place(workload.id)
 
 
@@ -121,7 +123,7 @@ def _nothing_at_destination(workload: Workload) -> bool:
 
 
 def _release_ended(report: ReconcileReport) -> None:
-    live = Reservation.objects.filter(state__in=(ReservationState.ACTIVE, ReservationState.CONFIRMED),
+    live = Reservation.objects.filter(state__in=LIVE_RESERVATION_STATES,
                                       workload__state__in=TERMINAL_STATES).select_related("workload")
     for reservation in live:
         report.released += _each(report, f"reservation {reservation.id}", reservation_release,
@@ -130,7 +132,7 @@ def _release_ended(report: ReconcileReport) -> None:
 
 def _retry_dispatches(now: datetime, report: ReconcileReport) -> None:
     lease = timedelta(seconds=attempt_lease_s())
-    stuck = Workload.objects.filter(state__in=(WorkloadState.RESERVED, WorkloadState.DISPATCHING),
+    stuck = Workload.objects.filter(state__in=ON_THE_WAY_STATES,
                                     destination_job_id="", updated_at__lt=now - lease)
     for workload in stuck.exclude(cluster__health=ClusterHealth.STALE):
         if _each(report, f"dispatch of {workload.uid}", workload_dispatch, workload_id=workload.id) is not None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from broker.lifecycle import AT_DESTINATION_STATES, TransitionReason
 from broker.models import Workload, WorkloadState
-from broker.models.workload import AT_DESTINATION_STATES
+from broker.models.workload import LocalReason
 from broker.services.audit import audit
 from broker.services.quota import reservation_release
+from broker.services.transitions import Note, transition
 
 
 def workload_declare_dead(*, workload_id: int, actor, why: str) -> Workload | None:
@@ -16,12 +18,13 @@ def workload_declare_dead(*, workload_id: int, actor, why: str) -> Workload | No
     Returns the resubmitted workload, or None."""
     with transaction.atomic():
         workload = Workload.objects.select_related("project").get(id=workload_id)
-        if not Workload.objects.filter(id=workload_id, state__in=AT_DESTINATION_STATES).update(
-                state=WorkloadState.FAILED, ended_at=timezone.now(), reason="other",
-                raw_reason=f"declared dead: {why}"):
+        if not transition(
+                Workload, workload_id, to=WorkloadState.FAILED, from_=AT_DESTINATION_STATES,
+                reason=TransitionReason.DECLARED_DEAD, actor=actor,
+                fields={"ended_at": timezone.now(), "reason": LocalReason.OTHER, "raw_reason": f"declared dead: {why}"},
+                then=lambda: reservation_release(workload=workload, reason="old run declared dead by an admin"),
+                note=Note(action="workload.declared_dead", workload=workload, message=why)):
             return None
-        reservation_release(workload=workload, reason="old run declared dead by an admin")
-        audit(action="workload.declared_dead", workload=workload, actor=actor, message=why)
     if not workload.spec.get("checkpointable"):
         return None
     return workload_resubmit(workload=workload, actor=actor)

@@ -13,14 +13,14 @@ from django.utils import timezone
 
 from broker.backends.base import DestinationJob, JobState, Unavailable
 from broker.backends.registry import backend_for
+from broker.lifecycle import FOLLOWED_STATES, TransitionReason
 from broker.models import Cluster, EscalationKind, Workload, WorkloadState
 from broker.services.audit import audit
 from broker.services.notifications import ENDED_EVENTS, notify_on_commit
 from broker.services.escalations import escalation_open
 from broker.services.inventory import cluster_mark_stale
 from broker.services.quota import reservation_release
-
-FOLLOWED_STATES = (WorkloadState.QUEUED, WorkloadState.RUNNING, WorkloadState.CANCELLING)
+from broker.services.transitions import Note, transition
 
 _ENDED = {
     JobState.COMPLETED: WorkloadState.COMPLETED,
@@ -32,7 +32,8 @@ _ENDED = {
 def cluster_poll_status(*, cluster_id: int) -> int:
     """Refresh every followed workload on one cluster; returns how many changed."""
     cluster = Cluster.objects.get(id=cluster_id)
-    workloads = list(Workload.objects.filter(cluster=cluster, state__in=FOLLOWED_STATES)
+    # MultiKueue workloads are followed on their manager (broker.services.multikueue_dispatch)
+    workloads = list(Workload.objects.filter(cluster=cluster, state__in=FOLLOWED_STATES, origin="broker")
                      .exclude(destination_job_id=""))
     if not workloads:
         return 0
@@ -90,20 +91,24 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)
-        if not live.update(state=new_state, ended_at=ended, started_at=started, run_seconds=job.run_s,
-                           outcome=outcome_of(job), **fields):
+        if not transition(
+                Workload, workload.id, to=new_state, from_=FOLLOWED_STATES,
+                reason=TransitionReason.ENDED_AT_DESTINATION,
+                then=lambda: reservation_release(workload=workload,
+                                                 reason=f"job ended at destination: {new_state}"),
+                note=Note(action=f"workload.{new_state}", workload=workload, cluster=workload.cluster.name,
+                          destination_job_id=workload.destination_job_id, message=job.raw_reason),
+                fields=dict(ended_at=ended, started_at=started, run_seconds=job.run_s,
+                            outcome=outcome_of(job), **fields)):
             return 0
-        reservation_release(workload=workload, reason=f"job ended at destination: {new_state}")
-        audit(action=f"workload.{new_state}", workload=workload, cluster=workload.cluster.name,
-              destination_job_id=workload.destination_job_id, message=job.raw_reason)
         notify_on_commit(workload_id=workload.id, event=ENDED_EVENTS.get(new_state, "ended"))
         return 1
     if job.state == JobState.RUNNING and workload.state == WorkloadState.QUEUED:
-        if live.filter(state=WorkloadState.QUEUED).update(
-                state=WorkloadState.RUNNING, started_at=started or now, **fields):
-            audit(action="workload.running", workload=workload, cluster=workload.cluster.name,
-                  destination_job_id=workload.destination_job_id,
-                  message=f"on {', '.join(job.nodes)}" if job.nodes else "")
+        if transition(Workload, workload.id, to=WorkloadState.RUNNING, reason=TransitionReason.STARTED_AT_DESTINATION,
+                      fields={"started_at": started or now, **fields},
+                      note=Note(action="workload.running", workload=workload, cluster=workload.cluster.name,
+                                destination_job_id=workload.destination_job_id,
+                                message=f"on {', '.join(job.nodes)}" if job.nodes else "")):
             notify_on_commit(workload_id=workload.id, event="started")
             return 1
     if (workload.reason, workload.raw_reason) != (fields["reason"], fields["raw_reason"]):

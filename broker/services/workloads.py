@@ -7,17 +7,18 @@ from django.db import transaction
 from django.utils import timezone
 
 from broker.models import Cluster, GpuClass, Workload, WorkloadState
-from broker.models.workload import TERMINAL_STATES
+from broker.lifecycle import NOT_DISPATCHED_STATES, TERMINAL_STATES, TransitionReason
 from broker.selectors import workload_get
 from broker.services import tasks_bridge
 from broker.services.audit import audit
 from broker.services.quota import reservation_release
+from broker.services.transitions import Note, transition
 from broker.spec import SpecError, WorkloadSpec, validate_spec
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_get
 
 # States with nothing at any destination yet: a cancel ends them at once.
-_NOT_DISPATCHED = (WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED)
+_NOT_DISPATCHED = NOT_DISPATCHED_STATES
 
 
 def resolve_gpu_class(spec: WorkloadSpec) -> GpuClass:
@@ -88,10 +89,14 @@ def cancel_request(*, workload: Workload, actor=None) -> Workload:
     if not live.filter(cancel_requested_at__isnull=True).update(cancel_requested_at=now):
         return Workload.objects.get(id=workload.id)  # already ended or already cancelling
     audit(action="cancel.requested", workload=workload, actor=actor)
-    if live.filter(state__in=_NOT_DISPATCHED).update(state=WorkloadState.CANCELLED, ended_at=now):
-        reservation_release(workload=workload, reason="cancelled before dispatch")
-        audit(action="workload.cancelled", workload=workload, message="cancelled before dispatch")
-    elif live.update(state=WorkloadState.CANCELLING):
+    ended = transition(
+        Workload, workload.id, to=WorkloadState.CANCELLED, from_=_NOT_DISPATCHED,
+        reason=TransitionReason.CANCEL_REQUESTED, fields={"ended_at": now},
+        then=lambda: reservation_release(workload=workload, reason="cancelled before dispatch"),
+        note=Note(action="workload.cancelled", workload=workload, message="cancelled before dispatch"))
+    # cancel.requested above is the record of the move to cancelling
+    if not ended and transition(Workload, workload.id, to=WorkloadState.CANCELLING,
+                                reason=TransitionReason.CANCEL_REQUESTED, note=None):
         tasks_bridge.enqueue_cancel(workload.id)
     return Workload.objects.get(id=workload.id)
 

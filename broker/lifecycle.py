@@ -1,0 +1,167 @@
+"""The lifecycle of workloads, quota reservations, dispatch attempts and escalations.
+
+One table per kind says which state may follow which; the named sets below are what the
+rest of the broker reads instead of listing states by hand.  Pure data: nothing here
+touches the database.  ``broker.services.transitions.transition`` is the one writer that
+moves a row from one state to another, and it refuses anything this table does not list.
+
+The state enums live here (the models import them), so the table and the choices of the
+``state`` columns can never disagree.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from django.db import models
+
+
+class WorkloadState(models.TextChoices):
+    SUBMITTED = "submitted", "Submitted"
+    WAITING = "waiting", "Waiting for a place"
+    RESERVED = "reserved", "Quota reserved"
+    DISPATCHING = "dispatching", "Dispatching"
+    QUEUED = "queued", "In the local queue"
+    RUNNING = "running", "Running"
+    CANCELLING = "cancelling", "Cancelling"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    REJECTED = "rejected", "Rejected"
+
+
+class ReservationState(models.TextChoices):
+    ACTIVE = "active", "Held, awaiting the destination"
+    CONFIRMED = "confirmed", "Confirmed by the destination"
+    RELEASED = "released", "Released"
+    EXPIRED = "expired", "Expired"
+
+
+class AttemptState(models.TextChoices):
+    STARTED = "started", "Started (outcome not yet known)"
+    ACCEPTED = "accepted", "Accepted by the destination"
+    ADOPTED = "adopted", "Found at the destination after a lost reply"
+    REJECTED = "rejected", "Rejected by the destination"
+    NOT_SENT = "not_sent", "Not sent: the destination was never called"
+    UNKNOWN = "unknown", "No answer: look up before retrying"
+
+
+class EscalationState(models.TextChoices):
+    OPEN = "open", "Open"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    RESOLVED = "resolved", "Resolved"
+
+
+class TransitionReason(models.TextChoices):
+    """Why a row changed state: recorded with the transition's audit record."""
+
+    PLACED = "placed", "Placement chose a destination and reserved quota"
+    NO_PLACE_YET = "no_place_yet", "No destination takes it now"
+    NO_PLACE_EVER = "no_place_ever", "No destination will ever take it"
+    DISPATCH_STARTED = "dispatch_started", "Dispatch began"
+    ACCEPTED = "accepted", "The destination accepted the job"
+    ADOPTED = "adopted", "The job was found at the destination after a lost reply"
+    REJECTED_BY_DESTINATION = "rejected_by_destination", "The destination rejected the job"
+    NO_ANSWER = "no_answer", "The destination did not answer"
+    NOT_SENT = "not_sent", "Nothing was sent to the destination"
+    RESERVATION_LOST = "reservation_lost", "The quota reservation ended before dispatch"
+    RESERVATION_EXPIRED = "reservation_expired", "No destination acknowledged the job in time"
+    CANCEL_REQUESTED = "cancel_requested", "Someone asked to cancel it"
+    CANCEL_CONFIRMED = "cancel_confirmed", "The destination confirmed the cancellation"
+    STARTED_AT_DESTINATION = "started_at_destination", "The destination started the job"
+    ENDED_AT_DESTINATION = "ended_at_destination", "The job ended at the destination"
+    DECLARED_DEAD = "declared_dead", "An admin declared the run dead"
+    WORKLOAD_ENDED = "workload_ended", "The workload ended"
+    ACKNOWLEDGED = "acknowledged", "An admin acknowledged it"
+    RESOLVED = "resolved", "An admin resolved it"
+
+
+W, R, A, E = WorkloadState, ReservationState, AttemptState, EscalationState
+
+# --- named sets -----------------------------------------------------------------------
+TERMINAL_STATES = (W.COMPLETED, W.FAILED, W.CANCELLED, W.REJECTED)
+ACTIVE_STATES = tuple(s for s in W if s not in TERMINAL_STATES)
+# Waiting for placement: the placer may (re)consider these.
+PLACEABLE_STATES = (W.SUBMITTED, W.WAITING)
+# Nothing at any destination yet: a cancel ends them at once.
+NOT_DISPATCHED_STATES = (W.SUBMITTED, W.WAITING, W.RESERVED)
+# Placed and holding quota, not yet known to the destination.
+ON_THE_WAY_STATES = (W.RESERVED, W.DISPATCHING)
+# A destination job may exist and must be followed.
+AT_DESTINATION_STATES = (W.DISPATCHING, W.QUEUED, W.RUNNING, W.CANCELLING)
+# Known to the destination: status polling follows these.
+FOLLOWED_STATES = (W.QUEUED, W.RUNNING, W.CANCELLING)
+# Has not started running yet (queue depth, waits).
+WAITING_STATES = (W.SUBMITTED, W.WAITING, W.RESERVED, W.DISPATCHING, W.QUEUED)
+
+LIVE_RESERVATION_STATES = (R.ACTIVE, R.CONFIRMED)
+ENDED_RESERVATION_STATES = (R.RELEASED, R.EXPIRED)
+
+# An attempt whose outcome is not known: its job may exist at the destination.
+LIVE_ATTEMPT_STATES = (A.STARTED, A.UNKNOWN)
+
+UNRESOLVED_ESCALATION_STATES = (E.OPEN, E.ACKNOWLEDGED)
+
+# --- the tables: state -> the states that may follow it --------------------------------
+WORKLOAD_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    W.SUBMITTED: frozenset({W.WAITING, W.RESERVED, W.REJECTED, W.CANCELLED}),
+    # waiting -> waiting: placement looked again and the reason changed
+    W.WAITING: frozenset({W.WAITING, W.RESERVED, W.REJECTED, W.CANCELLED}),
+    W.RESERVED: frozenset({W.DISPATCHING, W.WAITING, W.CANCELLED}),
+    W.DISPATCHING: frozenset({W.QUEUED, W.WAITING, W.CANCELLING, W.FAILED}),
+    W.QUEUED: frozenset({W.RUNNING, W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED}),
+    W.RUNNING: frozenset({W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED}),
+    W.CANCELLING: frozenset({W.CANCELLED, W.COMPLETED, W.FAILED}),
+    W.COMPLETED: frozenset(),
+    W.FAILED: frozenset(),
+    W.CANCELLED: frozenset(),
+    W.REJECTED: frozenset(),
+}
+
+RESERVATION_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    R.ACTIVE: frozenset({R.CONFIRMED, R.RELEASED, R.EXPIRED}),
+    R.CONFIRMED: frozenset({R.RELEASED}),
+    R.RELEASED: frozenset(),
+    R.EXPIRED: frozenset(),
+}
+
+ATTEMPT_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    A.STARTED: frozenset({A.ACCEPTED, A.ADOPTED, A.REJECTED, A.NOT_SENT, A.UNKNOWN}),
+    # a later attempt found the job: the unanswered one is the one that created it
+    A.UNKNOWN: frozenset({A.ACCEPTED}),
+    A.ACCEPTED: frozenset(),
+    A.ADOPTED: frozenset(),
+    A.REJECTED: frozenset(),
+    A.NOT_SENT: frozenset(),
+}
+
+ESCALATION_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    E.OPEN: frozenset({E.ACKNOWLEDGED, E.RESOLVED}),
+    E.ACKNOWLEDGED: frozenset({E.RESOLVED}),
+    E.RESOLVED: frozenset(),
+}
+
+# The states a row may be created in: anything else is reached through the table.
+INITIAL_STATES: Mapping[str, tuple[str, ...]] = {
+    # queued: adopted from a MultiKueue manager that had already admitted it to its queue
+    "broker.Workload": (W.SUBMITTED, W.QUEUED),
+    "broker.Reservation": (R.ACTIVE,),
+    "broker.DispatchAttempt": (A.STARTED,),
+    "broker.Escalation": (E.OPEN,),
+}
+
+# The table of each kind, by the model's label (app_label.ModelName).
+TABLES: Mapping[str, Mapping[str, frozenset[str]]] = {
+    "broker.Workload": WORKLOAD_TRANSITIONS,
+    "broker.Reservation": RESERVATION_TRANSITIONS,
+    "broker.DispatchAttempt": ATTEMPT_TRANSITIONS,
+    "broker.Escalation": ESCALATION_TRANSITIONS,
+}
+
+
+def allowed(table: Mapping[str, frozenset[str]], before: str, after: str) -> bool:
+    return after in table.get(before, frozenset())
+
+
+def sources(table: Mapping[str, frozenset[str]], after: str) -> tuple[str, ...]:
+    """Every state the table lets move to ``after``, in the table's order."""
+    return tuple(before for before, nexts in table.items() if after in nexts)
