@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
+from broker.backends.limits import NO_LIMITS, LocalLimits
 from broker.spec import WorkloadSpec
 
 
@@ -145,6 +146,8 @@ class JobOutcome:
     scheduler's words (Slurm State/ExitCode/Reason, a pod's termination reason, a Volcano
     job's phase) onto these fields and writes the plain-words summary itself."""
 
+    # what local admission allows (QoS, partition, ClusterQueue, queue capability)
+    limits: LocalLimits = NO_LIMITS
     summary: str                  # "exited with code 3", "ran out of memory on worker 3"
     end_reason: str = ""          # the scheduler's own word: TIMEOUT, OOMKilled, Failed
     exit_code: int | None = None

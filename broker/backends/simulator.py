@@ -9,6 +9,7 @@ broker's services do) is cheap and always reaches the same simulated state.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import datetime
 from typing import Iterator, Sequence
 
@@ -18,6 +19,7 @@ from broker.backends.base import (
 from broker.backends.sim import (
     Faults, NodeGroup, Partition, Runtimes, SimClock, SimJob, SimNode, SimulatedCluster,
     SimulatorFleet, get_fleet, get_simulated_cluster, set_duration)
+from broker.backends.sim.limits import local_limits
 from broker.spec import WorkloadSpec
 
 DEFAULT_TIMEOUT_S = 10.0
@@ -56,7 +58,8 @@ class SimulatorBackend:
         return sim
 
     def inventory(self) -> InventorySnapshot:
-        return self._reach().inventory()
+        sim = self._reach()
+        return replace(sim.inventory(), limits=local_limits(sim))
 
     def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
         sim = self._reach()

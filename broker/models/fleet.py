@@ -70,6 +70,10 @@ class Cluster(models.Model):
     queue_pending_jobs = models.PositiveIntegerField(default=0)
     queue_pending_gpus = models.PositiveIntegerField(default=0)
     throughput_gpu_hours_per_hour = models.FloatField(default=0.0)
+    local_limits = models.JSONField(
+        default=dict, blank=True,
+        help_text="What local admission allows, as last reported with the inventory: per-job caps "
+                  "(QoS, partition) and group quotas with their use (association, ClusterQueue, queue)")
 
     class Meta:
         ordering = ["name"]

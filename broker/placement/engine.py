@@ -8,7 +8,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
-from broker.backends.base import InventorySnapshot
+from broker.backends.base import InventorySnapshot, QueueStats
+from broker.placement import admission
 from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
@@ -23,48 +24,117 @@ def place(snapshots: Sequence[InventorySnapshot],
           facts: Iterable[ClusterFacts] | Mapping[str, ClusterFacts],
           spec: WorkloadSpec, *, tenant: str, quota_remaining: int, now: datetime,
           policy: Policy, age_s: float = 0.0, runtime_hours: float | None = None,
-          limit: int | None = None) -> PlacementResult:
+          limit: int | None = None, cloud_quota_remaining: int | None = None) -> PlacementResult:
     """One-off placement.  For many decisions against one inventory, build a
     PreparedFleet once and call ``place_prepared`` (or ``fleet.place``)."""
     fleet = PreparedFleet(snapshots, facts, policy)
     return place_prepared(fleet, spec, tenant=tenant, quota_remaining=quota_remaining,
-                          now=now, age_s=age_s, runtime_hours=runtime_hours, limit=limit)
+                          now=now, age_s=age_s, runtime_hours=runtime_hours, limit=limit,
+                          cloud_quota_remaining=cloud_quota_remaining)
 
 
 def place_prepared(fleet: PreparedFleet, spec: WorkloadSpec, *, tenant: str,
                    quota_remaining: int, now: datetime, age_s: float = 0.0,
                    runtime_hours: float | None = None, limit: int | None = None,
-                   holder: str = "") -> PlacementResult:
+                   holder: str = "", cloud_quota_remaining: int | None = None,
+                   scopes: Sequence[str] = ()) -> PlacementResult:
     """Rank the pools where the whole gang fits now; say why every other cluster is out.
 
     ``quota_remaining``: GPUs left in the tenant's global quota for the class, including
-    any borrowing the reservation layer allows.  ``age_s``: how long the workload has
-    waited (raises the queue-wait weight).  ``runtime_hours``: a learnt runtime, else the
-    time limit.  ``limit``: keep only the best N candidates (None: all).  ``holder``:
-    the workload's id, so a pool held for it (``fleet.hold``) is usable by it alone."""
+    any borrowing the reservation layer allows.  ``cloud_quota_remaining``: the same on
+    cloud clusters, where the tenant's ``burst_gpus`` come on top (None: no burst).
+    ``age_s``: how long the workload has waited (raises the queue-wait weight).
+    ``runtime_hours``: a learnt runtime, else the time limit.  ``limit``: keep only the
+    best N candidates (None: all).  ``holder``: the workload's id, so a pool held for it
+    (``fleet.hold``) is usable by it alone.  ``scopes``: the accounts/queues the job runs
+    under, for local limits that apply to one account only."""
     policy = fleet.policy
     static = fleet.static_for(spec, tenant)
     excluded = dict(static.excluded)
-    quota = f.filter_quota(spec.total_gpus, quota_remaining)
-    if quota is not None:
-        _overlay(excluded, dict.fromkeys(fleet.clusters, quota), "quota")
+    out = _quota_exclusions(fleet, spec, quota_remaining, cloud_quota_remaining)
+    if len(out) == len(fleet.clusters):
+        _overlay(excluded, out, "quota")
         return _result([], excluded, policy, policy.weights)
+    _overlay(excluded, out, "quota")
     stale = fleet.stale(now)
     _overlay(excluded, stale, "stale")
-    fitting, misfits = _fit(static.entries, spec, stale, holder)
-    for name, entry in misfits.items():
+    entries, extra, never = _admissible(fleet, static.entries, spec, scopes, set(out))
+    _overlay(excluded, never, "local_limit")
+    fitting, misfits = _fit(entries, spec, stale, holder)
+    for name, group in misfits.items():
         if name in excluded or name in fitting:
             continue
+        excluded[name] = _misfit(fleet, group, spec, holder)
+    weights = terms.aged_weights(policy.weights, age_s, policy.aging)
+    ranked = _rank([e for group in fitting.values() for e in group], spec, weights,
+                   runtime_hours, limit, extra)
+    return _result(ranked, excluded, policy, weights)
+
+
+def _quota_exclusions(fleet: PreparedFleet, spec: WorkloadSpec, remaining: int,
+                      cloud_remaining: int | None) -> dict[str, Exclusion]:
+    """The global quota: every cluster is out when it is short; with a burst allowance
+    that covers the job, only the on-prem ones are."""
+    quota = f.filter_quota(spec.total_gpus, remaining)
+    if quota is None:
+        return {}
+    if cloud_remaining is None or cloud_remaining < spec.total_gpus:
+        return dict.fromkeys(fleet.clusters, quota)
+    burst = Exclusion("quota", f"{quota.message}; the tenant's burst allowance "
+                      f"({cloud_remaining} GPUs left) applies to cloud clusters only")
+    return {name: burst for name, c in fleet.clusters.items()
+            if not (c.facts and c.facts.location == "cloud")}
+
+
+def _admissible(fleet: PreparedFleet, entries: list[Entry], spec: WorkloadSpec,
+                scopes: Sequence[str], out: set[str],
+                ) -> tuple[list[Entry], dict[Entry, float], dict[str, Exclusion]]:
+    """Pools whose local limits could ever admit the job, the extra wait their quota's
+    headroom means, and for clusters left with none: the rule that stops it."""
+    kept: list[Entry] = []
+    extra: dict[Entry, float] = {}
+    never: dict[str, Exclusion] = {}
+    for entry in entries:
+        if entry.cluster in out:
+            continue
+        cluster = fleet.clusters[entry.cluster]
+        if cluster.limits:
+            pool = entry.prepared.pool
+            exc = admission.never_admitted(cluster.limits, pool, spec, scopes)
+            if exc is not None:
+                never.setdefault(entry.cluster, exc)
+                continue
+            wait = admission.quota_wait_s(cluster.limits, pool.name, spec,
+                                          cluster.snapshot.queue if cluster.snapshot else QueueStats(),
+                                          fleet.policy.queue, scopes)
+            if wait:
+                extra[entry] = wait
+        kept.append(entry)
+    admitted = {e.cluster for e in kept}
+    return kept, extra, {k: v for k, v in never.items() if k not in admitted}
+
+
+def _misfit(fleet: PreparedFleet, group: list[Entry], spec: WorkloadSpec,
+            holder: str) -> Exclusion:
+    """Why none of a cluster's pools takes the gang now: the pool closest to fitting, but
+    'never fits' only when no pool could hold it even idle.  An autoscaling cluster may
+    grow, so for it 'never' is only 'not now'."""
+    found: list[Exclusion] = []
+    for entry in group:
         prepared = entry.prepared
         exc = f.filter_topology(
             prepared.pool.name, prepared.index, prepared.idle_capacity(spec), spec,
-            prepared.held_by if prepared.held_by != holder else "", len(prepared.conflicted))
+            prepared.held_by if prepared.held_by != holder else "", len(prepared.conflicted),
+            prepared.ever_capacity(spec))
         if exc is not None:
-            excluded[name] = exc
-    weights = terms.aged_weights(policy.weights, age_s, policy.aging)
-    entries = [e for group in fitting.values() for e in group]
-    ranked = _rank(entries, spec, weights, runtime_hours, limit)
-    return _result(ranked, excluded, policy, weights)
+            found.append(exc)
+    waiting = [e for e in found if e.rule != "never_fits"]
+    if waiting:
+        return waiting[0]
+    exc = found[0] if found else Exclusion("topology", "no pool takes the gang now")
+    if fleet.clusters[group[0].cluster].autoscaling:
+        return Exclusion("topology", f"{exc.message}; the cluster autoscales, so it may grow")
+    return exc
 
 
 def _overlay(excluded: dict[str, Exclusion], new: Mapping[str, Exclusion], rule: str) -> None:
@@ -77,14 +147,13 @@ def _overlay(excluded: dict[str, Exclusion], new: Mapping[str, Exclusion], rule:
 
 
 def _fit(entries: list[Entry], spec: WorkloadSpec, stale: Mapping[str, Exclusion],
-         holder: str) -> tuple[dict[str, list[Entry]], dict[str, Entry]]:
-    """Split statically eligible pools into those the gang fits now and the rest
-    (for each cluster with no fitting pool: the pool that came closest)."""
+         holder: str) -> tuple[dict[str, list[Entry]], dict[str, list[Entry]]]:
+    """Split statically eligible pools into those the gang fits now and the rest (per
+    cluster with no fitting pool: its pools, closest to fitting first)."""
     g, w = spec.gpus_per_worker, spec.workers
     same = spec.same_interconnect and w > 1
     fitting: dict[str, list[Entry]] = {}
-    misfits: dict[str, Entry] = {}
-    closest: dict[str, int] = {}
+    misfits: dict[str, list[tuple[int, Entry]]] = {}
     for entry in entries:
         name = entry.cluster
         if name in stale:
@@ -99,32 +168,34 @@ def _fit(entries: list[Entry], spec: WorkloadSpec, stale: Mapping[str, Exclusion
             cap = -1
         if cap >= w:
             fitting.setdefault(name, []).append(entry)
-        elif cap > closest.get(name, -2):
-            closest[name] = cap
-            misfits[name] = entry
-    return fitting, misfits
+        else:
+            misfits.setdefault(name, []).append((cap, entry))
+    return fitting, {name: [e for _, e in sorted(group, key=lambda x: -x[0])]
+                     for name, group in misfits.items() if name not in fitting}
 
 
 def _rank(entries: list[Entry], spec: WorkloadSpec, weights: dict[str, float],
-          runtime_hours: float | None, limit: int | None) -> list[Candidate]:
+          runtime_hours: float | None, limit: int | None,
+          extra: Mapping[Entry, float]) -> list[Candidate]:
     if not entries:
         return []
     size = spec.data_size_gb
     gpu_hours = spec.total_gpus * terms.runtime_hours(spec, runtime_hours)
     # raw terms in TERMS order: queue_wait_s, startup_s, gpu_cost, transfer_cost,
     # location, data_remote (the same formulas as terms.py, with constants hoisted)
-    rows = [(e.queue_wait, e.start_base + size * e.stage_per_gb if size else e.start_base,
+    rows = [(e.queue_wait + extra.get(e, 0.0), e.start_base + size * e.stage_per_gb if size else e.start_base,
              e.price * gpu_hours, e.egress * size, e.location, e.remote) for e in entries]
     scored = terms.combine(rows, weights)
     order = sorted(range(len(entries)), key=lambda i: (
         scored[i][0], entries[i].cluster, entries[i].prepared.pool.name))
     if limit is not None:
         order = order[:limit]
-    return [_candidate(entries[i], rows[i], scored[i], spec) for i in order]
+    return [_candidate(entries[i], rows[i], scored[i], spec, extra.get(entries[i], 0.0))
+            for i in order]
 
 
-def _candidate(entry: Entry, row: tuple[float, ...],
-               scored: tuple[float, tuple[float, ...]], spec: WorkloadSpec) -> Candidate:
+def _candidate(entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]],
+               spec: WorkloadSpec, quota_wait: float) -> Candidate:
     prepared = entry.prepared
     index = prepared.index
     same = spec.same_interconnect and spec.workers > 1
@@ -134,7 +205,18 @@ def _candidate(entry: Entry, row: tuple[float, ...],
         cluster=entry.cluster, pool=prepared.pool.name, score=scored[0],
         breakdown=dict(zip(TERMS, row, strict=True)),
         weighted=dict(zip(TERMS, scored[1], strict=True)),
-        assignment=tuple(map(index.names.__getitem__, nodes)), gpus_per_worker=spec.gpus_per_worker)
+        assignment=tuple(map(index.names.__getitem__, nodes)), gpus_per_worker=spec.gpus_per_worker,
+        detail=_detail(entry, spec, quota_wait))
+
+
+def _detail(entry: Entry, spec: WorkloadSpec, quota_wait: float) -> dict[str, float | str]:
+    out: dict[str, float | str] = {}
+    if spec.data_size_gb and entry.remote:
+        out.update(staging_s=round(spec.data_size_gb * entry.stage_per_gb, 1),
+                   data_from=entry.source or "unknown owner", egress_per_gb=entry.egress)
+    if quota_wait:
+        out["local_quota_wait_s"] = round(quota_wait, 1)
+    return out
 
 
 def _result(ranked: list[Candidate], excluded: dict[str, Exclusion], policy: Policy,

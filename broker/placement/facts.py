@@ -19,7 +19,11 @@ class ClusterFacts:
     region: str = ""
     location: str = "onprem"              # "onprem" or "cloud"
     price_per_gpu_hour: float = 0.0       # on-prem: the internal chargeback rate
-    egress_per_gb: float = 0.0            # charged when the data is not local
+    # Egress is paid where data *leaves*: the price per GB of moving data out of this
+    # cluster's data locations to another region (an object store's egress fee; on-prem
+    # storage usually 0).  egress_by_region overrides it per destination region.
+    egress_per_gb: float = 0.0
+    egress_by_region: Mapping[str, float] = field(default_factory=dict)
     # Gbps from this cluster to each data location; locations not listed get the default.
     # A bandwidth of 0 means "no route": the data cannot be staged here at all.
     bandwidth_gbps: Mapping[str, float] = field(default_factory=dict)
@@ -40,6 +44,9 @@ class ClusterFacts:
 
     def bandwidth_to(self, location: str) -> float:
         return float(self.bandwidth_gbps.get(location, self.default_bandwidth_gbps))
+
+    def egress_to(self, region: str) -> float:
+        return float(self.egress_by_region.get(region, self.egress_per_gb))
 
     def price_for(self, pool: str) -> float:
         return float(self.pool_prices.get(pool, self.price_per_gpu_hour))

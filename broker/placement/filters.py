@@ -171,10 +171,12 @@ def filter_ownership(pool: PoolInventory, usable_nodes: int,
 
 def filter_topology(pool_name: str, index: PoolIndex, idle_capacity: int,
                     spec: WorkloadSpec, blocked_by: str = "",
-                    conflicted: int = 0) -> Exclusion | None:
+                    conflicted: int = 0, ever_capacity: int | None = None) -> Exclusion | None:
     """The whole gang fits in this pool now, each worker on one node (and one
     interconnect domain when asked).  ``idle_capacity``: workers of this shape the pool
-    could host if all its allocatable GPUs were free (tells 'wait' from 'never')."""
+    could host if all its allocatable GPUs were free (tells 'wait' from 'never');
+    ``ever_capacity``: the same with every node back in service.  Only a gang larger than
+    that is 'never_fits' (the job is rejected): nodes that are down may come back."""
     g, w, same = spec.gpus_per_worker, spec.workers, spec.same_interconnect and spec.workers > 1
     if blocked_by:
         return Exclusion("topology", f"pool {pool_name} is held for waiting gang {blocked_by}")
@@ -185,7 +187,9 @@ def filter_topology(pool_name: str, index: PoolIndex, idle_capacity: int,
     note = (f"; {conflicted} node(s) left out, claimed by two schedulers"
             if conflicted else "")
     if idle_capacity < w:
-        return Exclusion("topology", f"pool {pool_name} can never hold {w} x {g} GPUs "
+        ever = idle_capacity if ever_capacity is None else ever_capacity
+        rule = "never_fits" if ever < w and not conflicted else "topology"
+        return Exclusion(rule, f"pool {pool_name} can never hold {w} x {g} GPUs "
                          f"{where}(at most {idle_capacity} workers even when idle{note})")
     free = index.all.cap[1]
     split = ", but split across nodes" if free >= spec.total_gpus else ""

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
 from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory
+from broker.backends.limits import NO_LIMITS, LocalLimits
 from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
@@ -32,6 +33,8 @@ class PreparedPool:
     node_index: dict[str, int]
     idle_cap: list[int]          # per g: workers the usable nodes hold when idle
     idle_cap_same: list[int]     # the same within one interconnect domain
+    ever_cap: list[int]          # per g: the same with every node in service again
+    ever_cap_same: list[int]
     conflicted: tuple[str, ...]  # nodes left out: claimed by two schedulers
     classes: tuple[str, ...]
     price: float
@@ -43,6 +46,12 @@ class PreparedPool:
         same = spec.same_interconnect and spec.workers > 1
         return (self.idle_cap_same if same else self.idle_cap)[spec.gpus_per_worker]
 
+    def ever_capacity(self, spec: WorkloadSpec) -> int:
+        if not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
+            return 0
+        same = spec.same_interconnect and spec.workers > 1
+        return (self.ever_cap_same if same else self.ever_cap)[spec.gpus_per_worker]
+
 
 @dataclass(eq=False)
 class PreparedCluster:
@@ -51,16 +60,18 @@ class PreparedCluster:
     snapshot: InventorySnapshot | None
     pools: list[PreparedPool]
     queue_wait_s: float
+    limits: LocalLimits = NO_LIMITS
+    autoscaling: bool = False
 
 
 class Entry:
     """A statically eligible pool with the per-cluster constants the ranking needs."""
 
     __slots__ = ("cluster", "prepared", "queue_wait", "start_base", "stage_per_gb",
-                 "price", "egress", "location", "remote")
+                 "price", "egress", "location", "remote", "source")
 
     def __init__(self, cluster: PreparedCluster, prepared: PreparedPool,
-                 req: f.Request, policy: Policy):
+                 req: f.Request, policy: Policy, source: ClusterFacts | None = None):
         facts = cluster.facts
         assert facts is not None
         self.cluster = cluster.name
@@ -69,7 +80,10 @@ class Entry:
         self.start_base = facts.image_pull_s + facts.provisioning_s
         self.stage_per_gb = terms.staging_s_per_gb(facts, req.data_location)
         self.price = prepared.price
-        self.egress = 0.0 if facts.data_is_local(req.data_location) else facts.egress_per_gb
+        local = facts.data_is_local(req.data_location)
+        # egress is priced where the data leaves: by the storage's owner, to our region
+        self.source = "" if local or source is None else source.name
+        self.egress = source.egress_to(facts.region) if self.source and source else 0.0
         self.location = terms.location_penalty(facts, policy.preferred_location)
         self.remote = terms.data_remote(facts, req.data_location)
 
@@ -90,6 +104,7 @@ class PreparedFleet:
         facts_map = dict(facts) if isinstance(facts, Mapping) else {c.name: c for c in facts}
         snaps = {s.cluster: s for s in snapshots}
         self.conflicts = _ownership_conflicts(snaps, facts_map)
+        self.sources = _data_sources(facts_map)
         self.clusters: dict[str, PreparedCluster] = {
             name: self._prepare(name, facts_map.get(name), snaps.get(name))
             for name in sorted(set(facts_map) | set(snaps))}
@@ -106,7 +121,9 @@ class PreparedFleet:
             pools = [self._prepare_pool(name, domain, facts, p)
                      for p in sorted(snap.pools, key=lambda p: p.name)]
         wait = terms.queue_wait_s(snap.queue, self.policy.queue) if snap else 0.0
-        return PreparedCluster(name, facts, snap, pools, wait)
+        return PreparedCluster(name, facts, snap, pools, wait,
+                               limits=snap.limits if snap else NO_LIMITS,
+                               autoscaling=name in self.policy.autoscaling)
 
     def _prepare_pool(self, cluster: str, domain: str, facts: ClusterFacts | None,
                       pool: PoolInventory) -> PreparedPool:
@@ -117,16 +134,14 @@ class PreparedFleet:
         index = PoolIndex([n.name for n in usable], [n.gpus_free for n in usable],
                           [n.interconnect_domain for n in usable])
         idle = [n.gpus_allocatable if n.healthy and not n.draining else 0 for n in usable]
-        idle_same: dict[str, list[int]] = {}
-        for node_domain, gpus in zip(index.domains, idle, strict=True):
-            idle_same.setdefault(node_domain, []).append(gpus)
-        gs = range(MAX_GPUS_PER_WORKER + 1)
+        ever = [max(n.gpus_allocatable, n.gpus_total) for n in usable]
+        idle_cap, idle_cap_same = _capacity_tables(index.domains, idle)
+        ever_cap, ever_cap_same = _capacity_tables(index.domains, ever)
         return PreparedPool(
             cluster=cluster, pool=pool, index=index,
             node_index={n: i for i, n in enumerate(index.names)},
-            idle_cap=[0] + [sum(x // g for x in idle) for g in gs[1:]],
-            idle_cap_same=[0] + [max((sum(x // g for x in v) for v in idle_same.values()),
-                                     default=0) for g in gs[1:]],
+            idle_cap=idle_cap, idle_cap_same=idle_cap_same,
+            ever_cap=ever_cap, ever_cap_same=ever_cap_same,
             conflicted=tuple(n.name for n in conflicted),
             classes=self.policy.classes_of(pool.gpu_model, pool.gpu_memory_gb),
             price=facts.price_for(pool.name) if facts else 0.0,
@@ -152,7 +167,9 @@ class PreparedFleet:
             for prepared in cluster.pools:
                 exc = _static_chain(req, cluster, prepared)
                 if exc is None:
-                    out.entries.append(Entry(cluster, prepared, req, self.policy))
+                    source = self.sources.get(req.data_location, {}).get(
+                        cluster.facts.region if cluster.facts else "")
+                    out.entries.append(Entry(cluster, prepared, req, self.policy, source))
                     eligible += 1
                 elif worst is None or RULE_RANK[exc.rule] > RULE_RANK[worst.rule]:
                     worst = exc  # report the pool that got furthest
@@ -227,6 +244,31 @@ def _no_pools(cluster: PreparedCluster) -> Exclusion:
     if cluster.facts is None:
         return Exclusion("policy", f"cluster {cluster.name} is not configured in the broker")
     return Exclusion("gpu_compat", "the cluster reports no GPU pools")
+
+
+def _capacity_tables(domains: Sequence[str], gpus: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Per g: workers of g GPUs these nodes hold, in all and within the best domain."""
+    by_domain: dict[str, list[int]] = {}
+    for node_domain, n in zip(domains, gpus, strict=True):
+        by_domain.setdefault(node_domain, []).append(n)
+    gs = range(1, MAX_GPUS_PER_WORKER + 1)
+    return ([0] + [sum(x // g for x in gpus) for g in gs],
+            [0] + [max((sum(x // g for x in v) for v in by_domain.values()), default=0)
+                   for g in gs])
+
+
+def _data_sources(facts: Mapping[str, ClusterFacts]) -> dict[str, dict[str, ClusterFacts]]:
+    """data location -> destination region -> the cheapest owner to pull it from (a
+    location listed by several clusters is one store they share)."""
+    regions = {c.region for c in facts.values()}
+    out: dict[str, dict[str, ClusterFacts]] = {}
+    for owner in sorted(facts.values(), key=lambda c: c.name):
+        for location in owner.data_locations:
+            best = out.setdefault(location, {})
+            for region in regions:
+                if region not in best or owner.egress_to(region) < best[region].egress_to(region):
+                    best[region] = owner
+    return out
 
 
 def _ownership_conflicts(snaps: Mapping[str, InventorySnapshot],

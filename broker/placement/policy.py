@@ -114,6 +114,15 @@ class Aging:
 
 
 @dataclass(frozen=True)
+class MultiKueueDispatch:
+    """The broker as MultiKueue's dispatcher: how long a nominated worker has to admit
+    before the nomination goes to the next choice, and how many workers one lists."""
+
+    admission_timeout_s: float = 300.0
+    nominate: int = 1                  # 1: one worker at a time; more: an ordered short list
+
+
+@dataclass(frozen=True)
 class Policy:
     gpu_classes: Mapping[str, GpuClass] = field(default_factory=dict)
     tenants: Mapping[str, TenantPolicy] = field(
@@ -124,7 +133,13 @@ class Policy:
     reservation_ttl_s: float = 600.0
     queue: QueueModel = field(default_factory=QueueModel)
     aging: Aging = field(default_factory=Aging)
+    multikueue: MultiKueueDispatch = field(default_factory=MultiKueueDispatch)
     prefer_location: str | None = None  # None: the preset's location
+    # clusters that add nodes on demand: a job too large for them today is not "never"
+    autoscaling: tuple[str, ...] = ()
+    # a job held at its destination by a local policy reason (QoS, association, quota)
+    # this long is withdrawn and placed elsewhere; 0: never
+    policy_hold_withdraw_s: float = 1800.0
     version: str = ""
 
     def __post_init__(self) -> None:

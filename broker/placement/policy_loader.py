@@ -16,6 +16,7 @@ from broker.placement.policy import (
     TERMS,
     Aging,
     GpuClass,
+    MultiKueueDispatch,
     Policy,
     PolicyError,
     QueueModel,
@@ -23,7 +24,8 @@ from broker.placement.policy import (
 )
 
 _TOP_KEYS = {"version", "description", "preset", "weights", "staleness_limit_s",
-             "reservation_ttl_s", "prefer_location", "gpu_classes", "tenants", "queue", "aging"}
+             "reservation_ttl_s", "prefer_location", "gpu_classes", "tenants", "queue", "aging",
+             "autoscaling_clusters", "policy_hold_withdraw_s", "multikueue"}
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
 _TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "description"}
 
@@ -56,7 +58,11 @@ def load_policy(text: str) -> Policy:
         reservation_ttl_s=_number("reservation_ttl_s", top.get("reservation_ttl_s", 600), 1),
         queue=_queue(top.get("queue", {})),
         aging=_aging(top.get("aging", {})),
+        multikueue=_multikueue(top.get("multikueue", {})),
         prefer_location=prefer,
+        autoscaling=_str_list("autoscaling_clusters", top.get("autoscaling_clusters", [])),
+        policy_hold_withdraw_s=_number("policy_hold_withdraw_s",
+                                       top.get("policy_hold_withdraw_s", 1800), 0),
         version=policy_version(text),
     )
 
@@ -132,6 +138,19 @@ def _aging(raw: Any) -> Aging:
     values = {f: _number(f"aging.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
     big_gang = int(values.pop("big_gang_gpus"))
     return Aging(big_gang_gpus=big_gang, **values)
+
+
+def _multikueue(raw: Any) -> MultiKueueDispatch:
+    body = _mapping("multikueue", raw)
+    _known_keys("multikueue", body, {"admission_timeout_s", "nominate"})
+    default = MultiKueueDispatch()
+    timeout = _number("multikueue.admission_timeout_s",
+                      body.get("admission_timeout_s", default.admission_timeout_s), 1)
+    # Kueue keeps at most 20 names in status.nominatedClusterNames
+    count = _number("multikueue.nominate", body.get("nominate", default.nominate), 1, 20)
+    if count != int(count):
+        raise PolicyError("multikueue.nominate", f"must be a whole number, not {count!r}")
+    return MultiKueueDispatch(admission_timeout_s=timeout, nominate=int(count))
 
 
 def _mapping(path: str, raw: Any) -> dict[str, Any]:

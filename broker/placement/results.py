@@ -7,11 +7,15 @@ from typing import Any, Mapping
 # Filter rules in the order they are applied; a cluster's exclusion names the first one
 # that stopped it (for clusters with several pools: the pool that got furthest).
 RULES = ("policy", "quota", "gpu_compat", "gpu_memory", "partitioning", "residency",
-         "data_access", "health", "draining", "stale", "ownership", "topology")
+         "data_access", "health", "draining", "stale", "ownership", "local_limit", "never_fits",
+         "topology")
 RULE_RANK = {rule: i for i, rule in enumerate(RULES)}
 # Passing every rule before these means the cluster is compatible by policy.
 UNAVAILABLE_RULES = frozenset({"health", "draining", "stale", "ownership"})
 CAPACITY_RULES = frozenset({"topology"})
+# A local limit (QoS, partition, ClusterQueue quota) that the whole job exceeds, or a pool
+# too small even when idle: waiting will not change these.
+NEVER_RULES = frozenset({"local_limit", "never_fits"})
 
 REASON_CAPACITY = "capacity"        # compatible somewhere, but the gang does not fit now
 REASON_POLICY = "policy"            # policy, quota, residency or hardware rule it out
@@ -33,11 +37,15 @@ class Candidate:
     weighted: Mapping[str, float]      # each term normalised across candidates x weight
     assignment: tuple[str, ...]        # the node of each worker, by worker rank
     gpus_per_worker: int = 1
+    # how the terms came about: staging time, where the data leaves from and its egress
+    # price, the local quota's share of the queue wait
+    detail: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "pool": self.pool, "score": round(self.score, 6),
                 "breakdown": dict(self.breakdown), "weighted": dict(self.weighted),
-                "assignment": list(self.assignment), "gpus_per_worker": self.gpus_per_worker}
+                "assignment": list(self.assignment), "gpus_per_worker": self.gpus_per_worker,
+                "detail": dict(self.detail)}
 
 
 @dataclass(frozen=True)

@@ -53,11 +53,14 @@ def gpu_cost(price_per_gpu_hour: float, total_gpus: int, hours: float) -> float:
     return price_per_gpu_hour * total_gpus * hours
 
 
-def transfer_cost(facts: ClusterFacts, data_location: str, data_size_gb: float) -> float:
-    """Egress charged for moving the data here; nothing when it is already local."""
-    if facts.data_is_local(data_location):
+def transfer_cost(facts: ClusterFacts, data_location: str, data_size_gb: float,
+                  source: ClusterFacts | None = None) -> float:
+    """Egress for moving the data here, priced where it leaves: the storage's owner
+    (``source``, the cluster that lists the location as local) charges per GB to this
+    cluster's region.  Nothing when the data is already local or its owner is unknown."""
+    if facts.data_is_local(data_location) or source is None:
         return 0.0
-    return facts.egress_per_gb * data_size_gb
+    return source.egress_to(facts.region) * data_size_gb
 
 
 def location_penalty(facts: ClusterFacts, preferred: str | None) -> float:

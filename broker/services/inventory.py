@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from broker.backends.base import InventorySnapshot, Unavailable
 from broker.backends.registry import backend_for
-from broker.models import Cluster, ClusterHealth, EscalationKind, GpuPool, Workload, WorkloadState
+from broker.capacity_selectors import promised_gpus
+from broker.models import Cluster, ClusterHealth, EscalationKind, GpuPool
 from broker.services.audit import audit
 
 
@@ -39,19 +40,12 @@ def cluster_mark_stale(*, cluster: Cluster, error: str) -> None:
             Cluster.objects.filter(id=cluster.id).update(last_error=error[:2000])
 
 
-def _reserved_by_pool(cluster: Cluster) -> dict[str, int]:
-    """GPUs the broker has promised on this cluster that its scheduler does not yet show."""
-    out: dict[str, int] = defaultdict(int)
-    for placement, gpus in Workload.objects.filter(
-            cluster=cluster, state__in=(WorkloadState.RESERVED, WorkloadState.DISPATCHING),
-    ).values_list("placement", "total_gpus"):
-        out[(placement or {}).get("chosen", {}).get("pool", "")] += gpus
-    return out
-
-
 @transaction.atomic
 def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
-    reserved = _reserved_by_pool(cluster)
+    # what the broker promised since this report was taken: the same read placement uses
+    promised = promised_gpus(cluster_ids=[cluster.id], taken_at={
+        (cluster.id, p.name): snapshot.taken_at for p in snapshot.pools})[cluster.id]
+    reserved = promised.pools
     keep: list[int] = []
     for pool in snapshot.pools:
         allocatable, allocated = pool.gpus_allocatable, pool.gpus_allocated
@@ -70,7 +64,8 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
         health=ClusterHealth.DRAINING if cluster.draining else ClusterHealth.HEALTHY,
         last_inventory_at=snapshot.taken_at, stale_since=None, last_error="",
         queue_pending_jobs=snapshot.queue.pending_jobs, queue_pending_gpus=snapshot.queue.pending_gpus,
-        throughput_gpu_hours_per_hour=snapshot.queue.gpu_hours_per_hour)
+        throughput_gpu_hours_per_hour=snapshot.queue.gpu_hours_per_hour,
+        local_limits=snapshot.limits.to_json())
     if was_stale:
         audit(action="cluster.fresh", cluster=cluster.name, message="answering again")
 

@@ -20,6 +20,7 @@ from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedF
 from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
 from broker.services.audit import audit
+from broker.services.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaExceeded, quota_use, reservation_create
@@ -29,7 +30,8 @@ from broker.services.transitions import Note, transition
 PLACEABLE = PLACEABLE_STATES
 # Exclusions that waiting will not change: the workload is rejected when every
 # cluster is out for one of these.
-PERMANENT_RULES = {"policy", "gpu_compat", "gpu_memory", "partitioning", "residency", "data_access", "rejected"}
+PERMANENT_RULES = {"policy", "gpu_compat", "gpu_memory", "partitioning", "residency", "data_access", "rejected",
+                   "local_limit", "never_fits"}
 
 
 class _LostRace(Exception):
@@ -42,6 +44,7 @@ def cluster_facts(cluster: Cluster) -> ClusterFacts:
         name=cluster.name, kind=cluster.kind if cluster.kind in ("slurm", "kueue", "volcano") else "simulator",
         region=cluster.region, location=cluster.location,
         price_per_gpu_hour=float(cluster.price_per_gpu_hour), egress_per_gb=float(cluster.egress_per_gb),
+        egress_by_region={str(k): float(v) for k, v in cfg.get("egress_by_region", {}).items()},
         bandwidth_gbps=dict(cfg.get("bandwidth_gbps", {})),
         default_bandwidth_gbps=float(cfg.get("default_bandwidth_gbps", 1.0)),
         image_pull_s=float(cfg.get("image_pull_s", 60.0)), provisioning_s=float(cfg.get("provisioning_s", 0.0)),
@@ -49,42 +52,10 @@ def cluster_facts(cluster: Cluster) -> ClusterFacts:
         node_domain=str(cfg.get("node_domain", "")))
 
 
-def _promised_per_node(cluster: Cluster, taken_at: datetime) -> dict[str, int]:
-    """GPUs promised to our own workloads that the last report cannot show yet."""
-    promised: dict[str, int] = defaultdict(int)
-    recent = Workload.objects.filter(cluster=cluster).filter(
-        state__in=(WorkloadState.RESERVED, WorkloadState.DISPATCHING)) | Workload.objects.filter(
-        cluster=cluster, state=WorkloadState.QUEUED, dispatched_at__gt=taken_at)
-    for placement in recent.values_list("placement", flat=True):
-        chosen = (placement or {}).get("chosen", {})
-        for node in chosen.get("assignment", []):
-            promised[node] += int(chosen.get("gpus_per_worker", 0))
-    return promised
-
-
-def _snapshot(cluster: Cluster, pools: list[GpuPool]) -> InventorySnapshot:
-    taken_at = min(p.taken_at for p in pools)
-    promised = _promised_per_node(cluster, taken_at)
-    out = []
-    for pool in pools:
-        nodes = tuple(NodeInventory(
-            name=n["name"], gpu_model=n.get("gpu_model", pool.gpu_model),
-            gpu_memory_gb=n.get("gpu_memory_gb", pool.gpu_memory_gb), gpus_total=n["total"],
-            gpus_allocatable=n["allocatable"],
-            gpus_allocated=min(n["allocatable"], n["allocated"] + promised.get(n["name"], 0)),
-            partitioning=n.get("partitioning", pool.partitioning), healthy=n.get("healthy", True),
-            draining=n.get("draining", False), interconnect_domain=n.get("domain", ""),
-            owner=n.get("owner", pool.owner)) for n in pool.nodes)
-        out.append(PoolInventory(name=pool.name, gpu_model=pool.gpu_model, gpu_memory_gb=pool.gpu_memory_gb,
-                                 partitioning=pool.partitioning, owner=pool.owner, nodes=nodes))
-    queue = QueueStats(pending_jobs=cluster.queue_pending_jobs, pending_gpus=cluster.queue_pending_gpus,
-                       gpu_hours_per_hour=cluster.throughput_gpu_hours_per_hour)
-    return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue)
-
-
 def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, dict, dict[str, Exclusion]]:
     snapshots, facts, excluded = [], {}, {}
     pools_by_cluster: dict[int, list[GpuPool]] = defaultdict(list)
+    with_pools: dict[Cluster, list[GpuPool]] = {}
     for pool in GpuPool.objects.filter(cluster__enabled=True):
         pools_by_cluster[pool.cluster_id].append(pool)
     for cluster in Cluster.objects.filter(enabled=True):
@@ -97,7 +68,8 @@ def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, di
             excluded[cluster.name] = Exclusion(
                 "stale", f"stopped answering {since:.0f}s ago ({cluster.last_error[:200]}); stale is not idle")
         elif pools_by_cluster.get(cluster.id):
-            snapshots.append(_snapshot(cluster, pools_by_cluster[cluster.id]))
+            with_pools[cluster] = pools_by_cluster[cluster.id]
+    snapshots = fleet_snapshots(with_pools)
     return snapshots, facts, excluded
 
 
@@ -160,8 +132,11 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
     apply_holds(fleet)
     age_s = (now - workload.created_at).total_seconds()
     runtime = runtime_hours_for(project_id=workload.project_id, gpu_class_id=workload.gpu_class_id)
+    burst = loaded.policy.tenant(workload.tenant.slug).burst_gpus
     result = place_prepared(fleet, spec, tenant=workload.tenant.slug, quota_remaining=use.remaining,
-                            now=now, age_s=age_s, runtime_hours=runtime, holder=workload.uid)
+                            now=now, age_s=age_s, runtime_hours=runtime, holder=workload.uid,
+                            cloud_quota_remaining=use.remaining_with(burst) if burst else None,
+                            scopes=identity_scopes(workload.project))
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     record = {**result.to_dict(), "policy_version": loaded.version,

@@ -37,6 +37,10 @@ class QuotaUse:
     def remaining(self) -> int:
         return max(0, self.limit + self.borrow - self.used)
 
+    def remaining_with(self, burst_gpus: int) -> int:
+        """What is left on a cloud cluster, where the policy's burst allowance counts too."""
+        return max(0, self.limit + self.borrow + burst_gpus - self.used)
+
 
 def gpus_in_use(*, tenant_id: int, gpu_class_id: int) -> int:
     total = Reservation.objects.filter(
@@ -64,8 +68,11 @@ def _lock_quota(*, tenant_id: int, gpu_class: GpuClass, now: datetime) -> Quota:
 
 @transaction.atomic
 def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
-                       now: datetime | None = None) -> Reservation:
-    """Hold the workload's GPUs against its tenant's quota; raises QuotaExceeded."""
+                       now: datetime | None = None, burst_gpus: int = 0) -> Reservation:
+    """Hold the workload's GPUs against its tenant's quota; raises QuotaExceeded.
+
+    ``burst_gpus``: the tenant's burst allowance (policy), GPUs above the quota's ceiling
+    that it may hold on *cloud* clusters only: on-prem the ceiling stays the ceiling."""
     now = now or timezone.now()
     gpu_class = workload.gpu_class
     quota = _lock_quota(tenant_id=workload.tenant_id, gpu_class=gpu_class, now=now)
@@ -73,8 +80,9 @@ def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
     if existing is not None:
         return existing  # a retried placement must not count the workload twice
     used = gpus_in_use(tenant_id=workload.tenant_id, gpu_class_id=gpu_class.id)
-    if used + workload.total_gpus > quota.ceiling:
-        raise QuotaExceeded(needed=workload.total_gpus, used=used, ceiling=quota.ceiling,
+    ceiling = quota.ceiling + (burst_gpus if cluster.location == Location.CLOUD else 0)
+    if used + workload.total_gpus > ceiling:
+        raise QuotaExceeded(needed=workload.total_gpus, used=used, ceiling=ceiling,
                             gpu_class=gpu_class.slug)
     reservation = Reservation.objects.create(
         workload=workload, tenant_id=workload.tenant_id, gpu_class=gpu_class, cluster=cluster,
@@ -82,7 +90,8 @@ def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
     )
     audit(action="reservation.created", workload=workload, cluster=cluster.name,
           message=f"{workload.total_gpus} {gpu_class.slug} GPUs held until {reservation.expires_at:%H:%M:%S}",
-          inputs={"used_before": used, "ceiling": quota.ceiling})
+          inputs={"used_before": used, "ceiling": ceiling,
+                  "burst": max(0, used + workload.total_gpus - quota.ceiling)})
     quota_alert_check(quota=quota, used=used + workload.total_gpus)
     return reservation
 

@@ -59,15 +59,19 @@ def test_gpu_cost_pool_price_override(kit):
     assert kit.place(fleet, kit.spec()).best.breakdown["gpu_cost"] == pytest.approx(3.0)
 
 
-def test_transfer_cost_term(kit):
-    remote = kit.facts("a", egress_per_gb=0.09)
-    assert terms.transfer_cost(remote, "s3://x", 200) == pytest.approx(18.0)
-    local = kit.facts("a", egress_per_gb=0.09, data_locations=("s3://x",))
-    assert terms.transfer_cost(local, "s3://x", 200) == 0.0
-    fleet = kit.fleet([kit.snap("a", kit.pool("a", [8]))], [remote])
+def test_transfer_cost_is_priced_where_the_data_leaves(kit):
+    # the store's owner charges egress to the destination's region; the destination's
+    # own egress price (0.5 here) plays no part in pulling data in
+    store = kit.facts("store", egress_per_gb=0.09, data_locations=("s3://x",))
+    puller = kit.facts("a", egress_per_gb=0.5)
+    assert terms.transfer_cost(puller, "s3://x", 200, source=store) == pytest.approx(18.0)
+    assert terms.transfer_cost(store, "s3://x", 200, source=store) == 0.0
+    fleet = kit.fleet([kit.snap("a", kit.pool("a", [8]))], [puller, store])
     best = kit.place(fleet, kit.spec(data_location="s3://x", data_size_gb=200)).best
+    assert best.cluster == "a"
     assert best.breakdown["transfer_cost"] == pytest.approx(18.0)
     assert best.breakdown["data_remote"] == 1.0
+    assert best.detail["data_from"] == "store" and best.detail["egress_per_gb"] == 0.09
 
 
 def test_breakdown_has_every_term_and_weighted_sums_to_score(kit):

@@ -82,11 +82,29 @@ def test_same_interconnect_unknown_domain_is_its_own(kit):
     assert kit.place(fleet, one_node).best.assignment == ("a-gpu-n0", "a-gpu-n0")
 
 
-def test_gang_that_can_never_fit_says_so(kit):
+def test_gang_that_can_never_fit_says_so_and_is_not_a_capacity_wait(kit):
     pool = kit.pool("a", [4, 4], total=4)
     result = kit.place(kit.fleet([kit.snap("a", pool)]), kit.spec(gpus_per_worker=8))
     assert "can never hold" in result.excluded["a"].message
+    assert result.excluded["a"].rule == "never_fits"
+    assert result.reason == "policy"  # waiting will not help: the service rejects it
+
+
+def test_gang_too_big_for_an_autoscaling_cluster_waits_for_it_to_grow(kit):
+    pool = kit.pool("a", [4, 4], total=4)
+    fleet = kit.fleet([kit.snap("a", pool)], policy=kit.policy(autoscaling=("a",)))
+    result = kit.place(fleet, kit.spec(gpus_per_worker=8))
+    assert result.excluded["a"].rule == "topology" and "autoscales" in result.excluded["a"].message
     assert result.reason == "capacity"
+
+
+def test_gang_that_fits_only_when_down_nodes_return_is_not_never(kit):
+    pool = kit.pool("a", [0, 0], total=8)
+    nodes = tuple(n.__class__(**{**n.__dict__, "healthy": False}) for n in pool.nodes)
+    pool = pool.__class__(pool.name, pool.gpu_model, pool.gpu_memory_gb, pool.partitioning,
+                          pool.owner, nodes)
+    result = kit.place(kit.fleet([kit.snap("a", pool)]), kit.spec(gpus_per_worker=8, workers=2))
+    assert result.excluded["a"].rule == "topology" and result.reason == "capacity"
 
 
 def test_capacity_beats_policy_in_the_reason(kit):
@@ -128,4 +146,4 @@ def test_mig_slices_pack_like_gpus(kit):
 def test_worker_larger_than_any_node_is_a_clean_exclusion(kit):
     fleet = kit.fleet([kit.snap("a", kit.pool("a", [8]))])
     result = kit.place(fleet, kit.spec(gpus_per_worker=32))  # bypasses spec validation
-    assert result.excluded["a"].rule == "topology" and result.reason == "capacity"
+    assert result.excluded["a"].rule == "never_fits" and result.reason == "policy"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from broker.models import AuditRecord, Reservation, Workload
+from broker.services.inventory import cluster_sync_inventory
 
 
 def test_submitted_job_is_placed_dispatched_runs_and_finishes_with_audit_trail(make_cluster, submit, drive, poll, sim):
@@ -38,14 +39,31 @@ def test_placement_decision_records_policy_version_inputs_cluster_and_scores(mak
     assert accepted.destination_job_id == workload.destination_job_id
 
 
-def test_fragmented_gang_is_not_placed_and_waits_for_capacity_not_policy(make_cluster, submit, drive):
-    # 8 free GPUs in pieces: 2+2 on two nodes of one cluster, 2+2 on another
-    make_cluster("a", nodes=[2, 2])
-    make_cluster("b", nodes=[2, 2])
+def test_fragmented_gang_is_not_placed_and_waits_for_capacity_not_policy(make_cluster, submit, drive, sim):
+    # 4 free GPUs in pieces: 1+1 on two nodes of one cluster, 1+1 on another; each cluster
+    # could hold the gang once its foreign jobs end, so it waits rather than being rejected
+    clusters = [make_cluster(name, nodes=[4, 4]) for name in ("a", "b")]
+    for cluster in clusters:
+        for _ in range(2):
+            sim.get(cluster.name).inject_foreign_job(gpus_per_worker=3, duration_s=7200)
+        cluster_sync_inventory(cluster_id=cluster.id)
     workload = drive(submit(gpus_per_worker=2, workers=4))
     assert workload.state == "waiting"
     assert workload.reason == "capacity"
-    assert "4 x 2 GPUs" in workload.raw_reason and "a:" in workload.raw_reason and "b:" in workload.raw_reason
+    assert "of 4 workers of 2 GPUs fit now" in workload.raw_reason
+    assert "a:" in workload.raw_reason and "b:" in workload.raw_reason
+    assert not Reservation.objects.filter(workload=workload).exists()
+
+
+def test_gang_no_cluster_could_hold_even_idle_is_rejected_with_each_reason(make_cluster, submit, drive):
+    # 8 GPUs in the fleet, but in pieces no single cluster could ever put together
+    make_cluster("a", nodes=[2, 2])
+    make_cluster("b", nodes=[2, 2])
+    workload = drive(submit(gpus_per_worker=2, workers=4))
+    assert workload.state == "rejected" and workload.ended_at
+    assert "can never hold 4 x 2 GPUs" in workload.raw_reason
+    assert "a:" in workload.raw_reason and "b:" in workload.raw_reason
+    assert {e["rule"] for e in workload.placement["excluded"].values()} == {"never_fits"}
     assert not Reservation.objects.filter(workload=workload).exists()
 
 

@@ -1,0 +1,102 @@
+"""Local limits: the rules a cluster's own admission applies before any GPU is free.
+
+Nodes say what could run; these say what the control plane will *admit*: a per-job cap
+(Slurm QoS ``MaxTRESPerJob``, partition ``MaxNodes`` and ``MaxTime``) and group quotas
+with their current use (Slurm ``GrpTRES``/``MaxJobs`` of a QoS or an association, a Kueue
+ClusterQueue's nominal quota and borrowing limit per flavor, a Volcano queue's
+capability).  Each backend reads them from its control plane and reports them with the
+inventory; placement excludes a destination where a job can never be admitted and counts
+quota headroom in the queue-wait estimate.
+
+Plain frozen dataclasses with a JSON round trip, because they are stored with the
+inventory snapshot (``Cluster.local_limits``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+
+@dataclass(frozen=True)
+class JobCap:
+    """The most one job may ask for.  ``pool`` empty: every pool of the cluster;
+    ``scope`` empty: every job the broker sends, else only jobs of that account/queue."""
+
+    source: str                      # what sets it, in the control plane's words: "QoS gpu-small"
+    pool: str = ""
+    scope: str = ""
+    max_gpus: int | None = None
+    max_nodes: int | None = None
+    max_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class GroupQuota:
+    """A quota shared by many jobs: ``limit_gpus`` (nominal + borrowing) minus ``used_gpus``
+    is what is left to admit.  ``max_jobs``: running jobs allowed at once."""
+
+    source: str                      # "ClusterQueue gpu-cq", "association research"
+    pool: str = ""
+    scope: str = ""
+    limit_gpus: int | None = None    # None: no GPU limit (a job-count limit only)
+    used_gpus: int = 0
+    borrow_gpus: int = 0             # part of limit_gpus that is borrowed from a cohort
+    max_jobs: int | None = None
+    running_jobs: int = 0
+
+    @property
+    def headroom_gpus(self) -> int | None:
+        if self.limit_gpus is None:
+            return None
+        return max(0, self.limit_gpus - self.used_gpus)
+
+    @property
+    def nominal_gpus(self) -> int | None:
+        return None if self.limit_gpus is None else self.limit_gpus - self.borrow_gpus
+
+
+@dataclass(frozen=True)
+class LocalLimits:
+    caps: tuple[JobCap, ...] = ()
+    quotas: tuple[GroupQuota, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.caps or self.quotas)
+
+    def caps_for(self, pool: str, scopes: Iterable[str] = ()) -> list[JobCap]:
+        wanted = {"", *scopes}
+        return [c for c in self.caps if c.pool in ("", pool) and c.scope in wanted]
+
+    def quotas_for(self, pool: str, scopes: Iterable[str] = ()) -> list[GroupQuota]:
+        wanted = {"", *scopes}
+        return [q for q in self.quotas if q.pool in ("", pool) and q.scope in wanted]
+
+    def to_json(self) -> dict[str, list[dict[str, Any]]]:
+        return {"caps": [_dump(c) for c in self.caps], "quotas": [_dump(q) for q in self.quotas]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> "LocalLimits":
+        data = data or {}
+        return cls(caps=tuple(JobCap(**c) for c in data.get("caps", ())),
+                   quotas=tuple(GroupQuota(**q) for q in data.get("quotas", ())))
+
+
+NO_LIMITS = LocalLimits()
+
+
+def _dump(obj: JobCap | GroupQuota) -> dict[str, Any]:
+    return {k: v for k, v in obj.__dict__.items() if v is not None and (v != "" or k == "source")}
+
+
+def add_use(limits: LocalLimits, pool_gpus: Mapping[str, int], jobs: int = 0) -> LocalLimits:
+    """The same limits with GPUs the report cannot show yet (promised by the broker since
+    it was taken) counted as used, per pool."""
+    if not pool_gpus and not jobs:
+        return limits
+    total = sum(pool_gpus.values())
+    quotas = []
+    for q in limits.quotas:
+        extra = total if not q.pool else pool_gpus.get(q.pool, 0)
+        quotas.append(GroupQuota(**{**q.__dict__, "used_gpus": q.used_gpus + extra,
+                                    "running_jobs": q.running_jobs + (jobs if extra else 0)}))
+    return LocalLimits(caps=limits.caps, quotas=tuple(quotas))

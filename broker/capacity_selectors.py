@@ -1,0 +1,67 @@
+"""GPUs the broker has promised that a cluster's last inventory report cannot show yet.
+
+One read for the inventory figures (``gpus_reserved`` / ``gpus_idle``) and for placement
+(a node's free GPUs), so the two never disagree.  A workload counts against the pool and
+the nodes its placement chose while it is reserved or being dispatched, and once it is
+queued or running there if it was dispatched or started after the pool's report was
+taken: three 8-GPU jobs into a 16-GPU pool between two reports see the first two.
+System-wide reads (no acting user): placement and inventory run for everyone.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Iterable, Mapping
+
+from django.db.models import Q
+
+from broker.models import GpuPool, Workload, WorkloadState
+
+PROMISED_STATES = (WorkloadState.RESERVED, WorkloadState.DISPATCHING)
+SINCE_REPORT_STATES = (WorkloadState.QUEUED, WorkloadState.RUNNING)
+
+
+@dataclass
+class Promised:
+    """What one cluster owes beyond its last report."""
+
+    nodes: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    pools: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    jobs: int = 0
+
+
+def promised_gpus(*, cluster_ids: Iterable[int],
+                  taken_at: Mapping[tuple[int, str], datetime] | None = None) -> dict[int, Promised]:
+    """cluster id -> promised GPUs per node and per pool.
+
+    ``taken_at``: (cluster id, pool name) -> when that pool's report was taken; default
+    the stored pools' ``taken_at`` (pass the new report's time when storing one)."""
+    ids = list(cluster_ids)
+    if taken_at is None:
+        taken_at = {(c, n): t for c, n, t in GpuPool.objects.filter(cluster_id__in=ids)
+                    .values_list("cluster_id", "name", "taken_at")}
+    oldest = min(taken_at.values(), default=None)
+    live = Q(state__in=PROMISED_STATES)
+    if oldest is not None:
+        live |= Q(state__in=SINCE_REPORT_STATES) & (Q(dispatched_at__gt=oldest) | Q(started_at__gt=oldest))
+    out: dict[int, Promised] = {c: Promised() for c in ids}
+    rows = Workload.objects.filter(live, cluster_id__in=ids).values_list(
+        "cluster_id", "state", "placement", "total_gpus", "dispatched_at", "started_at")
+    for cluster_id, state, placement, total, dispatched, started in rows:
+        chosen = (placement or {}).get("chosen") or {}
+        pool = chosen.get("pool", "")
+        if state not in PROMISED_STATES:
+            report = taken_at.get((cluster_id, pool))
+            if report is None or not _after(report, dispatched, started):
+                continue
+        promised = out[cluster_id]
+        promised.pools[pool] += total
+        promised.jobs += 1
+        for node in chosen.get("assignment", []):
+            promised.nodes[node] += int(chosen.get("gpus_per_worker", 0))
+    return out
+
+
+def _after(report: datetime, *moments: datetime | None) -> bool:
+    return any(m is not None and m > report for m in moments)

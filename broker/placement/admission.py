@@ -1,0 +1,75 @@
+"""The destination's own admission rules, checked before a job is sent there.
+
+A job larger than a per-job cap or a group quota's whole limit can never be admitted:
+the cluster is excluded with the rule and the numbers.  A job within the limit but above
+what is left of a quota now waits locally until running jobs give GPUs back, so the
+shortfall is added to the queue-wait estimate instead.
+"""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from broker.backends.base import PoolInventory, QueueStats
+from broker.backends.limits import GroupQuota, LocalLimits
+from broker.placement.policy import QueueModel
+from broker.placement.results import Exclusion
+from broker.spec import WorkloadSpec
+
+
+def never_admitted(limits: LocalLimits, pool: PoolInventory, spec: WorkloadSpec,
+                   scopes: Iterable[str] = ()) -> Exclusion | None:
+    """The first local rule the whole job breaks, whatever else is running."""
+    scopes = tuple(scopes)
+    need = spec.total_gpus
+    for cap in limits.caps_for(pool.name, scopes):
+        if cap.max_gpus is not None and need > cap.max_gpus:
+            return Exclusion("local_limit", f"{cap.source} caps a job at {cap.max_gpus} GPUs; "
+                             f"this job needs {need}")
+        nodes = nodes_needed(pool, spec)
+        if cap.max_nodes is not None and nodes > cap.max_nodes:
+            return Exclusion("local_limit", f"{cap.source} caps a job at {cap.max_nodes} nodes; "
+                             f"this job needs {nodes}")
+        asked = spec.time_limit_minutes * 60.0
+        if cap.max_time_s is not None and asked > cap.max_time_s:
+            return Exclusion("local_limit", f"{cap.source} caps a job at "
+                             f"{cap.max_time_s / 60:g} minutes; this job asks for "
+                             f"{spec.time_limit_minutes} minutes")
+    for quota in limits.quotas_for(pool.name, scopes):
+        if quota.limit_gpus is not None and need > quota.limit_gpus:
+            return Exclusion("local_limit", f"{quota.source} admits at most {quota.limit_gpus} "
+                             f"GPUs{_split(quota)}; this job needs {need}")
+        if quota.max_jobs == 0:
+            return Exclusion("local_limit", f"{quota.source} admits no jobs (MaxJobs=0)")
+    return None
+
+
+def _split(quota: GroupQuota) -> str:
+    if not quota.borrow_gpus:
+        return ""
+    return f" (nominal {quota.nominal_gpus} + borrowing {quota.borrow_gpus})"
+
+
+def nodes_needed(pool: PoolInventory, spec: WorkloadSpec) -> int:
+    """The fewest nodes the gang can occupy: workers packed onto the pool's largest node."""
+    biggest = max((n.gpus_allocatable for n in pool.nodes), default=0)
+    per_node = biggest // spec.gpus_per_worker if spec.gpus_per_worker else 0
+    return math.ceil(spec.workers / per_node) if per_node else spec.workers
+
+
+def quota_wait_s(limits: LocalLimits, pool: str, spec: WorkloadSpec, queue: QueueStats,
+                 model: QueueModel, scopes: Iterable[str] = ()) -> float:
+    """How long the job would wait for local quota to come free (0 when it fits now).
+
+    The shortfall in GPUs, turned over at the cluster's throughput (GPU-hours per hour);
+    when that is unknown, at the quota's own size per assumed job length."""
+    wait = 0.0
+    for quota in limits.quotas_for(pool, scopes):
+        headroom = quota.headroom_gpus
+        if headroom is not None and spec.total_gpus > headroom and quota.limit_gpus:
+            short = spec.total_gpus - headroom
+            rate = queue.gpu_hours_per_hour or quota.limit_gpus / max(model.assumed_job_hours, 1e-6)
+            wait = max(wait, short * model.assumed_job_hours / rate * 3600.0)
+        if quota.max_jobs is not None and quota.max_jobs > 0 and quota.running_jobs >= quota.max_jobs:
+            wait = max(wait, model.assumed_job_hours * 3600.0 / quota.max_jobs)
+    return min(wait, model.max_wait_s)
