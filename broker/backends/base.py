@@ -138,6 +138,8 @@ class InventorySnapshot:
     taken_at: datetime
     pools: tuple[PoolInventory, ...]
     queue: QueueStats = field(default_factory=QueueStats)
+    # what local admission allows (QoS, partition, ClusterQueue, queue capability)
+    limits: LocalLimits = NO_LIMITS
 
 
 @dataclass(frozen=True)
@@ -146,8 +148,6 @@ class JobOutcome:
     scheduler's words (Slurm State/ExitCode/Reason, a pod's termination reason, a Volcano
     job's phase) onto these fields and writes the plain-words summary itself."""
 
-    # what local admission allows (QoS, partition, ClusterQueue, queue capability)
-    limits: LocalLimits = NO_LIMITS
     summary: str                  # "exited with code 3", "ran out of memory on worker 3"
     end_reason: str = ""          # the scheduler's own word: TIMEOUT, OOMKilled, Failed
     exit_code: int | None = None
