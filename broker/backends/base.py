@@ -72,6 +72,14 @@ class ProjectIdentity:
     k8s_namespace: str = ""
     cost_centre: str = ""
     queue: str = ""  # Kueue LocalQueue / Volcano Queue name; empty: backend default
+    # The person's own cluster identity, when the project's jobs run as the person:
+    # Slurm submits as run_as_user (sbatch --uid/--gid, or slurmrestd impersonation);
+    # Kubernetes requests impersonate k8s_user.  run_as_person with no run_as_user
+    # means the person has no identity, and a Slurm backend refuses the job.
+    run_as_person: bool = False
+    run_as_user: str = ""
+    run_as_group: str = ""
+    k8s_user: str = ""
 
 
 @dataclass(frozen=True)
@@ -204,6 +212,7 @@ class UsageRecord:
     end: datetime | None
     gpu_seconds: int
     state: str = ""
+    user: str = ""       # the cluster user the job ran as (Slurm's User), when known
 
 
 @runtime_checkable

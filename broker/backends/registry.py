@@ -27,7 +27,7 @@ _ENABLE_FLAG = {
 # other key belongs to the backend, which refuses keys it does not know.
 BROKER_CONFIG_KEYS = frozenset({
     "image_pull_s", "provisioning_s", "data_locations", "bandwidth_gbps", "default_bandwidth_gbps",
-    "node_domain", "submit_user", "flavor",
+    "node_domain", "submit_user", "flavor", "dispatcher",
 })
 
 
@@ -53,10 +53,18 @@ def resolve_credentials(ref: str) -> str:
     raise Unavailable(f"credentials: unknown reference scheme {scheme!r}")
 
 
-def identity_for(project) -> ProjectIdentity:
+def identity_for(project, submitted_by=None) -> ProjectIdentity:
+    """The project's identity; with ``run_as`` person, also the submitter's own."""
+    from portal.identity.selectors import cluster_identity_of
+    from portal.tenancy.models import RunAs
+
+    person = project.run_as == RunAs.PERSON
+    own = cluster_identity_of(submitted_by) if person else None
     return ProjectIdentity(
         tenant=project.tenant.slug, project=project.slug, slurm_account=project.slurm_account,
-        k8s_namespace=project.k8s_namespace, cost_centre=project.cost_centre, queue=project.k8s_queue)
+        k8s_namespace=project.k8s_namespace, cost_centre=project.cost_centre, queue=project.k8s_queue,
+        run_as_person=person, run_as_user=own.posix_user if own else "",
+        run_as_group=own.posix_group if own else "", k8s_user=own.k8s_user if own else "")
 
 
 def backend_for(cluster) -> Backend:

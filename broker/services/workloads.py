@@ -14,6 +14,7 @@ from broker.services.audit import audit
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
 from broker.spec import SpecError, WorkloadSpec, validate_spec
+from portal.identity.selectors import run_as_problem
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_get
 
@@ -64,6 +65,8 @@ def _create(*, user, project: Project, spec_data: Mapping[str, Any], resubmit_of
     spec = validate_spec({**spec_data, "project": project.slug})
     gpu_class = resolve_gpu_class(spec)
     check_data_location(spec)
+    if problem := run_as_problem(project=project, user=user):
+        raise SpecError({"project": [problem]})
     workload = Workload.objects.create(
         tenant_id=project.tenant_id, project=project, submitted_by=user if getattr(user, "pk", None) else None,
         name=spec.name, spec=spec.to_dict(), gpu_class=gpu_class, total_gpus=spec.total_gpus,

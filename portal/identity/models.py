@@ -47,3 +47,34 @@ class GrantedRole(models.Model):
     membership = models.OneToOneField(Membership, on_delete=models.CASCADE, related_name="granted_by")
     rule = models.ForeignKey(ClaimRule, null=True, on_delete=models.SET_NULL)
     granted_at = models.DateTimeField(auto_now_add=True)
+
+
+class IdentitySource(models.TextChoices):
+    ADMIN = "admin", "Set by an admin"
+    CLAIM = "claim", "From the sign-in claim"
+
+
+class ClusterIdentity(models.Model):
+    """Who a person is on the clusters, where a site runs jobs as the person: their POSIX
+    user (Slurm submits with it) and, optionally, the Kubernetes user the broker
+    impersonates.  One per person; a POSIX name belongs to one person only."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                                related_name="cluster_identity")
+    posix_user = models.CharField(max_length=32, help_text="POSIX user name at the Slurm clusters")
+    posix_group = models.CharField(max_length=32, blank=True,
+                                   help_text="POSIX group for sbatch --gid; empty: the user's primary group")
+    k8s_user = models.CharField(max_length=253, blank=True,
+                                help_text="Kubernetes user to impersonate; empty: no impersonation")
+    source = models.CharField(max_length=10, choices=IdentitySource.choices, default=IdentitySource.ADMIN)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["posix_user"]
+        verbose_name_plural = "cluster identities"
+        constraints = [models.UniqueConstraint(fields=["posix_user"], name="cluster_identity_posix_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} as {self.posix_user}"

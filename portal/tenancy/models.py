@@ -31,6 +31,13 @@ class Tenant(models.Model):
         return self.name
 
 
+class RunAs(models.TextChoices):
+    """Whose name a project's jobs carry at the cluster."""
+
+    ACCOUNT = "account", "The project account (the broker's own cluster user)"
+    PERSON = "person", "The person who submitted them (their cluster identity)"
+
+
 class Project(models.Model):
     """One identity used everywhere: the Slurm account, the Kubernetes namespace and
     the cost centre a project's GPU-hours are charged to all hang off this row."""
@@ -42,6 +49,10 @@ class Project(models.Model):
     k8s_namespace = models.CharField(max_length=63, blank=True, validators=[slug_validator])
     k8s_queue = models.CharField(max_length=63, blank=True, help_text="Kueue LocalQueue / Volcano Queue; empty: 'default'")
     cost_centre = models.CharField(max_length=64, blank=True)
+    run_as = models.CharField(
+        max_length=10, choices=RunAs.choices, default=RunAs.ACCOUNT,
+        help_text="person: Slurm jobs run as the submitter's POSIX user, Kubernetes requests "
+                  "impersonate their user; account: as the broker's own cluster user")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
