@@ -23,7 +23,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from broker.backends.base import Rejected, Unavailable
+from broker.backends.base import ProjectIdentity, Rejected, Unavailable
 from broker.spec import WorkloadSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -131,8 +131,11 @@ class KubeClient:
         return k8s.CustomObjectsApi(self._client())
 
     def call(self, fn: Callable[..., Any], *args: Any, missing_ok: bool = False,
-             **kwargs: Any) -> dict[str, Any] | None:
-        """Run one API method; return the decoded body (None for 404 if missing_ok)."""
+             headers: Mapping[str, str] | None = None, **kwargs: Any) -> dict[str, Any] | None:
+        """Run one API method; return the decoded body (None for 404 if missing_ok).
+        ``headers``: added to this request only (user impersonation)."""
+        if headers:
+            kwargs["_headers"] = dict(headers)
         try:
             resp = fn(*args, _preload_content=False, _request_timeout=self.timeout, **kwargs)
         except ApiException as exc:
@@ -165,6 +168,13 @@ class KubeClient:
             if self._api is not None:
                 self._api.close()
                 self._api = None
+
+
+def impersonation_headers(identity: ProjectIdentity) -> dict[str, str]:
+    """Act as the person (``Impersonate-User``) when their Kubernetes user is known; the
+    broker's own credentials need the ``impersonate`` verb on users for the API server to
+    accept it, and the person's RBAC then decides whether the object may be created."""
+    return {"Impersonate-User": identity.k8s_user} if identity.k8s_user else {}
 
 
 def _configuration(cfg: KubeConfig) -> k8s.Configuration:

@@ -17,7 +17,7 @@ from broker.backends.base import (
 from broker.backends.kube import inventory as inv
 from broker.backends.kube.common import (
     WORKLOAD_LABEL, BackendSettings, KubeClient, KubeConfig, KubeRejected, first,
-    label_value, split_ref, workload_of)
+    impersonation_headers, label_value, split_ref, workload_of)
 from broker.spec import WorkloadSpec
 
 
@@ -37,7 +37,8 @@ class KubeJobBackend:
                        identity: ProjectIdentity) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _create(self, namespace: str, body: dict[str, Any]) -> None:
+    def _create(self, namespace: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        """``headers``: extra request headers (user impersonation) for this one call."""
         raise NotImplementedError
 
     def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
@@ -84,7 +85,7 @@ class KubeJobBackend:
         body = self.build_manifest(spec, workload_id, identity)
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            self._create(namespace, body)
+            self._create(namespace, body, impersonation_headers(identity))
         except KubeRejected as exc:
             if exc.status != 409:
                 raise

@@ -186,8 +186,8 @@ class KueueBackend(KubeJobBackend):
         }
 
     # ---- object access --------------------------------------------------------------
-    def _create(self, namespace: str, body: dict[str, Any]) -> None:
-        self.kube.call(self.kube.batch().create_namespaced_job, namespace, body)
+    def _create(self, namespace: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        self.kube.call(self.kube.batch().create_namespaced_job, namespace, body, headers=headers)
 
     def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.kube.call(self.kube.batch().read_namespaced_job, name, namespace,

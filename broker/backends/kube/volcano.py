@@ -115,10 +115,10 @@ class VolcanoBackend(KubeJobBackend):
         return body
 
     # ---- object access --------------------------------------------------------------
-    def _create(self, namespace: str, body: dict[str, Any]) -> None:
+    def _create(self, namespace: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         group, version, plural = BATCH
         self.kube.call(self.kube.custom().create_namespaced_custom_object,
-                       group, version, namespace, plural, body)
+                       group, version, namespace, plural, body, headers=headers)
 
     def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(BATCH, namespace, name)

@@ -288,6 +288,7 @@ class SlurmBackend:
                 end=ended,
                 gpu_seconds=gpus * max(0, rec.elapsed_s),
                 state=rec.state,
+                user=rec.user,
             )
 
     def ensure_account(self, account: str, users: Sequence[str] = (), *, create: bool = False,

@@ -15,6 +15,7 @@ from broker.backends.slurm.config import SlurmConfig
 from broker.spec import MIG_PROFILE_RE, WorkloadSpec
 
 _SAFE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
+_POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class SubmitRequest:
     workdir: str = ""
     output: str = ""
     hold: bool = False
+    run_as_user: str = ""            # submit as this POSIX user (the project's jobs run as the person)
+    run_as_group: str = ""
     extra_args: tuple[str, ...] = ()
     rest_extra: Mapping[str, Any] = field(default_factory=dict)
     rest_environment: Mapping[str, str] = field(default_factory=dict)
@@ -98,6 +101,11 @@ def build_request(spec: WorkloadSpec, workload_id: str, identity: ProjectIdentit
         raise Rejected(f"workload id {workload_id!r} cannot be a Slurm job name")
     if spec.mig_profile and not MIG_PROFILE_RE.match(spec.mig_profile):
         raise Rejected(f"bad MIG profile {spec.mig_profile!r}")
+    if identity.run_as_person and not identity.run_as_user:
+        raise Rejected(f"jobs of {identity.project} run as the person, who has no cluster identity")
+    for name in (identity.run_as_user, identity.run_as_group):
+        if name and not _POSIX_NAME_RE.match(name):
+            raise Rejected(f"{name!r} is not a POSIX name")
     gtype = gpu_type_for(spec, config, known_types)
     gres = f"gpu:{gtype}:{spec.gpus_per_worker}" if gtype else f"gpu:{spec.gpus_per_worker}"
     return SubmitRequest(
@@ -115,6 +123,8 @@ def build_request(spec: WorkloadSpec, workload_id: str, identity: ProjectIdentit
         workdir=config.workdir,
         output=config.output,
         hold=config.submit_held,
+        run_as_user=identity.run_as_user,
+        run_as_group=identity.run_as_group,
         extra_args=tuple(config.extra_sbatch_args),
         rest_extra=dict(config.rest_job_extra),
         rest_environment=dict(config.rest_environment),
@@ -148,6 +158,11 @@ def sbatch_args(req: SubmitRequest) -> list[str]:
         args.append(f"--output={req.output}")
     if req.hold:
         args.append("--hold")
+    # the broker's account must be privileged (root or SlurmUser) for Slurm to accept these
+    if req.run_as_user:
+        args.append(f"--uid={req.run_as_user}")
+    if req.run_as_group:
+        args.append(f"--gid={req.run_as_group}")
     args += list(req.extra_args)
     return args
 

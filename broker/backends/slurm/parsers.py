@@ -302,7 +302,7 @@ def parse_squeue(text: str, fields: tuple[str, ...] = SQUEUE_FIELDS, delimiter: 
 
 SACCT_FIELDS: tuple[str, ...] = (
     "JobID", "JobName", "Account", "Partition", "AllocTRES", "ElapsedRaw", "Start", "End",
-    "State", "Comment", "NodeList", "ReqTRES",
+    "State", "Comment", "NodeList", "ReqTRES", "User",
 )
 
 
@@ -321,6 +321,7 @@ def acct_from_fields(f: Mapping[str, str], check: bool = True) -> SlurmAcct:
         ended_at=parse_time(f.get("End")),
         comment=clean(f.get("Comment", "")),
         nodes=expand_hostlist(f.get("NodeList", "")),
+        user=clean(f.get("User", "")),
         extra=unknown_fields("sacct column", f, known.SACCT_COLUMNS) if check else {},
     )
 
@@ -443,6 +444,7 @@ def acct_from_json(d: Mapping[str, Any]) -> SlurmAcct:
         ended_at=parse_time(t.get("end")),
         comment=_text(comment.get("job") if isinstance(comment, dict) else comment),
         nodes=expand_hostlist(d.get("nodes")),
+        user=clean(d.get("user")),
         extra=_acct_json_extra(d),
     )
 

@@ -88,20 +88,22 @@ class RestTransport:
             raise Unavailable("slurmrestd lists no supported /slurm/v0.0.N/ API")
         return offered[-1]
 
-    def _headers(self) -> dict[str, str]:
-        return {"X-SLURM-USER-NAME": self.user_name,
+    def _headers(self, as_user: str = "") -> dict[str, str]:
+        # as_user: impersonation; slurmctld accepts another name only with a token of
+        # SlurmUser (or root), which is what user_name/token_ref are then
+        return {"X-SLURM-USER-NAME": as_user or self.user_name,
                 "X-SLURM-USER-TOKEN": read_token(self.token_ref),
                 "Accept": "application/json"}
 
     def _request(self, method: str, path: str, *, json: Any = None,
                  params: dict[str, Any] | None = None, versioned: bool = True,
-                 ok_codes: Iterable[int] = ()) -> dict[str, Any]:
+                 ok_codes: Iterable[int] = (), as_user: str = "") -> dict[str, Any]:
         """One call; the decoded reply.  Errors the reply lists with a code in
         ``ok_codes`` are not errors.  Raises Unavailable for everything that is not a
         clear answer."""
         try:
             resp = self.session.request(method, self.url + path, json=json, params=params,
-                                        headers=self._headers(), timeout=self.timeout_s)
+                                        headers=self._headers(as_user), timeout=self.timeout_s)
         except requests.RequestException as exc:
             raise Unavailable(f"slurmrestd {method} {path}: {exc}") from exc
         try:
@@ -133,7 +135,8 @@ class RestTransport:
     def submit(self, request: SubmitRequest) -> str:
         body = rest_job_body(request, self.api_version)
         try:
-            payload = self._request("POST", self._slurm("job/submit"), json=body)
+            payload = self._request("POST", self._slurm("job/submit"), json=body,
+                                    as_user=request.run_as_user)
         except _RestError as exc:
             job_id = parsers.number((exc.payload or {}).get("job_id"), 0)
             if job_id and exc.status < 400:

@@ -85,6 +85,7 @@ class SlurmAcct:
     ended_at: datetime | None = None
     comment: str = ""                # slurmdbd stores the job comment only when the job ends
     nodes: tuple[str, ...] = ()
+    user: str = ""                   # the user the job ran as (sacct User)
     extra: Mapping[str, str] = field(default_factory=dict)  # fields the parser does not know, raw
 
 

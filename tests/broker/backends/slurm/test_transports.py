@@ -158,7 +158,7 @@ def test_sacct_streams_and_fails_late(tmp_path):
         list(it)
     args = (tmp_path / "args").read_text().splitlines()
     assert args[:5] == ["--allusers", "--parsable2", "--allocations", "--noheader", f"--delimiter={parsers.US}"]
-    assert "--format=JobID,JobName,Account,Partition,AllocTRES,ElapsedRaw,Start,End,State,Comment,NodeList,ReqTRES" in args
+    assert "--format=JobID,JobName,Account,Partition,AllocTRES,ElapsedRaw,Start,End,State,Comment,NodeList,ReqTRES,User" in args
     assert any(a.startswith("--starttime=now-") for a in args)
 
 
