@@ -68,6 +68,22 @@ def propagate_cancel(workload_id: int) -> None:
 
 
 @shared_task(**TASK_OPTIONS)
+def multikueue_dispatch(cluster_id: int) -> None:
+    from broker.services.multikueue_dispatch import multikueue_dispatch as dispatch
+
+    dispatch(cluster_id=cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
+def multikueue_dispatch_all() -> None:
+    """The broker as MultiKueue's dispatcher: one pass per manager in dispatcher mode."""
+    from broker.services.multikueue_dispatch import dispatcher_managers
+
+    for cluster_id in dispatcher_managers():
+        multikueue_dispatch.delay(cluster_id)
+
+
+@shared_task(**TASK_OPTIONS)
 def reconcile() -> None:
     from broker.services.reconcile import reconcile_fleet
 

@@ -72,6 +72,12 @@ class Workload(models.Model):
         null=True, blank=True,
         help_text="Run time the cluster reports; empty: ended_at - started_at is all we know")
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    # MultiKueue dispatcher mode: uid is the Kueue Workload's UID, external_ref its
+    # namespace/name on the manager, nominated_at when the nomination in force was written.
+    origin = models.CharField(max_length=20, choices=WorkloadOrigin.choices, default=WorkloadOrigin.BROKER)
+    external_ref = models.CharField(max_length=300, blank=True,
+                                    help_text="namespace/name of the object another control plane owns")
+    nominated_at = models.DateTimeField(null=True, blank=True)
     outcome = models.JSONField(
         default=dict, blank=True,
         help_text="How the job ended, as its scheduler said: summary, end_reason, exit_code, signal, worker")

@@ -59,6 +59,8 @@ def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, di
     for pool in GpuPool.objects.filter(cluster__enabled=True):
         pools_by_cluster[pool.cluster_id].append(pool)
     for cluster in Cluster.objects.filter(enabled=True):
+        if (cluster.config or {}).get("dispatcher"):
+            continue  # a MultiKueue manager in dispatcher mode: its workers are the destinations
         if cluster.name in rejections:
             excluded[cluster.name] = Exclusion("rejected", f"rejected it: {rejections[cluster.name]}")
             continue
@@ -120,8 +122,8 @@ def runtime_hours_for(*, project_id: int, gpu_class_id: int) -> float | None:
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
     now = now or timezone.now()
     workload = Workload.objects.select_related("tenant", "project").get(id=workload_id)
-    if workload.state not in PLACEABLE or workload.cancel_requested_at:
-        return workload
+    if workload.state not in PLACEABLE or workload.cancel_requested_at or workload.origin != "broker":
+        return workload  # (a MultiKueue workload is placed by broker.services.multikueue_dispatch)
     loaded = current_policy()
     spec = validate_spec(workload.spec)
     use = quota_use(tenant_id=workload.tenant_id, gpu_class_id=workload.gpu_class_id)

@@ -1,0 +1,19 @@
+# Sourced by .ci/run: a second set of Kubernetes control planes for the broker as
+# MultiKueue's external dispatcher (tests/broker/backends/kube/mk_dispatcher): a manager
+# whose Kueue runs with multiKueue.dispatcherName=gpubroker.io/dispatcher and two workers
+# (main, worker2), on their own ports and run directory, beside the shared set of k8s.sh
+# (whose manager keeps Kueue's default dispatcher for the plain MultiKueue tests).
+make install
+mkd_t0=$SECONDS
+export K8S_MKD_ENV=/run/k8s-mkd/env
+mkd() {
+  K8S_CI_RUN=/run/k8s-mkd K8S_CI_PORT_BASE=16600 K8S_CI_WORKER2=1 K8S_CI_NO_VOLCANO=1 \
+    K8S_CI_MK_DISPATCHER=gpubroker.io/dispatcher scripts/k8s-cluster "$@"
+}
+if ! mkd status >/dev/null 2>&1; then
+  at_exit "K8S_CI_RUN=/run/k8s-mkd scripts/k8s-cluster down"
+fi
+timeout 2400 mkd up  # builds are shared with k8s.sh (same cache); a warm start is about 2.5 min here
+echo "MultiKueue dispatcher control planes up in $((SECONDS - mkd_t0))s"
+export K8S_TESTS=1
+export GPUBROKER_CI_REQUIRE_EXTRA="${GPUBROKER_CI_REQUIRE_EXTRA:+$GPUBROKER_CI_REQUIRE_EXTRA,}k8s"
