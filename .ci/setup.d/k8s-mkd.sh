@@ -6,14 +6,13 @@
 make install
 mkd_t0=$SECONDS
 export K8S_MKD_ENV=/run/k8s-mkd/env
-mkd() {
-  K8S_CI_RUN=/run/k8s-mkd K8S_CI_PORT_BASE=16600 K8S_CI_WORKER2=1 K8S_CI_NO_VOLCANO=1 \
-    K8S_CI_MK_DISPATCHER=gpubroker.io/dispatcher scripts/k8s-cluster "$@"
-}
-if ! mkd status >/dev/null 2>&1; then
+MKD_ENV=(env K8S_CI_RUN=/run/k8s-mkd K8S_CI_PORT_BASE=16600 K8S_CI_WORKER2=1 K8S_CI_NO_VOLCANO=1
+         K8S_CI_MK_DISPATCHER=gpubroker.io/dispatcher)
+if ! "${MKD_ENV[@]}" scripts/k8s-cluster status >/dev/null 2>&1; then
   at_exit "K8S_CI_RUN=/run/k8s-mkd scripts/k8s-cluster down"
 fi
-timeout 2400 mkd up  # builds are shared with k8s.sh (same cache); a warm start is about 2.5 min here
+# builds are shared with k8s.sh (same cache); a warm start takes about 2.5 min here
+timeout 2400 "${MKD_ENV[@]}" scripts/k8s-cluster up
 echo "MultiKueue dispatcher control planes up in $((SECONDS - mkd_t0))s"
 export K8S_TESTS=1
 export GPUBROKER_CI_REQUIRE_EXTRA="${GPUBROKER_CI_REQUIRE_EXTRA:+$GPUBROKER_CI_REQUIRE_EXTRA,}k8s"
