@@ -1,4 +1,8 @@
-"""Chargeback arithmetic: month x tenant x project x GPU class, on-prem and cloud.
+"""Chargeback arithmetic: month x tenant x project x person x GPU class, on-prem and cloud.
+
+The person is who the broker charges a job to: the workload's submitter, else the person
+whose cluster identity the job ran as (a job outside the broker), else the cluster user
+name as the scheduler recorded it, else "(unassigned)".
 
 On-prem GPU-hours are priced at the GPU class's rate for that month (a cluster's own
 rate wins over the class-wide one, the cluster's list price is the last resort);
@@ -15,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.contrib.auth import get_user_model
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import TruncMonth
 
 from accounting.models import BillLine, GpuRate, UsageEntry
@@ -44,6 +49,7 @@ class ChargebackRow:
     project: str
     project_name: str
     gpu_class: str
+    user: str = UNASSIGNED
     onprem_seconds: int = 0
     cloud_seconds: int = 0
     cloud_estimated_seconds: int = 0  # cloud hours with no bill line yet (part of cloud_seconds)
@@ -184,7 +190,8 @@ def _add_usage(rows: dict, names: "_Names", usage: QuerySet) -> None:
     rates = RateBook()
     billed = BillLine.objects.filter(workload_id=OuterRef("workload_id"))
     groups = (usage.annotate(month=TruncMonth("end"), billed=Exists(billed))
-              .values("month", "tenant_id", "project_id", "gpu_class_id", "cluster_id", "cluster__location", "billed")
+              .values("month", "tenant_id", "project_id", "gpu_class_id", "cluster_id", "cluster__location", "billed",
+                      "user_id", "cluster_user")
               .annotate(secs=Sum("gpu_seconds")).order_by())
     for g in groups:
         row = _row(rows, names, g)
@@ -203,8 +210,8 @@ def _add_usage(rows: dict, names: "_Names", usage: QuerySet) -> None:
 def _add_bills(rows: dict, names: "_Names", billed: QuerySet) -> None:
     egress = Q(description__iregex=EGRESS_PATTERN)
     for lines, is_egress in ((billed.exclude(egress), False), (billed.filter(egress), True)):
-        groups = (lines.annotate(month=TruncMonth("usage_start"))
-                  .values("month", "tenant_id", "project_id", "gpu_class_id")
+        groups = (lines.annotate(month=TruncMonth("usage_start"), user_id=F("workload__submitted_by_id"))
+                  .values("month", "tenant_id", "project_id", "gpu_class_id", "user_id")
                   .annotate(cost=Sum("cost")).order_by())
         for g in groups:
             row = _row(rows, names, g)
@@ -227,22 +234,32 @@ class _Names:
         self.tenants = {t.id: t for t in Tenant.objects.all()}
         self.projects = {p.id: p for p in Project.objects.all()}
         self.classes = dict(GpuClass.objects.values_list("id", "slug"))
+        self._users: dict[int, str] = {}
+
+    def user(self, user_id: int | None, cluster_user: str = "") -> str:
+        if user_id is None:
+            return cluster_user or UNASSIGNED
+        if user_id not in self._users:
+            name = get_user_model().objects.filter(id=user_id).values_list("username", flat=True).first()
+            self._users[user_id] = name or UNASSIGNED
+        return self._users[user_id]
 
 
 def _row(rows: dict, names: _Names, g: dict) -> ChargebackRow:
     month = month_start(g["month"])
-    key = (month, g["tenant_id"], g["project_id"], g["gpu_class_id"])
+    user = names.user(g["user_id"], g.get("cluster_user", ""))
+    key = (month, g["tenant_id"], g["project_id"], user, g["gpu_class_id"])
     if key not in rows:
         tenant, project = names.tenants.get(g["tenant_id"]), names.projects.get(g["project_id"])
         rows[key] = ChargebackRow(
             month=month, tenant=tenant.slug if tenant else UNASSIGNED, tenant_name=tenant.name if tenant else "",
             project=project.slug if project else UNASSIGNED, project_name=project.name if project else "",
-            gpu_class=names.classes.get(g["gpu_class_id"], "unclassified"))
+            gpu_class=names.classes.get(g["gpu_class_id"], "unclassified"), user=user)
     return rows[key]
 
 
 def _finish(months: list[date], rows: dict) -> ChargebackReport:
-    ordered = sorted(rows.values(), key=lambda r: (r.month, r.tenant, r.project, r.gpu_class))
+    ordered = sorted(rows.values(), key=lambda r: (r.month, r.tenant, r.project, r.user, r.gpu_class))
     report = ChargebackReport(months=months, rows=ordered, by_month={m: Totals() for m in months})
     for row in ordered:
         report.totals.add(row)

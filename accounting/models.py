@@ -36,6 +36,11 @@ class UsageEntry(models.Model):
     workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="usage_entries")
     account = models.CharField(max_length=100, blank=True, help_text="Slurm account or namespace, raw")
+    cluster_user = models.CharField(max_length=100, blank=True, help_text="The user the job ran as at the cluster, raw")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="usage_entries",
+                             help_text="Who is charged: the workload's submitter, else the person whose cluster "
+                                       "identity the job ran as; empty: nobody known")
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_entries")
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="usage_entries", help_text="Empty: the account matched no project")

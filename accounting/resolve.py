@@ -84,3 +84,16 @@ class GpuClassResolver:
         candidates = [self.tokens[tok] for tok in _TOKEN.findall(key) if tok in self.tokens and not tok.isdigit()]
         hits = set.intersection(*candidates) if candidates else set()
         return next(iter(hits)) if len(hits) == 1 else None
+
+
+class PersonResolver:
+    """Cluster user name -> the person whose cluster identity it is (jobs outside the broker
+    that ran as a person are charged to them)."""
+
+    def __init__(self) -> None:
+        from portal.identity.models import ClusterIdentity
+
+        self.by_posix: dict[str, int] = dict(ClusterIdentity.objects.values_list("posix_user", "user_id"))
+
+    def for_cluster_user(self, name: str) -> int | None:
+        return self.by_posix.get(name) if name else None

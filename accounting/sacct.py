@@ -16,7 +16,7 @@ from typing import Iterable, Iterator, Sequence
 from broker.backends.base import WORKLOAD_ID_PREFIX, UsageRecord
 
 SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "State", "Start", "End", "ElapsedRaw",
-                "AllocTRES", "Comment", "WCKey", "ExitCode")
+                "AllocTRES", "Comment", "WCKey", "ExitCode", "User")
 SACCT_FORMAT = ",".join(SACCT_FIELDS)
 _NO_TIME = {"", "None", "Unknown"}
 _WORKLOAD_RE = re.compile(re.escape(WORKLOAD_ID_PREFIX) + r"[A-Za-z0-9]+")
@@ -85,7 +85,7 @@ def _record(cols: list[str], idx: dict[str, int], cluster: str, tz: tzinfo) -> U
     return UsageRecord(
         source="slurm", cluster=cluster, job_id=job_id, workload_id=_workload_id(cols, idx),
         account=col("Account"), gpu_model=gpu_model, gpus=gpus, start=start, end=end,
-        gpu_seconds=gpus * max(0, seconds), state=state)
+        gpu_seconds=gpus * max(0, seconds), state=state, user=col("User"))
 
 
 def parse_gpu_tres(tres: str) -> tuple[int, str]:

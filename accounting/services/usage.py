@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from accounting.conf import chunk_size, setting
 from accounting.models import UsageEntry, UsageWatermark
-from accounting.resolve import GpuClassResolver, ProjectResolver
+from accounting.resolve import GpuClassResolver, PersonResolver, ProjectResolver
 from broker.backends.base import Unavailable, UsageRecord
 from broker.backends.registry import backend_for
 from broker.models import Cluster, Workload
@@ -56,6 +56,7 @@ class _Context:
     projects: ProjectResolver
     classes: GpuClassResolver
     report: IngestReport
+    people: PersonResolver
 
 
 def usage_ingest(*, cluster: Cluster, records: Iterable[UsageRecord], actor=None) -> IngestReport:
@@ -64,7 +65,7 @@ def usage_ingest(*, cluster: Cluster, records: Iterable[UsageRecord], actor=None
     Deliberately not one transaction: each chunk commits on its own so a million-line
     read streams in bounded memory (a caller may still wrap the whole call)."""
     report = IngestReport(cluster=cluster.name)
-    ctx = _Context(cluster, ProjectResolver(), GpuClassResolver(), report)
+    ctx = _Context(cluster, ProjectResolver(), GpuClassResolver(), report, PersonResolver())
     for chunk in _chunks(records, chunk_size()):
         _write_chunk(ctx, chunk)
     audit(action="accounting.usage_ingest", actor=actor, cluster=cluster.name,
@@ -157,7 +158,8 @@ def _update_running(ctx: _Context, latest: dict, existing: dict) -> None:
 
 
 _COLUMNS = ("source", "cluster_id", "job_id", "workload_uid", "workload_id", "account", "tenant_id", "project_id",
-            "gpu_model", "gpu_class_id", "gpus", "start", "end", "gpu_seconds", "state", "ingested_at", "updated_at")
+            "gpu_model", "gpu_class_id", "gpus", "start", "end", "gpu_seconds", "state", "ingested_at", "updated_at",
+            "cluster_user", "user_id")
 
 
 def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[tuple]:
@@ -171,8 +173,17 @@ def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[tuple]:
         gpu_class_id = (wl or {}).get("gpu_class_id") or ctx.classes.for_model(r.gpu_model)
         rows.append((r.source, ctx.cluster.id, r.job_id, (r.workload_id or "")[:40], wl["id"] if wl else None,
                      r.account[:100], tenant_id, project_id, r.gpu_model[:100], gpu_class_id, r.gpus,
-                     db_time(r.start), db_time(r.end), max(0, r.gpu_seconds), r.state[:40], stamp, stamp))
+                     db_time(r.start), db_time(r.end), max(0, r.gpu_seconds), r.state[:40], stamp, stamp,
+                     r.user[:100], _person(ctx, r, wl)))
     return rows
+
+
+def _person(ctx: _Context, r: UsageRecord, wl: dict | None) -> int | None:
+    """Who is charged: the broker knows who submitted its own workloads (whatever user the
+    job ran as: the project account or theirs); other jobs by the cluster user's identity."""
+    if wl is not None and wl["submitted_by_id"]:
+        return wl["submitted_by_id"]
+    return ctx.people.for_cluster_user(r.user)
 
 
 def _owner(ctx: _Context, r: UsageRecord, wl: dict | None) -> tuple[int | None, int | None]:
@@ -216,7 +227,7 @@ def _insert(rows: list[tuple]) -> int:
 
 def _workloads_for(cluster: Cluster, fresh: list[UsageRecord]) -> dict[tuple[str, str], dict]:
     """Broker workloads by the id the job carried, else by the destination job id."""
-    fields = ("id", "uid", "destination_job_id", "project_id", "tenant_id", "gpu_class_id")
+    fields = ("id", "uid", "destination_job_id", "project_id", "tenant_id", "gpu_class_id", "submitted_by_id")
     uids = {r.workload_id for r in fresh if r.workload_id}
     found: dict[tuple[str, str], dict] = {}
     if uids:

@@ -340,6 +340,8 @@ class ChargebackRowOut(serializers.Serializer):
     month = MonthField()
     tenant = serializers.CharField()
     project = serializers.CharField()
+    user = serializers.CharField(help_text="Who is charged: the submitter, else the person whose cluster "
+                                           "identity the job ran as, else the cluster user, else (unassigned)")
     gpu_class = serializers.CharField()
     onprem_gpu_hours = _money(source="onprem_hours")
     onprem_cost = _money()
