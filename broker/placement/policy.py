@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from broker.placement.burst import Burst
+
 # The ranking terms, named with their units; weights and breakdowns use these keys.
 TERMS = ("queue_wait_s", "startup_s", "gpu_cost", "transfer_cost", "location", "data_remote")
 
@@ -97,8 +99,9 @@ DENY_ALL = TenantPolicy(name="", gpu_classes=(), regions=())
 class QueueModel:
     """How queue wait is estimated from a cluster's QueueStats."""
 
-    assumed_job_hours: float = 1.0     # GPU-hours per pending GPU (jobs ahead of us)
+    assumed_job_hours: float = 1.0     # prior: GPU-hours per pending GPU, until starts are seen
     max_wait_s: float = 7 * 86400.0    # cap, also used when throughput is unknown (0)
+    half_life_s: float = 6 * 3600.0    # learned waits: how fast old observations fade
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,7 @@ class Policy:
     queue: QueueModel = field(default_factory=QueueModel)
     aging: Aging = field(default_factory=Aging)
     multikueue: MultiKueueDispatch = field(default_factory=MultiKueueDispatch)
+    burst: Burst = field(default_factory=Burst)   # spend-aware bursting (placement.burst)
     prefer_location: str | None = None  # None: the preset's location
     # clusters that add nodes on demand: a job too large for them today is not "never"
     autoscaling: tuple[str, ...] = ()

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 import yaml
 
 from broker.placement.facts import LOCATIONS
+from broker.placement.burst import Burst
 from broker.placement.policy import (
     PRESETS,
     TERMS,
@@ -25,7 +26,7 @@ from broker.placement.policy import (
 
 _TOP_KEYS = {"version", "description", "preset", "weights", "staleness_limit_s",
              "reservation_ttl_s", "prefer_location", "gpu_classes", "tenants", "queue", "aging",
-             "autoscaling_clusters", "policy_hold_withdraw_s", "multikueue"}
+             "autoscaling_clusters", "policy_hold_withdraw_s", "multikueue", "burst"}
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
 _TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "description"}
 
@@ -59,6 +60,7 @@ def load_policy(text: str) -> Policy:
         queue=_queue(top.get("queue", {})),
         aging=_aging(top.get("aging", {})),
         multikueue=_multikueue(top.get("multikueue", {})),
+        burst=_burst(top.get("burst", {})),
         prefer_location=prefer,
         autoscaling=_str_list("autoscaling_clusters", top.get("autoscaling_clusters", [])),
         policy_hold_withdraw_s=_number("policy_hold_withdraw_s",
@@ -120,13 +122,27 @@ def _weights(raw: Any) -> dict[str, float]:
 
 def _queue(raw: Any) -> QueueModel:
     body = _mapping("queue", raw)
-    _known_keys("queue", body, {"assumed_job_hours", "max_wait_s"})
+    _known_keys("queue", body, {"assumed_job_hours", "max_wait_s", "half_life_s"})
     default = QueueModel()
     return QueueModel(
         assumed_job_hours=_number("queue.assumed_job_hours",
                                   body.get("assumed_job_hours", default.assumed_job_hours), 0),
         max_wait_s=_number("queue.max_wait_s", body.get("max_wait_s", default.max_wait_s), 1),
+        half_life_s=_number("queue.half_life_s", body.get("half_life_s", default.half_life_s), 60),
     )
+
+
+def _burst(raw: Any) -> Burst:
+    body = _mapping("burst", raw)
+    fields = ("min_onprem_wait_s", "egress_uplift", "reassess_share")
+    _known_keys("burst", body, set(fields))
+    default = Burst()
+    values = {f: _number(f"burst.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
+    try:
+        return Burst(**values)
+    except ValueError as exc:
+        key, _, message = str(exc).partition(": ")
+        raise PolicyError(key, message) from None
 
 
 def _aging(raw: Any) -> Aging:

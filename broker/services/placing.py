@@ -20,12 +20,13 @@ from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedF
 from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
 from broker.services.audit import audit
+from broker.services.bursting import burst_gate, first_prediction, learned_waits
 from broker.services.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaExceeded, quota_use, reservation_create
-from broker.spec import validate_spec
 from broker.services.transitions import Note, transition
+from broker.spec import validate_spec
 
 PLACEABLE = PLACEABLE_STATES
 # Exclusions that waiting will not change: the workload is rejected when every
@@ -141,10 +142,17 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
                             scopes=identity_scopes(workload.project))
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
+    estimator = learned_waits(now=now, policy=loaded.policy)
+    gate = burst_gate(workload=workload, ranked=ranked, fleet=fleet, spec=spec, now=now, estimator=estimator)
+    ranked = gate.ranked
     record = {**result.to_dict(), "policy_version": loaded.version,
               "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
               "ranked": [c.to_dict() for c in ranked], "quota_remaining": use.remaining,
-              "rejections": rejections}
+              "rejections": rejections, "burst": gate.held_back, "onprem_wait_s": gate.onprem_wait_s,
+              "predicted_wait_s": first_prediction(workload=workload, ranked=ranked, fleet=fleet, spec=spec,
+                                                   now=now, estimator=estimator)}
+    if not ranked and gate.held_back:
+        return _wait(workload, record, LocalReason.CAPACITY, gate.held_back, loaded.version)
     if not ranked:
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             _hold_for_gang(workload, fleet, spec, now)

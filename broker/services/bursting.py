@@ -1,0 +1,129 @@
+"""Spend-aware bursting and learned queue waits, for ``workload_place``.
+
+``learned_waits`` builds the estimator (``broker.wait_estimator``) from what the clusters
+did: every workload that started in the last few half-lives, keyed by cluster x GPU class,
+with its wait (start - submission).  ``burst_gate`` predicts how long the workload would
+wait for on-prem GPUs and applies the policy's burst rule (``broker.placement.burst``)
+to the cloud candidates.  The prediction made at a workload's first decision is kept in
+its placement record (``predicted_wait_s``), so ``/fleet/`` can show the estimator's error
+against the wait that followed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Sequence
+
+from django.db.models import Sum
+
+from broker.lifecycle import PLACEABLE_STATES
+from broker.models import Location, Workload
+from broker.placement import PreparedFleet
+from broker.placement.burst import cloud_verdict
+from broker.placement.policy import Policy
+from broker.spec import WorkloadSpec
+from broker.wait_estimator import WaitEstimator
+from portal.metrics.readings import cloud_spend_month
+
+HISTORY_HALF_LIVES = 4   # older starts weigh under 1/16: not worth reading
+
+
+def _s(when: datetime) -> float:
+    return when.timestamp()
+
+
+def learned_waits(*, now: datetime, policy: Policy) -> WaitEstimator:
+    half_life = policy.queue.half_life_s
+    estimator = WaitEstimator(half_life_s=half_life)
+    since = now - timedelta(seconds=HISTORY_HALF_LIVES * half_life)
+    rows = (Workload.objects.filter(started_at__gte=since, started_at__lte=now, cluster__isnull=False)
+            .values_list("cluster__name", "gpu_class__slug", "created_at", "started_at", "total_gpus"))
+    for cluster, gpu_class, created, started, gpus in rows.iterator():
+        estimator.observe((cluster, gpu_class or ""), _s(started),
+                          (started - created).total_seconds(), gpus)
+    return estimator
+
+
+@dataclass(frozen=True)
+class BurstOutcome:
+    ranked: list                 # the candidates left (cloud ones removed when held back)
+    held_back: str               # why the cloud was refused; "" when it was not
+    onprem_wait_s: float | None  # predicted on-prem wait (None: no on-prem cluster could run it)
+
+
+def could_run(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, location: str = "") -> list[str]:
+    """Clusters (of ``location``, or any) the static filters let the job through to."""
+    static = fleet.static_for(spec, tenant)
+    return [name for name, c in fleet.clusters.items()
+            if c.facts is not None and (not location or c.facts.location == location)
+            and name not in static.excluded]
+
+
+def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: WorkloadSpec, ranked: Sequence,
+                     clusters: Sequence[str], estimator: WaitEstimator, now: datetime) -> float | None:
+    """The wait for a pool of ``clusters``: what jobs sent there lately waited when one
+    fits now; else the GPUs queued ahead of it (older work held at the broker for its
+    class, and those clusters' local queues) over the learned rate at which they start
+    GPUs of its class.  None when no cluster of the list could run it."""
+    if not clusters:
+        return None
+    cls = workload.gpu_class.slug if workload.gpu_class else ""
+    fitting = [c.cluster for c in ranked if c.cluster in clusters]
+    if fitting:
+        return min(estimator.mean_wait_s((n, cls), _s(now)) for n in fitting)
+    ahead = (Workload.objects.filter(gpu_class_id=workload.gpu_class_id, state__in=PLACEABLE_STATES,
+                                     created_at__lt=workload.created_at)
+             .exclude(id=workload.id).aggregate(gpus=Sum("total_gpus"))["gpus"] or 0)
+    queued = sum(fleet.clusters[n].snapshot.queue.pending_gpus for n in clusters
+                 if fleet.clusters[n].snapshot is not None)
+    rate = sum(estimator.start_rate((n, cls), _s(now)) for n in clusters)
+    cap = fleet.policy.queue.max_wait_s
+    if rate <= 0:
+        # nothing started there lately: the fixed prior model, from the local queues
+        return min(cap, min(fleet.clusters[n].queue_wait_s for n in clusters) or cap)
+    return min(cap, (ahead + queued + spec.total_gpus) / rate)
+
+
+def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: WorkloadSpec,
+               now: datetime, estimator: WaitEstimator) -> BurstOutcome:
+    """Keep or drop the cloud candidates by the policy's burst rule."""
+    policy = fleet.policy
+    cloud = [c for c in ranked if _location(fleet, c.cluster) == Location.CLOUD]
+    if not cloud:
+        return BurstOutcome(ranked, "", None)
+    rule = policy.burst
+    budget = workload.tenant.cloud_budget_month
+    if rule.min_onprem_wait_s <= 0 and budget is None:
+        return BurstOutcome(ranked, "", None)  # the rule is off and nothing caps spend
+    onprem = could_run(fleet, spec, workload.tenant.slug, Location.ONPREM)
+    wait = predicted_wait_s(workload=workload, fleet=fleet, spec=spec, ranked=ranked, clusters=onprem,
+                            estimator=estimator, now=now)
+    if wait is not None and any(c.cluster in onprem for c in ranked):
+        wait = 0.0  # an on-prem pool fits now
+    spent = 0.0
+    if budget is not None:
+        spent = float(sum(v for (tenant, _), v in cloud_spend_month(now).items()
+                          if tenant == workload.tenant_id))
+    verdict = cloud_verdict(rule, onprem_wait_s=wait, gpu_cost=float(cloud[0].breakdown["gpu_cost"]),
+                            budget=float(budget) if budget is not None else None, spent=spent)
+    if verdict.allowed:
+        return BurstOutcome(ranked, "", wait)
+    left = [c for c in ranked if c not in cloud]
+    # with an on-prem pool left the cloud was merely outranked: nothing is held back
+    return BurstOutcome(left, "" if left else verdict.reason, wait)
+
+
+def first_prediction(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: WorkloadSpec,
+                     now: datetime, estimator: WaitEstimator) -> float | None:
+    """The wait predicted at the workload's first decision (kept from then on)."""
+    earlier = (workload.placement or {}).get("predicted_wait_s")
+    if earlier is not None:
+        return float(earlier)
+    return predicted_wait_s(workload=workload, fleet=fleet, spec=spec, ranked=ranked,
+                            clusters=could_run(fleet, spec, workload.tenant.slug),
+                            estimator=estimator, now=now)
+
+
+def _location(fleet: PreparedFleet, name: str) -> str:
+    facts = fleet.clusters[name].facts if name in fleet.clusters else None
+    return facts.location if facts is not None else ""
