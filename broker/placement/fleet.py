@@ -215,12 +215,15 @@ class PreparedFleet:
 
     def place(self, spec: WorkloadSpec, *, tenant: str, quota_remaining: int, now: datetime,
               age_s: float = 0.0, runtime_hours: float | None = None,
-              limit: int | None = None, holder: str = "") -> PlacementResult:
+              limit: int | None = None, holder: str = "",
+              cloud_quota_remaining: int | None = None,
+              scopes: Sequence[str] = ()) -> PlacementResult:
         """``engine.place_prepared`` on this fleet (see there)."""
         from broker.placement.engine import place_prepared  # engine imports this module
         return place_prepared(self, spec, tenant=tenant, quota_remaining=quota_remaining,
                               now=now, age_s=age_s, runtime_hours=runtime_hours,
-                              limit=limit, holder=holder)
+                              limit=limit, holder=holder,
+                              cloud_quota_remaining=cloud_quota_remaining, scopes=scopes)
 
 
 def _static_chain(req: f.Request, cluster: PreparedCluster,

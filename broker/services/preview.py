@@ -17,6 +17,7 @@ from django.utils import timezone
 from broker.models import Cluster, GpuClass, Location
 from broker.placement import PreparedFleet, place_prepared
 from broker.placement import terms as placement_terms
+from broker.services.fleet_view import identity_scopes
 from broker.services.placing import apply_holds, fleet_inputs, runtime_hours_for
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaUse, quota_use
@@ -85,8 +86,11 @@ def workload_preview(*, user, project_id: int, spec_data: Mapping[str, Any],
     fleet = PreparedFleet(snapshots, facts, loaded.policy)
     apply_holds(fleet, clear_stale=False)
     runtime = runtime_hours_for(project_id=project.id, gpu_class_id=gpu_class.id)
+    burst = loaded.policy.tenant(project.tenant.slug).burst_gpus
     result = place_prepared(fleet, spec, tenant=project.tenant.slug, quota_remaining=use.remaining,
-                            now=now, age_s=0.0, runtime_hours=runtime, holder="")
+                            now=now, age_s=0.0, runtime_hours=runtime, holder="",
+                            cloud_quota_remaining=use.remaining_with(burst) if burst else None,
+                            scopes=identity_scopes(project))
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     budget = project.tenant.cloud_budget_month

@@ -1,0 +1,111 @@
+"""Placement against the destinations' own admission rules, through the real services and
+simulated clusters: QoS caps, ClusterQueue quotas, GPUs promised since the last report,
+the burst allowance."""
+from __future__ import annotations
+
+from broker.backends.sim import Partition
+from broker.models import Cluster, GpuPool, Reservation
+from broker.services.inventory import cluster_sync_inventory
+
+
+def _slurm_with_qos_cap(make_cluster, cap: int = 16):
+    return make_cluster("onprem-slurm", nodes=[8, 8, 8, 8], partitions=[Partition("gpu", cap, True)])
+
+
+def _kueue_with_quota(make_cluster, quota: int = 24):
+    return make_cluster("cloud-k8s", flavor="kueue", nodes=[8, 8, 8, 8], location="cloud", price="4.1",
+                        quotas={"a100-80gb": quota})
+
+
+def test_inventory_stores_the_clusters_local_limits(make_cluster):
+    slurm, kueue = _slurm_with_qos_cap(make_cluster), _kueue_with_quota(make_cluster)
+    assert slurm.local_limits["caps"] == [{"source": "QoS of partition gpu (MaxTRESPerJob=gres/gpu=16)",
+                                           "pool": "a100-80gb", "max_gpus": 16}]
+    [quota] = kueue.local_limits["quotas"]
+    assert quota["pool"] == "a100-80gb" and quota["limit_gpus"] == 24 and quota["used_gpus"] == 0
+
+
+def test_gang_over_the_qos_cap_and_the_clusterqueue_quota_is_rejected_with_both_rules(make_cluster, submit, drive):
+    # the demo's 4 x 8 a100-80gb gang: Slurm's QoS caps a job at 16, the ClusterQueue admits 24
+    _slurm_with_qos_cap(make_cluster), _kueue_with_quota(make_cluster)
+    workload = drive(submit(gpus_per_worker=8, workers=4))
+    assert workload.state == "rejected" and workload.reason == "policy"
+    excluded = workload.placement["excluded"]
+    assert excluded["onprem-slurm"] == {
+        "rule": "local_limit",
+        "message": "QoS of partition gpu (MaxTRESPerJob=gres/gpu=16) caps a job at 16 GPUs; this job needs 32"}
+    assert excluded["cloud-k8s"]["rule"] == "local_limit"
+    assert "admits at most 24 GPUs; this job needs 32" in excluded["cloud-k8s"]["message"]
+    assert not Reservation.objects.filter(workload=workload).exists()  # never held the tenant's quota
+
+
+def test_gang_over_the_qos_cap_goes_where_the_local_quota_admits_it(make_cluster, submit, drive):
+    _slurm_with_qos_cap(make_cluster)
+    cloud = _kueue_with_quota(make_cluster)
+    workload = drive(submit(gpus_per_worker=8, workers=3))
+    assert workload.state == "queued" and workload.cluster == cloud
+    assert workload.placement["excluded"]["onprem-slurm"]["rule"] == "local_limit"
+
+
+def test_gang_within_the_qos_cap_stays_on_prem(make_cluster, submit, drive):
+    slurm = _slurm_with_qos_cap(make_cluster)
+    _kueue_with_quota(make_cluster)
+    workload = drive(submit(gpus_per_worker=8, workers=2))
+    assert workload.state == "queued" and workload.cluster == slurm
+
+
+def test_used_local_quota_counts_in_the_queue_wait_estimate(make_cluster, submit, drive, sim, poll):
+    cloud = _kueue_with_quota(make_cluster, quota=16)
+    first = drive(submit(gpus_per_worker=8, workers=1, time_limit_minutes=600))
+    sim.advance(1)
+    poll(cloud)
+    cluster_sync_inventory(cluster_id=cloud.id)
+    second = drive(submit(gpus_per_worker=8, workers=2, time_limit_minutes=600))
+    assert first.cluster == cloud
+    ranked = second.placement["ranked"]
+    assert ranked and ranked[0]["detail"]["local_quota_wait_s"] > 0
+    assert ranked[0]["breakdown"]["queue_wait_s"] >= ranked[0]["detail"]["local_quota_wait_s"]
+
+
+def test_three_eight_gpu_jobs_into_sixteen_gpus_between_reports_the_third_waits(make_cluster, submit, drive, sim,
+                                                                               poll):
+    # no inventory report between the three: the first has started, the second is on its way
+    cluster = make_cluster("pool16", nodes=[8, 8])
+    first = drive(submit(gpus_per_worker=8, name="one"))
+    sim.advance(1)
+    poll(cluster)
+    first.refresh_from_db()
+    assert first.state == "running"
+    second = drive(submit(gpus_per_worker=8, name="two"))
+    third = drive(submit(gpus_per_worker=8, name="three"))
+    assert second.state == "queued"
+    assert set(first.placement["chosen"]["assignment"]).isdisjoint(second.placement["chosen"]["assignment"])
+    assert third.state == "waiting" and third.reason == "capacity"
+    assert not Reservation.objects.filter(workload=third).exists()
+
+
+def test_inventory_figures_show_gpus_promised_since_the_report(make_cluster, submit):
+    from broker.services.placing import workload_place
+
+    cluster = make_cluster("figures", nodes=[8, 8])
+    workload = workload_place(workload_id=submit(gpus_per_worker=8).id)  # reserved, not yet dispatched
+    assert workload.state == "reserved"
+    cluster_sync_inventory(cluster_id=cluster.id)
+    pool = GpuPool.objects.get(cluster=cluster)
+    assert (pool.gpus_reserved, pool.gpus_idle) == (8, 8)
+
+
+def test_burst_gpus_take_the_tenant_past_its_quota_on_cloud_only(make_cluster, submit, drive, quota):
+    # the policy gives physics burst_gpus: 16 above its quota, for cloud clusters
+    quota.limit_gpus = 16
+    quota.save()
+    onprem = make_cluster("onprem", nodes=[8, 8, 8, 8], price="1.0")
+    cloud = make_cluster("cloud", nodes=[8, 8], location="cloud", price="4.0")
+    first = drive(submit(gpus_per_worker=8, workers=2, name="first"))
+    assert first.cluster == onprem
+    second = drive(submit(gpus_per_worker=8, workers=2, name="second"))
+    assert second.state == "queued" and second.cluster == cloud
+    assert "cloud clusters only" in second.placement["excluded"]["onprem"]["message"]
+    third = drive(submit(gpus_per_worker=8, name="third"))
+    assert third.state == "waiting" and third.reason == "policy"
+    assert Cluster.objects.get(name="onprem").location == "onprem"
