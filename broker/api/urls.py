@@ -2,7 +2,8 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from broker.api import (
-    legacy, views, views_account, views_admin, views_logs, views_preview, views_quota_requests,
+    legacy, views, views_account, views_admin, views_logs, views_notifications, views_preview,
+    views_quota_requests,
 )
 
 urlpatterns = [
@@ -27,6 +28,8 @@ urlpatterns = [
          name="api-quota-request"),
     path("quota-requests/<int:quota_request_id>/decision/", views_quota_requests.QuotaRequestDecision.as_view(),
          name="api-quota-request-decision"),
+    path("notifications/preferences/", views_notifications.NotificationPreferences.as_view(),
+         name="api-notification-preferences"),
     path("clusters/", views_admin.ClusterList.as_view(), name="api-clusters"),
     path("clusters/<int:cluster_id>/", views_admin.ClusterDetail.as_view(), name="api-cluster"),
     path("escalations/", views_admin.EscalationList.as_view(), name="api-escalations"),

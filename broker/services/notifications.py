@@ -4,7 +4,9 @@ a task after the state change is stored, so a slow receiver never holds a transa
 
 The webhook body is signed with HMAC-SHA256 under the user's own secret; the signature is in
 the ``X-GPUBroker-Signature`` header as ``sha256=<hex>``.  A failed delivery is retried with
-exponential backoff by the task; every attempt is recorded on its Notification row.
+exponential backoff by the task; every attempt is recorded on its Notification row.  The
+URL must be a public http(s) one, checked when saved and again as each delivery connects
+(``webhook_guard``); a refused delivery sends nothing and is not retried.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import hmac
 import json
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 import requests
 from django.conf import settings
@@ -24,6 +27,9 @@ from broker.models import (
     Channel, DeliveryState, Notification, NotificationPreference, Workload, WorkloadState,
 )
 from broker.models.notification import EVENTS, new_webhook_secret
+from broker.notification_selectors import notification_preference_get
+from broker.services.audit import audit
+from broker.services.webhook_guard import UnsafeWebhookUrl, webhook_session, webhook_url_check
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +37,8 @@ SIGNATURE_HEADER = "X-GPUBroker-Signature"
 WEBHOOK_TIMEOUT_S = 10
 WEBHOOK_MAX_ATTEMPTS = 5
 RETRY_BASE_S = 30  # then 60, 120, 240: a receiver down for a few minutes still gets it
+LONG_WAIT_MAX_MINUTES = 100_000
+PREFERENCE_FIELDS = frozenset({"events", "long_wait_minutes", "email", "webhook_url"})
 
 ENDED_EVENTS = {WorkloadState.COMPLETED: "ended", WorkloadState.FAILED: "failed",
                 WorkloadState.CANCELLED: "ended", WorkloadState.REJECTED: "failed"}
@@ -59,21 +67,53 @@ def notify_on_commit(*, workload_id: int, event: str) -> None:
     transaction.on_commit(send)
 
 
+class PreferenceRefused(ValueError):
+    """A choice that may not be stored; ``field`` names what to fix."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
+
+
+@transaction.atomic
 def preference_set(*, user, events: list[str], long_wait_minutes: int, email: bool,
                    webhook_url: str) -> NotificationPreference:
     unknown = sorted(set(events) - set(EVENTS))
     if unknown:
-        raise ValueError(f"unknown events: {', '.join(unknown)}")
+        raise PreferenceRefused("events", f"unknown events: {', '.join(unknown)}; choose from {', '.join(EVENTS)}.")
+    if not 1 <= long_wait_minutes <= LONG_WAIT_MAX_MINUTES:
+        raise PreferenceRefused("long_wait_minutes", f"must be from 1 to {LONG_WAIT_MAX_MINUTES}.")
+    try:
+        webhook_url_check(webhook_url)
+    except UnsafeWebhookUrl as exc:
+        raise PreferenceRefused(exc.field, str(exc)) from None
     pref, _ = NotificationPreference.objects.update_or_create(user=user, defaults={
         "events": sorted(set(events)), "long_wait_minutes": long_wait_minutes, "email": email,
         "webhook_url": webhook_url})
+    audit(action="notifications.preferences_set", actor=user,
+          message=f"events: {', '.join(pref.events) or 'none'}; e-mail {'on' if email else 'off'}; "
+                  f"webhook {'set' if webhook_url else 'off'}; long wait after {long_wait_minutes} min",
+          inputs={"events": pref.events, "email": email, "webhook_url": webhook_url,
+                  "long_wait_minutes": long_wait_minutes})
     return pref
 
 
+def preference_update(*, user, **changes: Any) -> NotificationPreference:
+    """Change only the given choices (the API's PATCH); the rest stay as stored."""
+    unknown = sorted(set(changes) - PREFERENCE_FIELDS)
+    if unknown:
+        raise PreferenceRefused(unknown[0], "Unknown field.")
+    current = notification_preference_get(user=user)
+    values = {name: getattr(current, name) for name in PREFERENCE_FIELDS}
+    return preference_set(user=user, **{**values, **changes})
+
+
 def secret_rotate(*, user) -> NotificationPreference:
-    pref, _ = NotificationPreference.objects.get_or_create(user=user)
+    pref, _ = NotificationPreference.objects.get_or_create(
+        user=user, defaults={"long_wait_minutes": settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES})
     pref.webhook_secret = new_webhook_secret()
     pref.save(update_fields=["webhook_secret", "updated_at"])
+    audit(action="notifications.secret_rotated", actor=user, message="a new webhook secret was made")
     return pref
 
 
@@ -139,18 +179,22 @@ def webhook_attempt(*, notification_id: int) -> int:
         return 0
     body = note.body.encode()
     secret = note.user.notification_preference.webhook_secret
-    status, error = None, ""
+    status, error, refused = None, "", False
     try:
-        response = requests.post(note.target, data=body, timeout=WEBHOOK_TIMEOUT_S, allow_redirects=False,
-                                 headers={"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body),
-                                          "X-GPUBroker-Event": note.event})
+        webhook_url_check(note.target)  # the scheme; the addresses are vetted again as it connects
+        with webhook_session() as session:
+            response = session.post(note.target, data=body, timeout=WEBHOOK_TIMEOUT_S, allow_redirects=False,
+                                    headers={"Content-Type": "application/json",
+                                             SIGNATURE_HEADER: sign(secret, body), "X-GPUBroker-Event": note.event})
         status = response.status_code
         ok = 200 <= status < 300
         error = "" if ok else f"HTTP {status}"
+    except UnsafeWebhookUrl as exc:  # nothing was sent; trying again would not change that
+        ok, refused, error = False, True, f"refused: the URL {exc}"[:500]
     except requests.RequestException as exc:
         ok, error = False, str(exc)[:500]
     attempts = note.attempts + 1
-    final = attempts >= WEBHOOK_MAX_ATTEMPTS
+    final = refused or attempts >= WEBHOOK_MAX_ATTEMPTS
     state = DeliveryState.DELIVERED if ok else (DeliveryState.FAILED if final else DeliveryState.PENDING)
     Notification.objects.filter(id=note.id).update(
         attempts=attempts, last_status=status, last_error=error, state=state,

@@ -7,9 +7,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from broker.models import Notification, NotificationPreference
 from broker.models.notification import EVENTS
-from broker.services.notifications import SIGNATURE_HEADER, preference_set, secret_rotate
+from broker.notification_selectors import notification_preference_get, notifications_sent
+from broker.services.notifications import (
+    LONG_WAIT_MAX_MINUTES, SIGNATURE_HEADER, PreferenceRefused, preference_set, secret_rotate,
+)
 
 EVENT_WORDS = {"started": "started", "ended": "ended (completed or cancelled)", "failed": "failed or rejected",
                "withdrawn": "withdrawn from a destination", "long_wait": "waiting longer than the time below"}
@@ -18,26 +20,30 @@ EVENT_WORDS = {"started": "started", "ended": "ended (completed or cancelled)", 
 class PreferenceForm(forms.Form):
     events = forms.MultipleChoiceField(choices=[(e, EVENT_WORDS[e]) for e in EVENTS], required=False,
                                        widget=forms.CheckboxSelectMultiple)
-    long_wait_minutes = forms.IntegerField(min_value=1, max_value=100_000, initial=60)
+    long_wait_minutes = forms.IntegerField(min_value=1, max_value=LONG_WAIT_MAX_MINUTES)
     email = forms.BooleanField(required=False, label="By e-mail")
     webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https",
-                                 label="Webhook URL (http or https)")
+                                 label="Webhook URL (a public http or https address)")
 
 
 @login_required
 def notification_settings(request: HttpRequest) -> HttpResponse:
-    pref = NotificationPreference.objects.filter(user=request.user).first()
+    pref = notification_preference_get(user=request.user)
     if request.method == "POST" and request.POST.get("rotate") == "1":
         secret_rotate(user=request.user)
         messages.success(request, "New webhook secret made; the old one signs nothing more.")
         return redirect("notification-settings")
     initial = {"events": pref.events, "long_wait_minutes": pref.long_wait_minutes, "email": pref.email,
-               "webhook_url": pref.webhook_url} if pref else None
+               "webhook_url": pref.webhook_url}
     form = PreferenceForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        preference_set(user=request.user, **form.cleaned_data)
-        messages.success(request, "Notification settings saved.")
-        return redirect("notification-settings")
-    sent = Notification.objects.filter(user=request.user).select_related("workload")[:50]
+        try:
+            preference_set(user=request.user, **form.cleaned_data)
+        except PreferenceRefused as exc:
+            form.add_error(exc.field, str(exc))
+        else:
+            messages.success(request, "Notification settings saved.")
+            return redirect("notification-settings")
     return render(request, "broker/notification_settings.html", {
-        "form": form, "pref": pref, "sent": sent, "header": SIGNATURE_HEADER}, status=400 if form.errors else 200)
+        "form": form, "pref": pref if pref.pk else None, "sent": notifications_sent(user=request.user),
+        "header": SIGNATURE_HEADER}, status=400 if form.errors else 200)

@@ -81,6 +81,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-quota-requests":     {"get": "401 200 200 200 200", "post": "401 201 403 403 404"},
     "api-quota-request":      {"get": "401 200 200 404 404"},
     "api-quota-request-decision": {"get": "401 405 405 405 405", "post": "401 403 200 404 404"},
+    # each caller's own preferences: there is no one else's to reach
+    "api-notification-preferences": {"get": "401 200 200 200 200", "patch": "401 200 200 200 200"},
     "api-clusters":           {"get": "401 200 200 200 200"},
     "api-cluster":            {"get": "401 200 200 200 200"},
     "api-escalations":        {"get": "401 403 200 403 200"},
@@ -104,7 +106,7 @@ OUTSIDER_BLIND = ("workload-list", "quota-list", "reservation-list", "escalation
                   "chargeback-export", "bill-list", "api-workloads", "api-quotas", "api-escalations", "fleet",
                   "reconciliation", "workload-new", "api-projects", "api-usage", "api-chargeback", "api-tokens",
                   "account-tokens", "quota-request-list", "api-quota-requests",
-                  "notification-settings")
+                  "notification-settings", "api-notification-preferences")
 SECRET = "tenant-a-secret"
 
 
@@ -200,6 +202,7 @@ def _body(name: str, world: dict) -> dict:
                                "reason": "more", "ends_on": _in_days(3)},
         "api-quota-request-decision": {"decision": "refuse", "note": "no"},
         "notification-settings": {"events": ["failed"], "long_wait_minutes": 30},
+        "api-notification-preferences": {"events": ["failed"], "long_wait_minutes": 30},
         "quota-request-decide": {"decision": "refuse", "note": "no"},
         "api-escalation-resolve": {"outcome": "checked"},
         "quota-edit": {"limit_gpus": 40, "borrow_limit_gpus": 0},

@@ -52,7 +52,8 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver(trio):
+def receiver(trio, settings):
+    settings.GPUBROKER_WEBHOOK_ALLOW_LOOPBACK = True  # the receiver runs on loopback, here
     made = []
 
     def _make(user, statuses=()):

@@ -43,3 +43,18 @@ def test_page_lists_only_the_users_own_notifications(trio, quota, submit, login)
     outsider_page = login(trio.outsider).get(reverse("notification-settings")).content.decode()
     assert "member@example.org" not in outsider_page and workload.uid not in outsider_page
     assert "Nothing sent yet" in outsider_page
+
+
+def test_an_internal_or_non_http_webhook_url_is_refused_naming_the_field(trio, login):
+    client = login(trio.member)
+    for url, words in (("http://10.0.0.7/hook", "private address"), ("ftp://hooks.example.org/x", "http://")):
+        response = client.post(reverse("notification-settings"), {"long_wait_minutes": 60, "webhook_url": url})
+        body = response.content.decode()
+        assert response.status_code == 400 and 'data-field="webhook_url"' in body and words in body
+    assert not NotificationPreference.objects.exists()
+
+
+def test_the_form_starts_from_the_configured_long_wait(trio, login, settings):
+    settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES = 45
+    body = login(trio.member).get(reverse("notification-settings")).content.decode()
+    assert 'name="long_wait_minutes" value="45"' in body
