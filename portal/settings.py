@@ -220,6 +220,7 @@ GPUBROKER_BACKEND_TIMEOUT_S = env_float("GPUBROKER_BACKEND_TIMEOUT_S", 20.0, min
 GPUBROKER_INVENTORY_INTERVAL_S = env_int("GPUBROKER_INVENTORY_INTERVAL_S", 30, minimum=1)
 GPUBROKER_STATUS_INTERVAL_S = env_int("GPUBROKER_STATUS_INTERVAL_S", 10, minimum=1)
 GPUBROKER_RECONCILE_INTERVAL_S = env_int("GPUBROKER_RECONCILE_INTERVAL_S", 60, minimum=1)
+GPUBROKER_MK_DISPATCH_INTERVAL_S = env_int("GPUBROKER_MK_DISPATCH_INTERVAL_S", 10, minimum=1)
 GPUBROKER_USAGE_INTERVAL_S = env_int("GPUBROKER_USAGE_INTERVAL_S", 900, minimum=1)
 GPUBROKER_ACCOUNTING_TOLERANCE = env_float("GPUBROKER_ACCOUNTING_TOLERANCE", 0.02)
 # Demo: the simulated fleet's clock runs this many times faster than wall time.
@@ -250,6 +251,8 @@ CELERY_BEAT_SCHEDULE = {
     "status": {"task": "broker.tasks.poll_all_status", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},
     "place-waiting": {"task": "broker.tasks.place_waiting", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},
     "reconcile": {"task": "broker.tasks.reconcile", "schedule": float(GPUBROKER_RECONCILE_INTERVAL_S)},
+    "multikueue-dispatch": {"task": "broker.tasks.multikueue_dispatch_all",
+                            "schedule": float(GPUBROKER_MK_DISPATCH_INTERVAL_S)},
     "collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": float(GPUBROKER_USAGE_INTERVAL_S)},
     "sample-fleet": {"task": "portal.metrics.tasks.sample_fleet", "schedule": float(GPUBROKER_SAMPLE_INTERVAL_S)},
     # approved quota raises past their end date go back; hourly is soon enough for a whole-day end
