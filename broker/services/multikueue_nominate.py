@@ -230,7 +230,8 @@ def nominate(record: Workload, wl: ManagerWorkload, client: MultiKueueDispatcher
             reservation_confirm(workload=record, cluster=first)  # the manager holds the Workload
             Reservation.objects.filter(workload=record, state__in=LIVE_RESERVATION_STATES).update(cluster=first)
             Workload.objects.filter(id=record.id).update(
-                cluster=first, worker_cluster=mk_names[0], nominated_at=now, placement=decision,
+                # dispatched_at: counted as promised on its nodes until an inventory shows it
+                cluster=first, worker_cluster=mk_names[0], nominated_at=now, dispatched_at=now, placement=decision,
                 policy_version=decision["policy_version"], tried_clusters=tried, reason="other",
                 raw_reason=f"nominated to {', '.join(mk_names)}; waiting for the worker to admit it")
             audit(action=action, workload=record, policy_version=decision["policy_version"], cluster=first.name,
@@ -263,7 +264,7 @@ def adopt_nomination(record: Workload, wl: ManagerWorkload, cfg: DispatcherConfi
                      "nomination": {"workers": list(wl.nominated), "clusters": broker_names,
                                     "at": now.isoformat(), "adopted": True}}
         Workload.objects.filter(id=record.id).update(
-            cluster=first, worker_cluster=wl.nominated[0], nominated_at=now, placement=placement,
+            cluster=first, worker_cluster=wl.nominated[0], nominated_at=now, dispatched_at=now, placement=placement,
             tried_clusters=sorted(set(record.tried_clusters) | set(broker_names)),
             raw_reason=f"nominated to {', '.join(wl.nominated)}; waiting for the worker to admit it")
         audit(action="multikueue.nomination_adopted", workload=record, cluster=first.name if first else "",
