@@ -30,6 +30,7 @@ class Ticker(threading.Thread):
             "inventory": (settings.GPUBROKER_INVENTORY_INTERVAL_S, tasks.sync_all_inventory),
             "status": (settings.GPUBROKER_STATUS_INTERVAL_S, tasks.poll_all_status),
             "place": (settings.GPUBROKER_STATUS_INTERVAL_S, tasks.place_waiting),
+            "withdraw": (60.0, tasks.withdraw_policy_holds),
             "reconcile": (settings.GPUBROKER_RECONCILE_INTERVAL_S, tasks.reconcile),
             "usage": (settings.GPUBROKER_USAGE_INTERVAL_S, accounting_tasks.collect_all_usage),
             "sample": (settings.GPUBROKER_SAMPLE_INTERVAL_S, metrics_tasks.sample_fleet),

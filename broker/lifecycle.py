@@ -71,6 +71,7 @@ class TransitionReason(models.TextChoices):
     ENDED_AT_DESTINATION = "ended_at_destination", "The job ended at the destination"
     DECLARED_DEAD = "declared_dead", "An admin declared the run dead"
     WORKLOAD_ENDED = "workload_ended", "The workload ended"
+    WITHDRAWN = "withdrawn", "Held at its destination by a local policy too long: cancelled there, placed again"
     ACKNOWLEDGED = "acknowledged", "An admin acknowledged it"
     RESOLVED = "resolved", "An admin resolved it"
 
@@ -108,7 +109,8 @@ WORKLOAD_TRANSITIONS: Mapping[str, frozenset[str]] = {
     W.WAITING: frozenset({W.WAITING, W.RESERVED, W.REJECTED, W.CANCELLED}),
     W.RESERVED: frozenset({W.DISPATCHING, W.WAITING, W.CANCELLED}),
     W.DISPATCHING: frozenset({W.QUEUED, W.WAITING, W.CANCELLING, W.FAILED}),
-    W.QUEUED: frozenset({W.RUNNING, W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED}),
+    # queued -> waiting: held there by a local policy too long, cancelled and withdrawn
+    W.QUEUED: frozenset({W.RUNNING, W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED, W.WAITING}),
     W.RUNNING: frozenset({W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED}),
     W.CANCELLING: frozenset({W.CANCELLED, W.COMPLETED, W.FAILED}),
     W.COMPLETED: frozenset(),

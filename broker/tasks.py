@@ -61,6 +61,13 @@ def poll_all_status() -> None:
 
 
 @shared_task(**TASK_OPTIONS)
+def withdraw_policy_holds() -> None:
+    from broker.services.withdraw import policy_holds_withdraw
+
+    policy_holds_withdraw()
+
+
+@shared_task(**TASK_OPTIONS)
 def propagate_cancel(workload_id: int) -> None:
     from broker.services.cancel import cancel_propagate
 

@@ -250,6 +250,8 @@ CELERY_BEAT_SCHEDULE = {
     "inventory": {"task": "broker.tasks.sync_all_inventory", "schedule": float(GPUBROKER_INVENTORY_INTERVAL_S)},
     "status": {"task": "broker.tasks.poll_all_status", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},
     "place-waiting": {"task": "broker.tasks.place_waiting", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},
+    # jobs a destination holds by local policy past the policy's limit move elsewhere
+    "withdraw-policy-holds": {"task": "broker.tasks.withdraw_policy_holds", "schedule": 60.0},
     "reconcile": {"task": "broker.tasks.reconcile", "schedule": float(GPUBROKER_RECONCILE_INTERVAL_S)},
     "multikueue-dispatch": {"task": "broker.tasks.multikueue_dispatch_all",
                             "schedule": float(GPUBROKER_MK_DISPATCH_INTERVAL_S)},
