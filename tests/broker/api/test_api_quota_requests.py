@@ -66,3 +66,21 @@ def test_outsider_gets_404_for_a_request_and_its_decision_and_sees_none(trio, ow
     assert decided.status_code == 404 and Quota.objects.get(id=owned.id).limit_gpus == 64
     assert client.get(reverse("api-quota-requests")).json()["results"] == []
     assert client.post(reverse("api-quota-requests"), body).status_code == 404
+
+
+def test_a_bad_field_gets_the_same_400_as_in_a_submission(trio, owned, api, body):
+    """The same error shape and the same words as POST /workloads/ for the same mistake."""
+    client = api(trio.member)
+    spec = {"project": trio.project.id, "name": "x", "command": "x", "gpu_class": "a100-80gb", "gpus_per_worker": 1,
+            "workers": 1}
+    for request_change, spec_change in (({"colour": "blue"}, {"colour": "blue"}),
+                                        ({"extra_gpus": "8"}, {"workers": "8"})):
+        asked = client.post(reverse("api-quota-requests"), {**body, **request_change})
+        submitted = client.post(reverse("api-workloads"), {**spec, **spec_change})
+        assert asked.status_code == submitted.status_code == 400
+        (asked_field, asked_words), = asked.json()["error"]["fields"].items()
+        (submitted_field, submitted_words), = submitted.json()["error"]["fields"].items()
+        assert asked_words == submitted_words and asked_field == next(iter(request_change))
+        assert asked.json()["error"]["code"] == submitted.json()["error"]["code"] == "invalid"
+        assert asked.json()["error"]["message"] == f"Invalid input: {asked_field}."
+    assert not QuotaRequest.objects.exists()

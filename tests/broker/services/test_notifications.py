@@ -147,3 +147,52 @@ def test_a_long_wait_is_told_once(trio, quota, submit, receiver, django_capture_
         assert long_waits_notify(now=later) == 0
     assert [g["event"] for g in hook.got] == ["long_wait"]
     assert Workload.objects.get(id=workload.id).notifications.get().event == "long_wait"
+
+
+def test_a_destination_refusing_the_job_tells_the_submitter_it_was_withdrawn(
+        trio, quota, make_cluster, submit, drive, sim, receiver, django_capture_on_commit_callbacks):
+    hook = receiver(trio.member)
+    preference_set(user=trio.member, events=["withdrawn"], long_wait_minutes=30, email=False, webhook_url=hook.url)
+    make_cluster("onprem")
+    sim.get("onprem").set_faults(rejects="partition closed for maintenance")
+    with django_capture_on_commit_callbacks(execute=True):
+        workload = drive(submit())
+    assert workload.state != "queued" and "onprem" in workload.tried_clusters
+    assert [g["event"] for g in hook.got] == ["withdrawn"] and hook.got[0]["signed"]
+    payload = json.loads(hook.got[0]["body"])
+    assert payload["workload"]["uid"] == workload.uid and "partition closed" in payload["workload"]["reason"]
+
+
+def test_the_long_wait_time_defaults_to_the_setting_and_the_beat_task_tells_it(trio, quota, submit, settings):
+    from broker import tasks
+    from broker.services.notifications import preference_update
+
+    settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES = 5
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    trio.member.email = "member@example.org"
+    trio.member.save()
+    pref = preference_update(user=trio.member, events=["long_wait"], email=True)  # no time chosen
+    assert pref.long_wait_minutes == 5
+    assert settings.CELERY_BEAT_SCHEDULE["notify-long-waits"]["task"] == "broker.tasks.notify_long_waits"
+    waiting, fresh = submit(name="waiting"), submit(name="fresh")
+    Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=6))
+    tasks.notify_long_waits()  # the beat's task, on its own clock
+    tasks.notify_long_waits()
+    assert [m.subject for m in mail.outbox] == [f"GPU job waiting ({waiting.uid}): long wait"]
+    assert not fresh.notifications.exists()
+
+
+def test_a_long_wait_is_told_once_per_workload_on_each_chosen_channel(trio, quota, submit, receiver, settings,
+                                                                    django_capture_on_commit_callbacks):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    trio.member.email = "member@example.org"
+    trio.member.save()
+    hook = receiver(trio.member)
+    preference_set(user=trio.member, events=["long_wait"], long_wait_minutes=30, email=True, webhook_url=hook.url)
+    first, second = submit(name="first"), submit(name="second")
+    later = timezone.now() + timedelta(minutes=31)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert long_waits_notify(now=later) == 4  # two workloads x (e-mail, webhook)
+        assert long_waits_notify(now=later + timedelta(hours=5)) == 0
+    assert sorted(json.loads(g["body"])["workload"]["uid"] for g in hook.got) == sorted([first.uid, second.uid])
+    assert len(mail.outbox) == 2
