@@ -1,6 +1,6 @@
 """Volcano backend: a batch.volcano.sh/v1alpha1 Job (vcjob) gang; state from its PodGroup.
 
-Mapping of the spec (Volcano v1.15.1): ``schedulerName: volcano``,
+Mapping of the spec (checked against real Volcano v1.14.1): ``schedulerName: volcano``,
 ``minAvailable = workers`` (the whole gang or nothing), the Volcano Queue from
 the project identity, one task "worker" with ``replicas = workers`` and the GPU
 limits.  Volcano's controller creates the PodGroup ``<job>-<job uid>``; its
@@ -36,9 +36,15 @@ _PHASES = {
 _SCHEDULABLE_RE = re.compile(r"(\d+)\s+Schedulable")
 
 
-def gang_reason(pod_group: Mapping[str, Any] | None, queue_state: str, queue: str
+_QUOTA_EVENT = "queue resource quota insufficient"
+
+
+def gang_reason(pod_group: Mapping[str, Any] | None, queue_state: str, queue: str,
+                events: tuple[str, ...] = (), capability: Mapping[str, Any] | None = None
                 ) -> tuple[Reason, str]:
-    """Why a vcjob waits: queue closed, gang partly placeable, or no room at all."""
+    """Why a vcjob waits: queue closed, over the queue's capability, gang partly placeable,
+    or no room at all.  ``events``: the PodGroup's event messages, newest first;
+    ``capability``: the queue's spec.capability."""
     if queue_state in ("Closed", "Closing"):
         return Reason.UNAVAILABLE, f"Volcano queue {queue} is {queue_state}"
     if queue_state == "Missing":
@@ -48,13 +54,26 @@ def gang_reason(pod_group: Mapping[str, Any] | None, queue_state: str, queue: st
     cond = condition(pod_group, "Unschedulable")
     if not cond or cond.get("status") != "True":
         phase = (pod_group.get("status") or {}).get("phase", "Pending")
+        # Real Volcano leaves a PodGroup its enqueue step refuses (queue capability) in
+        # Pending with no condition at all: the reason is only in its events.
+        quota = next((m for m in events if _QUOTA_EVENT in m), "")
+        if phase == "Pending" and quota:
+            never = over_capability(pod_group, capability or {})
+            return (Reason.POLICY if never else Reason.CAPACITY), quota
         return Reason.NONE, f"PodGroup {phase}"
     message = cond.get("message", "") or cond.get("reason", "")
     if cond.get("reason") == "NotEnoughResources":
         # "... Pending: 1 Unschedulable, 3 Schedulable": some members would fit.
         match = _SCHEDULABLE_RE.search(message)
         return (Reason.GANG if match and int(match.group(1)) > 0 else Reason.CAPACITY), message
-    return Reason.CAPACITY, message  # NotInqueueable: the queue's share is used up
+    return Reason.CAPACITY, message
+
+
+def over_capability(pod_group: Mapping[str, Any], capability: Mapping[str, Any]) -> bool:
+    """The gang alone needs more of some resource than its queue may ever hold."""
+    need = (pod_group.get("spec") or {}).get("minResources") or {}
+    return any(quantity(need.get(name, need.get(f"requests.{name}", 0))) > quantity(limit)
+               for name, limit in capability.items())
 
 
 def vcjob_gpus(job: Mapping[str, Any]) -> int:
@@ -92,6 +111,7 @@ class VolcanoBackend(KubeJobBackend):
         labels = object_labels(spec, workload_id)
         pod = worker_pod_spec(spec, workload_id, self.settings)
         pod["activeDeadlineSeconds"] = spec.time_limit_minutes * 60
+        _gpu_requests(pod)
         body: dict[str, Any] = {
             "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
             "metadata": {"name": dns_name(workload_id, spec.name),
@@ -101,7 +121,10 @@ class VolcanoBackend(KubeJobBackend):
                 "schedulerName": "volcano",
                 "minAvailable": spec.workers,  # gang: all workers or none
                 "queue": self.queue_for(identity),
-                "maxRetry": 0,                 # the broker decides about reruns
+                # The broker decides about reruns.  maxRetry 0 is not kept (the webhook
+                # reads 0 as unset and writes 3): a failed or evicted worker ends the job.
+                "policies": [{"event": "PodFailed", "action": "TerminateJob"},
+                             {"event": "PodEvicted", "action": "TerminateJob"}],
                 "tasks": [{"name": "worker", "replicas": spec.workers,
                            "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}],
             },
@@ -148,16 +171,26 @@ class VolcanoBackend(KubeJobBackend):
         name = f"{meta.get('name')}-{meta.get('uid')}"  # Volcano's naming since v1.x
         return self._read(PODGROUPS, meta.get("namespace", ""), name)
 
-    def _queue_state(self, queue: str, cache: dict[str, str]) -> str:
+    def _queue(self, queue: str, cache: dict[str, dict[str, Any] | None]
+               ) -> dict[str, Any] | None:
         if queue not in cache:
-            obj = self._read(QUEUES, "", queue)
-            cache[queue] = ((obj.get("status") or {}).get("state") or "Open") if obj \
-                else "Missing"
+            cache[queue] = self._read(QUEUES, "", queue)
         return cache[queue]
+
+    def _events(self, obj: Mapping[str, Any] | None) -> tuple[str, ...]:
+        """Messages of the object's events, newest first (read only for a waiting gang)."""
+        meta = (obj or {}).get("metadata") or {}
+        if not meta.get("uid"):
+            return ()
+        items = self.kube.items(self.kube.core().list_namespaced_event, meta.get("namespace", ""),
+                                field_selector=f"involvedObject.uid={meta['uid']}")
+        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
+                   reverse=True)
+        return tuple(str(e.get("message") or "") for e in items)
 
     # ---- describing -----------------------------------------------------------------
     def _describe(self, objs: list[dict[str, Any]]) -> list[DestinationJob]:
-        queues: dict[str, str] = {}
+        queues: dict[str, dict[str, Any] | None] = {}
         out = []
         for job in objs:
             pg = None
@@ -170,13 +203,21 @@ class VolcanoBackend(KubeJobBackend):
         return out
 
     def describe(self, job: Mapping[str, Any], pod_group: Mapping[str, Any] | None,
-                 queue_states: dict[str, str]) -> DestinationJob:
+                 queues: dict[str, dict[str, Any] | None]) -> DestinationJob:
         state = _PHASES.get(_phase(job), JobState.UNKNOWN)
         reason, raw = Reason.NONE, (((job.get("status") or {}).get("state") or {})
                                     .get("message", "") or "")
         if state == JobState.PENDING:
-            queue = (job.get("spec") or {}).get("queue", "default")
-            reason, raw = gang_reason(pod_group, self._queue_state(queue, queue_states), queue)
+            name = (job.get("spec") or {}).get("queue", "default")
+            queue = self._queue(name, queues)
+            queue_state = ((queue.get("status") or {}).get("state") or "Open") if queue \
+                else "Missing"
+            pg_status = (pod_group or {}).get("status") or {}
+            waiting = pod_group is not None and pg_status.get("phase", "Pending") == "Pending" \
+                and not pg_status.get("conditions")
+            reason, raw = gang_reason(
+                pod_group, queue_state, name, self._events(pod_group) if waiting else (),
+                ((queue or {}).get("spec") or {}).get("capability"))
         start, end = _phase_times(job)
         return DestinationJob(job_id=job_ref(job), workload_id=workload_of(job), state=state,
                               reason=reason, raw_reason=raw, gpus=vcjob_gpus(job),
@@ -190,7 +231,7 @@ class VolcanoBackend(KubeJobBackend):
 
     def active_jobs(self) -> list[DestinationJob]:
         groups = {_owner_uid(pg): pg for pg in self._all(PODGROUPS)}
-        queues: dict[str, str] = {}
+        queues: dict[str, dict[str, Any] | None] = {}
         out = []
         for job in self._list():
             if vcjob_gpus(job) <= 0:
@@ -251,6 +292,18 @@ class VolcanoBackend(KubeJobBackend):
             if product:
                 out[f"{meta.get('namespace')}/{meta['labels']['volcano.sh/job-name']}"] = product
         return out
+
+
+def _gpu_requests(pod: dict[str, Any]) -> None:
+    """GPU requests beside the limits: the API server copies limits into requests only for
+    Pods, and Volcano builds the PodGroup's minResources (what the queue capability and the
+    enqueue step weigh) from the vcjob's template requests, so a limit alone counts 0 GPUs."""
+    for container in pod.get("containers") or []:
+        res = container.setdefault("resources", {})
+        requests = res.setdefault("requests", {})
+        for name, value in (res.get("limits") or {}).items():
+            if is_gpu_resource(name):
+                requests.setdefault(name, value)
 
 
 def _selected_product(job: Mapping[str, Any]) -> str:

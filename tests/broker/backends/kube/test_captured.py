@@ -8,6 +8,7 @@ from typing import Any
 
 from broker.backends.base import JobState, Reason
 from broker.backends.kube.kueue import classify_pending, kueue_state, workload_gpus
+from broker.backends.kube.volcano import gang_reason, over_capability
 
 REAL = Path(__file__).parent / "data" / "real"
 JOB = {"metadata": {"name": "j", "namespace": "team"}, "spec": {"suspend": True}, "status": {}}
@@ -49,3 +50,43 @@ def test_every_flavor_short_only_of_maximum_is_policy_and_one_short_of_unused_is
     assert classify_pending("Pending", head + "insufficient unused quota for nvidia.com/gpu in "
                             "flavor h100, 2 more needed, flavor a100 doesn't match node "
                             "affinity") == Reason.CAPACITY
+
+
+def test_volcano_gang_with_three_of_four_placeable_waits_as_gang():
+    pg = captured("volcano-podgroup-gang-pending")  # Inqueue, Unschedulable/NotEnoughResources
+    reason, raw = gang_reason(pg, "Open", "gang-q")
+    assert reason == Reason.GANG and "Pending: 1 Unschedulable, 3 Schedulable" in raw
+
+
+def test_volcano_gang_over_queue_capability_has_no_condition_only_an_event_and_is_policy():
+    pg = captured("volcano-podgroup-capability-pending")
+    assert pg["status"] == {"phase": "Pending"}  # no condition at all
+    events = tuple(e.split(": ", 1)[1] for e in captured("volcano-podgroup-events-capability-pending"))
+    capability = {"nvidia.com/gpu": "2"}
+    assert over_capability(pg, capability)
+    reason, raw = gang_reason(pg, "Open", "small-q", events, capability)
+    assert (reason, raw) == (Reason.POLICY, "queue resource quota insufficient: insufficient "
+                                            "nvidia.com/gpu")
+    assert gang_reason(pg, "Open", "small-q", events, {"nvidia.com/gpu": "8"})[0] \
+        == Reason.CAPACITY  # fits once the queue's running jobs end
+    assert gang_reason(pg, "Open", "small-q")[0] == Reason.NONE  # no event yet
+
+
+def test_volcano_podgroup_min_resources_count_gpus_only_when_the_template_requests_them():
+    pg = captured("volcano-podgroup-gang-pending")  # our manifest requests GPUs beside limits
+    assert pg["spec"]["minResources"]["nvidia.com/gpu"] == "8"
+
+
+def test_volcano_webhook_writes_max_retry_3_over_our_0():
+    job = captured("volcano-job-defaulted")
+    assert job["spec"]["maxRetry"] == 3
+    assert {"event": "PodEvicted", "action": "TerminateJob"} in job["spec"]["policies"]
+
+
+def test_volcano_webhook_denials_are_400_with_volcanos_text():
+    missing = json.loads(captured("volcano-webhook-denied-missing-queue"))
+    assert missing["code"] == 400 and missing["message"].endswith(
+        'unable to find job queue: queue.scheduling.volcano.sh "no-such-queue" not found;')
+    too_big = json.loads(captured("volcano-webhook-denied-minavailable"))
+    assert "job 'minAvailable' should not be greater than total replicas in tasks;" \
+        in too_big["message"]

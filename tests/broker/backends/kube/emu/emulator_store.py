@@ -22,6 +22,7 @@ from broker.backends.kube.common import rfc3339
 RESOURCES: dict[tuple[str, str], tuple[str, bool]] = {
     ("", "nodes"): ("Node", False),
     ("", "pods"): ("Pod", True),
+    ("", "events"): ("Event", True),
     ("batch", "jobs"): ("Job", True),
     ("kueue.x-k8s.io", "workloads"): ("Workload", True),
     ("kueue.x-k8s.io", "clusterqueues"): ("ClusterQueue", False),

@@ -7,7 +7,10 @@ the nodes' free GPUs they are all bound (PodGroup Running, Job Running);
 otherwise none is, and the PodGroup gets ``Unschedulable`` /
 ``NotEnoughResources`` with Volcano's message: ``4/4 tasks in gang
 unschedulable: pod group is not ready, 4 Pending, 4 minAvailable; Pending: 1
-Unschedulable, 3 Schedulable``.  A Closed queue leaves the gang Pending.
+Unschedulable, 3 Schedulable``.  A Closed queue leaves the gang Pending.  A gang whose
+GPUs would take its queue past ``spec.capability`` stays Pending with no condition and an
+event ``queue resource quota insufficient: insufficient nvidia.com/gpu``, as real Volcano
+v1.14.1 does (captured: tests/broker/backends/kube/data/real/volcano-*-capability-*).
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ class VolcanoModel:
         denied = 'admission webhook "validatejob.volcano.sh" denied the request: '
         if found is None:
             raise ApiError(400, "BadRequest", denied + f"unable to find job queue: "
-                           f'queues.scheduling.volcano.sh "{queue}" not found')
+                           f'queue.scheduling.volcano.sh "{queue}" not found;')
         state = (found.get("status") or {}).get("state") or "Open"
         if state != "Open":
             raise ApiError(400, "BadRequest", denied + "can only submit job to queue with "
@@ -46,7 +49,7 @@ class VolcanoModel:
         replicas = sum(int(t.get("replicas") or 0) for t in spec.get("tasks") or [])
         if int(spec.get("minAvailable") or 0) > replicas:
             raise ApiError(400, "BadRequest", denied + "job 'minAvailable' should not be "
-                           "greater than total replicas in tasks")
+                           "greater than total replicas in tasks;")
 
     def job(self, ref: str) -> dict[str, Any]:
         ns, _, name = ref.rpartition("/")
@@ -101,6 +104,9 @@ class VolcanoModel:
         queue = self.store.find(QUEUES, "", pg["spec"]["queue"]) or {}
         if job is None or (queue.get("status") or {}).get("state", "Open") != "Open":
             return  # a closed queue enqueues nothing
+        if pg["status"].get("phase") == "Pending" and self._over_capability(pg, queue):
+            self._event(pg, "queue resource quota insufficient: insufficient " + GPU_RESOURCE)
+            return
         tasks = [(t, place(self.store, t["template"]["spec"], int(t.get("replicas") or 0)))
                  for t in job["spec"].get("tasks") or []]
         total = sum(len(nodes) for _, nodes in tasks)
@@ -117,6 +123,29 @@ class VolcanoModel:
             "message": message, "lastTransitionTime": rfc3339(self.emu.now()),
             "transitionID": pg["metadata"]["uid"]}]}
         self.store.bump(pg)
+
+    def _over_capability(self, pg: dict[str, Any], queue: dict[str, Any]) -> bool:
+        cap = ((queue.get("spec") or {}).get("capability") or {}).get(GPU_RESOURCE)
+        if cap is None:
+            return False
+        used = sum(int((p.get("spec") or {}).get("minResources", {}).get(GPU_RESOURCE, 0))
+                   for p in self.store.list(PODGROUPS)
+                   if p["spec"].get("queue") == pg["spec"]["queue"]
+                   and (p.get("status") or {}).get("phase") == "Running")
+        return used + int(pg["spec"]["minResources"].get(GPU_RESOURCE, 0)) > int(cap)
+
+    def _event(self, obj: dict[str, Any], message: str) -> None:
+        meta = obj["metadata"]
+        if any(e["message"] == message and e["involvedObject"]["uid"] == meta["uid"]
+               for e in self.store.list(("", "events"), meta["namespace"])):
+            return
+        self.store.create(("", "events"), meta["namespace"], {
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": f"{meta['name']}.{len(self.store.list(('', 'events')))}"},
+            "involvedObject": {"kind": "PodGroup", "name": meta["name"],
+                               "namespace": meta["namespace"], "uid": meta["uid"]},
+            "type": "Normal", "reason": "Unschedulable", "message": message,
+            "lastTimestamp": rfc3339(self.emu.now()), "source": {"component": "volcano"}})
 
     def _bind(self, job: dict[str, Any], pg: dict[str, Any],
               tasks: list[tuple[dict[str, Any], list[str | None]]]) -> None:

@@ -6,29 +6,32 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client
 
-from broker.backends.base import JobState, ProjectIdentity, Reason
+from broker.backends.base import JobState, ProjectIdentity, Reason, Rejected
 from broker.spec import WorkloadSpec
 
 from . import cluster as c
 
-# Its own marker, not `k8s`: real Volcano does not run in CI yet (v1.15.1 does not build from
-# the module proxy, v1.14.1's webhooks need the Helm chart's objects; docs/kubernetes.md).
-pytestmark = pytest.mark.volcano
+# Part of `k8s` (required in CI); `volcano` selects them alone.
+pytestmark = [pytest.mark.k8s, pytest.mark.volcano]
 
 
 @pytest.fixture(autouse=True)
 def _volcano_up(k8s_env):
-    # Volcano is opt-in in scripts/k8s-cluster (K8S_CI_NO_VOLCANO=0): see docs/kubernetes.md
-    if k8s_env.get("K8S_VOLCANO") != "1":
-        pytest.skip("Volcano is not running: start it with K8S_CI_NO_VOLCANO=0 scripts/k8s-cluster up")
+    # With K8S_TESTS=1 a main cluster started without Volcano (K8S_CI_NO_VOLCANO=1) fails
+    # these tests: they never skip in CI.
+    assert k8s_env.get("K8S_VOLCANO") == "1", \
+        "Volcano is not running in the main cluster: scripts/k8s-cluster up (K8S_CI_NO_VOLCANO unset)"
+
+
 GANG_QUEUE = "gang-q"
 SMALL_QUEUE = "small-q"
 
 
 def spec(**kw: Any) -> WorkloadSpec:
-    base: dict[str, Any] = dict(project="proj", name="gang", command="sleep 120",
-                                gpus_per_worker=2, workers=4, gpu_models=("L40S",),
-                                cpus_per_worker=1, memory_gb_per_worker=1, time_limit_minutes=10)
+    base: dict[str, Any] = {
+        "project": "proj", "name": "gang", "command": "sleep 120", "gpus_per_worker": 2,
+        "workers": 4, "gpu_models": ("L40S",), "cpus_per_worker": 1,
+        "memory_gb_per_worker": 1, "time_limit_minutes": 10}
     base.update(kw)
     return WorkloadSpec(**base)
 
@@ -58,6 +61,10 @@ def capture_job(api: client.ApiClient, job_id: str, name: str) -> None:
             "scheduling.volcano.sh", "v1beta1", ns, "podgroups")["items"]:
         if any(o.get("name") == job for o in pg["metadata"].get("ownerReferences") or []):
             c.capture(f"volcano-podgroup-{name}", pg)
+            events = client.CoreV1Api(api).list_namespaced_event(
+                ns, field_selector=f"involvedObject.uid={pg['metadata']['uid']}")
+            c.capture(f"volcano-podgroup-events-{name}", sorted(
+                {f"{e.type} {e.reason}: {e.message}" for e in events.items}))
 
 
 def status(backend, job_id):
@@ -66,8 +73,8 @@ def status(backend, job_id):
 
 def test_gang_waits_while_three_of_four_fit_and_starts_when_four_do(volcano_backend, three_nodes):
     job_id = volcano_backend.submit(spec(), "wl-gang", identity(GANG_QUEUE))
-    waiting = c.wait_for(lambda: (j := status(volcano_backend, job_id)) and j.reason != Reason.NONE
-                         and j, 60, what="gang pending reason")
+    waiting = c.wait_for(lambda: (j := status(volcano_backend, job_id)) and j.reason not in (
+        Reason.NONE, Reason.OTHER) and j, 60, what="gang pending reason")
     capture_job(three_nodes, job_id, "gang-pending")
     assert waiting.state == JobState.PENDING
     assert waiting.reason == Reason.GANG, waiting.raw_reason
@@ -84,8 +91,8 @@ def test_gang_waits_while_three_of_four_fit_and_starts_when_four_do(volcano_back
 def test_queue_capability_keeps_a_bigger_job_out(volcano_backend, three_nodes):
     job_id = volcano_backend.submit(spec(workers=2, name="capped"), "wl-cap",
                                     identity(SMALL_QUEUE))
-    waiting = c.wait_for(lambda: (j := status(volcano_backend, job_id)) and j.reason != Reason.NONE
-                         and j, 60, what="capability pending reason")
+    waiting = c.wait_for(lambda: (j := status(volcano_backend, job_id)) and j.reason not in (
+        Reason.NONE, Reason.OTHER) and j, 60, what="capability pending reason")
     capture_job(three_nodes, job_id, "capability-pending")
     assert waiting.state == JobState.PENDING
     assert waiting.reason in (Reason.CAPACITY, Reason.POLICY), waiting.raw_reason
@@ -93,3 +100,38 @@ def test_queue_capability_keeps_a_bigger_job_out(volcano_backend, three_nodes):
                                   identity(SMALL_QUEUE))
     c.wait_for(lambda: (j := status(volcano_backend, fits)) and j.state in (
         JobState.RUNNING, JobState.COMPLETED), 90, what="small job runs")
+
+
+def test_webhook_defaults_the_job_and_keeps_our_terminate_policies(volcano_backend, three_nodes):
+    job_id = volcano_backend.submit(spec(workers=1, name="dflt", command="sleep 5"), "wl-dflt",
+                                    identity(GANG_QUEUE))
+    ns, name = job_id.split("/")
+    job = client.CustomObjectsApi(three_nodes).get_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", ns, "jobs", name)
+    c.capture("volcano-job-defaulted", job)
+    # maxRetry 0 reads as unset to the mutating webhook: it writes its default, 3
+    assert job["spec"]["maxRetry"] == 3 and job["spec"]["tasks"][0]["minAvailable"] == 1
+    assert {"event": "PodFailed", "action": "TerminateJob"} in job["spec"]["policies"]
+
+
+def test_webhook_refuses_a_gang_larger_than_its_tasks(volcano_backend, three_nodes, monkeypatch):
+    original = volcano_backend.build_manifest
+
+    def too_big(*args: Any) -> dict[str, Any]:
+        body = original(*args)
+        body["spec"]["minAvailable"] = 5  # more than the 4 replicas
+        return body
+    monkeypatch.setattr(volcano_backend, "build_manifest", too_big)
+    with pytest.raises(Rejected) as err:
+        volcano_backend.submit(spec(), "wl-bad", identity(GANG_QUEUE))
+    c.capture("volcano-webhook-denied-minavailable", err.value.raw)
+    assert 'admission webhook "validatejob.volcano.sh" denied the request' in str(err.value)
+    assert "'minAvailable' should not be greater than total replicas" in str(err.value)
+
+
+def test_submit_into_a_missing_queue_is_refused_by_the_webhook(volcano_backend, three_nodes):
+    with pytest.raises(Rejected) as err:
+        volcano_backend.submit(spec(workers=1), "wl-noq", identity("no-such-queue"))
+    c.capture("volcano-webhook-denied-missing-queue", err.value.raw)
+    assert 'unable to find job queue: queue.scheduling.volcano.sh "no-such-queue" not found' \
+        in str(err.value)
