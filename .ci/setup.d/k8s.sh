@@ -1,7 +1,6 @@
 # Sourced by .ci/run: build (cold: from the Go module proxy, cached per version under
 # /var/cache/gpubroker/k8s) and start the Kubernetes control planes, then require the `k8s`
-# tests (Kueue and MultiKueue on real controllers, tests/broker/backends/kube/real). Real
-# Volcano is opt-in (marker `volcano`, not required here): docs/kubernetes.md says why.
+# tests (Kueue, Volcano and MultiKueue on real controllers, tests/broker/backends/kube/real).
 # the object plumbing (scripts/k8s-cluster-objects) uses the project's venv (kubernetes client)
 make install
 k8s_t0=$SECONDS
