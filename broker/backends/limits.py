@@ -65,11 +65,11 @@ class LocalLimits:
 
     def caps_for(self, pool: str, scopes: Iterable[str] = ()) -> list[JobCap]:
         wanted = {"", *scopes}
-        return [c for c in self.caps if c.pool in ("", pool) and c.scope in wanted]
+        return [c for c in self.caps if _covers(c.pool, pool) and c.scope in wanted]
 
     def quotas_for(self, pool: str, scopes: Iterable[str] = ()) -> list[GroupQuota]:
         wanted = {"", *scopes}
-        return [q for q in self.quotas if q.pool in ("", pool) and q.scope in wanted]
+        return [q for q in self.quotas if _covers(q.pool, pool) and q.scope in wanted]
 
     def to_json(self) -> dict[str, list[dict[str, Any]]]:
         return {"caps": [_dump(c) for c in self.caps], "quotas": [_dump(q) for q in self.quotas]}
@@ -84,6 +84,12 @@ class LocalLimits:
 NO_LIMITS = LocalLimits()
 
 
+def _covers(limit_pool: str, pool: str) -> bool:
+    """A limit on "" covers every pool; on "gpu" the pool "gpu" and a Slurm partition's
+    pools "gpu/a100", "gpu/h100"."""
+    return not limit_pool or pool == limit_pool or pool.startswith(limit_pool + "/")
+
+
 def _dump(obj: JobCap | GroupQuota) -> dict[str, Any]:
     return {k: v for k, v in obj.__dict__.items() if v is not None and (v != "" or k == "source")}
 
@@ -93,10 +99,9 @@ def add_use(limits: LocalLimits, pool_gpus: Mapping[str, int], jobs: int = 0) ->
     it was taken) counted as used, per pool."""
     if not pool_gpus and not jobs:
         return limits
-    total = sum(pool_gpus.values())
     quotas = []
     for q in limits.quotas:
-        extra = total if not q.pool else pool_gpus.get(q.pool, 0)
+        extra = sum(gpus for pool, gpus in pool_gpus.items() if _covers(q.pool, pool))
         quotas.append(GroupQuota(**{**q.__dict__, "used_gpus": q.used_gpus + extra,
                                     "running_jobs": q.running_jobs + (jobs if extra else 0)}))
     return LocalLimits(caps=limits.caps, quotas=tuple(quotas))

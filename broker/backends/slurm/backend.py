@@ -12,7 +12,9 @@ from broker.backends.base import (
     BackendError, DestinationJob, InventorySnapshot, NodeInventory, PoolInventory,
     ProjectIdentity, QueueStats, Unavailable, UsageRecord,
 )
+from broker.backends.limits import LocalLimits
 from broker.backends.slurm import parsers
+from broker.backends.slurm.limits import read_limits
 from broker.backends.slurm.config import SlurmConfig
 from broker.backends.slurm.mapping import SubmitRequest, build_request
 from broker.backends.slurm.transport import SlurmAcct, SlurmJob, SlurmNode, Transport
@@ -167,7 +169,17 @@ class SlurmBackend:
                 nodes=tuple(sorted(invs, key=lambda n: n.name)),
             ))
         return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pool_list),
-                                 queue=self._queue_stats(taken_at))
+                                 queue=self._queue_stats(taken_at), limits=self._limits())
+
+    def _limits(self) -> LocalLimits:
+        """QoS, association and partition limits (best effort, as throughput: slurmdbd may be
+        down while slurmctld answers, and the nodes are worth reporting without them)."""
+        try:
+            running = self.transport.jobs(states=("RUNNING",))
+            return read_limits(self.transport, running, self.config.default_qos)
+        except Unavailable as exc:
+            log.warning("slurm %s: local limits not known: %s", self.cluster, exc)
+            return LocalLimits()
 
     def _queue_stats(self, now: datetime) -> QueueStats:
         wanted = set(self.config.partitions)
