@@ -73,7 +73,8 @@ def multikueue_dispatch(*, cluster_id: int, now: datetime | None = None,
     if cfg is None or not manager.enabled:
         return report
     if cfg.refresh_inventory:
-        for worker_id in Cluster.objects.filter(name__in=cfg.workers.values(), enabled=True).values_list("id", flat=True):
+        workers = Cluster.objects.filter(name__in=cfg.workers.values(), enabled=True)
+        for worker_id in workers.values_list("id", flat=True):
             cluster_sync_inventory(cluster_id=worker_id)  # fresh numbers, or the worker goes stale
     own = client is None
     client = client or dispatcher_client(manager)
@@ -144,7 +145,8 @@ def _nominate_or_wait(record: Workload, wl: ManagerWorkload, view: ManagerView, 
 def _no_worker(record: Workload, wl: ManagerWorkload, decision: dict, report: DispatchReport) -> None:
     """No worker takes it now.  A nomination in force stays (withdrawing it would leave
     the Workload with none); a Workload without one waits for the next pass."""
-    why = "; ".join(f"{k}: {v['message']}" for k, v in decision["excluded"].items())[:2000] or decision.get("reason", "")
+    why = "; ".join(f"{k}: {v['message']}" for k, v in decision["excluded"].items())[:2000]
+    why = why or decision.get("reason", "")
     report.waiting[wl.ref] = why
     if not wl.nominated:
         _note_wait(record, decision.get("reason") or "capacity", why, decision)

@@ -69,7 +69,7 @@ def test_a_worker_that_is_stale_here_or_inactive_in_multikueue_is_excluded_as_st
     out = _worker_exclusions(view, cfg, {"w-a": a, "w-b": b})
     assert {name: e.rule for name, e in out.items()} == {"w-a": "stale", "w-b": "stale"}
     assert "connection refused" in out["w-a"].message and "cannot reach" in out["w-b"].message
-    healthy = ManagerView(taken_at=view.taken_at, workloads=(), active_workers=frozenset({"worker-main", "worker-worker2"}),
-                          inactive_workers={})
+    healthy = ManagerView(taken_at=view.taken_at, workloads=(),
+                          active_workers=frozenset({"worker-main", "worker-worker2"}), inactive_workers={})
     a.health = "healthy"
     assert _worker_exclusions(healthy, cfg, {"w-a": a, "w-b": b}) == {}

@@ -98,10 +98,11 @@ def test_jobs_created_on_the_manager_are_nominated_as_ranked_run_there_and_are_c
 
     state = watch.run(lambda st: all((w.get("status") or {}).get("clusterName") for w in st.values()),
                       90, "admission on the nominated workers")
-    for job, wl in state.items():
+    for job in state:
         worker = fleet["apis"][expected[job]]
         pods = c.wait_for(lambda worker=worker, job=job: client.CoreV1Api(worker).list_namespaced_pod(
-            s.NS, label_selector=f"batch.kubernetes.io/job-name={job}").items, 30, what=f"{job} pods on {expected[job]}")
+            s.NS, label_selector=f"batch.kubernetes.io/job-name={job}").items, 30,
+            what=f"{job} pods on {expected[job]}")
         prefix = expected[job].removeprefix("worker-")
         assert all((p.spec.node_name or prefix).startswith(prefix) for p in pods)
 
