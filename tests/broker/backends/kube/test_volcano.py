@@ -87,3 +87,24 @@ def test_gang_reason_queue_states():
     assert gang_reason(None, "Closing", "q")[0] == Reason.UNAVAILABLE
     assert gang_reason(None, "Missing", "q")[0] == Reason.UNAVAILABLE
     assert gang_reason({"status": {"phase": "Inqueue"}}, "Open", "q")[0] == Reason.NONE
+
+
+def test_gang_above_queue_capability_is_policy_from_the_podgroup_event(volcano):
+    # real Volcano: no PodGroup condition, only an event (data/real/volcano-podgroup-*-capability-*)
+    volcano.emu.add("scheduling.volcano.sh", "queues", {
+        "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "Queue",
+        "metadata": {"name": "small"},
+        "spec": {"weight": 1, "capability": {"nvidia.com/gpu": "2"}}, "status": {"state": "Open"}})
+    volcano.identity = replace(volcano.identity, queue="small")
+    job_id = volcano.submit("wl-cap", workers=2, gpus_per_worker=2)
+    volcano.step()
+    job = volcano.backend.status([job_id])[job_id]
+    assert job.state == JobState.PENDING and job.reason == Reason.POLICY
+    assert job.raw_reason == "queue resource quota insufficient: insufficient nvidia.com/gpu"
+
+
+def test_manifest_requests_the_gpus_it_limits(volcano, spec_factory):
+    body = volcano.backend.build_manifest(spec_factory(gpus_per_worker=2), "wl-r", volcano.identity)
+    res = body["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"] == "2"
+    assert "maxRetry" not in body["spec"]
