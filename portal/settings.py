@@ -150,6 +150,9 @@ OIDC_OP_JWKS_ENDPOINT = env_str("GPUBROKER_OIDC_JWKS_ENDPOINT", "")
 OIDC_RP_SIGN_ALGO = "RS256"
 OIDC_USE_PKCE = True
 OIDC_RP_SCOPES = env_str("GPUBROKER_OIDC_SCOPES", "openid email profile groups")
+# a claim carrying the person's POSIX user name (e.g. "uid"): their cluster identity, unless
+# an admin set one by hand; empty: identities are set by admins only
+GPUBROKER_OIDC_POSIX_CLAIM = env_str("GPUBROKER_OIDC_POSIX_CLAIM", "")
 OIDC_TIMEOUT = 10
 LOGIN_REDIRECT_URL_FAILURE = "/login/?failed=oidc"
 AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]  # local accounts always stay

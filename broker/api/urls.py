@@ -5,10 +5,15 @@ from broker.api import (
     legacy, views, views_account, views_admin, views_logs, views_notifications, views_preview,
     views_quota_requests,
 )
+from broker.api import views_identity
 
 urlpatterns = [
     path("me/", views_account.Me.as_view(), name="api-me"),
     path("projects/", views_account.ProjectList.as_view(), name="api-projects"),
+    path("projects/<int:project_id>/run-as/", views_identity.ProjectRunAs.as_view(), name="api-project-run-as"),
+    path("cluster-identities/", views_identity.ClusterIdentityList.as_view(), name="api-cluster-identities"),
+    path("cluster-identities/<int:user_id>/", views_identity.ClusterIdentityDetail.as_view(),
+         name="api-cluster-identity"),
     path("tokens/", views_account.TokenListCreate.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", views_account.TokenRevoke.as_view(), name="api-token"),
     path("workloads/", views.WorkloadListCreate.as_view(), name="api-workloads"),

@@ -17,7 +17,7 @@ class TenantAdmin(admin.ModelAdmin):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ("slug", "tenant", "slurm_account", "k8s_namespace", "cost_centre")
+    list_display = ("slug", "tenant", "slurm_account", "k8s_namespace", "cost_centre", "run_as")
     list_filter = ("tenant",)
     search_fields = ("slug", "name", "slurm_account", "k8s_namespace", "cost_centre")
 

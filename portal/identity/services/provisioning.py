@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from broker.services.audit import audit
 from portal.identity.models import ClaimRule, ExternalIdentity, GrantedRole
+from portal.identity.services.cluster_identity import cluster_identity_from_claims
 from portal.tenancy.models import Membership
 
 _USERNAME_BAD = re.compile(r"[^\w.@+-]+")
@@ -51,6 +53,7 @@ def identity_sign_in(*, issuer: str, claims: dict):
     identity.last_claims = {k: claims[k] for k in ("sub", "email", "preferred_username", "groups") if k in claims}
     identity.save(update_fields=["last_claims", "last_seen_at"])
     _sync_roles(user, matching_rules(claims))
+    cluster_identity_from_claims(user=user, claims=claims, claim=settings.GPUBROKER_OIDC_POSIX_CLAIM)
     return user
 
 

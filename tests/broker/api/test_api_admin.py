@@ -171,7 +171,7 @@ def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalat
     quota = Quota.objects.get(tenant=trio.tenant)
     token = token_create(actor=trio.member, name="laptop", expires_in_days=30).token
     ids = {"workload_id": placed.id, "quota_id": quota.id, "escalation_id": escalation.id, "token_id": token.id,
-           "quota_request_id": quota_request.id}
+           "quota_request_id": quota_request.id, "user_id": trio.member.id, "project_id": trio.project.id}
     client = api(trio.outsider)
     checked = []
     for pattern in urlpatterns:

@@ -130,7 +130,8 @@ def test_every_v1_read_answers_a_token_as_it_answers_the_session(trio, placed, e
     new = token_create(actor=trio.owner, name="sweep", expires_in_days=1)
     quota = Quota.objects.get(tenant=trio.tenant)
     ids = {"workload_id": placed.id, "quota_id": quota.id, "escalation_id": escalation.id,
-           "cluster_id": placed.cluster_id, "token_id": new.token.id, "quota_request_id": quota_request.id}
+           "cluster_id": placed.cluster_id, "token_id": new.token.id, "quota_request_id": quota_request.id,
+           "user_id": trio.member.id}
     session, token = api(trio.owner), bearer(new.secret)
     checked = []
     for pattern in urlpatterns:
