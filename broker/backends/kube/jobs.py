@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
 
+from broker.backends.limits import LocalLimits
 from broker.backends.base import (
     DestinationJob, InventorySnapshot, ProjectIdentity, QueueStats, Rejected, Unavailable, UsageRecord)
 from broker.backends.kube import inventory as inv
@@ -60,13 +61,17 @@ class KubeJobBackend:
     def queue_stats(self) -> QueueStats:
         raise NotImplementedError
 
+    def local_limits(self) -> LocalLimits:
+        """What the queueing layer admits (ClusterQueue quota, Queue capability)."""
+        return LocalLimits()
+
     def inventory(self) -> InventorySnapshot:
         taken_at = now_utc()
         nodes = inv.read_nodes(self.kube, self.settings)
         pods = inv.read_gpu_pods(self.kube)
         pools = inv.build_pools(nodes, pods, self.settings, self.kind, self.pool_namer())
         return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
-                                 queue=self.queue_stats())
+                                 queue=self.queue_stats(), limits=self.local_limits())
 
     def active_jobs(self) -> list[DestinationJob]:
         raise NotImplementedError

@@ -18,6 +18,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
+from broker.backends.kube.limits import kueue_limits
+from broker.backends.limits import LocalLimits
 from broker.backends.base import (
     DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
 from broker.backends.kube import inventory as inv
@@ -270,6 +272,11 @@ class KueueBackend(KubeJobBackend):
         gpus = sum(workload_gpus(wl) for wl in self._custom("workloads")
                    if not is_true(wl, "QuotaReserved") and not is_true(wl, "Finished"))
         return QueueStats(pending_jobs=pending, pending_gpus=gpus)
+
+    def local_limits(self) -> LocalLimits:
+        """ClusterQueue nominal quota, borrowing limit and reserved use per GPU flavor."""
+        return kueue_limits(self._custom("clusterqueues"), self._custom("localqueues"),
+                            self.settings.default_namespace, self.settings.default_queue)
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         """Admission (Admitted lastTransitionTime) to Finished, times the admitted GPUs."""

@@ -14,6 +14,8 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
+from broker.backends.kube.limits import volcano_limits
+from broker.backends.limits import LocalLimits
 from broker.backends.base import (
     DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
 from broker.backends.kube import inventory as inv
@@ -245,6 +247,10 @@ class VolcanoBackend(KubeJobBackend):
     # ---- inventory and accounting ---------------------------------------------------
     def pool_namer(self) -> Callable[..., str]:
         return inv.product_namer
+
+    def local_limits(self) -> LocalLimits:
+        """Each Queue's GPU capability against what it has allocated."""
+        return volcano_limits(self._all(QUEUES), self.settings.default_queue)
 
     def queue_stats(self) -> QueueStats:
         """PodGroups not yet running (Pending/Inqueue) and the GPUs their gangs need."""
