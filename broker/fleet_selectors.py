@@ -10,6 +10,7 @@ from django.utils import timezone
 from broker.models import AuditRecord, ClusterHealth, ReconcileRun, WorkloadState
 from broker.selectors import cluster_list, workload_list
 from broker.services.status import run_seconds_of
+from broker.wait_selectors import wait_estimate_error
 from portal.tenancy.access import AnyUser
 
 
@@ -75,4 +76,6 @@ def _figures(user: AnyUser, now) -> dict:
         "failed_placements_24h": failed,
         "reconcile_lag_s": (now - last_run.finished_at).total_seconds() if last_run else None,
         "cloud_spend_month": round(spend, 2),
+        # the learned queue-wait estimator against what followed, over the last week
+        "wait_estimate": wait_estimate_error(mine, since=now - timedelta(days=7)),
     }

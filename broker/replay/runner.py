@@ -7,6 +7,7 @@ the policies and nothing else.
 from __future__ import annotations
 
 import random
+import re
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -26,6 +27,7 @@ from broker.replay.metrics import Metrics, compute
 from broker.replay.simview import FleetView
 from broker.replay.synth import SynthOptions, SynthReport, synthesize
 from broker.replay.trace import read_trace
+from broker.services.policy import current_policy
 from broker.replay.tracker import Tracker
 
 DEFAULT_POLICIES = ("default", "cost", "first-fit", "onprem-first-nogang", "multikueue-race",
@@ -38,14 +40,31 @@ LOCAL_QUEUEING = "backfill"   # what real local schedulers do by default
 ORIGIN = datetime(2023, 1, 1, tzinfo=timezone.utc)
 
 
+BURST_VARIANT = re.compile(r"^default\+burst(\d+)m$")
+
+
 def known_policies() -> list[str]:
-    return ["default", *PRESETS, *BASELINES]
+    return ["default", "default+burst<N>m", *PRESETS, *BASELINES]
+
+
+def is_known(name: str) -> bool:
+    return name in ("default", *PRESETS, *BASELINES) or bool(BURST_VARIANT.match(name))
+
+
+def burst_policy_text(minutes: int) -> str:
+    """The policy in force with the spend-aware burst rule set: the cloud only when the
+    predicted on-prem wait passes ``minutes``."""
+    return current_policy().text + f"\nburst:\n  min_onprem_wait_s: {minutes * 60}\n"
 
 
 def make_strategy(name: str, fleet: FleetDescription) -> Strategy:
-    """'default' (the policy file as it stands), a preset name, or a baseline."""
+    """'default' (the policy file as it stands), 'default+burst<N>m' (it, with the cloud
+    only after a predicted on-prem wait of N minutes), a preset name, or a baseline."""
     if name == "default":
         return BrokerPreset(name, fleet)
+    variant = BURST_VARIANT.match(name)
+    if variant:
+        return BrokerPreset(name, fleet, policy_text=burst_policy_text(int(variant.group(1))))
     if name in PRESETS:
         return BrokerPreset(name, fleet, preset=name)
     if name in BASELINES:

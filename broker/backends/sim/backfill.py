@@ -77,6 +77,13 @@ def may_backfill(reservation: Reservation, job: SimJob, placement: Placement,
                   lambda n: max(0, free.get(n.name, 0)))
 
 
+def shape_of(job: SimJob) -> tuple:
+    """What admission looks at, apart from the job's identity and time limit."""
+    r = job.request
+    return (job.partition, r.gpus_per_worker, r.workers, r.partitioning, r.gpu_models,
+            r.gpu_class, r.min_gpu_memory_gb, r.same_interconnect)
+
+
 def pool_key(pools: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(pools))
 

@@ -346,7 +346,14 @@ class SimulatedCluster:
                                 self.gang_scheduler)
         admit = admission.ADMIT[self.flavor]
         reservations: dict[tuple[str, ...], backfill.Reservation] = {}
+        # backfill only: a shape that could not start in this pass cannot start later in it
+        # (GPUs only get taken), so its later jobs get the same verdict without a search
+        failed: dict[tuple, admission.Verdict] = {}
         for job in self._pending():
+            shape = backfill.shape_of(job) if self.queueing == "backfill" else None
+            if shape is not None and shape in failed:
+                job.reason, job.raw_reason = failed[shape].reason, failed[shape].raw
+                continue
             verdict = admit(job, ctx)
             if verdict.placement is not None and not self._delays_reserved(
                     reservations, job, verdict):
@@ -357,6 +364,8 @@ class SimulatedCluster:
                 job.reason, job.raw_reason = Reason.CAPACITY, "Priority"
                 continue
             job.reason, job.raw_reason = verdict.reason, verdict.raw
+            if shape is not None:  # it did not pack at all: no time limit changes that
+                failed[shape] = verdict
             if verdict.blocks and self.queueing == "strict":
                 ctx.blocked.update(verdict.pools)
             elif verdict.blocks and self.flavor == "slurm":

@@ -10,12 +10,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.fleet import FleetError
 from broker.management.commands.replay_trace import isolated_database
-from broker.replay.runner import WINDOWS, known_policies
+from broker.replay.runner import WINDOWS, is_known, known_policies
 from broker.replay.sweep import SweepPlan, load_results, markdown, run_sweep, summarise
 from broker.replay.trace import TraceError
 
-SWEEP_POLICIES = ("default", "fastest", "multikueue-race", "multikueue-incremental",
-                  "first-fit", "oracle")
+SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "oracle",
+                  "multikueue-incremental")
 
 
 def _floats(text: str, name: str) -> tuple[float, ...]:
@@ -50,7 +50,7 @@ class Command(BaseCommand):
     def handle(self, *args, **opts) -> None:
         out = Path(opts["results"])
         policies = tuple(p.strip() for p in opts["policies"].split(",") if p.strip())
-        unknown = [p for p in policies if p not in known_policies()]
+        unknown = [p for p in policies if not is_known(p)]
         if unknown:
             raise CommandError(f"--policies: unknown {', '.join(unknown)}")
         if not opts["render_only"]:

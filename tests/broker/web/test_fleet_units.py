@@ -23,3 +23,20 @@ def test_fleet_page_shows_mig_slices_on_their_own_line(trio, make_cluster, login
     # the fleet is shared infrastructure: a member of another tenant sees the same lines
     outsider = login(trio.outsider).get(reverse("fleet")).content.decode()
     assert "A100 MIG 1g.10gb slices" in outsider
+
+
+def test_fleet_page_shows_the_wait_estimators_error_from_started_workloads(trio, make_cluster, login, submit,
+                                                                           drive, poll):
+    from broker.models import Workload  # noqa: PLC0415
+    cluster = make_cluster("gpu", nodes=[8])
+    workload = drive(submit(gpus_per_worker=2))
+    poll(cluster)
+    placement = {**Workload.objects.get(id=workload.id).placement, "predicted_wait_s": 600.0}
+    Workload.objects.filter(id=workload.id).update(placement=placement)
+    body = login(trio.member).get(reverse("fleet")).content.decode()
+    assert "Wait estimator error" in body and "over 1 started workloads" in body
+    figures = overview(user=trio.member)["figures"]["wait_estimate"]
+    assert figures.count == 1 and 500 < figures.mean_abs_s <= 600
+    # a member of another tenant sees no error figure built from this tenant's workloads
+    outsider = login(trio.outsider).get(reverse("fleet")).content.decode()
+    assert "no prediction has started yet" in outsider
