@@ -55,6 +55,7 @@ from broker.services.placing import workload_place
 from broker.services.policy import current_policy, policy_override
 from broker.services.status import cluster_poll_status
 from broker.services.workloads import workload_submit
+from broker.wait_selectors import wait_estimate_error
 from portal.tenancy.models import Membership, Project, Role, Tenant
 
 TENANT_PREFIX = "replay-"
@@ -213,9 +214,16 @@ class BrokerPreset:
         """Bring the broker's records up to date, so the database tells the same story."""
         for cluster_id in self.clusters.values():
             cluster_poll_status(cluster_id=cluster_id)
-        rejected = Workload.objects.filter(tenant__slug__startswith=self.tenant_prefix,
-                                           state=WorkloadState.REJECTED).count()
-        return {"held at broker": len(self.waiting), "rejected by broker": rejected}
+        mine = Workload.objects.filter(tenant__slug__startswith=self.tenant_prefix)
+        rejected = mine.filter(state=WorkloadState.REJECTED).count()
+        extra = {"held at broker": len(self.waiting), "rejected by broker": rejected}
+        error = wait_estimate_error(mine)
+        if error is not None:  # the learned wait estimator against the waits that followed
+            extra.update({"estimator n": error.count, "estimator MAE s": round(error.mean_abs_s),
+                          "estimator p50 s": round(error.p50_abs_s),
+                          "estimator p90 s": round(error.p90_abs_s),
+                          "estimator bias s": round(error.mean_signed_s)})
+        return extra
 
 
 def _bot() -> AbstractBaseUser:

@@ -59,3 +59,17 @@ def test_the_windows_split_the_jobs_in_arrival_order_and_rebase_the_second_half(
     assert [j.key for j in first] == ["j0", "j1"]
     assert [(j.key, j.submit_s) for j in second] == [("j2", 0), ("j3", 10), ("j4", 20)]
     assert window_of(jobs, "all") == jobs
+
+
+def test_the_broker_replay_reports_its_wait_estimators_error(db, fragmented_fleet):
+    from broker.replay.runner import run_one  # noqa: PLC0415
+    from tests.broker.replay.test_baselines import FRAGMENTING  # noqa: PLC0415
+    m = run_one("default", FRAGMENTING, fragmented_fleet, seed=1)
+    assert m.extra["estimator n"] == len(FRAGMENTING)
+    assert m.extra["estimator p90 s"] >= m.extra["estimator p50 s"] >= 0
+
+
+def test_burst_variants_are_known_policy_names():
+    from broker.replay.runner import is_known  # noqa: PLC0415
+    assert is_known("default+burst30m") and is_known("oracle") and is_known("multikueue-incremental")
+    assert not is_known("default+burst") and not is_known("nonsense")
