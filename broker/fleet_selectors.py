@@ -20,8 +20,36 @@ def cluster_rows(*, user: AnyUser) -> list[dict]:
     for cluster in cluster_list(user=user):
         age = (now - cluster.last_inventory_at).total_seconds() if cluster.last_inventory_at else None
         rows.append({"cluster": cluster, "pools": list(cluster.pools.all()), "age_s": age,
-                     "stale": cluster.health == ClusterHealth.STALE})
+                     "stale": cluster.health == ClusterHealth.STALE,
+                     "limits": limit_rows(cluster.local_limits)})
     return rows
+
+
+def limit_rows(stored: dict | None) -> list[dict]:
+    """The stored local limits as table rows: what sets it, where it applies, the limit,
+    the use and the headroom (a per-job cap has no use)."""
+    rows = []
+    for cap in (stored or {}).get("caps", []):
+        parts = [f"{cap[k]} {unit}" for k, unit in (("max_gpus", "GPUs"), ("max_nodes", "nodes")) if k in cap]
+        if "max_time_s" in cap:
+            parts.append(f"{cap['max_time_s'] / 60:g} min")
+        rows.append({"source": cap["source"], "applies": _applies(cap), "limit": "per job: " + ", ".join(parts),
+                     "used": None, "headroom": None})
+    for quota in (stored or {}).get("quotas", []):
+        limit, used = quota.get("limit_gpus"), quota.get("used_gpus", 0)
+        text = "no GPU ceiling" if limit is None else f"{limit} GPUs"
+        if quota.get("borrow_gpus") and limit is not None:
+            text += f" (nominal {limit - quota['borrow_gpus']} + borrowing {quota['borrow_gpus']})"
+        if quota.get("max_jobs") is not None:
+            text += f", {quota['max_jobs']} jobs"
+        rows.append({"source": quota["source"], "applies": _applies(quota), "limit": text, "used": used,
+                     "headroom": None if limit is None else max(0, limit - used)})
+    return rows
+
+
+def _applies(limit: dict) -> str:
+    where = f"pool {limit['pool']}" if limit.get("pool") else "every pool"
+    return f"{where}, jobs of {limit['scope']}" if limit.get("scope") else f"{where}, every job"
 
 
 def _percentile(values: list[float], q: float) -> float | None:
