@@ -11,7 +11,7 @@ from typing import Mapping
 
 from django.shortcuts import get_object_or_404
 
-from broker.backends.base import LogPage, LogsGone, Unavailable
+from broker.backends.base import BackendError, LogPage, LogsGone, Unavailable
 from broker.backends.registry import backend_for
 from broker.models import Workload
 from portal.tenancy.access import AnyUser, projects_for
@@ -107,6 +107,9 @@ def workload_logs_read(*, user: AnyUser, workload_id: int, query: LogQuery) -> W
     except Unavailable as exc:
         return WorkloadLogs(workload, None, f"{workload.cluster.name} did not answer; try again "
                                             f"({exc}).", unreachable=True)
+    except BackendError as exc:  # a standing reason, such as a cluster set up without file access
+        return WorkloadLogs(workload, None, f"The broker cannot read the output of jobs on "
+                                            f"{workload.cluster.name}: {exc}.")
     note = "" if page.lines or page.offset else "No output yet."
     return WorkloadLogs(workload, page, note)
 

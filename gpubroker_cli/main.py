@@ -39,6 +39,12 @@ def _positive(text: str) -> float:
     return value
 
 
+def _count(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 1000:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 1000, got {text!r}")
+    return int(text)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpubroker", description="Submit and follow GPU workloads through the broker.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -60,6 +66,12 @@ def parser() -> argparse.ArgumentParser:
     watch.add_argument("id", type=int)
     watch.add_argument("--interval", type=_positive, default=2.0, help="seconds between polls (2)")
     watch.add_argument("--timeout", type=_positive, help="give up after this many seconds")
+    logs = sub.add_parser("logs", help="a workload's output, read from its cluster")
+    logs.add_argument("id", type=int)
+    logs.add_argument("--tail", type=_count, help="only the last N lines (1-1000)")
+    logs.add_argument("--follow", action="store_true", help="keep printing new lines until the job ends")
+    logs.add_argument("--worker", type=int, help="worker number (0-based) where each has its own output")
+    logs.add_argument("--interval", type=_positive, default=2.0, help="seconds between polls with --follow (2)")
     charge = sub.add_parser("chargeback", help="a month's chargeback (finance)")
     charge.add_argument("--month", type=_month, required=True)
     charge.add_argument("--csv", action="store_true", help="print the CSV export")
@@ -152,6 +164,25 @@ def cmd_watch(args, out, client: Client) -> int:
         time.sleep(args.interval)
 
 
+def cmd_logs(args, out, client: Client) -> int:
+    """Print the output; pages of 1000 lines from the start, or the last --tail lines; with
+    --follow ask for the lines after the last one printed until the workload has ended."""
+    path, worker = f"workloads/{args.id}/logs/", args.worker
+    page = client.get(path, worker=worker, tail=args.tail) if args.tail else client.get(
+        path, worker=worker, offset=0, limit=1000)
+    while True:
+        for line in page.get("lines", []):
+            print(line, file=out, flush=True)
+        if not page.get("available"):
+            print(f"gpubroker: {page.get('note') or 'no output'}", file=sys.stderr)
+            return API_ERROR if page.get("gone") else OK
+        if not page.get("more") and (not args.follow or page.get("ended")):
+            return OK
+        if not page.get("more"):
+            time.sleep(args.interval)
+        page = client.get(path, worker=worker, offset=page.get("next_offset"), limit=1000)
+
+
 def cmd_chargeback(args, out, client: Client) -> int:
     if args.csv:
         out.write(client.get_text("chargeback/", month=args.month, format="csv"))
@@ -166,7 +197,7 @@ def cmd_chargeback(args, out, client: Client) -> int:
 
 
 COMMANDS = {"submit": cmd_submit, "list": cmd_list, "status": cmd_status, "explain": cmd_explain,
-            "cancel": cmd_cancel, "watch": cmd_watch, "chargeback": cmd_chargeback}
+            "cancel": cmd_cancel, "watch": cmd_watch, "logs": cmd_logs, "chargeback": cmd_chargeback}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

@@ -32,6 +32,12 @@ def workload_status(w: dict) -> str:
         lines.append(f"  why: {w.get('local_reason_text') or code}" + (f" [{code}]" if code else ""))
     if w.get("raw_reason"):
         lines.append(f"  scheduler says: {w['raw_reason']}")
+    outcome = w.get("outcome") or {}
+    if outcome.get("summary"):
+        lines.append(f"  how it ended: {outcome['summary']}"
+                     + (f" [{outcome['end_reason']}]" if outcome.get("end_reason") else ""))
+    if outcome.get("gpu_hours") is not None:
+        lines.append(f"  run time: {outcome['run_seconds']:g} s, {outcome['gpu_hours']:g} GPU-hours")
     return "\n".join(lines)
 
 

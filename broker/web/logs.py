@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET
 
 from broker.web.queue import HTMX_STOP_POLLING
 from broker.workload_logs import LogQueryError, log_query, workload_for_logs, workload_logs_read
@@ -15,6 +16,7 @@ PAGE_TAIL = 200  # what the page opens on: the last lines
 
 
 @login_required
+@require_GET
 def workload_logs_page(request: HttpRequest, workload_id: int) -> HttpResponse:
     workload = workload_for_logs(user=request.user, workload_id=workload_id)  # outsiders: 404 first
     try:

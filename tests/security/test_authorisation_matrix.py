@@ -40,6 +40,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "workload-run-again":     {"get": "302 405 405 405 405", "post": "302 403 403 404 404"},
     "workload-detail":        {"get": "302 200 200 404 404"},
     "workload-cancel":        {"get": "302 405 405 405 405", "post": "302 302 302 404 404"},
+    # output: the project's researchers and the tenant's admins only (the workload has not run: a note)
+    "workload-logs":          {"get": "302 200 200 404 404", "post": "302 405 405 405 405"},
     "quota-list":             {"get": "302 403 200 403 200"},
     "quota-edit":             {"get": "302 405 405 405 405", "post": "302 403 302 403 404"},
     "quota-owner":            {"get": "302 404 200 404 404", "post": "302 404 400 404 404"},
@@ -74,6 +76,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-workload-attempts":  {"get": "401 200 200 404 404"},
     "api-workload-explain":   {"get": "401 200 200 404 404"},
     "api-workload-cancel":    {"get": "401 405 405 405 405", "post": "401 202 202 404 404"},
+    "api-workload-logs":      {"get": "401 200 200 404 404", "post": "401 405 405 405 405"},
     "api-usage":              {"get": "401 200 200 200 200"},
     "api-chargeback":         {"get": "401 403 403 200 200"},
     "api-quotas":             {"get": "401 403 200 403 200"},

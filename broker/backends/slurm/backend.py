@@ -4,12 +4,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Iterator, Sequence
 
 from broker.backends.base import (
-    BackendError, DestinationJob, InventorySnapshot, NodeInventory, PoolInventory,
+    BackendError, DestinationJob, InventorySnapshot, LogPage, NodeInventory, PoolInventory,
     ProjectIdentity, QueueStats, Unavailable, UsageRecord,
 )
 from broker.backends.limits import LocalLimits
@@ -17,6 +17,8 @@ from broker.backends.slurm import parsers
 from broker.backends.slurm.limits import read_limits
 from broker.backends.slurm.config import SlurmConfig
 from broker.backends.slurm.mapping import SubmitRequest, build_request
+from broker.backends.slurm.outcome import outcome as end_outcome
+from broker.backends.slurm.output import OutputReader, output_path, output_pattern
 from broker.backends.slurm.transport import SlurmAcct, SlurmJob, SlurmNode, Transport
 from broker.spec import MIG_PROFILE_RE, WorkloadSpec
 
@@ -57,10 +59,12 @@ def _split_type(gres_type: str) -> tuple[str, str]:
 class SlurmBackend:
     kind = "slurm"
 
-    def __init__(self, cluster: str, transport: Transport, config: SlurmConfig | None = None):
+    def __init__(self, cluster: str, transport: Transport, config: SlurmConfig | None = None,
+                 output_reader: OutputReader | None = None):
         self.cluster = cluster
         self.transport = transport
         self.config = config or SlurmConfig()
+        self.output_reader = output_reader  # None: this cluster's output files are out of reach
         self._known_types: frozenset[str] | None = None
 
     # ------------------------------------------------------------ conversions
@@ -86,6 +90,7 @@ class SlurmBackend:
             nodes=job.nodes,
             started_at=job.started_at,
             ended_at=job.ended_at if state.ended else None,
+            outcome=end_outcome(job.state, reason=job.reason) if state.ended else None,
         )
 
     def _acct_job(self, rec: SlurmAcct) -> DestinationJob:
@@ -98,6 +103,7 @@ class SlurmBackend:
             nodes=rec.nodes,
             started_at=rec.started_at,
             ended_at=rec.ended_at if state.ended else None,
+            outcome=end_outcome(rec.state) if state.ended else None,
         )
 
     # ------------------------------------------------------------ inventory
@@ -257,7 +263,42 @@ class SlurmBackend:
             for rec in self.transport.accounting(job_ids=missing):
                 if rec.job_id in missing:
                     found[rec.job_id] = self._acct_job(rec)
+        self._add_exit_codes(found)
         return {j: found[j] for j in ids if j in found}
+
+    def _add_exit_codes(self, found: dict[str, DestinationJob]) -> None:
+        """Ended jobs get their exit code and end reason (best effort: without them the
+        state alone still says how the job ended)."""
+        ended = [j for j, job in found.items() if job.state.ended]
+        job_ends = getattr(self.transport, "job_ends", None)
+        if not ended or job_ends is None:
+            return
+        try:
+            ends = job_ends(ended)
+        except Unavailable as exc:
+            log.warning("slurm %s: exit codes of %s not known: %s", self.cluster, ended, exc)
+            return
+        for job_id, end in ends.items():
+            if job_id in found and end.state and parsers.map_job_state(end.state).ended:
+                found[job_id] = replace(found[job_id], outcome=end_outcome(
+                    end.state, end.exit_code, end.signal, end.reason))
+
+    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
+             limit: int = 200, tail: int | None = None) -> LogPage:
+        """The job's output file (one per job: every worker's lines are in it)."""
+        if self.output_reader is None:
+            raise BackendError(f"slurmrestd serves no files, and {self.cluster} has no "
+                               f"logs_ssh_host or logs_prefix to read them with")
+        job = self.find_job_name(job_id)
+        path = output_path(self.config, job_id, job, rest=self.transport.name == "rest")
+        return self.output_reader.read(path, offset=offset, limit=limit, tail=tail)
+
+    def find_job_name(self, job_id: str) -> str:
+        """The job's name (the workload id) for %x in an output pattern; "" when unused."""
+        if "%x" not in output_pattern(self.config):
+            return ""
+        job = self.status([job_id]).get(job_id)
+        return (job.workload_id or "") if job else ""
 
     def active_jobs(self) -> list[DestinationJob]:
         return [self._job(j) for j in self.transport.jobs(states=ACTIVE_STATES)

@@ -20,6 +20,7 @@ from typing import Iterable, Iterator, Sequence
 from broker.backends.base import Rejected, Unavailable
 from broker.backends.slurm import parsers
 from broker.backends.slurm.mapping import SubmitRequest, sbatch_args
+from broker.backends.slurm.outcome import SlurmEnd, parse_sacct_ends, sacct_end_args
 from broker.backends.slurm.transport import Association, SlurmAcct, SlurmJob, SlurmNode
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,13 @@ class CommandTransport:
             if _INVALID_JOB in low or any(s in low for s in _ALREADY_DONE):
                 return
             raise Unavailable(f"scancel {job_id} failed (rc={proc.returncode}): {err}")
+
+    def job_ends(self, job_ids: Sequence[str]) -> dict[str, SlurmEnd]:
+        """State, exit code and reason of ended jobs, from slurmdbd (sacct)."""
+        if not job_ids:
+            return {}
+        out = self.query(["sacct", *sacct_end_args(), "--jobs=" + ",".join(str(j) for j in job_ids)])
+        return parse_sacct_ends(out.splitlines())
 
     def associations(self, account: str) -> list[Association]:
         out = self.query(["sacctmgr", "--noheader", "--parsable2", "show", "associations",

@@ -41,6 +41,7 @@ class SlurmConfig:
     gpu_memory_gb: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_GPU_MEMORY_GB))
     workdir: str = ""                 # --chdir; "" = where sbatch runs (REST: /tmp)
     output: str = ""                  # --output pattern, e.g. "slurm-%j.out"; "" = Slurm default
+    output_dir: str = ""              # without output: --output=<output_dir>/slurm-%j.out
     multi_node_launch: str = "srun"   # "srun": run the command once per worker; "none": as is
     submit_held: bool = False         # --hold (benchmarks, staged starts)
     extra_sbatch_args: tuple[str, ...] = ()

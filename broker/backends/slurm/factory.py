@@ -7,11 +7,15 @@ Called by broker/backends/registry.py.  Config keys (all optional):
   ``ssh_host`` (shorthand for that prefix), ``remote_shell``, ``bin_dir``.
 - rest: ``rest_url`` (required), ``api_version`` ("auto" by default), ``user_name``
   (default $SLURM_REST_USER or the process user).  The resolved credentials are the JWT.
+- job output: read through the cli transport; for rest (slurmrestd serves no files),
+  through ``logs_prefix`` (an argument list; [] reads on the broker's machine) or
+  ``logs_ssh_host``.
 - conventions (SlurmConfig): ``account``/``default_account``, ``partition``/
   ``default_partition``, ``qos``/``default_qos``, ``partition_by_gpu_type``,
   ``qos_by_priority``, ``gpu_type_aliases``, ``model_names``, ``gpu_classes`` ({class:
   [models or GRES types]}; default: the policy file's classes), ``gpu_memory_gb`` (merged
-  over the defaults), ``workdir``, ``output``, ``multi_node_launch``, ``submit_held``,
+  over the defaults), ``workdir``, ``output`` (only %j, %x, %A, %%: the broker must name
+  the file to read it), ``output_dir``, ``multi_node_launch``, ``submit_held``,
   ``extra_sbatch_args``, ``rest_environment``, ``rest_job_extra``, ``partitions``,
   ``find_lookback_days``, ``cancel_confirm_s``, ``throughput_window_s``,
   ``interconnect_domain``, ``owner``.
@@ -26,16 +30,17 @@ from broker.backends.base import Unavailable
 from broker.backends.slurm.backend import SlurmBackend
 from broker.backends.slurm.commands import CommandTransport
 from broker.backends.slurm.config import DEFAULT_GPU_MEMORY_GB, SlurmConfig
+from broker.backends.slurm.output import OutputReader, check_pattern
 from broker.backends.slurm.rest import RestTransport
 
 _TRANSPORT = {"transport", "prefix", "ssh_host", "remote_shell", "bin_dir", "rest_url",
-              "api_version", "user_name"}
+              "api_version", "user_name", "logs_prefix", "logs_ssh_host"}
 _ALIASES = {"account": "default_account", "partition": "default_partition", "qos": "default_qos",
             "gpu_classes": "gpu_class_types"}
 _MAPPINGS = {"partition_by_gpu_type", "qos_by_priority", "gpu_type_aliases", "model_names",
              "gpu_class_types", "gpu_memory_gb", "rest_environment", "rest_job_extra"}
 _TUPLES = {"extra_sbatch_args", "partitions"}
-_SCALARS = {"default_account", "default_partition", "default_qos", "workdir", "output",
+_SCALARS = {"default_account", "default_partition", "default_qos", "workdir", "output", "output_dir",
             "multi_node_launch", "submit_held", "find_lookback_days", "cancel_confirm_s",
             "throughput_window_s", "interconnect_domain", "owner"}
 
@@ -72,6 +77,7 @@ def slurm_config(raw: Mapping[str, Any]) -> SlurmConfig:
         values["gpu_class_types"] = {k: tuple(v) for k, v in values["gpu_class_types"].items()}
     else:
         values["gpu_class_types"] = policy_gpu_classes()
+    check_pattern(str(values.get("output", "")))
     if "gpu_memory_gb" in values:
         values["gpu_memory_gb"] = {**DEFAULT_GPU_MEMORY_GB,
                                    **{k.lower(): int(v) for k, v in values["gpu_memory_gb"].items()}}
@@ -107,4 +113,15 @@ def slurm_backend_from_config(cluster: str, config: Mapping[str, Any], token: st
                                   user_name=config.get("user_name"), timeout_s=timeout_s)
     else:
         raise Unavailable(f"cluster {cluster}: unknown transport {kind!r} (cli or rest)")
-    return SlurmBackend(cluster, transport, settings)
+    return SlurmBackend(cluster, transport, settings, _output_reader(config, transport, timeout_s))
+
+
+def _output_reader(config: Mapping[str, Any], transport: Any, timeout_s: float) -> OutputReader | None:
+    """Job output is read where the jobs write it: through the command transport itself,
+    or (slurmrestd serves no files) through ``logs_prefix`` / ``logs_ssh_host``."""
+    prefix = list(config.get("logs_prefix") or ())
+    if not prefix and config.get("logs_ssh_host"):
+        prefix = ["ssh", "-o", "BatchMode=yes", str(config["logs_ssh_host"])]
+    if prefix or "logs_prefix" in config:  # an empty logs_prefix: read on this machine
+        return OutputReader(CommandTransport(prefix=prefix, timeout_s=timeout_s))
+    return OutputReader(transport) if isinstance(transport, CommandTransport) else None

@@ -12,6 +12,7 @@ from typing import Any, Collection, Mapping
 
 from broker.backends.base import ProjectIdentity, Rejected
 from broker.backends.slurm.config import SlurmConfig
+from broker.backends.slurm.output import output_pattern
 from broker.spec import MIG_PROFILE_RE, WorkloadSpec
 
 _SAFE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
@@ -121,7 +122,7 @@ def build_request(spec: WorkloadSpec, workload_id: str, identity: ProjectIdentit
         partition=config.partition_by_gpu_type.get(gtype, "") or config.default_partition,
         qos=config.qos_by_priority.get(spec.priority, "") or config.default_qos,
         workdir=config.workdir,
-        output=config.output,
+        output=output_pattern(config),
         hold=config.submit_held,
         run_as_user=identity.run_as_user,
         run_as_group=identity.run_as_group,

@@ -21,6 +21,7 @@ from broker.backends.base import Rejected, Unavailable
 from broker.backends.slurm import parsers
 from broker.backends.slurm.commands import since_arg
 from broker.backends.slurm.mapping import SubmitRequest, rest_job_body
+from broker.backends.slurm.outcome import SlurmEnd, end_from_json
 from broker.backends.slurm.transport import Association, SlurmAcct, SlurmJob, SlurmNode
 
 SUPPORTED_MIN, SUPPORTED_MAX = 38, 44
@@ -212,6 +213,20 @@ class RestTransport:
             if "already completing or completed" in text or "invalid job id" in text:
                 return
             raise Unavailable(str(exc)) from exc
+
+    def job_ends(self, job_ids: Sequence[str]) -> dict[str, SlurmEnd]:
+        """From slurmctld while it holds the job (22.05's slurmdbd record has no true exit
+        code, see outcome.py), else from slurmdbd."""
+        ends: dict[str, SlurmEnd] = {}
+        for job_id in job_ids:
+            for path in (self._slurm(f"job/{job_id}"), self._slurmdb(f"job/{job_id}")):
+                payload = self._get(path, ok_codes=(_NOTHING_FOUND, _INVALID_JOB))
+                found = [end_from_json(j) for j in payload.get("jobs") or ()]
+                found = [e for e in found if e.job_id == str(job_id) and e.state]
+                if found:
+                    ends[str(job_id)] = found[0]
+                    break
+        return ends
 
     def associations(self, account: str) -> list[Association]:
         payload = self._get(self._slurmdb("associations"), params={"account": account},
