@@ -17,6 +17,7 @@ RULE_WORDS = {
     "gpu_memory": "GPUs too small", "partitioning": "MIG profile does not match", "residency": "outside the allowed regions",
     "data_access": "cannot reach the data", "health": "unhealthy", "draining": "draining", "stale": "inventory too old",
     "ownership": "GPUs claimed by two schedulers", "topology": "the whole gang does not fit", "rejected": "rejected the job",
+    "local_limit": "its own admission would never take it", "never_fits": "too small for the job even when idle",
 }
 
 
