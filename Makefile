@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: demo test install migrate check-migrations worker beat clean
+.PHONY: demo test install migrate check-migrations lint format-check worker beat clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,15 @@ demo: migrate
 test: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run -v0
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+## make lint: ruff (lint), mypy with the Django and DRF plugins, the import-linter layer contracts
+lint: $(STAMP)
+	$(VENV)/bin/ruff check broker accounting portal gpubroker_cli
+	$(VENV)/bin/mypy
+	PYTHONPATH=. $(VENV)/bin/lint-imports
+
+format-check: $(STAMP)
+	$(VENV)/bin/ruff format --check broker accounting portal gpubroker_cli
 
 check-migrations: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
