@@ -90,3 +90,11 @@ def test_volcano_webhook_denials_are_400_with_volcanos_text():
     too_big = json.loads(captured("volcano-webhook-denied-minavailable"))
     assert "job 'minAvailable' should not be greater than total replicas in tasks;" \
         in too_big["message"]
+
+
+def test_volcano_queue_allocated_counts_running_gpus_against_capability():
+    from broker.backends.kube.limits import volcano_limits
+
+    queue = captured("volcano-queue-capability-running")
+    (quota,) = volcano_limits([queue], "default").quotas
+    assert (quota.limit_gpus, quota.used_gpus, quota.headroom_gpus) == (6, 4, 2)

@@ -135,3 +135,21 @@ def test_submit_into_a_missing_queue_is_refused_by_the_webhook(volcano_backend, 
     c.capture("volcano-webhook-denied-missing-queue", err.value.raw)
     assert 'unable to find job queue: queue.scheduling.volcano.sh "no-such-queue" not found' \
         in str(err.value)
+
+
+def test_inventory_reports_queue_capability_minus_what_volcano_allocated(volcano_backend,
+                                                                        three_nodes):
+    c.apply(three_nodes, c.volcano_queue("limits-q", gpus=6))
+
+    def quota():
+        return next((q for q in volcano_backend.inventory().limits.quotas
+                     if q.scope == "limits-q"), None)
+    idle = c.wait_for(quota, 30, what="limits-q in the inventory's local limits")
+    assert (idle.limit_gpus, idle.used_gpus) == (6, 0)
+    volcano_backend.submit(spec(workers=2, name="lim", command="sleep 60"), "wl-lim",
+                           identity("limits-q"))
+    # status.allocated of the Queue counts the running gang's GPUs
+    # (data/real/volcano-queue-capability-running.json: nvidia.com/gpu "4" of capability "6")
+    busy = c.wait_for(lambda: (q := quota()) and q.used_gpus == 4 and q, 90,
+                      what="allocated GPUs of limits-q")
+    assert busy.headroom_gpus == 2 and "capability nvidia.com/gpu=6" in busy.source
