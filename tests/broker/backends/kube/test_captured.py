@@ -8,6 +8,7 @@ from typing import Any
 
 from broker.backends.base import JobState, Reason
 from broker.backends.kube.kueue import classify_pending, kueue_state, workload_gpus
+from broker.backends.kube.limits import volcano_limits
 from broker.backends.kube.volcano import gang_reason, over_capability
 
 REAL = Path(__file__).parent / "data" / "real"
@@ -93,8 +94,6 @@ def test_volcano_webhook_denials_are_400_with_volcanos_text():
 
 
 def test_volcano_queue_allocated_counts_running_gpus_against_capability():
-    from broker.backends.kube.limits import volcano_limits
-
     queue = captured("volcano-queue-capability-running")
     (quota,) = volcano_limits([queue], "default").quotas
     assert (quota.limit_gpus, quota.used_gpus, quota.headroom_gpus) == (6, 4, 2)
