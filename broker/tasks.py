@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from broker.models import Cluster, Workload, WorkloadState
+from broker.models import Cluster
 
 TASK_OPTIONS = {"acks_late": True, "time_limit": 120, "soft_time_limit": 110}
 
@@ -34,10 +34,10 @@ def place_workload(workload_id: int) -> None:
 
 @shared_task(**TASK_OPTIONS)
 def place_waiting() -> None:
-    ids = Workload.objects.filter(state__in=(WorkloadState.SUBMITTED, WorkloadState.WAITING)).order_by(
-        "created_at").values_list("id", flat=True)[:500]
-    for workload_id in ids:
-        place_workload.delay(workload_id)
+    """One pass: the fleet prepared once for every waiting workload (see waiting_place_pass)."""
+    from broker.services.placing import waiting_place_pass
+
+    waiting_place_pass()
 
 
 @shared_task(**TASK_OPTIONS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Sequence
+from typing import Callable, Sequence
 
 from django.db.models import Sum
 
@@ -60,20 +60,23 @@ def could_run(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, location: s
 
 
 def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: WorkloadSpec, ranked: Sequence,
-                     clusters: Sequence[str], estimator: WaitEstimator, now: datetime) -> float | None:
+                     clusters: Sequence[str], estimator: WaitEstimator, now: datetime,
+                     ahead_gpus: Callable[[], int] | None = None) -> float | None:
     """The wait for a pool of ``clusters``: what jobs sent there lately waited when one
     fits now; else the GPUs queued ahead of it (older work held at the broker for its
     class, and those clusters' local queues) over the learned rate at which they start
-    GPUs of its class.  None when no cluster of the list could run it."""
+    GPUs of its class.  None when no cluster of the list could run it.  ``ahead_gpus``: how
+    a placement pass that holds the queue already counts those older GPUs (else a query)."""
     if not clusters:
         return None
     cls = workload.gpu_class.slug if workload.gpu_class else ""
     fitting = [c.cluster for c in ranked if c.cluster in clusters]
     if fitting:
         return min(estimator.mean_wait_s((n, cls), _s(now)) for n in fitting)
-    ahead = (Workload.objects.filter(gpu_class_id=workload.gpu_class_id, state__in=PLACEABLE_STATES,
-                                     created_at__lt=workload.created_at)
-             .exclude(id=workload.id).aggregate(gpus=Sum("total_gpus"))["gpus"] or 0)
+    ahead = ahead_gpus() if ahead_gpus is not None else (
+        Workload.objects.filter(gpu_class_id=workload.gpu_class_id, state__in=PLACEABLE_STATES,
+                                created_at__lt=workload.created_at)
+        .exclude(id=workload.id).aggregate(gpus=Sum("total_gpus"))["gpus"] or 0)
     queued = sum(fleet.clusters[n].snapshot.queue.pending_gpus for n in clusters
                  if fleet.clusters[n].snapshot is not None)
     rate = sum(estimator.start_rate((n, cls), _s(now)) for n in clusters)
@@ -85,7 +88,7 @@ def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: Workload
 
 
 def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: WorkloadSpec,
-               now: datetime, estimator: WaitEstimator) -> BurstOutcome:
+               now: datetime, estimator: WaitEstimator, ahead_gpus: Callable[[], int] | None = None) -> BurstOutcome:
     """Keep or drop the cloud candidates by the policy's burst rule."""
     policy = fleet.policy
     cloud = [c for c in ranked if _location(fleet, c.cluster) == Location.CLOUD]
@@ -97,7 +100,7 @@ def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: 
         return BurstOutcome(ranked, "", None)  # the rule is off and nothing caps spend
     onprem = could_run(fleet, spec, workload.tenant.slug, Location.ONPREM)
     wait = predicted_wait_s(workload=workload, fleet=fleet, spec=spec, ranked=ranked, clusters=onprem,
-                            estimator=estimator, now=now)
+                            estimator=estimator, now=now, ahead_gpus=ahead_gpus)
     if wait is not None and any(c.cluster in onprem for c in ranked):
         wait = 0.0  # an on-prem pool fits now
     spent = 0.0
@@ -114,14 +117,15 @@ def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: 
 
 
 def first_prediction(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: WorkloadSpec,
-                     now: datetime, estimator: WaitEstimator) -> float | None:
+                     now: datetime, estimator: WaitEstimator,
+                     ahead_gpus: Callable[[], int] | None = None) -> float | None:
     """The wait predicted at the workload's first decision (kept from then on)."""
     earlier = (workload.placement or {}).get("predicted_wait_s")
     if earlier is not None:
         return float(earlier)
     return predicted_wait_s(workload=workload, fleet=fleet, spec=spec, ranked=ranked,
                             clusters=could_run(fleet, spec, workload.tenant.slug),
-                            estimator=estimator, now=now)
+                            estimator=estimator, now=now, ahead_gpus=ahead_gpus)
 
 
 def _location(fleet: PreparedFleet, name: str) -> str:

@@ -7,8 +7,10 @@ The library decides; this module only gathers its inputs and records the decisio
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from statistics import median
+from typing import Any, Callable
 
 from django.db import transaction
 from django.utils import timezone
@@ -20,11 +22,11 @@ from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedF
 from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
 from broker.services.audit import audit
-from broker.services.bursting import burst_gate, first_prediction, learned_waits
+from broker.services.bursting import WaitEstimator, burst_gate, first_prediction, learned_waits
 from broker.services.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
-from broker.services.quota import QuotaExceeded, quota_use, reservation_create
+from broker.services.quota import QuotaExceeded, QuotaUse, quota_use, reservation_create
 from broker.services.transitions import Note, transition
 from broker.spec import validate_spec
 
@@ -35,8 +37,68 @@ PERMANENT_RULES = {"policy", "gpu_compat", "gpu_memory", "partitioning", "reside
                    "local_limit", "never_fits"}
 
 
+# A workload that found no place is looked at again by ``place_waiting`` after a pause
+# that doubles with each fruitless try, up to the cap: a long queue is not re-ranked in
+# full every 10 s.  Placement on an event (a submission, a destination's refusal) does not wait.
+RETRY_FIRST_S = 10.0
+RETRY_CAP_S = 120.0
+
+
 class _LostRace(Exception):
     pass
+
+
+@dataclass
+class PlacingPass:
+    """What every workload placed in one pass shares, read once: the policy, the prepared
+    fleet with its holds, the stale clusters, the learned waits; quota use and run-time
+    history once per tenant and project.  Each placement books its GPUs in the fleet and
+    the quota use here, so later workloads of the pass are not sent onto them."""
+
+    now: datetime
+    loaded: Any
+    fleet: PreparedFleet
+    forced: dict[str, Exclusion]
+    estimator: WaitEstimator
+    uses: dict[tuple[int, int], QuotaUse] = field(default_factory=dict)
+    runtimes: dict[tuple[int, int], float | None] = field(default_factory=dict)
+    # the waiting queue as the pass read it (created_at, id, gpu class, GPUs), and the ids
+    # that left it during the pass: what "GPUs queued ahead" counts, without a query each
+    queue: list[tuple[datetime, int, int, int]] = field(default_factory=list)
+    left: set[int] = field(default_factory=set)
+
+    def ahead(self, workload: Workload) -> Callable[[], int]:
+        return lambda: sum(gpus for created, wid, cls, gpus in self.queue
+                           if cls == workload.gpu_class_id and created < workload.created_at
+                           and wid != workload.id and wid not in self.left)
+
+    def quota(self, workload: Workload) -> QuotaUse:
+        key = (workload.tenant_id, workload.gpu_class_id)
+        if key not in self.uses:
+            self.uses[key] = quota_use(tenant_id=workload.tenant_id, gpu_class_id=workload.gpu_class_id)
+        return self.uses[key]
+
+    def runtime(self, workload: Workload) -> float | None:
+        key = (workload.project_id, workload.gpu_class_id)
+        if key not in self.runtimes:
+            self.runtimes[key] = runtime_hours_for(project_id=workload.project_id, gpu_class_id=workload.gpu_class_id)
+        return self.runtimes[key]
+
+    def booked(self, workload: Workload, best: Any) -> None:
+        self.fleet.take(best)
+        self.fleet.release(workload.uid)
+        use = self.quota(workload)
+        self.uses[(workload.tenant_id, workload.gpu_class_id)] = QuotaUse(
+            limit=use.limit, borrow=use.borrow, used=use.used + workload.total_gpus)
+
+
+def placing_pass_prepare(*, now: datetime, rejections: dict[str, str] | None = None) -> PlacingPass:
+    loaded = current_policy()
+    snapshots, facts, forced = fleet_inputs(rejections=rejections or {}, now=now)
+    fleet = PreparedFleet(snapshots, facts, loaded.policy)
+    apply_holds(fleet)
+    return PlacingPass(now=now, loaded=loaded, fleet=fleet, forced=forced,
+                       estimator=learned_waits(now=now, policy=loaded.policy))
 
 
 def cluster_facts(cluster: Cluster) -> ClusterFacts:
@@ -101,6 +163,7 @@ def _hold_for_gang(workload: Workload, fleet: PreparedFleet, spec, now: datetime
         return
     cluster, pool = target
     if GpuPool.objects.filter(cluster__name=cluster, name=pool, held_for="").update(held_for=workload.uid):
+        fleet.hold(cluster, pool, workload.uid)  # the rest of the pass sees it held
         audit(action="placement.hold", workload=workload, cluster=cluster,
               message=f"pool {pool} drains for this gang: no new work is placed there until it starts")
 
@@ -121,48 +184,63 @@ def runtime_hours_for(*, project_id: int, gpu_class_id: int) -> float | None:
 
 
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
-    now = now or timezone.now()
-    workload = Workload.objects.select_related("tenant", "project").get(id=workload_id)
+    workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
+    return place_one(workload, now=now or timezone.now())
+
+
+def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None = None) -> Workload:
+    """Place one workload, on the pass's shared inputs when given (a workload that a
+    destination refused sees the fleet without that destination: it gets its own)."""
     if workload.state not in PLACEABLE or workload.cancel_requested_at or workload.origin != "broker":
         return workload  # (a MultiKueue workload is placed by broker.services.multikueue_dispatch)
-    loaded = current_policy()
-    spec = validate_spec(workload.spec)
-    use = quota_use(tenant_id=workload.tenant_id, gpu_class_id=workload.gpu_class_id)
     rejections = {name: (workload.placement or {}).get("rejections", {}).get(name, "rejected")
                   for name in workload.tried_clusters}
-    snapshots, facts, forced = fleet_inputs(rejections=rejections, now=now)
-    fleet = PreparedFleet(snapshots, facts, loaded.policy)
-    apply_holds(fleet)
+    ctx = shared if shared is not None and not rejections else placing_pass_prepare(now=now, rejections=rejections)
+    loaded, fleet, forced = ctx.loaded, ctx.fleet, ctx.forced
+    spec = validate_spec(workload.spec)
+    use = ctx.quota(workload)
     age_s = (now - workload.created_at).total_seconds()
-    runtime = runtime_hours_for(project_id=workload.project_id, gpu_class_id=workload.gpu_class_id)
     burst = loaded.policy.tenant(workload.tenant.slug).burst_gpus
     result = place_prepared(fleet, spec, tenant=workload.tenant.slug, quota_remaining=use.remaining,
-                            now=now, age_s=age_s, runtime_hours=runtime, holder=workload.uid,
+                            now=now, age_s=age_s, runtime_hours=ctx.runtime(workload), holder=workload.uid,
                             cloud_quota_remaining=use.remaining_with(burst) if burst else None,
                             scopes=identity_scopes(workload.project))
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
-    estimator = learned_waits(now=now, policy=loaded.policy)
-    gate = burst_gate(workload=workload, ranked=ranked, fleet=fleet, spec=spec, now=now, estimator=estimator)
+    estimator = ctx.estimator
+    ahead = shared.ahead(workload) if ctx is shared and shared is not None else None
+    gate = burst_gate(workload=workload, ranked=ranked, fleet=fleet, spec=spec, now=now, estimator=estimator,
+                      ahead_gpus=ahead)
     ranked = gate.ranked
     record = {**result.to_dict(), "policy_version": loaded.version,
               "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
               "ranked": [c.to_dict() for c in ranked], "quota_remaining": use.remaining,
               "rejections": rejections, "burst": gate.held_back, "onprem_wait_s": gate.onprem_wait_s,
               "predicted_wait_s": first_prediction(workload=workload, ranked=ranked, fleet=fleet, spec=spec,
-                                                   now=now, estimator=estimator)}
+                                                   now=now, estimator=estimator, ahead_gpus=ahead)}
     if not ranked and gate.held_back:
-        return _wait(workload, record, LocalReason.CAPACITY, gate.held_back, loaded.version)
+        return _wait(workload, _with_retry(record, workload, now), LocalReason.CAPACITY, gate.held_back,
+                     loaded.version)
     if not ranked:
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             _hold_for_gang(workload, fleet, spec, now)
-        return _no_place(workload, record, excluded, result, loaded.version)
+        return _no_place(workload, _with_retry(record, workload, now), excluded, result, loaded.version)
     try:
-        return _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
+        placed = _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
     except QuotaExceeded as exc:
-        return _wait(workload, record, LocalReason.POLICY, str(exc), loaded.version)
+        return _wait(workload, _with_retry(record, workload, now), LocalReason.POLICY, str(exc), loaded.version)
     except _LostRace:
         return Workload.objects.get(id=workload.id)
+    if ctx is shared:
+        shared.booked(workload, ranked[0])
+    return placed
+
+
+def _with_retry(record: dict, workload: Workload, now: datetime) -> dict:
+    """The record with when ``place_waiting`` should look again (see RETRY_FIRST_S)."""
+    tries = int(((workload.placement or {}).get("retry") or {}).get("tries", 0)) + 1
+    pause = min(RETRY_CAP_S, RETRY_FIRST_S * 2 ** (tries - 1))
+    return {**record, "retry": {"tries": tries, "at": (now + timedelta(seconds=pause)).isoformat()}}
 
 
 @transaction.atomic
@@ -206,9 +284,12 @@ def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str)
     # looked again with nothing new to say: the state is written, no record
     note = Note(action="placement.waiting", workload=workload, policy_version=version,
                 message=f"{reason}: {raw}", inputs={"excluded": record["excluded"]}) if changed else None
-    transition(Workload, workload.id, to=WorkloadState.WAITING, from_=PLACEABLE, reason=TransitionReason.NO_PLACE_YET,
-               fields={"reason": reason, "raw_reason": raw, "placement": record, "policy_version": version},
-               note=note)
+    fields = {"reason": reason, "raw_reason": raw, "placement": record, "policy_version": version}
+    if transition(Workload, workload.id, to=WorkloadState.WAITING, from_=PLACEABLE,
+                  reason=TransitionReason.NO_PLACE_YET, fields=fields, note=note):
+        for name, value in {**fields, "state": WorkloadState.WAITING}.items():
+            setattr(workload, name, value)  # what was stored: no read back
+        return workload
     return Workload.objects.get(id=workload.id)
 
 
@@ -236,3 +317,33 @@ def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str)
                        "raw_reason": f"{rejected_by} rejected it: {reason}"})
     notify_on_commit(workload_id=workload_id, event="withdrawn")
     return workload_place(workload_id=workload_id)
+
+
+@dataclass
+class PassReport:
+    due: int = 0        # looked at in this pass
+    pausing: int = 0    # left for a later pass: their pause after a fruitless try runs on
+    placed: int = 0
+
+
+def waiting_place_pass(*, now: datetime | None = None, limit: int = 500) -> PassReport:
+    """One placement pass over the waiting workloads, oldest first: the fleet is prepared
+    once and shared by all of them, so the reads do not grow with the number of workloads
+    or clusters; each workload costs only its own writes."""
+    now = now or timezone.now()
+    queue = list(Workload.objects.filter(state__in=PLACEABLE).order_by("created_at", "id").values_list(
+        "id", "created_at", "gpu_class_id", "total_gpus", "origin", "cancel_requested_at", "placement__retry__at"))
+    ours = [row for row in queue if row[4] == "broker" and row[5] is None]
+    due = [row[0] for row in ours if not row[6] or datetime.fromisoformat(row[6]) <= now]
+    report = PassReport(due=min(len(due), limit), pausing=len(ours) - len(due))
+    if not due:
+        return report
+    shared = placing_pass_prepare(now=now)
+    shared.queue = [(created, wid, cls, gpus) for wid, created, cls, gpus, *_ in queue]
+    for workload in Workload.objects.filter(id__in=due[:limit]).select_related(
+            "tenant", "project", "gpu_class").order_by("created_at", "id"):
+        outcome = place_one(workload, now=now, shared=shared)
+        if outcome.state not in PLACEABLE:
+            shared.left.add(workload.id)
+        report.placed += int(outcome.state == WorkloadState.RESERVED)
+    return report
