@@ -78,6 +78,7 @@ class KubeEmulator:
         self.volcano = VolcanoModel(self)
         self.slow_seconds = 2.0
         self.requests: list[tuple[str, str]] = []  # (method, path) log for assertions
+        self.impersonated: list[tuple[str, str, str]] = []  # (method, path, Impersonate-User)
         self._fault: str | None = None
         self._fault_left: int | None = None
         self._fault_methods: tuple[str, ...] = ()
@@ -274,6 +275,8 @@ class _Handler(BaseHTTPRequestHandler):
             return
         split = urlsplit(self.path)
         query = {k: v[0] for k, v in parse_qs(split.query).items()}
+        if self.headers.get("Impersonate-User"):
+            self.emu.impersonated.append((method, split.path, self.headers["Impersonate-User"]))
         try:
             length = int(self.headers.get("Content-Length") or 0)
             body = json.loads(self.rfile.read(length) or b"null") if length else None
