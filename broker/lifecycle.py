@@ -81,6 +81,8 @@ W, R, A, E = WorkloadState, ReservationState, AttemptState, EscalationState
 # --- named sets -----------------------------------------------------------------------
 TERMINAL_STATES = (W.COMPLETED, W.FAILED, W.CANCELLED, W.REJECTED)
 ACTIVE_STATES = tuple(s for s in W if s not in TERMINAL_STATES)
+# A cancel can still be asked for (a cancelling one is already on its way).
+CANCELLABLE_STATES = tuple(s for s in ACTIVE_STATES if s != W.CANCELLING)
 # Waiting for placement: the placer may (re)consider these.
 PLACEABLE_STATES = (W.SUBMITTED, W.WAITING)
 # Nothing at any destination yet: a cancel ends them at once.

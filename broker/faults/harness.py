@@ -21,251 +21,25 @@ import random
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import timedelta
 from typing import Callable
 
 from django.db import InterfaceError, OperationalError, connection
 
 from broker.backends.base import Rejected
+from broker.faults.environments import PREFIX, SimEnvironment, SlurmEnvironment, harness_tenants, harness_user
 from broker.faults.install import captured_tasks, faulty_backends, service_hooks, virtual_clock
-from broker.faults.invariants import CHECKS, INVARIANTS, InvariantWatch
-from broker.faults.points import CRASH_POINTS, POINTS_BY_NAME, Crash, FaultPlan
-from broker.models.workload import TERMINAL_STATES
+from broker.faults.invariants import InvariantWatch
+from broker.faults.points import POINTS_BY_NAME, Crash, FaultPlan
+from broker.faults.report import HarnessConfig, HarnessReport
+from broker.lifecycle import TERMINAL_STATES
 
-PREFIX = "fh-"
+__all__ = ["PREFIX", "Harness", "HarnessConfig", "HarnessReport", "SimEnvironment", "SlurmEnvironment",
+           "run_harness"]
+
 # Points armed only just before the step they belong to (they match any hook).
 PER_STEP_POINTS = {"during_reconcile", "worker_killed_mid_task", "postgres_connection_dropped"}
 ENV_POINTS = {"redis_restarted", "slurmctld_stop_start", "unreachable_past_staleness", "orphan_job"}
-
-
-@dataclass
-class HarnessConfig:
-    workloads: int = 40
-    faults: int = 60
-    seed: int = 1
-    slurm: bool = False
-    points: tuple[str, ...] = ()          # empty: every point the mode supports
-    max_steps: int = 0                    # 0: derived from faults and workloads
-    cancel_share: float = 0.2             # researchers cancel about this share of workloads
-    log: Callable[[str], None] | None = None
-
-
-@dataclass
-class HarnessReport:
-    config: HarnessConfig
-    mode: str
-    database: str
-    faults_by_point: dict[str, int]
-    counts: dict[str, int]
-    examples: dict[str, list[str]]
-    workloads: int
-    states: dict[str, int]
-    steps: int
-    tasks_run: int
-    tasks_lost: int
-    elapsed_s: float
-    virtual_s: float
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def faults(self) -> int:
-        return sum(self.faults_by_point.values())
-
-    @property
-    def ok(self) -> bool:
-        return all(v == 0 for v in self.counts.values()) and self.faults >= self.config.faults
-
-    def table(self) -> str:
-        c = self.config
-        lines = [f"fault harness ({self.mode}, {self.database}): {self.workloads} workloads, "
-                 f"{self.faults} faults injected, seed {c.seed}, {self.steps} steps "
-                 f"({self.tasks_run} tasks run, {self.tasks_lost} lost), {self.elapsed_s:.0f} s wall, "
-                 f"{self.virtual_s / 3600:.1f} h broker time", ""]
-        lines.append(f"| {'crash point':<34} | {'injected':>8} |")
-        lines.append(f"|{'-' * 36}|{'-' * 10}:|")
-        for point in CRASH_POINTS:
-            if point.name in self.faults_by_point:
-                lines.append(f"| {point.name:<34} | {self.faults_by_point[point.name]:>8} |")
-        lines.append(f"| {'**total**':<34} | {self.faults:>8} |")
-        lines.append("")
-        lines.append(f"| {'invariant':<62} | {'count':>5} |")
-        lines.append(f"|{'-' * 64}|{'-' * 6}:|")
-        for key, label in INVARIANTS + CHECKS:
-            lines.append(f"| {label:<62} | {self.counts.get(key, 0):>5} |")
-        lines.append("")
-        states = ", ".join(f"{k} {v}" for k, v in sorted(self.states.items()))
-        lines.append(f"workloads at the end: {states}")
-        lines.extend(self.notes)
-        bad = [k for k, v in self.counts.items() if v]
-        for key in bad:
-            lines.append(f"\n{key}: examples")
-            lines.extend(f"  {e}" for e in self.examples.get(key, [])[:10])
-        if self.faults < c.faults:
-            lines.append(f"\nonly {self.faults} of the {c.faults} faults asked for were injected")
-        lines.append("RESULT: " + ("PASS (every count is zero)" if self.ok else "FAIL"))
-        return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------------- environments
-
-class SimEnvironment:
-    """Three simulated clusters (Slurm, Kueue and Volcano flavours) on one manual clock."""
-
-    mode = "simulator"
-    supports = tuple(p.name for p in CRASH_POINTS)
-
-    def __init__(self, rng: random.Random):
-        from broker.backends.sim import NodeGroup, Partition, SimClock, SimulatorFleet
-
-        self.rng = rng
-        self.fleet = SimulatorFleet.reset(clock=SimClock())
-        self.clock = self.fleet.clock
-        a100 = dict(gpu_model="A100", gpu_memory_gb=80, gpus_per_node=8)
-        self.fleet.add_cluster(f"{PREFIX}slurm", "slurm", node_groups=[
-            NodeGroup(count=3, name_prefix=f"{PREFIX}s-", interconnect_domain="ib-1", **a100)],
-            partitions=[Partition("gpu", default=True, max_gpus_per_job=16)])
-        self.fleet.add_cluster(f"{PREFIX}kueue", "kueue", node_groups=[
-            NodeGroup(count=2, name_prefix=f"{PREFIX}k-", quota=16, **a100)])
-        self.fleet.add_cluster(f"{PREFIX}volcano", "volcano", node_groups=[
-            NodeGroup(count=2, name_prefix=f"{PREFIX}v-", **a100)])
-        self.cluster_specs = [
-            dict(name=f"{PREFIX}slurm", price="1.0", location="onprem"),
-            dict(name=f"{PREFIX}kueue", price="1.5", location="onprem"),
-            dict(name=f"{PREFIX}volcano", price="3.0", location="cloud"),
-        ]
-        from broker.faults.truth import SimTruth
-
-        self.truth = SimTruth([c["name"] for c in self.cluster_specs])
-
-    def now(self) -> datetime:
-        return self.clock.now()
-
-    def advance(self, seconds: float) -> None:
-        self.clock.advance(seconds)
-
-    def builders(self) -> dict:
-        return {}
-
-    retime = None
-
-    def register(self) -> list:
-        from decimal import Decimal
-
-        from broker.models import Cluster
-
-        rows = []
-        for spec in self.cluster_specs:
-            rows.append(Cluster.objects.create(
-                name=spec["name"], kind="simulator", region="eu-west", location=spec["location"],
-                price_per_gpu_hour=Decimal(spec["price"]), config={"image_pull_s": 0}))
-        return rows
-
-    def inject_orphan(self, cluster: str) -> tuple[str, str]:
-        job_id = self.fleet.get(cluster).inject_foreign_job(
-            name="foreign", gpus_per_worker=1, account="unknown", duration_s=self.rng.uniform(300, 1200))
-        return cluster, job_id
-
-    def lose_next_job(self, cluster: str) -> None:
-        self.fleet.get(cluster).set_faults(loses_job=True)
-
-    def controller(self, cluster: str, up: bool) -> None:
-        """The cluster's controller stops or starts (here: the network path, see FaultPlan.unreachable)."""
-
-    def job_seconds(self) -> tuple[int, str]:
-        return self.rng.choice((5, 10, 15, 20, 30)), "python train.py"
-
-    def close(self) -> None:
-        pass
-
-
-class SlurmEnvironment:
-    """The real single-host Slurm cluster (scripts/slurm-cluster up): one destination,
-    jobs that sleep a few seconds, and slurmctld really stopped and started."""
-
-    mode = "slurm"
-    supports = tuple(p.name for p in CRASH_POINTS if p.name != "lost_job")
-    NAME = f"{PREFIX}slurm-ci"
-
-    def __init__(self, rng: random.Random):
-        from broker.faults.truth import SlurmTruth
-
-        self.rng = rng
-        self.offset = 0.0
-        self.started = datetime.now(dt_timezone.utc)
-        self.truth = SlurmTruth(self.NAME, self.started)
-        self.cluster_specs = [dict(name=self.NAME)]
-        self.real_restarts = 0
-
-    def now(self) -> datetime:
-        return datetime.now(dt_timezone.utc) + timedelta(seconds=self.offset)
-
-    def advance(self, seconds: float) -> None:
-        self.offset += seconds
-
-    def retime(self) -> datetime:
-        return self.now()
-
-    def builders(self) -> dict:
-        from broker.backends.slurm import CommandTransport, SlurmBackend, SlurmConfig
-
-        def build(cluster):
-            return SlurmBackend(cluster.name, CommandTransport(timeout_s=20), SlurmConfig(
-                default_account="general", partitions=("gpu",), gpu_class_types={"a100-80gb": ("a100",)},
-                cancel_confirm_s=5, throughput_window_s=0, workdir="/tmp"))
-
-        return {"slurm": build}
-
-    def register(self) -> list:
-        from decimal import Decimal
-
-        from broker.models import Cluster
-
-        return [Cluster.objects.create(name=self.NAME, kind="slurm", region="eu-west", location="onprem",
-                                       price_per_gpu_hour=Decimal("1.0"), config={"image_pull_s": 0})]
-
-    def inject_orphan(self, cluster: str) -> tuple[str, str]:
-        import subprocess
-
-        out = subprocess.run(["sbatch", "--parsable", "-J", "foreign-job", "-A", "general", "-p", "gpu",
-                              "--gres=gpu:a100:1", "-c", "1", "--mem=100", "-t", "2", "-D", "/tmp",
-                              "-o", "/dev/null", "--wrap", f"sleep {self.rng.randint(5, 20)}"],
-                             capture_output=True, text=True, timeout=30)
-        job_id = out.stdout.strip().split(";")[0]
-        if out.returncode != 0 or not job_id:
-            raise RuntimeError(f"sbatch of a foreign job failed: {out.stderr.strip()}")
-        self.truth.extra_ids.add(job_id)
-        return cluster, job_id
-
-    def lose_next_job(self, cluster: str) -> None:
-        raise NotImplementedError("Slurm does not lose jobs on request")
-
-    def controller(self, cluster: str, up: bool) -> None:
-        """Really stop or start slurmctld (bounded waits)."""
-        import subprocess
-        from pathlib import Path
-
-        script = Path(__file__).resolve().parents[2] / "scripts" / "slurm-cluster"
-        if not up:
-            subprocess.run([str(script), "down", "slurmctld"], capture_output=True, timeout=60)
-            return
-        subprocess.run(["slurmctld"], capture_output=True, timeout=60)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            ping = subprocess.run(["scontrol", "ping"], capture_output=True, text=True, timeout=20)
-            if "is UP" in ping.stdout:
-                self.real_restarts += 1
-                return
-            time.sleep(0.5)
-        raise RuntimeError("slurmctld did not come back within 60 s")
-
-    def job_seconds(self) -> tuple[int, str]:
-        return 2, f"sleep {self.rng.randint(3, 15)}"
-
-    def close(self) -> None:
-        import subprocess
-
-        subprocess.run(["scancel", "-n", ",".join(["foreign-job"])], capture_output=True, timeout=30)
 
 
 # ---------------------------------------------------------------------------------- the harness
@@ -301,31 +75,13 @@ class Harness:
 
     # -- setup -------------------------------------------------------------------------
     def _setup_db(self) -> None:
-        from broker.models import Quota
-        from broker.services.fleet_setup import gpu_classes_from_policy
         from broker.services.policy import current_policy
-        from portal.tenancy.models import Role
-        from portal.tenancy.services.tenants import member_ensure, project_ensure, tenant_ensure
 
-        classes = {c.slug: c for c in gpu_classes_from_policy()}
-        self.gpu_class = classes["a100-80gb"]
         policy = current_policy().policy
         self.staleness_s = float(policy.staleness_limit_s)
         self.ttl_s = float(policy.reservation_ttl_s)
-        self.tenants = []
-        limits = (16, 12) if not self.cfg.slurm else (8, 6)
-        for i, limit in enumerate(limits):
-            tenant = tenant_ensure(slug=f"{PREFIX}t{i}", name=f"Harness tenant {i}")
-            project = project_ensure(tenant=tenant, slug=f"{PREFIX}p{i}", name=f"Harness project {i}",
-                                     slurm_account=("general", "research")[i] if self.cfg.slurm else f"fhp{i}",
-                                     k8s_namespace=f"{PREFIX}p{i}",
-                                     cost_centre=f"FH-{i}")
-            user = _user(f"{PREFIX}researcher{i}")
-            member_ensure(user=user, tenant=tenant, role=Role.RESEARCHER)
-            Quota.objects.update_or_create(tenant=tenant, gpu_class=self.gpu_class,
-                                           defaults={"limit_gpus": limit, "borrow_limit_gpus": 4})
-            self.tenants.append((tenant, project, user))
-        self.admin = _user(f"{PREFIX}admin", is_staff=True)
+        self.gpu_class, self.tenants = harness_tenants(slurm=self.cfg.slurm)
+        self.admin = harness_user(f"{PREFIX}admin", is_staff=True)
         self.clusters = self.env.register()
         self.cluster_names = [c.name for c in self.clusters]
 
@@ -731,17 +487,6 @@ class Harness:
         self.env.advance(self.ttl_s + 120)
         self._step("final reconcile", reconcile_fleet)
         self._step("final reconcile", reconcile_fleet)
-
-
-def _user(username: str, is_staff: bool = False):
-    """Harness users never log in: no password to hash."""
-    from django.contrib.auth import get_user_model
-
-    user, created = get_user_model().objects.get_or_create(username=username, defaults={"is_staff": is_staff})
-    if created:
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-    return user
 
 
 def _reject(hook: str, cluster: str) -> None:

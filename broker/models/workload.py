@@ -8,6 +8,7 @@ from django.db import models
 
 from broker.lifecycle import (  # noqa: F401  (re-exported: the models' state names)
     AT_DESTINATION_STATES,
+    CANCELLABLE_STATES,
     TERMINAL_STATES,
     AttemptState,
     EscalationState,
@@ -102,6 +103,10 @@ class Workload(models.Model):
     @property
     def is_terminal(self) -> bool:
         return self.state in TERMINAL_STATES
+
+    @property
+    def can_cancel(self) -> bool:
+        return self.state in CANCELLABLE_STATES
 
 
 class DispatchAttempt(models.Model):
