@@ -14,11 +14,13 @@ from typing import Any, Callable, Iterator, Sequence
 
 from broker.backends.limits import LocalLimits
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, ProjectIdentity, QueueStats, Rejected, Unavailable, UsageRecord)
+    DestinationJob, InventorySnapshot, JobOutcome, LogPage, ProjectIdentity, QueueStats, Rejected,
+    Unavailable, UsageRecord)
 from broker.backends.kube import inventory as inv
+from broker.backends.kube import pods
 from broker.backends.kube.common import (
     WORKLOAD_LABEL, BackendSettings, KubeClient, KubeConfig, KubeRejected, first,
-    impersonation_headers, label_value, split_ref, workload_of)
+    impersonation_headers, job_ref, label_value, split_ref, workload_of)
 from broker.spec import WorkloadSpec
 
 
@@ -26,6 +28,7 @@ class KubeJobBackend:
     """Base of the Kueue and Volcano backends (not a backend by itself)."""
 
     kind = "kube"
+    pod_label = "batch.kubernetes.io/job-name"  # the label naming a pod's job
 
     def __init__(self, cluster: str, config: KubeConfig | None = None,
                  settings: BackendSettings | None = None, *, client: KubeClient | None = None):
@@ -121,7 +124,31 @@ class KubeJobBackend:
             obj = self._get(*split_ref(job_id, self.settings.default_namespace))
             if obj is not None:
                 objs.append(obj)
-        return {job.job_id: job for job in self._describe(objs)}
+        found = {job.job_id: job for job in self._describe(objs)}
+        for obj in objs:  # how each ended job ended, from its pods
+            job = found.get(job_ref(obj))
+            if job is not None and job.state.ended:
+                found[job.job_id] = replace(job, outcome=self._outcome(obj))
+        return found
+
+    def _pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        return self.kube.items(self.kube.core().list_namespaced_pod, namespace,
+                               label_selector=f"{self.pod_label}={name}")
+
+    def _outcome(self, obj: dict[str, Any]) -> JobOutcome:
+        meta = obj.get("metadata") or {}
+        try:
+            pods_now = self._pods(meta.get("namespace", ""), meta.get("name", ""))
+        except Unavailable:
+            pods_now = []  # the job's own word still says how it ended
+        return pods.job_outcome(pods_now, pods.end_word(obj))
+
+    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
+             limit: int = 200, tail: int | None = None) -> LogPage:
+        """A worker's pod log: one per worker, as the pods are."""
+        namespace, name = split_ref(job_id, self.settings.default_namespace)
+        return pods.read_log(self.kube, namespace, self._pods(namespace, name), worker=worker,
+                             offset=offset, limit=limit, tail=tail)
 
     def cancel(self, job_id: str) -> bool:
         """Foreground delete, then confirm by a follow-up read that answers 404.

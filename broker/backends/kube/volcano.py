@@ -106,6 +106,7 @@ class VolcanoBackend(KubeJobBackend):
     """Kubernetes with Volcano.  ``VolcanoBackend(cluster, KubeConfig(...), BackendSettings(...))``."""
 
     kind = "volcano"
+    pod_label = "volcano.sh/job-name"
 
     # ---- the spec mapping -----------------------------------------------------------
     def build_manifest(self, spec: WorkloadSpec, workload_id: str,

@@ -47,6 +47,9 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[key] = value
 
 
+TEXT = "__text__"  # a handler's answer that is plain text (a pod log), not a JSON object
+
+
 def _route(path: str) -> tuple[tuple[str, str], str, str, str]:
     """URL path -> ((group, plural), namespace, name, subresource)."""
     parts = [p for p in path.split("/") if p]
@@ -79,6 +82,7 @@ class KubeEmulator:
         self.slow_seconds = 2.0
         self.requests: list[tuple[str, str]] = []  # (method, path) log for assertions
         self.impersonated: list[tuple[str, str, str]] = []  # (method, path, Impersonate-User)
+        self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> what it printed
         self._fault: str | None = None
         self._fault_left: int | None = None
         self._fault_methods: tuple[str, ...] = ()
@@ -157,6 +161,9 @@ class KubeEmulator:
         gp, namespace, name, sub = _route(path)
         kind, _ = RESOURCES[gp]
         self.requests.append((method, path))
+        if method == "GET" and gp == ("", "pods") and sub == "log":
+            self.store.get(gp, namespace, name)  # 404 once the pod is gone
+            return 200, {TEXT: self.pod_logs.get((namespace, name), "")}
         if method == "GET" and not name:
             items = self.store.list(gp, namespace or None, query.get("labelSelector"),
                                     query.get("fieldSelector"))
@@ -292,10 +299,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(code, payload)
 
     def _send(self, code: int, payload: dict[str, Any]) -> None:
-        data = json.dumps(payload).encode()
+        text = TEXT in payload  # a pod log is plain text, as the API server sends it
+        data = payload[TEXT].encode() if text else json.dumps(payload).encode()
         try:
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", "text/plain" if text else "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)

@@ -105,7 +105,18 @@ def finish_pods(store: Store, owner_uid: str, phase: str) -> None:
     for _, obj in store.dependents(owner_uid):
         if obj.get("kind") == "Pod":
             obj["status"]["phase"] = phase
+            if not obj["status"].get("containerStatuses"):  # as the kubelet reports an end
+                terminate_pod(obj, "Completed" if phase == "Succeeded" else "Error",
+                              0 if phase == "Succeeded" else 1)
             store.bump(obj)
+
+
+def terminate_pod(pod: dict[str, Any], reason: str, exit_code: int) -> None:
+    """The pod's container ended (``OOMKilled`` and 137: killed for memory)."""
+    pod["status"]["containerStatuses"] = [{
+        "name": "worker", "ready": False, "restartCount": 0, "image": "", "imageID": "",
+        "state": {"terminated": {"exitCode": exit_code, "reason": reason,
+                                 "finishedAt": pod["status"].get("startTime")}}}]
 
 
 def delete_pods(store: Store, owner_uid: str) -> None:
