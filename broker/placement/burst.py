@@ -8,9 +8,10 @@ Rules (policy key ``burst``):
 * and only while the tenant's monthly cloud budget allows this job: spend this month plus
   the job's expected cloud cost, with egress added as a share of GPU cost
   (``egress_uplift``: 15-30% is the usual figure), must stay within the budget;
-* the usual cloud-burst rule of thumb: once cloud spend reaches ``reassess_share``
-  (60-70%) of what the same GPU-hours cost on-prem at the TCO rates, owning more GPUs is
-  cheaper, and the burst threshold doubles (only long on-prem waits justify the cloud).
+* the usual cloud-burst rule of thumb: once the site's cloud spend this month reaches
+  ``reassess_share`` (60-70%) of what owning the on-prem GPUs costs in a month (at the
+  on-prem TCO rates), buying GPUs is worth reassessing; until then the burst threshold
+  doubles, so only long on-prem waits justify more cloud spend.
 
 Pure: the caller reads spend, budget and TCO from accounting and the wait from the
 estimator, and applies the verdict.
@@ -48,9 +49,9 @@ def cloud_cost(gpu_cost: float, rule: Burst) -> float:
     return gpu_cost * (1.0 + rule.egress_uplift)
 
 
-def reassess_due(rule: Burst, cloud_spend: float, onprem_tco_same_hours: float) -> bool:
+def reassess_due(rule: Burst, cloud_spend: float, onprem_tco: float) -> bool:
     """Cloud spend has reached the share of on-prem TCO where owning GPUs is cheaper."""
-    return onprem_tco_same_hours > 0 and cloud_spend >= rule.reassess_share * onprem_tco_same_hours
+    return onprem_tco > 0 and cloud_spend >= rule.reassess_share * onprem_tco
 
 
 def cloud_verdict(rule: Burst, *, onprem_wait_s: float | None, gpu_cost: float,

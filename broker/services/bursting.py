@@ -17,15 +17,16 @@ from typing import Callable, Sequence
 from django.db.models import Sum
 
 from broker.lifecycle import PLACEABLE_STATES
-from broker.models import Location, Workload
+from broker.models import GpuPool, Location, Workload
 from broker.placement import PreparedFleet
-from broker.placement.burst import cloud_verdict
+from broker.placement.burst import cloud_verdict, reassess_due
 from broker.placement.policy import Policy
 from broker.spec import WorkloadSpec
 from broker.wait_estimator import WaitEstimator
 from portal.metrics.readings import cloud_spend_month
 
 HISTORY_HALF_LIVES = 4   # older starts weigh under 1/16: not worth reading
+HOURS_PER_MONTH = 730.0
 
 
 def _s(when: datetime) -> float:
@@ -103,12 +104,12 @@ def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: 
                             estimator=estimator, now=now, ahead_gpus=ahead_gpus)
     if wait is not None and any(c.cluster in onprem for c in ranked):
         wait = 0.0  # an on-prem pool fits now
-    spent = 0.0
-    if budget is not None:
-        spent = float(sum(v for (tenant, _), v in cloud_spend_month(now).items()
-                          if tenant == workload.tenant_id))
+    month = cloud_spend_month(now)
+    spent = float(sum(v for (tenant, _), v in month.items() if tenant == workload.tenant_id))
+    reassess = reassess_due(rule, float(sum(month.values())), onprem_tco_month())
     verdict = cloud_verdict(rule, onprem_wait_s=wait, gpu_cost=float(cloud[0].breakdown["gpu_cost"]),
-                            budget=float(budget) if budget is not None else None, spent=spent)
+                            budget=float(budget) if budget is not None else None, spent=spent,
+                            reassess=reassess)
     if verdict.allowed:
         return BurstOutcome(ranked, "", wait)
     left = [c for c in ranked if c not in cloud]
@@ -126,6 +127,14 @@ def first_prediction(*, workload: Workload, ranked: list, fleet: PreparedFleet, 
     return predicted_wait_s(workload=workload, fleet=fleet, spec=spec, ranked=ranked,
                             clusters=could_run(fleet, spec, workload.tenant.slug),
                             estimator=estimator, now=now, ahead_gpus=ahead_gpus)
+
+
+def onprem_tco_month() -> float:
+    """What owning the on-prem GPUs costs in a month: every on-prem GPU for the month's
+    hours at its cluster's on-prem rate (the accounting's TCO-derived price per GPU-hour)."""
+    rows = GpuPool.objects.filter(cluster__location=Location.ONPREM, cluster__enabled=True).values_list(
+        "gpus_total", "cluster__price_per_gpu_hour")
+    return float(sum(gpus * float(price) for gpus, price in rows)) * HOURS_PER_MONTH
 
 
 def _location(fleet: PreparedFleet, name: str) -> str:

@@ -63,3 +63,21 @@ def test_the_burst_rule_never_holds_back_an_on_prem_placement(make_cluster, subm
     with policy_override(_with_burst("  min_onprem_wait_s: 604800\n")):
         workload = drive(submit(gpus_per_worker=4))
     assert workload.cluster.name == "onprem" and workload.placement["burst"] == ""
+
+
+def test_burst_threshold_doubles_once_cloud_spend_reaches_the_tco_reassessment_share():
+    from broker.placement.burst import Burst, cloud_verdict, reassess_due  # noqa: PLC0415
+    rule = Burst(min_onprem_wait_s=1800, reassess_share=0.65)
+    assert not reassess_due(rule, cloud_spend=600, onprem_tco=1000)
+    assert reassess_due(rule, cloud_spend=650, onprem_tco=1000)
+    wait = 2700  # 45 min: past the threshold, not past twice it
+    assert cloud_verdict(rule, onprem_wait_s=wait, gpu_cost=10, budget=None, spent=0).allowed
+    held = cloud_verdict(rule, onprem_wait_s=wait, gpu_cost=10, budget=None, spent=0, reassess=True)
+    assert not held.allowed and "doubled" in held.reason
+
+
+def test_egress_uplift_counts_against_the_budget():
+    from broker.placement.burst import Burst, cloud_verdict  # noqa: PLC0415
+    rule = Burst(egress_uplift=0.3)
+    assert cloud_verdict(rule, onprem_wait_s=None, gpu_cost=100, budget=130, spent=0).allowed
+    assert not cloud_verdict(rule, onprem_wait_s=None, gpu_cost=100, budget=129, spent=0).allowed
