@@ -311,11 +311,11 @@ def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str)
     tried = sorted(set(workload.tried_clusters) | {rejected_by})
     placement = {**(workload.placement or {})}
     placement["rejections"] = {**placement.get("rejections", {}), rejected_by: reason}
-    transition(Workload, workload_id, to=WorkloadState.WAITING, from_=(WorkloadState.DISPATCHING,),
-               reason=TransitionReason.REJECTED_BY_DESTINATION, note=None,  # dispatch.rejected is its record
-               fields={"tried_clusters": tried, "reason": LocalReason.POLICY, "placement": placement,
-                       "raw_reason": f"{rejected_by} rejected it: {reason}"})
-    notify_on_commit(workload_id=workload_id, event="withdrawn")
+    if transition(Workload, workload_id, to=WorkloadState.WAITING, from_=(WorkloadState.DISPATCHING,),
+                  reason=TransitionReason.REJECTED_BY_DESTINATION, note=None,  # dispatch.rejected is its record
+                  fields={"tried_clusters": tried, "reason": LocalReason.POLICY, "placement": placement,
+                          "raw_reason": f"{rejected_by} rejected it: {reason}"}):
+        notify_on_commit(workload_id=workload_id, event="withdrawn")  # once, by whoever moved it
     return workload_place(workload_id=workload_id)
 
 

@@ -8,6 +8,7 @@ from broker.lifecycle import AT_DESTINATION_STATES, TransitionReason
 from broker.models import Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.services.audit import audit
+from broker.services.notifications import notify_on_commit
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
 
@@ -25,6 +26,7 @@ def workload_declare_dead(*, workload_id: int, actor, why: str) -> Workload | No
                 then=lambda: reservation_release(workload=workload, reason="old run declared dead by an admin"),
                 note=Note(action="workload.declared_dead", workload=workload, message=why)):
             return None
+        notify_on_commit(workload_id=workload_id, event="failed")  # its submitter hears of it
     if not workload.spec.get("checkpointable"):
         return None
     return workload_resubmit(workload=workload, actor=actor)

@@ -196,3 +196,17 @@ def test_a_long_wait_is_told_once_per_workload_on_each_chosen_channel(trio, quot
         assert long_waits_notify(now=later + timedelta(hours=5)) == 0
     assert sorted(json.loads(g["body"])["workload"]["uid"] for g in hook.got) == sorted([first.uid, second.uid])
     assert len(mail.outbox) == 2
+
+
+def test_a_run_declared_dead_by_an_admin_tells_the_submitter_it_failed(
+        trio, quota, make_cluster, submit, drive, sim, receiver, django_capture_on_commit_callbacks):
+    from broker.services.recovery import workload_declare_dead
+
+    hook = receiver(trio.member)
+    make_cluster("onprem")
+    workload = drive(submit())
+    with django_capture_on_commit_callbacks(execute=True):
+        workload_declare_dead(workload_id=workload.id, actor=trio.owner, why="node rebooted, job gone")
+        workload_declare_dead(workload_id=workload.id, actor=trio.owner, why="again")  # already ended: no more
+    assert [g["event"] for g in hook.got] == ["failed"] and hook.got[0]["signed"]
+    assert "declared dead" in json.loads(hook.got[0]["body"])["workload"]["reason"]
