@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from broker.web.queue import HTMX_STOP_POLLING
 from broker.workload_logs import LogQueryError, log_query, workload_for_logs, workload_logs_read
 
-PAGE_TAIL = 200  # what the page opens on: the last lines
+PAGE_TAIL = 100  # what the page opens on: the last lines
 
 
 @login_required

@@ -170,7 +170,7 @@ def test_researcher_pages_load_styled_live_and_accessible(demo, page):
     workload = Workload.objects.get(name="llama-finetune")
     offered = _tour(page, demo.researcher, "researcher",
                     [("/accounting/", "accounting"), (f"/workloads/{workload.id}/", "workload-detail"),
-                     ("/account/tokens/", "api-tokens")])
+                     (f"/workloads/{workload.id}/logs/", "workload-logs"), ("/account/tokens/", "api-tokens")])
     assert {"/workloads/new/", "/workloads/", "/clusters/", "/fleet/", "/accounting/usage/"} <= set(offered)
 
 

@@ -106,8 +106,9 @@ def read_log(kube: KubeClient, namespace: str, pods: list[dict[str, Any]], *, wo
 
 def _log_text(kube: KubeClient, namespace: str, name: str) -> str:
     try:
-        resp = kube.core().read_namespaced_pod_log(name, namespace, limit_bytes=LOG_BYTES_MAX,
-                                                   _preload_content=False, _request_timeout=kube.timeout)
+        # unpreloaded, the client hands back the HTTP response (its stubs say str)
+        resp: Any = kube.core().read_namespaced_pod_log(name, namespace, limit_bytes=LOG_BYTES_MAX,
+                                                        _preload_content=False, _request_timeout=kube.timeout)
     except ApiException as exc:
         if exc.status == 404:
             raise LogsGone(f"pod {namespace}/{name} is gone") from exc
