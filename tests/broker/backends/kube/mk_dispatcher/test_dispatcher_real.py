@@ -32,10 +32,10 @@ DATA = {"gpubroker.io/data-location": "lattice-ds", "gpubroker.io/data-size-gb":
 
 class Watch:
     """Runs dispatcher passes and checks, at every look, that no Workload on the manager
-    carries more than one nomination (the policy here nominates one worker)."""
+    carries more nominations than the policy lists (one worker, unless ``most`` says)."""
 
-    def __init__(self, fleet):
-        self.fleet, self.manager = fleet, fleet["apis"]["manager"]
+    def __init__(self, fleet, most: int = 1):
+        self.fleet, self.manager, self.most = fleet, fleet["apis"]["manager"], most
         self.seen: dict[str, set[str]] = {}  # job -> every worker it was nominated to
 
     def look(self) -> dict[str, dict]:
@@ -43,7 +43,7 @@ class Watch:
         for wl in s.workloads(self.manager):
             job = wl["metadata"]["ownerReferences"][0]["name"]
             nominated = (wl.get("status") or {}).get("nominatedClusterNames") or []
-            assert len(nominated) <= 1, f"{job}: two nominations in force: {nominated}"
+            assert len(nominated) <= self.most, f"{job}: more nominations in force than the policy lists: {nominated}"
             self.seen.setdefault(job, set()).update(nominated)
             out[job] = wl
         return out
@@ -205,3 +205,33 @@ def test_a_broker_restart_during_nomination_leaves_one_nomination_and_loses_none
         assert watch.seen[job] == {wl["status"]["clusterName"]}, watch.seen
     if point == "multikueue_after_nominate":
         assert AuditRecord.objects.filter(action="multikueue.nomination_adopted").count() == 1
+
+
+def test_a_policy_short_list_nominates_the_ranked_workers_in_order(fleet):
+    from broker.services.policy import policy_override
+
+    from .conftest import policy_text
+
+    with policy_override(policy_text(nominate=2), "mk-dispatcher short list"):
+        s.create_job(fleet["apis"]["manager"], s.job("list-1", pods=1, gpus=1, seconds=5))
+        state = Watch(fleet, most=2).run(lambda st: st and cluster_of(st["list-1"]), 60, "the short list")
+    status = state["list-1"]["status"]
+    decision = decided(record(state["list-1"]))
+    ranked = [MK_NAME[name] for name in decision.inputs["candidates"]]
+    assert decision.inputs["workers"] == ranked[:2] == ["worker-worker2", "worker-main"]
+    assert status.get("clusterName") in ranked or status.get("nominatedClusterNames") == ranked[:2]
+
+
+def test_a_workload_deleted_on_the_manager_ends_here_and_frees_its_quota(fleet):
+    manager = fleet["apis"]["manager"]
+    s.create_job(manager, s.job("gone-1", pods=1, gpus=2, seconds=300))
+    watch = Watch(fleet)
+    state = watch.run(lambda st: st and cluster_of(st["gone-1"]), 60, "nomination")
+    rec = record(state["gone-1"])
+    assert gpus_in_use(tenant_id=fleet["tenant"].id, gpu_class_id=fleet["gpu_class"].id) == 2
+    s.delete_all(manager)
+    multikueue_dispatch(cluster_id=fleet["manager"].id)
+    rec.refresh_from_db()
+    assert rec.state == "cancelled" and rec.ended_at is not None
+    assert gpus_in_use(tenant_id=fleet["tenant"].id, gpu_class_id=fleet["gpu_class"].id) == 0
+    assert AuditRecord.objects.filter(workload=rec, action="reservation.released").exists()
