@@ -18,7 +18,7 @@ def prediction_pairs(workloads: QuerySet[Workload], *, since: datetime | None = 
     pairs = []
     for placement, created, started in rows.values_list("placement", "created_at", "started_at").iterator():
         predicted = placement.get("predicted_wait_s") if isinstance(placement, dict) else None
-        if predicted is not None:
+        if predicted is not None and started is not None:
             pairs.append((float(predicted), max(0.0, (started - created).total_seconds())))
     return pairs
 

@@ -49,6 +49,9 @@ class _Baseline:
     def begin(self, env: ReplayEnv) -> None:
         self.env = env
 
+    def step(self, now: float, arrivals: Sequence[ReplayJob]) -> tuple[list[Start], set[str]]:
+        raise NotImplementedError
+
     def _submit(self, job: ReplayJob, cluster: str,
                 now: float) -> tuple[str, Start | None] | None:
         """Create the destination job: (its id, its Start if it runs at once), or None
@@ -214,10 +217,11 @@ class MultiKueueIncremental(MultiKueueRace):
         return super().on_started(starts, now)
 
 
-def _oracle() -> type:
+def _oracle() -> type[_Baseline]:
     from broker.replay.oracle import Oracle  # it builds on _Baseline above
     return Oracle
 
 
-BASELINES = {cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace,
-                                       MultiKueueIncremental, _oracle())}
+BASELINES: dict[str, type[_Baseline]] = {
+    cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace, MultiKueueIncremental,
+                              _oracle())}

@@ -199,7 +199,7 @@ class BrokerPreset:
                 state=AttemptState.REJECTED).count()
         if workload.state in PLACEABLE:
             still.append((workload.id, job))
-        elif workload.destination_job_id:
+        elif workload.destination_job_id and workload.cluster is not None:
             start = self.env.tracker.dispatched(job.key, workload.cluster.name,
                                                 workload.destination_job_id, now)
             if start is not None:
@@ -241,7 +241,7 @@ def _tenant_project(tenant: str, user: AbstractBaseUser, prefix: str = TENANT_PR
     project, _ = Project.objects.get_or_create(
         tenant=tenant_row, slug="main",
         defaults={"name": f"Replay {tenant}", "slurm_account": slug, "k8s_namespace": slug})
-    Membership.objects.get_or_create(user=user, tenant=tenant_row, project=None,
+    Membership.objects.get_or_create(user_id=user.pk, tenant=tenant_row, project=None,
                                      role=Role.RESEARCHER)
     for gpu_class in GpuClass.objects.all():
         Quota.objects.update_or_create(tenant=tenant_row, gpu_class=gpu_class,

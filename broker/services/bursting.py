@@ -40,6 +40,8 @@ def learned_waits(*, now: datetime, policy: Policy) -> WaitEstimator:
     rows = (Workload.objects.filter(started_at__gte=since, started_at__lte=now, cluster__isnull=False)
             .values_list("cluster__name", "gpu_class__slug", "created_at", "started_at", "total_gpus"))
     for cluster, gpu_class, created, started, gpus in rows.iterator():
+        if started is None or created is None:
+            continue  # (the filter excludes it: for the type checker)
         estimator.observe((cluster, gpu_class or ""), _s(started),
                           (started - created).total_seconds(), gpus)
     return estimator
@@ -78,8 +80,8 @@ def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: Workload
         Workload.objects.filter(gpu_class_id=workload.gpu_class_id, state__in=PLACEABLE_STATES,
                                 created_at__lt=workload.created_at)
         .exclude(id=workload.id).aggregate(gpus=Sum("total_gpus"))["gpus"] or 0)
-    queued = sum(fleet.clusters[n].snapshot.queue.pending_gpus for n in clusters
-                 if fleet.clusters[n].snapshot is not None)
+    snapshots = [fleet.clusters[n].snapshot for n in clusters]
+    queued = sum(snap.queue.pending_gpus for snap in snapshots if snap is not None)
     rate = sum(estimator.start_rate((n, cls), _s(now)) for n in clusters)
     cap = fleet.policy.queue.max_wait_s
     if rate <= 0:
