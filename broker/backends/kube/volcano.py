@@ -230,7 +230,8 @@ class VolcanoBackend(KubeJobBackend):
         meta = job.get("metadata") or {}
         pods = self.kube.items(self.kube.core().list_namespaced_pod, meta.get("namespace", ""),
                                label_selector=f"volcano.sh/job-name={meta.get('name')}")
-        return tuple(sorted({(p.get("spec") or {}).get("nodeName") for p in pods} - {None, ""}))
+        return tuple(sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods}
+                            - {""}))
 
     def active_jobs(self) -> list[DestinationJob]:
         groups = {_owner_uid(pg): pg for pg in self._all(PODGROUPS)}
@@ -239,8 +240,8 @@ class VolcanoBackend(KubeJobBackend):
         for job in self._list():
             if vcjob_gpus(job) <= 0:
                 continue
-            described = self.describe(job, groups.get((job.get("metadata") or {}).get("uid")),
-                                      queues)
+            uid = str((job.get("metadata") or {}).get("uid") or "")
+            described = self.describe(job, groups.get(uid), queues)
             if not described.state.ended:
                 out.append(described)
         return out
