@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Callable, Sequence
 
-from django.db.models import Sum
+from django.db.models import Count, Max, QuerySet, Sum
 
 from broker.lifecycle import PLACEABLE_STATES
 from broker.models import GpuPool, Location, Workload
@@ -33,11 +33,31 @@ def _s(when: datetime) -> float:
     return when.timestamp()
 
 
+# One estimator serves every decision until a start is recorded or a minute passes: a
+# placement pass then reads the starts once (one small aggregate per decision), not per
+# workload.  Keyed by what was read, so a changed database is never answered from memory.
+REUSE_FOR_S = 60.0
+_cache: dict[tuple, tuple[datetime, WaitEstimator]] = {}
+
+
 def learned_waits(*, now: datetime, policy: Policy) -> WaitEstimator:
     half_life = policy.queue.half_life_s
-    estimator = WaitEstimator(half_life_s=half_life)
     since = now - timedelta(seconds=HISTORY_HALF_LIVES * half_life)
-    rows = (Workload.objects.filter(started_at__gte=since, started_at__lte=now, cluster__isnull=False)
+    starts = Workload.objects.filter(started_at__gte=since, started_at__lte=now, cluster__isnull=False)
+    seen = starts.aggregate(n=Count("id"), last=Max("started_at"), top=Max("id"))
+    key = (half_life, seen["n"], seen["last"], seen["top"])
+    cached = _cache.get(key)
+    if cached is not None and timedelta(0) <= now - cached[0] <= timedelta(seconds=REUSE_FOR_S):
+        return cached[1]
+    estimator = _learn(starts, half_life=half_life)
+    _cache.clear()  # only the newest is ever asked for again
+    _cache[key] = (now, estimator)
+    return estimator
+
+
+def _learn(starts: QuerySet[Workload], *, half_life: float) -> WaitEstimator:
+    estimator = WaitEstimator(half_life_s=half_life)
+    rows = (starts
             .values_list("cluster__name", "gpu_class__slug", "created_at", "started_at", "total_gpus"))
     for cluster, gpu_class, created, started, gpus in rows.iterator():
         if started is None or created is None:
