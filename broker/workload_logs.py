@@ -13,7 +13,7 @@ from django.shortcuts import get_object_or_404
 
 from broker.backends.base import BackendError, LogPage, LogsGone, Unavailable
 from broker.backends.registry import backend_for
-from broker.models import Workload
+from broker.models import ClusterHealth, Workload
 from portal.tenancy.access import AnyUser, projects_for
 from portal.tenancy.models import Role
 
@@ -121,4 +121,8 @@ def workload_last_lines(*, user: AnyUser, workload: Workload, lines: int = 20) -
         return None
     if not projects_for(user, Role.RESEARCHER, Role.ADMIN).filter(id=workload.project_id).exists():
         return None
+    if workload.cluster is not None and workload.cluster.health == ClusterHealth.STALE:
+        # a silent cluster would hold the page for the whole backend timeout
+        return WorkloadLogs(workload, None, f"{workload.cluster.name} is not answering; its output "
+                                            f"is shown once it does.", unreachable=True)
     return workload_logs_read(user=user, workload_id=workload.id, query=LogQuery(tail=lines))

@@ -106,3 +106,13 @@ def test_output_the_cluster_no_longer_has_is_said_plainly(running, login, trio, 
     body = client.get(f"/api/v1/workloads/{workload.id}/logs/").json()
     assert body["gone"] and not body["available"] and "no longer has this job's output" in body["note"]
     assert "no longer has this job&#x27;s output" in client.get(f"/workloads/{workload.id}/logs/").content.decode()
+
+
+def test_a_silent_cluster_is_said_so_and_the_page_does_not_wait_on_it(running, login, trio, sim):
+    cluster, workload = running("kueue", workers=1)
+    sim.get(cluster.name).set_faults(unreachable=True)
+    client = login(trio.member)
+    response = client.get(f"/api/v1/workloads/{workload.id}/logs/", {"tail": 5})
+    assert response.status_code == 503 and response.json()["error"]["code"] == "destination_unavailable"
+    type(cluster).objects.filter(id=cluster.id).update(health="stale")
+    assert "is not answering" in client.get(f"/workloads/{workload.id}/").content.decode()
