@@ -97,7 +97,8 @@ def multikueue_dispatch(*, cluster_id: int, now: datetime | None = None,
             report.waiting[wl.ref] = str(exc)
         except Unavailable as exc:
             report.waiting[wl.ref] = f"manager did not answer: {exc}"
-    report.deleted = _gone(manager, seen)
+    # only a Workload the manager no longer has at all is gone (not one merely between states)
+    report.deleted = _gone(manager, seen | view.all_uids)
     return report
 
 

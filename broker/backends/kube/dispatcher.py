@@ -117,6 +117,7 @@ class ManagerView:
     workloads: tuple[ManagerWorkload, ...]
     active_workers: frozenset[str]
     inactive_workers: Mapping[str, str]   # worker -> why MultiKueue says it is not active
+    all_uids: frozenset[str] = frozenset()  # every Workload on the manager, MultiKueue's or not
 
 
 def _time(raw: Any) -> datetime | None:
@@ -236,13 +237,14 @@ class MultiKueueDispatcherClient:
         checks = self.multikueue_checks()
         active, inactive = self._workers()
         notes = self._job_annotations()
-        out = []
+        out, uids = [], set()
         for obj in self._list("workloads"):
             wl = parse_workload(obj, checks, notes)
+            uids.add(wl.uid)
             if wl.check_state or wl.cluster_name or wl.nominated:
                 out.append(wl)
         return ManagerView(taken_at=taken_at, workloads=tuple(out), active_workers=active,
-                           inactive_workers=inactive)
+                           inactive_workers=inactive, all_uids=frozenset(uids))
 
     def nominate(self, wl: ManagerWorkload, workers: list[str]) -> bool:
         """Put ``workers`` (in order) into the Workload's nominations; False when the
