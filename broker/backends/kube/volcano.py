@@ -78,6 +78,19 @@ def over_capability(pod_group: Mapping[str, Any], capability: Mapping[str, Any])
                for name, limit in capability.items())
 
 
+def pod_group_gpus(pod_group: Mapping[str, Any]) -> int:
+    """The gang's GPUs from ``minResources``.  Real Volcano lists each resource twice,
+    ``nvidia.com/gpu`` and ``requests.nvidia.com/gpu`` (data/real/volcano-podgroup-*):
+    counted once."""
+    need = (pod_group.get("spec") or {}).get("minResources") or {}
+    per_name: dict[str, int] = {}
+    for key, value in need.items():
+        name = key.removeprefix("requests.")
+        if is_gpu_resource(name):
+            per_name[name] = max(per_name.get(name, 0), quantity(value))
+    return sum(per_name.values())
+
+
 def vcjob_gpus(job: Mapping[str, Any]) -> int:
     total = 0
     for task in (job.get("spec") or {}).get("tasks") or []:
@@ -258,12 +271,8 @@ class VolcanoBackend(KubeJobBackend):
         """PodGroups not yet running (Pending/Inqueue) and the GPUs their gangs need."""
         waiting = [pg for pg in self._all(PODGROUPS)
                    if (pg.get("status") or {}).get("phase", "Pending") in ("Pending", "Inqueue")]
-        gpus = 0
-        for pg in waiting:
-            res = (pg.get("spec") or {}).get("minResources") or {}
-            gpus += sum(quantity(v) for k, v in res.items()
-                        if is_gpu_resource(k.removeprefix("requests.")))
-        return QueueStats(pending_jobs=len(waiting), pending_gpus=gpus)
+        return QueueStats(pending_jobs=len(waiting),
+                          pending_gpus=sum(pod_group_gpus(pg) for pg in waiting))
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         """First Running transition to the terminal transition, times the gang's GPUs."""

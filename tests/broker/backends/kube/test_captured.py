@@ -9,7 +9,7 @@ from typing import Any
 from broker.backends.base import JobState, Reason
 from broker.backends.kube.kueue import classify_pending, kueue_state, workload_gpus
 from broker.backends.kube.limits import volcano_limits
-from broker.backends.kube.volcano import gang_reason, over_capability
+from broker.backends.kube.volcano import gang_reason, over_capability, pod_group_gpus
 
 REAL = Path(__file__).parent / "data" / "real"
 JOB = {"metadata": {"name": "j", "namespace": "team"}, "spec": {"suspend": True}, "status": {}}
@@ -76,6 +76,8 @@ def test_volcano_gang_over_queue_capability_has_no_condition_only_an_event_and_i
 def test_volcano_podgroup_min_resources_count_gpus_only_when_the_template_requests_them():
     pg = captured("volcano-podgroup-gang-pending")  # our manifest requests GPUs beside limits
     assert pg["spec"]["minResources"]["nvidia.com/gpu"] == "8"
+    assert pg["spec"]["minResources"]["requests.nvidia.com/gpu"] == "8"
+    assert pod_group_gpus(pg) == 8  # the two spellings of one request, counted once
 
 
 def test_volcano_webhook_writes_max_retry_3_over_our_0():

@@ -81,6 +81,7 @@ def test_gang_waits_while_three_of_four_fit_and_starts_when_four_do(volcano_back
     pods = client.CoreV1Api(three_nodes).list_namespaced_pod(
         c.NAMESPACE, label_selector=f"volcano.sh/job-name={job_id.split('/')[1]}").items
     assert all(not p.spec.node_name for p in pods)  # nobody of the gang was bound
+    assert volcano_backend.queue_stats().pending_gpus == 8  # 4 x 2, counted once
     c.apply(three_nodes, *c.volcano_nodes(4))
     running = c.wait_for(lambda: (j := status(volcano_backend, job_id))
                          and j.state == JobState.RUNNING and j, 90, what="gang running")
