@@ -65,24 +65,32 @@ def run_sweep(plan: SweepPlan, out: Path,
         todo = tuple(p for p in plan.policies if p not in done)
         if not todo:
             continue
-        config = ReplayConfig(
-            trace=trace, fleet=plan.fleet, policies=todo,
-            synth=SynthOptions(seed=seed), time=TimeOptions(time_compress=compress),
-            window=plan.window, queueing=plan.queueing)
-        report = run_policies(config, progress=progress)
-        gpus = whole_gpus(report.fleet)
-        load = offered_load(report.jobs)
-        results["cells"][key] = {
-            "trace": Path(trace).name, "compress": compress, "seed": seed,
-            "jobs": len(report.jobs), "offered_load_gpus": load,
-            "offered_load_share": load / gpus if gpus else 0.0,
-            "policies": {**done, **{m.policy: metrics_row(m) for m in report.metrics}},
-            "seconds": {**results["cells"].get(key, {}).get("seconds", {}),
-                        **report.seconds}}
-        out.write_text(json.dumps(results, indent=1, sort_keys=True), encoding="utf-8")
-        if progress:
-            progress(f"{key}: done")
+        for policy in todo:  # one at a time: the file keeps every finished run
+            _run_cell(plan, results, key, (trace, compress, seed), policy)
+            out.write_text(json.dumps(results, indent=1, sort_keys=True), encoding="utf-8")
+            if progress:
+                progress(f"{key}: {policy} done")
     return results
+
+
+def _run_cell(plan: SweepPlan, results: dict[str, Any], key: str,
+              cell: tuple[Path, float, int], policy: str) -> None:
+    trace, compress, seed = cell
+    config = ReplayConfig(
+        trace=trace, fleet=plan.fleet, policies=(policy,),
+        synth=SynthOptions(seed=seed), time=TimeOptions(time_compress=compress),
+        window=plan.window, queueing=plan.queueing)
+    report = run_policies(config)
+    gpus = whole_gpus(report.fleet)
+    load = offered_load(report.jobs)
+    before = results["cells"].get(key, {})
+    results["cells"][key] = {
+        "trace": Path(trace).name, "compress": compress, "seed": seed,
+        "jobs": len(report.jobs), "offered_load_gpus": load,
+        "offered_load_share": load / gpus if gpus else 0.0,
+        "policies": {**before.get("policies", {}),
+                     **{m.policy: metrics_row(m) for m in report.metrics}},
+        "seconds": {**before.get("seconds", {}), **report.seconds}}
 
 
 # -- the summary ------------------------------------------------------------------------
@@ -117,42 +125,52 @@ def _ratio(a: float, b: float) -> float:
 
 
 def summarise(results: dict[str, Any]) -> list[Summary]:
+    """Per trace x compression and policy: means over the seeds where the policy *and* the
+    race ran (ratios are paired seed for seed, so a half-finished sweep stays fair)."""
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for cell in results["cells"].values():
         groups.setdefault((cell["trace"], cell["compress"]), []).append(cell)
     out: list[Summary] = []
     for (trace, compress), cells in sorted(groups.items()):
-        names = [p for p in cells[0]["policies"] if all(p in c["policies"] for c in cells)]
-
-        def avg(policy: str, field: str, group: Sequence[dict[str, Any]] = cells) -> float:
-            return mean([c["policies"][policy][field] for c in group])
-        race_wait = avg(RACE, "p95_wait_s") if RACE in names else 0.0
-        race_spend = avg(RACE, "cloud_spend") if RACE in names else 0.0
-        oracle = avg(ORACLE, "p95_wait_s") if ORACLE in names else 0.0
+        names = sorted({p for c in cells for p in c["policies"]})
         for name in names:
-            wait, spend = avg(name, "p95_wait_s"), avg(name, "cloud_spend")
-            out.append(Summary(
-                trace=trace, compress=compress, policy=name,
-                load_share=mean([c["offered_load_share"] for c in cells]),
-                p95_wait_min=wait / 60, wait_vs_race=_ratio(wait, race_wait),
-                spend=spend, spend_vs_race=_ratio(spend, race_spend),
-                wait_over_oracle_min=(wait - oracle) / 60,
-                failed=avg(name, "failed_at_destination"),
-                held=avg(name, "held_at_destination"), never_placed=avg(name, "never_placed"),
-                seeds=len(cells)))
+            paired = [c for c in cells if name in c["policies"] and RACE in c["policies"]]
+            if paired:
+                out.append(_summary(trace, compress, name, paired))
     return out
+
+
+def _summary(trace: str, compress: float, name: str, cells: Sequence[dict[str, Any]]) -> Summary:
+    def avg(policy: str, key: str) -> float:
+        return mean([c["policies"][policy][key] for c in cells])
+    wait, spend = avg(name, "p95_wait_s"), avg(name, "cloud_spend")
+    with_oracle = [c for c in cells if ORACLE in c["policies"]]
+    oracle = mean([c["policies"][ORACLE]["p95_wait_s"] for c in with_oracle]) if with_oracle else 0.0
+    own = mean([c["policies"][name]["p95_wait_s"] for c in with_oracle]) if with_oracle else wait
+    return Summary(
+        trace=trace, compress=compress, policy=name,
+        load_share=mean([c["offered_load_share"] for c in cells]),
+        p95_wait_min=wait / 60, wait_vs_race=_ratio(wait, avg(RACE, "p95_wait_s")),
+        spend=spend, spend_vs_race=_ratio(spend, avg(RACE, "cloud_spend")),
+        wait_over_oracle_min=(own - oracle) / 60 if with_oracle else float("nan"),
+        failed=avg(name, "failed_at_destination"), held=avg(name, "held_at_destination"),
+        never_placed=avg(name, "never_placed"), seeds=len(cells))
 
 
 def markdown(summaries: Iterable[Summary]) -> str:
     lines = ["| trace | compress | load | policy | p95 wait (min) | p95 vs race | cloud spend "
              "| spend vs race | p95 over oracle (min) | failed at dest | held at dest "
-             "| never placed | dominates race |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "| never placed | seeds | dominates race |",
+             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    def times(x: float) -> str:
+        return "n/a (race 0)" if x == float("inf") else f"{x:.2f}x"
+
     for s in summaries:
+        over = "-" if s.wait_over_oracle_min != s.wait_over_oracle_min else f"{s.wait_over_oracle_min:+,.1f}"
         lines.append(
             f"| {s.trace} | x{s.compress:g} | {s.load_share:.0%} | {s.policy} "
-            f"| {s.p95_wait_min:,.1f} | {s.wait_vs_race:.2f}x | {s.spend:,.0f} "
-            f"| {s.spend_vs_race:.2f}x | {s.wait_over_oracle_min:+,.1f} | {s.failed:,.1f} "
-            f"| {s.held:,.1f} | {s.never_placed:,.1f} "
+            f"| {s.p95_wait_min:,.1f} | {times(s.wait_vs_race)} | {s.spend:,.0f} "
+            f"| {times(s.spend_vs_race)} | {over} | {s.failed:,.1f} "
+            f"| {s.held:,.1f} | {s.never_placed:,.1f} | {s.seeds} "
             f"| {'yes' if s.dominates_race else 'no' if s.policy != RACE else '-'} |")
     return "\n".join(lines)

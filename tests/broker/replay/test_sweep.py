@@ -1,0 +1,36 @@
+"""The sweep's summary: paired with the race seed for seed, the target, the frontier."""
+from __future__ import annotations
+
+from broker.replay.pareto import frontier
+from broker.replay.sweep import markdown, summarise
+
+
+def _cell(seed: int, policies: dict[str, tuple[float, float]]) -> dict:
+    return {"trace": "t.csv", "compress": 5.0, "seed": seed, "offered_load_share": 0.6,
+            "policies": {name: {"p95_wait_s": wait, "cloud_spend": spend, "failed_at_destination": 0,
+                                "held_at_destination": 1, "never_placed": 0}
+                         for name, (wait, spend) in policies.items()}}
+
+
+def test_a_policy_is_compared_with_the_race_on_the_seeds_where_both_ran():
+    results = {"cells": {
+        "a": _cell(7, {"multikueue-race": (600, 100), "default": (300, 90), "oracle": (60, 200)}),
+        # seed 11: the default has not run yet; its row must not count the race's seed 11
+        "b": _cell(11, {"multikueue-race": (6000, 1000)}),
+    }}
+    rows = {s.policy: s for s in summarise(results)}
+    default = rows["default"]
+    assert (default.seeds, default.wait_vs_race, default.spend_vs_race) == (1, 0.5, 0.9)
+    assert default.dominates_race and default.wait_over_oracle_min == 4.0
+    assert rows["multikueue-race"].seeds == 2 and not rows["oracle"].dominates_race
+
+
+def test_a_zero_race_wait_is_shown_as_such_not_as_a_ratio():
+    results = {"cells": {"a": _cell(7, {"multikueue-race": (0, 100), "default": (60, 50)})}}
+    text = markdown(summarise(results))
+    assert "n/a (race 0)" in text
+
+
+def test_the_frontier_keeps_the_points_nothing_beats_on_both_axes():
+    points = [(1.0, 1.0, "race"), (0.5, 2.0, "cheap"), (2.0, 0.5, "fast"), (1.5, 1.5, "worse")]
+    assert [p[2] for p in frontier(points)] == ["cheap", "race", "fast"]
