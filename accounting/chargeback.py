@@ -8,7 +8,8 @@ On-prem GPU-hours are priced at the GPU class's rate for that month (a cluster's
 rate wins over the class-wide one, the cluster's list price is the last resort);
 cloud GPU-hours come from the schedulers' records and their cost from matched bill
 lines.  Cloud hours whose workload has no bill line yet are not free: they carry an
-estimate from the cloud cluster's price per GPU-hour, kept in a column of its own and marked estimated, until the bill arrives.  Egress (data transfer
+estimate from the cloud cluster's price per GPU-hour, kept in a column of its own and
+marked estimated, until the bill arrives.  Egress (data transfer
 out) lines of a bill are a column of their own too, not GPU cost.  Hours and costs are
 rounded per row and totals are sums of the rounded rows, so the page and every export
 add up to the same figures.

@@ -363,7 +363,7 @@ def load_fleet(path: str | Path) -> FleetDescription:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise FleetError(str(path), [FleetProblem("(file)", None, exc.strerror or str(exc))])
+        raise FleetError(str(path), [FleetProblem("(file)", None, exc.strerror or str(exc))]) from None
     return parse_fleet(text, source=str(path))
 
 

@@ -200,7 +200,7 @@ def _pg_page_rows(project_ids: list[int], state: str, cursor: Cursor | None, new
     keys = (*_QUEUE_COLUMNS, "project_id", "gpu_class_id", "cluster_id", *QUEUE_FIELDS)
     with connection.cursor() as cur:
         cur.execute(sql, [project_ids, *params, n, n])
-        rows = [dict(zip(keys, row)) for row in cur.fetchall()]
+        rows = [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
     return _labelled(rows)
 
 

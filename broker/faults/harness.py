@@ -228,7 +228,7 @@ class Harness:
         for item in [c for c in self.cancels if c[0] <= now]:
             self.cancels.remove(item)
             _, wid, user = item
-            self._step(f"cancel {wid}", lambda: workload_cancel(user=user, workload_id=wid))
+            self._step(f"cancel {wid}", lambda user=user, wid=wid: workload_cancel(user=user, workload_id=wid))
 
     def _admin_pass(self, min_age_s: float = 120.0) -> None:
         """An admin works the escalation queue: a lost job is checked and declared dead."""
@@ -238,7 +238,7 @@ class Harness:
         cutoff = self.env.now() - timedelta(seconds=min_age_s)
         for esc_id in Escalation.objects.filter(kind="lost_job", created_at__lt=cutoff).exclude(
                 state="resolved").values_list("id", flat=True):
-            self._step(f"admin resolves {esc_id}", lambda: escalation_resolve(
+            self._step(f"admin resolves {esc_id}", lambda esc_id=esc_id: escalation_resolve(
                 user=self.admin, escalation_id=esc_id, outcome="checked at the cluster: the run is gone",
                 old_run_dead=True))
 

@@ -31,12 +31,12 @@ class Quota(models.Model):
             models.UniqueConstraint(fields=["tenant", "gpu_class"], name="quota_unique"),
         ]
 
+    def __str__(self) -> str:
+        return f"{self.tenant.slug}/{self.gpu_class.slug}: {self.limit_gpus}+{self.borrow_limit_gpus}"
+
     @property
     def ceiling(self) -> int:
         return self.limit_gpus + self.borrow_limit_gpus
-
-    def __str__(self) -> str:
-        return f"{self.tenant.slug}/{self.gpu_class.slug}: {self.limit_gpus}+{self.borrow_limit_gpus}"
 
 
 class Reservation(models.Model):

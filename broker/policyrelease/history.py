@@ -71,7 +71,8 @@ def current_fleet() -> FleetDescription:
 
 
 def _from_inventory(cluster: Cluster) -> ClusterDescription | None:
-    flavor = _FLAVOR.get(cluster.kind) or (cluster.config.get("flavor", "slurm") if cluster.kind == "simulator" else None)
+    simulated = cluster.config.get("flavor", "slurm") if cluster.kind == "simulator" else None
+    flavor = _FLAVOR.get(cluster.kind) or simulated
     groups: Counter = Counter()
     for pool in cluster.pools.all():
         for node in pool.nodes or []:

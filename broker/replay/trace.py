@@ -141,4 +141,4 @@ def read_trace(path: str | Path, limit: int | None = None) -> list[TraceRow]:
         with path.open(encoding="utf-8", newline="") as handle:
             return parse_trace(handle, source=str(path), limit=limit)
     except OSError as exc:
-        raise TraceError(str(path), [TraceProblem(0, "(file)", exc.strerror or str(exc))])
+        raise TraceError(str(path), [TraceProblem(0, "(file)", exc.strerror or str(exc))]) from None

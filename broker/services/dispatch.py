@@ -97,7 +97,8 @@ def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
             return _finish_attempt_nothing_sent(workload, attempt)
         if not Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).exists():
             return _unreserved(workload, attempt)
-        job_id = backend.submit(targeted_spec(workload), workload.uid, identity_for(workload.project, workload.submitted_by))
+        identity = identity_for(workload.project, workload.submitted_by)
+        job_id = backend.submit(targeted_spec(workload), workload.uid, identity)
     except Rejected as exc:
         return _rejected(workload, attempt, exc)
     except Unavailable as exc:

@@ -164,7 +164,8 @@ def _mail(note: Notification, workload: Workload, event: str) -> None:
     try:
         send_mail(subject, f"{subject}.\n\n{note.body}\n", settings.DEFAULT_FROM_EMAIL, [note.target])
     except OSError as exc:
-        Notification.objects.filter(id=note.id).update(attempts=1, state=DeliveryState.FAILED, last_error=str(exc)[:500])
+        Notification.objects.filter(id=note.id).update(
+            attempts=1, state=DeliveryState.FAILED, last_error=str(exc)[:500])
         return
     Notification.objects.filter(id=note.id).update(attempts=1, state=DeliveryState.DELIVERED,
                                                    delivered_at=timezone.now())

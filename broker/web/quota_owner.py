@@ -28,7 +28,8 @@ def quota_owner_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
     if not can_admin_tenant(request.user, quota.tenant_id):
         raise PermissionDenied
     form = QuotaOwnerForm(request.POST if request.method == "POST" else None,
-                          candidates=owner_candidates(quota=quota), initial={"owner": quota.owner_id, "alert_percent": round(quota.alert_share * 100)})
+                          candidates=owner_candidates(quota=quota),
+                          initial={"owner": quota.owner_id, "alert_percent": round(quota.alert_share * 100)})
     if request.method == "POST" and form.is_valid():
         owner = form.cleaned_data["owner"]
         try:

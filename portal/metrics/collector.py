@@ -50,11 +50,12 @@ class FleetCollector:
 
     def _wait_histograms(self) -> Iterator[Metric]:
         for name, start_field, documentation in (
-                ("gpubroker_queue_wait_seconds", "created_at", "From submission to the first GPU, per started workload"),
+                ("gpubroker_queue_wait_seconds", "created_at",
+                 "From submission to the first GPU, per started workload"),
                 ("gpubroker_time_to_first_gpu_seconds", "dispatched_at",
                  "From hand-over to the cluster's scheduler to the first GPU, per started workload")):
             cumulative, seconds, count = readings.wait_histogram(start_field, WAIT_BUCKETS)
-            buckets = [(str(b), c) for b, c in zip(WAIT_BUCKETS, cumulative)] + [("+Inf", count)]
+            buckets = [(str(b), c) for b, c in zip(WAIT_BUCKETS, cumulative, strict=True)] + [("+Inf", count)]
             family = HistogramMetricFamily(name, documentation)
             family.add_metric([], buckets=buckets, sum_value=seconds)
             yield family

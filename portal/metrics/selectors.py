@@ -42,7 +42,7 @@ def capacity_history(*, user: AnyUser, now: datetime | None = None) -> list[dict
             chart["t"].append(t)
             for s in STATES:
                 chart[s].append(0)
-        for s, value in zip(STATES, counts):
+        for s, value in zip(STATES, counts, strict=False):
             chart[s][-1] += value
     return [charts[k] for k in sorted(charts)]
 

@@ -47,7 +47,8 @@ class Project(models.Model):
     name = models.CharField(max_length=200)
     slurm_account = models.CharField(max_length=64, blank=True)
     k8s_namespace = models.CharField(max_length=63, blank=True, validators=[slug_validator])
-    k8s_queue = models.CharField(max_length=63, blank=True, help_text="Kueue LocalQueue / Volcano Queue; empty: 'default'")
+    k8s_queue = models.CharField(max_length=63, blank=True,
+                                 help_text="Kueue LocalQueue / Volcano Queue; empty: 'default'")
     cost_centre = models.CharField(max_length=64, blank=True)
     run_as = models.CharField(
         max_length=10, choices=RunAs.choices, default=RunAs.ACCOUNT,

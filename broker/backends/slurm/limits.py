@@ -58,7 +58,7 @@ def slurm_duration_s(text: str) -> float | None:
     parts = [float(p) for p in rest.split(":")]
     # with days the first part is hours; without, a bare number is minutes
     units = (3600.0, 60.0, 1.0) if days or len(parts) == 3 else (60.0, 1.0)
-    seconds = sum(v * u for v, u in zip(parts, units))
+    seconds = sum(v * u for v, u in zip(parts, units, strict=False))  # fewer parts: the low units
     return seconds + (float(days) * 86400 if days else 0.0)
 
 

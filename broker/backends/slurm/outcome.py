@@ -78,7 +78,7 @@ def parse_sacct_ends(lines: Iterable[str]) -> dict[str, SlurmEnd]:
         values = line.rstrip("\n").split(US)
         if len(values) != len(SACCT_END_FIELDS):
             continue
-        f = dict(zip(SACCT_END_FIELDS, values))
+        f = dict(zip(SACCT_END_FIELDS, values, strict=True))
         code, sig = parse_exit_code(f["ExitCode"])
         ends[clean(f["JobID"])] = SlurmEnd(clean(f["JobID"]), job_state_base(f["State"]), code, sig,
                                            clean(f["Reason"]))

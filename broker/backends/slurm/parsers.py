@@ -294,7 +294,7 @@ def parse_squeue(text: str, fields: tuple[str, ...] = SQUEUE_FIELDS, delimiter: 
             values = values[:-1]  # every field, the last included, ends with the delimiter
         if len(values) != len(fields):
             continue
-        jobs.append(job_from_fields(dict(zip(fields, values))))
+        jobs.append(job_from_fields(dict(zip(fields, values, strict=True))))
     return jobs
 
 
@@ -336,7 +336,7 @@ def parse_sacct_line(line: str, fields: tuple[str, ...] = SACCT_FIELDS,
     if len(values) != len(fields):
         return None
     # the 1M-line ingest path: our own columns need no per-line check
-    return acct_from_fields(dict(zip(fields, values)), check=fields is not SACCT_FIELDS)
+    return acct_from_fields(dict(zip(fields, values, strict=False)), check=fields is not SACCT_FIELDS)
 
 
 def iter_sacct(lines: Iterable[str], fields: tuple[str, ...] = SACCT_FIELDS,

@@ -42,7 +42,7 @@ def _tenant_figures(now: datetime) -> list[FigureSample]:
     rows = list(readings.started_workloads(since=now - WINDOW).filter(started_at__lte=now).values_list(
         "tenant_id", "created_at", "dispatched_at", "started_at"))
     waits, firsts = defaultdict(list), defaultdict(list)
-    for (tenant_id, *_), (wait, first) in zip(rows, readings.waits(r[1:] for r in rows)):
+    for (tenant_id, *_), (wait, first) in zip(rows, readings.waits(r[1:] for r in rows), strict=True):
         waits[tenant_id].append(wait)
         if first is not None:
             firsts[tenant_id].append(first)
