@@ -88,7 +88,7 @@ def test_chargeback_for_finance_as_a_table_and_csv(server, gpubroker):
     login(gpubroker, server, "finance")
     rc, out, err = gpubroker("chargeback", "--month", "2026-11")
     assert rc == OK, err
-    assert out.splitlines()[0].split()[:4] == ["month", "tenant", "project", "gpu_class"]
+    assert out.splitlines()[0].split()[:5] == ["month", "tenant", "project", "user", "gpu_class"]
     assert out.splitlines()[-1].startswith("Total")
     rc, out, err = gpubroker("chargeback", "--month", "2026-11", "--csv")
     assert rc == OK and out.lstrip("\ufeff").splitlines()[0].lower().startswith("month,tenant,project")
