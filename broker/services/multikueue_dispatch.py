@@ -204,19 +204,19 @@ def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> 
         note=Note(action=f"workload.{to}", workload=record, cluster=record.cluster.name if record.cluster else "",
                   message=wl.finish_message[:500]))
     if moved and started and record.cluster is not None:
-        _record_usage(record, wl, started, ended)
+        _record_usage(record, record.cluster, wl, started, ended)
     return moved
 
 
-def _record_usage(record: Workload, wl: ManagerWorkload, start: datetime, end: datetime) -> None:
+def _record_usage(record: Workload, worker: Cluster, wl: ManagerWorkload, start: datetime, end: datetime) -> None:
     """Chargeback reads the usage ledger: the worker ran it, the manager's Workload says
     for how long.  Keyed like the worker's own usage report, so collecting both adds nothing."""
     from accounting.services.usage import usage_ingest
 
     gpus = record.total_gpus
     model = (record.spec.get("gpu_models") or [""])[0]
-    usage_ingest(cluster=record.cluster, records=[UsageRecord(
-        source="kueue", cluster=record.cluster.name, job_id=record.destination_job_id or wl.ref,
+    usage_ingest(cluster=worker, records=[UsageRecord(
+        source="kueue", cluster=worker.name, job_id=record.destination_job_id or wl.ref,
         workload_id=record.uid, account=wl.namespace, gpu_model=model, gpus=gpus, start=start, end=end,
         gpu_seconds=int((end - start).total_seconds()) * gpus, state="Finished")])
 
@@ -227,10 +227,13 @@ def _gone(manager: Cluster, seen: set[str]) -> int:
         state__in=TERMINAL_STATES).exclude(uid__in=seen)
     count = 0
     for record in live:
+        def release(r: Workload = record) -> object:
+            return reservation_release(workload=r, reason="MultiKueue Workload deleted")
+
         count += transition(
             Workload, record.id, to=WorkloadState.CANCELLED, reason=TransitionReason.WORKLOAD_ENDED,
             fields={"ended_at": timezone.now(), "raw_reason": "the Workload was deleted on the MultiKueue manager"},
-            then=lambda r=record: reservation_release(workload=r, reason="MultiKueue Workload deleted"),
+            then=release,
             note=Note(action="workload.cancelled", workload=record, cluster=manager.name,
                       message=f"{record.external_ref} deleted on {manager.name}"))
     return count

@@ -189,7 +189,7 @@ def rank_workers(record: Workload, view: ManagerView, cfg: DispatcherConfig, *, 
         forced.setdefault(name, Exclusion("rejected", "did not admit it within the policy's admission time"))
     snapshots = [s for s in snapshots if s.cluster in workers and s.cluster not in forced]
     facts = {k: v for k, v in facts.items() if k in workers}
-    use = quota_use(tenant_id=record.tenant_id, gpu_class_id=record.gpu_class_id)
+    use = quota_use(tenant_id=record.tenant_id, gpu_class_id=int(record.gpu_class_id or 0))
     result = place_prepared(PreparedFleet(snapshots, facts, loaded.policy), spec, tenant=record.tenant.slug,
                             quota_remaining=use.remaining + _held(record), now=now,
                             age_s=(now - record.created_at).total_seconds(), holder=record.uid)
