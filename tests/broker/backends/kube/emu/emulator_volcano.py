@@ -90,7 +90,9 @@ class VolcanoModel:
                   owner_ref(job, "batch.volcano.sh/v1alpha1", "Job")]},
               "spec": {"minMember": int(job["spec"].get("minAvailable") or 1),
                        "queue": job["spec"].get("queue") or "default",
-                       "minResources": {GPU_RESOURCE: str(gpus)}},
+                       # as real Volcano: each resource with and without "requests."
+                       "minResources": {GPU_RESOURCE: str(gpus),
+                                        f"requests.{GPU_RESOURCE}": str(gpus)}},
               "status": {"phase": "Pending"}}
         self.emu.create(PODGROUPS, meta["namespace"], pg)
         self._phase(job, "Pending")
