@@ -108,6 +108,13 @@ class Workload(models.Model):
     def can_cancel(self) -> bool:
         return self.state in CANCELLABLE_STATES
 
+    @property
+    def placed_cluster(self) -> Cluster:
+        """The cluster placement chose (set from ``reserved`` on); asking earlier is a bug."""
+        if self.cluster is None:
+            raise ValueError(f"workload {self.uid} has no cluster yet")
+        return self.cluster
+
 
 class DispatchAttempt(models.Model):
     """Written *before* the cluster is called, so a crash leaves a trace to look up."""

@@ -25,7 +25,7 @@ def cancel_propagate(*, workload_id: int) -> Workload:
             return workload  # a dispatch may still be in flight: try again later
         confirmed = bool(job_id) and backend.cancel(job_id)
     except Unavailable as exc:
-        audit(action="cancel.retrying", workload=workload, cluster=workload.cluster.name,
+        audit(action="cancel.retrying", workload=workload, cluster=workload.placed_cluster.name,
               message=f"destination did not confirm ({exc}); will retry")
         return workload
     if job_id and not confirmed:
@@ -41,7 +41,7 @@ def _look_up(workload: Workload, backend) -> str | None:
     if found is None:
         return ""
     if Workload.objects.filter(id=workload.id, destination_job_id="").update(destination_job_id=found.job_id):
-        audit_link_destination(workload=workload, cluster=workload.cluster.name, destination_job_id=found.job_id)
+        audit_link_destination(workload=workload, cluster=workload.placed_cluster.name, destination_job_id=found.job_id)
     return found.job_id
 
 
@@ -51,7 +51,7 @@ def _cancelled(workload: Workload, job_id: str) -> Workload:
         Workload, workload.id, to=WorkloadState.CANCELLED, from_=(WorkloadState.CANCELLING,),
         reason=TransitionReason.CANCEL_CONFIRMED, fields={"ended_at": timezone.now()},
         then=lambda: reservation_release(workload=workload, reason="cancelled"),
-        note=Note(action="workload.cancelled", workload=workload, cluster=workload.cluster.name,
+        note=Note(action="workload.cancelled", workload=workload, cluster=workload.placed_cluster.name,
                   destination_job_id=job_id, message="destination confirmed the cancellation" if job_id
                   else "nothing had reached the destination"))
     return Workload.objects.get(id=workload.id)

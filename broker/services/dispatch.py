@@ -65,7 +65,7 @@ def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
     try:
         with transaction.atomic():
             return DispatchAttempt.objects.create(
-                workload=workload, cluster=workload.cluster, number=(last.number + 1) if last else 1)
+                workload=workload, cluster=workload.placed_cluster, number=(last.number + 1) if last else 1)
     except IntegrityError:
         return None  # a concurrent worker claimed this attempt number
 
@@ -75,7 +75,7 @@ def targeted_spec(workload: Workload) -> WorkloadSpec:
     class-only request reaches the scheduler as the model (GRES type, node label) it has."""
     spec = validate_spec(workload.spec)
     pool = (workload.placement or {}).get("chosen", {}).get("pool", "")
-    model = GpuPool.objects.filter(cluster_id=workload.cluster_id, name=pool).values_list(
+    model = GpuPool.objects.filter(cluster=workload.placed_cluster, name=pool).values_list(
         "gpu_model", flat=True).first()
     return replace(spec, gpu_models=(model,)) if model else spec
 
@@ -107,7 +107,7 @@ def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
 
 
 def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) -> Workload:
-    audit(action="dispatch.adopted", workload=workload, cluster=workload.cluster.name,
+    audit(action="dispatch.adopted", workload=workload, cluster=workload.placed_cluster.name,
           destination_job_id=found.job_id,
           message="found at the destination after a lost reply; not submitted again")
     return _accepted(workload, attempt, found.job_id, AttemptState.ADOPTED)
@@ -128,10 +128,10 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
         destination_job_id=job_id, dispatched_at=now)
     transition(Workload, workload.id, to=WorkloadState.QUEUED, from_=(WorkloadState.DISPATCHING,), reason=why,
                note=None)
-    reservation_confirm(workload=workload, cluster=workload.cluster, now=now)
-    audit_link_destination(workload=workload, cluster=workload.cluster.name, destination_job_id=job_id)
+    reservation_confirm(workload=workload, cluster=workload.placed_cluster, now=now)
+    audit_link_destination(workload=workload, cluster=workload.placed_cluster.name, destination_job_id=job_id)
     if state == AttemptState.ACCEPTED:
-        audit(action="dispatch.accepted", workload=workload, cluster=workload.cluster.name,
+        audit(action="dispatch.accepted", workload=workload, cluster=workload.placed_cluster.name,
               destination_job_id=job_id, message=f"attempt {attempt.number}")
     workload.refresh_from_db()
     if workload.state == WorkloadState.CANCELLING:
@@ -157,7 +157,7 @@ def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
                   reason=TransitionReason.RESERVATION_LOST,
                   fields={"reason": LocalReason.OTHER,
                           "raw_reason": "its quota reservation ended before dispatch; placed again"},
-                  note=Note(action="dispatch.unreserved", workload=workload, cluster=workload.cluster.name,
+                  note=Note(action="dispatch.unreserved", workload=workload, cluster=workload.placed_cluster.name,
                             message="not sent: the quota reservation had ended; placing again")):
         tasks_bridge.enqueue_place(workload.id)
     return workload
@@ -167,7 +167,7 @@ def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
 def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Workload:
     transition(DispatchAttempt, attempt.id, to=AttemptState.UNKNOWN, reason=TransitionReason.NO_ANSWER,
                note=None, fields={"error": error[:2000], "finished_at": timezone.now()})
-    audit(action="dispatch.unknown", workload=workload, cluster=workload.cluster.name,
+    audit(action="dispatch.unknown", workload=workload, cluster=workload.placed_cluster.name,
           message=f"no answer ({error}); the workload will be looked up before any retry")
     return workload
 
@@ -179,8 +179,8 @@ def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Wo
         transition(DispatchAttempt, attempt.id, to=AttemptState.REJECTED,
                    reason=TransitionReason.REJECTED_BY_DESTINATION, note=None,
                    fields={"error": exc.raw[:2000], "finished_at": timezone.now()})
-        audit(action="dispatch.rejected", workload=workload, cluster=workload.cluster.name,
+        audit(action="dispatch.rejected", workload=workload, cluster=workload.placed_cluster.name,
               message=exc.reason, inputs={"raw": exc.raw})
-        reservation_release(workload=workload, reason=f"rejected by {workload.cluster.name}: {exc.reason}")
-    return workload_retry_elsewhere(workload_id=workload.id, rejected_by=workload.cluster.name,
+        reservation_release(workload=workload, reason=f"rejected by {workload.placed_cluster.name}: {exc.reason}")
+    return workload_retry_elsewhere(workload_id=workload.id, rejected_by=workload.placed_cluster.name,
                                     reason=exc.reason)

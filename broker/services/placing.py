@@ -60,8 +60,8 @@ class PlacingPass:
     fleet: PreparedFleet
     forced: dict[str, Exclusion]
     estimator: WaitEstimator
-    uses: dict[tuple[int, int], QuotaUse] = field(default_factory=dict)
-    runtimes: dict[tuple[int, int], float | None] = field(default_factory=dict)
+    uses: dict[tuple[int, int | None], QuotaUse] = field(default_factory=dict)
+    runtimes: dict[tuple[int, int | None], float | None] = field(default_factory=dict)
     # the waiting queue as the pass read it (created_at, id, gpu class, GPUs), and the ids
     # that left it during the pass: what "GPUs queued ahead" counts, without a query each
     queue: list[tuple[datetime, int, int, int]] = field(default_factory=list)
@@ -172,7 +172,7 @@ def release_holds(*, workload_uid: str) -> None:
     GpuPool.objects.filter(held_for=workload_uid).update(held_for="")
 
 
-def runtime_hours_for(*, project_id: int, gpu_class_id: int) -> float | None:
+def runtime_hours_for(*, project_id: int, gpu_class_id: int | None) -> float | None:
     runs = list(Workload.objects.filter(
         project_id=project_id, gpu_class_id=gpu_class_id, state=WorkloadState.COMPLETED,
         started_at__isnull=False, ended_at__isnull=False).order_by("-ended_at").values_list(
@@ -180,7 +180,9 @@ def runtime_hours_for(*, project_id: int, gpu_class_id: int) -> float | None:
     if len(runs) < 3:
         return None  # too little history: the time limit is the honest estimate
     # the run time the cluster reported: a time-compressed simulation's wall span is 1/120 of it
-    return median(ran if ran is not None else (end - start).total_seconds() for start, end, ran in runs) / 3600
+    spans = [ran if ran is not None else (end - start).total_seconds()
+             for start, end, ran in runs if start is not None and end is not None]  # (filtered above)
+    return median(spans) / 3600
 
 
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:

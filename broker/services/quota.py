@@ -42,14 +42,14 @@ class QuotaUse:
         return max(0, self.limit + self.borrow + burst_gpus - self.used)
 
 
-def gpus_in_use(*, tenant_id: int, gpu_class_id: int) -> int:
+def gpus_in_use(*, tenant_id: int, gpu_class_id: int | None) -> int:
     total = Reservation.objects.filter(
         tenant_id=tenant_id, gpu_class_id=gpu_class_id, state__in=LIVE_RESERVATION_STATES,
     ).aggregate(n=Sum("gpus"))["n"]
     return int(total or 0)
 
 
-def quota_use(*, tenant_id: int, gpu_class_id: int) -> QuotaUse:
+def quota_use(*, tenant_id: int, gpu_class_id: int | None) -> QuotaUse:
     quota = Quota.objects.filter(tenant_id=tenant_id, gpu_class_id=gpu_class_id).first()
     used = gpus_in_use(tenant_id=tenant_id, gpu_class_id=gpu_class_id)
     if quota is None:
@@ -75,6 +75,8 @@ def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
     that it may hold on *cloud* clusters only: on-prem the ceiling stays the ceiling."""
     now = now or timezone.now()
     gpu_class = workload.gpu_class
+    if gpu_class is None:  # every submitted workload has one: resolve_gpu_class refuses otherwise
+        raise ValueError(f"workload {workload.uid} has no GPU class")
     quota = _lock_quota(tenant_id=workload.tenant_id, gpu_class=gpu_class, now=now)
     existing = Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).first()
     if existing is not None:

@@ -93,7 +93,7 @@ def _expire_or_confirm_reservations(now: datetime, report: ReconcileReport) -> N
 def _expire_or_confirm(reservation: Reservation, now: datetime, report: ReconcileReport) -> None:
     workload = reservation.workload
     if workload.destination_job_id:
-        report.confirmed += reservation_confirm(workload=workload, cluster=workload.cluster)
+        report.confirmed += reservation_confirm(workload=workload, cluster=workload.placed_cluster)
         return
     if workload.state == WorkloadState.DISPATCHING and not _nothing_at_destination(workload):
         return  # outcome unknown and the destination can't tell yet: keep holding

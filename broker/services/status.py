@@ -96,7 +96,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
                 reason=TransitionReason.ENDED_AT_DESTINATION,
                 then=lambda: reservation_release(workload=workload,
                                                  reason=f"job ended at destination: {new_state}"),
-                note=Note(action=f"workload.{new_state}", workload=workload, cluster=workload.cluster.name,
+                note=Note(action=f"workload.{new_state}", workload=workload, cluster=workload.placed_cluster.name,
                           destination_job_id=workload.destination_job_id, message=job.raw_reason),
                 fields=dict(ended_at=ended, started_at=started, run_seconds=job.run_s,
                             outcome=outcome_of(job), **fields)):
@@ -106,7 +106,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     if job.state == JobState.RUNNING and workload.state == WorkloadState.QUEUED:
         if transition(Workload, workload.id, to=WorkloadState.RUNNING, reason=TransitionReason.STARTED_AT_DESTINATION,
                       fields={"started_at": started or now, **fields},
-                      note=Note(action="workload.running", workload=workload, cluster=workload.cluster.name,
+                      note=Note(action="workload.running", workload=workload, cluster=workload.placed_cluster.name,
                                 destination_job_id=workload.destination_job_id,
                                 message=f"on {', '.join(job.nodes)}" if job.nodes else "")):
             notify_on_commit(workload_id=workload.id, event="started")
@@ -114,7 +114,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     if (workload.reason, workload.raw_reason) != (fields["reason"], fields["raw_reason"]):
         live.update(**fields)
         if job.state == JobState.PENDING and job.raw_reason:
-            audit(action="workload.waiting", workload=workload, cluster=workload.cluster.name,
+            audit(action="workload.waiting", workload=workload, cluster=workload.placed_cluster.name,
                   message=f"{job.reason.value}: {job.raw_reason}")
         return 1
     return 0
