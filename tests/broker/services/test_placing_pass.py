@@ -13,16 +13,19 @@ from django.utils import timezone
 
 from broker import tasks
 from broker.models import Workload
+from broker.services import bursting
 from broker.services.placing import RETRY_CAP_S, waiting_place_pass, workload_place
 
 
 def _queries(now):
+    bursting._cache.clear()  # each measured pass learns the waits afresh: the same reads every time
     with CaptureQueriesContext(connection) as seen:
         report = waiting_place_pass(now=now)
     return len(seen), report
 
 
 def _reads(now) -> int:
+    bursting._cache.clear()
     with CaptureQueriesContext(connection) as seen:
         waiting_place_pass(now=now)
     return sum(q["sql"].lstrip().upper().startswith("SELECT") for q in seen.captured_queries)
@@ -79,15 +82,18 @@ def test_a_pass_costs_a_fixed_number_of_reads_plus_each_workloads_own_writes(
         counts.append(_queries(timezone.now())[0])
         Workload.objects.update(placement={})  # due again, as new
         reads.append(_reads(timezone.now()))
-    assert reads[0] == reads[1] == reads[2] <= 12  # the reads: the same for 2, 4 or 6 workloads
+    # the reads, the same for 2, 4 or 6 workloads: the queue; the policy, pools, clusters, promised
+    # GPUs, holds (2), learned waits (2); the due workloads; quota, reservations, run times of the one project
+    assert reads[0] == reads[1] == reads[2] <= 13
     per_workload = (counts[1] - counts[0]) // 2
     assert counts[2] - counts[1] == counts[1] - counts[0] == 2 * per_workload  # a straight line
     fixed = counts[0] - 2 * per_workload
     # each waiting workload: its UPDATE and audit INSERT in (nested) transactions; no read
-    assert per_workload <= 6 and fixed <= 12, (fixed, per_workload)
+    assert per_workload <= 6 and fixed <= 13, (fixed, per_workload)
     Workload.objects.all().delete()
     for i in range(20):
         submit(name=f"many{i}")
+    bursting._cache.clear()
     with django_assert_max_num_queries(fixed + 20 * per_workload):
         assert waiting_place_pass().due == 20
 
