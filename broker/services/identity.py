@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import Q
+
 from broker.backends.base import BackendError
 from broker.backends.registry import backend_for
 from broker.models import Cluster, ClusterKind
 from broker.services.audit import audit
-from portal.tenancy.models import Project
+from portal.identity.models import ClusterIdentity
+from portal.tenancy.models import Membership, Project, Role, RunAs
 
 
 @dataclass(frozen=True)
@@ -32,10 +35,21 @@ def slurm_accounts_ensure(*, create: bool, actor=None) -> list[AccountCheck]:
     return results
 
 
+def _people_of(project: Project) -> tuple[str, ...]:
+    """POSIX users of the researchers of a project whose jobs run as the person."""
+    if project.run_as != RunAs.PERSON:
+        return ()
+    members = Membership.objects.filter(tenant_id=project.tenant_id, role=Role.RESEARCHER).filter(
+        Q(project__isnull=True) | Q(project=project))
+    return tuple(sorted(ClusterIdentity.objects.filter(user_id__in=members.values("user_id"))
+                        .values_list("posix_user", flat=True)))
+
+
 def _one(backend, cluster: Cluster, project: Project, create: bool, actor) -> AccountCheck:
     try:
-        # the broker's submitting user needs an association with the account, or sbatch refuses
-        users = tuple(u for u in [(cluster.config or {}).get("submit_user", "")] if u)
+        # the broker's submitting user needs an association with the account, or sbatch refuses;
+        # so does each person a run-as-person project submits as
+        users = tuple(u for u in [(cluster.config or {}).get("submit_user", "")] if u) + _people_of(project)
         status = backend.ensure_account(project.slurm_account, users, create=create,
                                         description=project.name[:60], organization=project.tenant.slug)
     except BackendError as exc:

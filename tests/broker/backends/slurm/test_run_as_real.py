@@ -114,3 +114,25 @@ def test_each_researchers_job_runs_as_them_and_is_charged_to_them(people_on_slur
     rows = build_report(months=[month], tenant_ids={project.tenant_id}).rows
     charged = {(r.project, r.user) for r in rows if r.onprem_seconds}
     assert {("lattice", "alice"), ("lattice", "bob")} <= charged
+
+
+def test_account_check_adds_the_associations_of_the_people_a_project_runs_as(db, settings, slurm_env):
+    import uuid
+
+    from broker.services.identity import slurm_accounts_ensure
+
+    settings.GPUBROKER_ENABLE_SLURM = True
+    Cluster.objects.create(name="ci-accounts", kind="slurm", region="eu-west", location="onprem",
+                           config={"transport": "cli", "partition": "gpu", "submit_user": "root"})
+    tenant = TenantFactory(slug="physics")
+    account = "bk" + uuid.uuid4().hex[:8]  # a fresh Slurm account each run
+    project = ProjectFactory(tenant=tenant, slug="lattice", slurm_account=account)
+    admin, alice = UserFactory(username="physics-admin"), UserFactory(username="alice")
+    MembershipFactory(user=admin, tenant=tenant, role="admin")
+    MembershipFactory(user=alice, tenant=tenant, role="researcher")
+    cluster_identity_set(actor=admin, user=alice, posix_user="gpb-alice")
+    project_run_as_set(actor=admin, project=project, run_as="person")
+    [check] = slurm_accounts_ensure(create=True)
+    assert check.created and check.exists, check.detail
+    users = _slurm("sacctmgr", "-n", "-P", "show", "assoc", "where", f"account={account}", "format=user").split()
+    assert sorted(users) == ["gpb-alice", "root"]
