@@ -149,7 +149,8 @@ def wait_for(predicate: Callable[[], Any], timeout_s: float = 60, every: float =
 
 def delete_jobs(api: client.ApiClient, namespace_name: str = NAMESPACE,
                 timeout_s: float = 90) -> None:
-    """Every batch Job and vcjob of the namespace gone, with its pods (test teardown)."""
+    """Every batch Job and vcjob of the namespace gone, with its pods and Kueue Workloads
+    (test teardown)."""
     batch, core, custom = client.BatchV1Api(api), client.CoreV1Api(api), client.CustomObjectsApi(api)
     batch.delete_collection_namespaced_job(namespace_name, propagation_policy="Foreground")
     try:
@@ -159,9 +160,20 @@ def delete_jobs(api: client.ApiClient, namespace_name: str = NAMESPACE,
         if exc.status != 404:  # no Volcano on this cluster
             raise
 
+    def workloads() -> list[Any]:
+        # Kueue releases a ClusterQueue's reservation when the Workload goes (after its Job):
+        # a test reading the quota's use must not see the previous test's job in it.
+        try:
+            return custom.list_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", namespace_name, "workloads")["items"]
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            return []
+
     def gone() -> bool:
         return not (batch.list_namespaced_job(namespace_name).items
-                    or core.list_namespaced_pod(namespace_name).items)
+                    or core.list_namespaced_pod(namespace_name).items or workloads())
 
     wait_for(gone, timeout_s, what=f"jobs and pods of {namespace_name} gone")
 
