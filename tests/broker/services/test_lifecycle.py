@@ -1,7 +1,6 @@
 """A workload's life through the broker, against simulated clusters."""
 from __future__ import annotations
 
-import pytest
 
 from broker.models import AuditRecord, Reservation, Workload
 from broker.services.inventory import cluster_sync_inventory
