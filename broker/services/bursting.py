@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from django.db.models import Count, Max, QuerySet, Sum
 
@@ -111,8 +111,10 @@ def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: Workload
 
 
 def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: WorkloadSpec,
-               now: datetime, estimator: WaitEstimator, ahead_gpus: Callable[[], int] | None = None) -> BurstOutcome:
-    """Keep or drop the cloud candidates by the policy's burst rule."""
+               now: datetime, estimator: WaitEstimator, ahead_gpus: Callable[[], int] | None = None,
+               spend: Callable[[], tuple[Mapping, float]] | None = None) -> BurstOutcome:
+    """Keep or drop the cloud candidates by the policy's burst rule.  ``spend``: the month's
+    cloud spend and on-prem TCO as a placement pass read them once (else read here)."""
     policy = fleet.policy
     cloud = [c for c in ranked if _location(fleet, c.cluster) == Location.CLOUD]
     if not cloud:
@@ -126,9 +128,9 @@ def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: 
                             estimator=estimator, now=now, ahead_gpus=ahead_gpus)
     if wait is not None and any(c.cluster in onprem for c in ranked):
         wait = 0.0  # an on-prem pool fits now
-    month = cloud_spend_month(now)
+    month, tco = spend() if spend is not None else (cloud_spend_month(now), onprem_tco_month())
     spent = float(sum(v for (tenant, _), v in month.items() if tenant == workload.tenant_id))
-    reassess = reassess_due(rule, float(sum(month.values())), onprem_tco_month())
+    reassess = reassess_due(rule, float(sum(month.values())), tco)
     verdict = cloud_verdict(rule, onprem_wait_s=wait, gpu_cost=float(cloud[0].breakdown["gpu_cost"]),
                             budget=float(budget) if budget is not None else None, spent=spent,
                             reassess=reassess)

@@ -10,7 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from statistics import median
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from django.db import transaction
 from django.utils import timezone
@@ -22,13 +22,16 @@ from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedF
 from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
 from broker.services.audit import audit
-from broker.services.bursting import WaitEstimator, burst_gate, first_prediction, learned_waits
+from broker.services.bursting import (
+    WaitEstimator, burst_gate, first_prediction, learned_waits, onprem_tco_month,
+)
 from broker.services.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaExceeded, QuotaUse, quota_use, reservation_create
 from broker.services.transitions import Note, transition
 from broker.spec import validate_spec
+from portal.metrics.readings import cloud_spend_month
 
 PLACEABLE = PLACEABLE_STATES
 # Exclusions that waiting will not change: the workload is rejected when every
@@ -66,6 +69,12 @@ class PlacingPass:
     # that left it during the pass: what "GPUs queued ahead" counts, without a query each
     queue: list[tuple[datetime, int, int, int]] = field(default_factory=list)
     left: set[int] = field(default_factory=set)
+    month_spend: tuple[Mapping, float] | None = None  # cloud spend, on-prem TCO: read at first need
+
+    def spend(self) -> tuple[Mapping, float]:
+        if self.month_spend is None:
+            self.month_spend = (cloud_spend_month(self.now), onprem_tco_month())
+        return self.month_spend
 
     def ahead(self, workload: Workload) -> Callable[[], int]:
         return lambda: sum(gpus for created, wid, cls, gpus in self.queue
@@ -212,7 +221,7 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
     estimator = ctx.estimator
     ahead = shared.ahead(workload) if ctx is shared and shared is not None else None
     gate = burst_gate(workload=workload, ranked=ranked, fleet=fleet, spec=spec, now=now, estimator=estimator,
-                      ahead_gpus=ahead)
+                      ahead_gpus=ahead, spend=shared.spend if ctx is shared and shared is not None else None)
     ranked = gate.ranked
     record = {**result.to_dict(), "policy_version": loaded.version,
               "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},

@@ -134,3 +134,28 @@ def test_placement_on_an_event_does_not_wait_for_the_pause_and_a_place_ends_it(t
     starved.save()
     placed = workload_place(workload_id=job.id)  # e.g. a destination refused it: placed at once
     assert placed.state == "reserved" and "retry" not in placed.placement
+
+
+def _spend_reads(run) -> int:
+    """How often the month's cloud spend and the on-prem TCO were read while ``run`` ran."""
+    with CaptureQueriesContext(connection) as seen:
+        run()
+    return sum('"broker_gpupool"."gpus_total" AS "gpus_total"' in q["sql"]
+               or ('"broker_workload"."tenant_id" AS "tenant_id"' in q["sql"] and "price_per_gpu_hour" in q["sql"])
+               for q in seen.captured_queries)
+
+
+def test_with_a_cloud_budget_the_spend_is_read_once_per_pass_not_per_workload(trio, starved, make_cluster, submit):
+    from decimal import Decimal
+
+    trio.tenant.cloud_budget_month = Decimal("500.00")
+    trio.tenant.save()
+    starved.limit_gpus = 64
+    starved.save()
+    make_cluster("onprem", nodes=[4])
+    make_cluster("cloudy", location="cloud", price="3.5", nodes=[8, 8])
+    for i in range(6):
+        submit(name=f"pass{i}")
+    assert _spend_reads(waiting_place_pass) == 2  # the spend and the TCO, once for the six
+    one_by_one = [submit(name=f"single{i}") for i in range(3)]
+    assert _spend_reads(lambda: [workload_place(workload_id=w.id) for w in one_by_one]) == 6  # per workload
