@@ -8,9 +8,9 @@ Every context manager restores what it changed.
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from typing import Callable, Iterator
 
-from django.db import transaction
 from django.db.models.signals import post_save, pre_save
 
 from broker.faults.points import FaultPlan, FaultyBackend
@@ -105,19 +105,16 @@ def captured_tasks(queue: list) -> Iterator[None]:
     instead of Celery: the harness is the worker, and can lose them (Redis restart)."""
     from broker.services import tasks_bridge
 
-    def capture(task_name: str, *args: object) -> None:
-        transaction.on_commit(lambda: queue.append((task_name, args)))
-
-    with _patched(tasks_bridge, "_on_commit", capture):
+    with tasks_bridge.task_sink(lambda task_name, *args: queue.append((task_name, args))):
         yield
 
 
 @contextlib.contextmanager
-def virtual_clock(now: Callable[[], object]) -> Iterator[None]:
+def virtual_clock(now: Callable[[], datetime]) -> Iterator[None]:
     """The broker's ``timezone.now()`` (and every auto_now field) reads ``now``."""
-    from django.utils import timezone
+    from broker.clock import clock_override
 
-    with _patched(timezone, "now", now):
+    with clock_override(now):
         yield
 
 

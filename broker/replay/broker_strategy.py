@@ -37,17 +37,18 @@ import contextlib
 import itertools
 from datetime import datetime, timedelta
 from typing import Iterator, Sequence
-from unittest import mock
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
 
 from broker.backends.sim import SimClock
+from broker.clock import clock_override
 from broker.fleet import FleetDescription
 from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, WorkloadState
 from broker.replay.jobs import ReplayJob
 from broker.replay.loop import ReplayEnv
 from broker.replay.tracker import Start
+from broker.services import tasks_bridge
 from broker.services.dispatch import workload_dispatch
 from broker.services.fleet_setup import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.inventory import cluster_sync_inventory
@@ -87,9 +88,8 @@ def broker_context(clock: SimClock, preset: str | None, policy_text: str | None 
     """Simulated time, no Celery hand-offs and the policy: ``policy_text`` (default: the one
     in force), with its preset replaced when ``preset`` is given."""
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch("django.utils.timezone.now", ReplayNow(clock)))
-        stack.enter_context(mock.patch("broker.services.tasks_bridge._on_commit",
-                                       lambda *args: None))
+        stack.enter_context(clock_override(ReplayNow(clock)))
+        stack.enter_context(tasks_bridge.task_sink(lambda *args: None))
         if preset is not None:
             policy_text = policy_with_preset(preset, policy_text or current_policy().text)
         if policy_text is not None:

@@ -10,15 +10,37 @@ ones).  Failing here would show a researcher an error for a submission that was 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Callable, Iterator
 
 from django.db import transaction
 from kombu.exceptions import OperationalError as QueueUnreachable
 
 log = logging.getLogger(__name__)
 
+# While a sink is installed, follow-ups go to it (still after the commit) instead of Celery:
+# the replay drops them, the fault harness queues them and runs them itself.
+_sink: Callable[..., object] | None = None
+
+
+@contextlib.contextmanager
+def task_sink(sink: Callable[..., object]) -> Iterator[None]:
+    """Send every follow-up to ``sink(task_name, *args)`` after its commit, until the block ends."""
+    global _sink
+    saved, _sink = _sink, sink
+    try:
+        yield
+    finally:
+        _sink = saved
+
 
 def _on_commit(task_name: str, *args: object) -> None:
+    if _sink is not None:
+        sink = _sink
+        transaction.on_commit(lambda: sink(task_name, *args))
+        return
+
     def send() -> None:
         from broker import tasks
 
