@@ -86,6 +86,11 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-quota-request-decision": {"get": "401 405 405 405 405", "post": "401 403 200 404 404"},
     # each caller's own preferences: there is no one else's to reach
     "api-notification-preferences": {"get": "401 200 200 200 200", "patch": "401 200 200 200 200"},
+    # cluster identities: tenant admins only; tenant A's member is nobody the outsider may see
+    "api-cluster-identities": {"get": "401 403 200 403 200"},
+    "api-cluster-identity":   {"get": "401 403 200 403 404", "put": "401 403 200 403 404",
+                               "delete": "401 403 200 403 404"},
+    "api-project-run-as":     {"get": "401 405 405 405 405", "patch": "401 403 200 403 404"},
     "api-clusters":           {"get": "401 200 200 200 200"},
     "api-cluster":            {"get": "401 200 200 200 200"},
     "api-escalations":        {"get": "401 403 200 403 200"},
@@ -171,6 +176,7 @@ def world(trio, db):
     return {"workload_id": workload.id, "quota_id": quota.id, "cluster_id": cluster.id,
             "escalation_id": escalation.id, "bill_id": bill.id, "action": "acknowledge", "token_id": token.id,
             "release_id": PolicyRelease.objects.get().id, "quota_request_id": asked.id,
+            "user_id": trio.member.id, "project_id": trio.project.id,
             "_workload": workload, "_quota": quota, "_escalation": escalation, "_trio": trio}
 
 
@@ -212,6 +218,8 @@ def _body(name: str, world: dict) -> dict:
         "api-tokens": {"name": "cli", "expires_in_days": 30},
         "account-tokens": {"name": "cli", "expires_in_days": 30},
         "cluster-outage": {"outage": "start"},
+        "api-cluster-identity": {"posix_user": "gpb-member"},
+        "api-project-run-as": {"run_as": "person"},
     }.get(name, {})
 
 
