@@ -36,6 +36,11 @@ def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
         for col, compress in enumerate(loads):
             ax = axes[row][col]
             mine = [s for s in summaries if s.trace == trace and s.compress == compress]
+            if not mine:
+                ax.axis("off")
+                ax.text(0.5, 0.5, f"{trace.replace('-dev.csv', '')} x{compress:g}: not run",
+                        ha="center", va="center", fontsize=9, transform=ax.transAxes)
+                continue
             _panel(ax, mine, colours)
             load = f", load {mine[0].load_share:.0%}, {mine[0].seeds} seed(s)" if mine else ""
             ax.set_title(f"{trace.replace('-dev.csv', '')} x{compress:g}{load}", fontsize=9)
