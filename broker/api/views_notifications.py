@@ -30,6 +30,10 @@ class PreferencesIn(StrictSerializer):
 class PreferencesOut(serializers.ModelSerializer):
     webhook_secret = serializers.CharField(help_text="Signs each webhook body; empty until first saved")
     signature_header = serializers.SerializerMethodField(help_text="Carries sha256=<HMAC-SHA256 hex of the body>")
+    # a plain string: empty means no webhook, which a "uri" format would call invalid
+    webhook_url = serializers.CharField(read_only=True, help_text="The webhook's URL; empty: no webhook")
+    updated_at = serializers.DateTimeField(read_only=True, allow_null=True,
+                                           help_text="null until the caller first saves a choice")
 
     class Meta:
         model = NotificationPreference
