@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from typing import TYPE_CHECKING, cast
 
 from django import forms
 from django.db.models import QuerySet
@@ -11,13 +12,16 @@ from accounting.models import BillProvider
 from accounting.periods import add_months, parse_month, this_month
 from broker.models import Cluster, GpuClass, Location
 
+if TYPE_CHECKING:
+    from portal.tenancy.models import Tenant
+
 
 class MonthField(forms.CharField):
     def __init__(self, **kwargs):
         kwargs.setdefault("widget", forms.TextInput(attrs={"type": "month", "placeholder": "YYYY-MM"}))
         super().__init__(**kwargs)
 
-    def to_python(self, value) -> date | None:
+    def to_python(self, value) -> date | None:  # type: ignore[override]  # a month, not the text
         text = super().to_python(value)
         if not text:
             return None
@@ -66,18 +70,20 @@ class PeriodForm(MonthForm):
 
 class BillUploadForm(forms.Form):
     provider = forms.ChoiceField(choices=BillProvider.choices)
-    tenant = forms.ModelChoiceField(queryset=None, required=False,
-                                    help_text="Whose cloud account the bill is for")
-    cluster = forms.ModelChoiceField(queryset=None, required=False, empty_label="(none)",
-                                     help_text="The cloud cluster it covers, for reconciliation")
+    tenant: forms.ModelChoiceField[Tenant] = forms.ModelChoiceField(
+        queryset=None, required=False, help_text="Whose cloud account the bill is for")
+    cluster: forms.ModelChoiceField[Cluster] = forms.ModelChoiceField(
+        queryset=None, required=False, empty_label="(none)",
+        help_text="The cloud cluster it covers, for reconciliation")
     file = forms.FileField(help_text="CSV, UTF-8")
 
     def __init__(self, *args, tenants: QuerySet, clusters: QuerySet, tenant_required: bool, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["tenant"].queryset = tenants
-        self.fields["tenant"].required = tenant_required
-        self.fields["tenant"].empty_label = "---------" if tenant_required else "Organisation-wide"
-        self.fields["cluster"].queryset = clusters
+        tenant_field = cast(forms.ModelChoiceField, self.fields["tenant"])  # fields is typed by name only
+        tenant_field.queryset = tenants
+        tenant_field.required = tenant_required
+        tenant_field.empty_label = "---------" if tenant_required else "Organisation-wide"
+        cast(forms.ModelChoiceField, self.fields["cluster"]).queryset = clusters
         if tenant_required and tenants.count() == 1:
             self.fields["tenant"].initial = tenants.first()
 

@@ -28,7 +28,9 @@ def sacct_usage(lines: Iterable[str], *, cluster: str) -> Iterator[UsageRecord]:
         from broker.backends.slurm.backend import SlurmBackend
     except ImportError:
         return iter_sacct_usage(lines, cluster=cluster)
-    return SlurmBackend(cluster, _LinesTransport(lines)).usage(since=datetime.min.replace(tzinfo=timezone.utc))
+    transport = _LinesTransport(lines)  # only accounting() is called on it
+    return SlurmBackend(cluster, transport).usage(  # type: ignore[arg-type]
+        since=datetime.min.replace(tzinfo=timezone.utc))
 
 
 class _LinesTransport:

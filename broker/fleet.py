@@ -183,7 +183,7 @@ class _Checker:
             self.error(*where, f"must be one of {shown}, not {value!r}")
         return value.strip()
 
-    def number(self, m: _Map, key: str, path: str, default: float = 0.0, *,
+    def number(self, m: _Map, key: str, path: str, default: float | None = 0.0, *,
                whole: bool = False, minimum: float = 0, maximum: float | None = None) -> Any:
         value = m.get(key, default)
         where = (f"{path}.{key}", m.key_lines.get(key, m.line))

@@ -5,6 +5,7 @@ import hashlib
 import heapq
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone as dt_timezone
+from typing import Any
 
 from django.db import connection
 from django.db.models import F, OuterRef, Q, QuerySet, Subquery
@@ -181,7 +182,8 @@ def _pg_page_rows(project_ids: list[int], state: str, cursor: Cursor | None, new
     of those are joined to their names.  Raw SQL on purpose: the ORM's UNION of one subquery
     per project cost more to compile than to run, on every refresh of every open tab."""
     cmp, order = ("<", "DESC") if newest_first else (">", "ASC")
-    where, params = ["w.project_id = p.id"], []
+    where: list[str] = ["w.project_id = p.id"]
+    params: list[Any] = []
     if state:
         where.append("w.state = %s")
         params.append(state)

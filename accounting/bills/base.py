@@ -104,6 +104,7 @@ def parse_moment(raw: str) -> datetime | None:
         return None
     if text.endswith(" UTC"):
         text = text[:-4]
+    value: datetime | None
     try:
         value = datetime.fromisoformat(text)
     except ValueError:

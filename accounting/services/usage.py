@@ -225,11 +225,11 @@ def _insert(rows: list[tuple]) -> int:
     return len(rows)
 
 
-def _workloads_for(cluster: Cluster, fresh: list[UsageRecord]) -> dict[tuple[str, str], dict]:
+def _workloads_for(cluster: Cluster, fresh: list[UsageRecord]) -> dict[tuple[str, str | None], dict]:
     """Broker workloads by the id the job carried, else by the destination job id."""
     fields = ("id", "uid", "destination_job_id", "project_id", "tenant_id", "gpu_class_id", "submitted_by_id")
     uids = {r.workload_id for r in fresh if r.workload_id}
-    found: dict[tuple[str, str], dict] = {}
+    found: dict[tuple[str, str | None], dict] = {}
     if uids:
         for wl in Workload.objects.filter(uid__in=uids).values(*fields):
             found[("uid", wl["uid"])] = wl

@@ -28,7 +28,7 @@ class ClusterIdentityOut(serializers.Serializer):
     posix_user = serializers.CharField(source="cluster_identity.posix_user", default="")
     posix_group = serializers.CharField(source="cluster_identity.posix_group", default="")
     k8s_user = serializers.CharField(source="cluster_identity.k8s_user", default="")
-    source = serializers.CharField(source="cluster_identity.source", default="",
+    source = serializers.CharField(source="cluster_identity.source", default="",  # type: ignore[assignment]
                                    help_text="admin or claim; empty: no cluster identity")
 
     def to_representation(self, instance):

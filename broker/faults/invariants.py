@@ -124,7 +124,7 @@ class InvariantWatch:
                 self.note("quota_overshoot", f"{step}: tenant {row['tenant_id']} class {row['gpu_class_id']}: "
                           f"{row['n']} GPUs reserved > ceiling {ceiling}")
         live = [j for j in jobs if j.active and j.workload_id]
-        owners = self._owner({j.workload_id for j in live})
+        owners = self._owner({j.workload_id for j in live if j.workload_id is not None})  # live: all have one
         used: dict[tuple[int, int], int] = defaultdict(int)
         for job in live:
             if job.workload_id in owners:

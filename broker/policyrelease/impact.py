@@ -34,6 +34,7 @@ def per_tenant(run: ReplayRun, fleet: FleetDescription) -> dict[str, dict]:
             failed[tenant] += 1  # refused at a destination, split by fragmentation, or never placed
         if o.wait_s is None:
             continue
+        assert o.start_s is not None  # a wait is known only once it started
         waits[tenant].append(o.wait_s)
         ttfg[tenant].append(o.wait_s + startup_s(fleet, o.cluster))
         ran = min(o.job.duration_s, max(0.0, run.end_s - o.start_s))

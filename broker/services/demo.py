@@ -38,7 +38,7 @@ def demo_seed() -> DemoSeed:
                    k8s_namespace="cosmo-sim", cost_centre="PHY-200")
     project_ensure(tenant=biology, slug="protein-fold", name="Protein folding", slurm_account="protein",
                    k8s_namespace="protein-fold", cost_centre="BIO-300")
-    users = []
+    users: list[tuple[str, str, str]] = []
     for username, password, role, staff in DEMO_USERS:
         user = user_ensure(username=username, password=password, is_staff=staff)
         for tenant in (physics,) if role == Role.RESEARCHER else (physics, biology):

@@ -85,9 +85,9 @@ def _escalate_double_claims(cluster: Cluster, snapshot: InventorySnapshot) -> No
     for pool in snapshot.pools:
         for node in pool.nodes:
             owners[node.name].add(node.owner or pool.owner)
-    for node, claimed_by in sorted(owners.items()):
+    for node_name, claimed_by in sorted(owners.items()):
         if len(claimed_by) > 1:
             escalation_open(
-                kind=EscalationKind.DOUBLE_CLAIM, key=f"double:{cluster.name}:{node}", cluster=cluster,
-                evidence={"node": node, "claimed_by": sorted(claimed_by),
+                kind=EscalationKind.DOUBLE_CLAIM, key=f"double:{cluster.name}:{node_name}", cluster=cluster,
+                evidence={"node": node_name, "claimed_by": sorted(claimed_by),
                           "taken_at": snapshot.taken_at.isoformat()})

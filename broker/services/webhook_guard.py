@@ -127,7 +127,7 @@ class _VettedTLSPool(HTTPSConnectionPool):
 
 
 class _VettedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    def init_poolmanager(self, *args, **kwargs) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _VettedPool, "https": _VettedTLSPool}
 

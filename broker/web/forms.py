@@ -2,14 +2,19 @@
 lives in broker.spec so the form, the API and the backends agree."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django import forms
 
 from broker.models import GpuClass
 from broker.spec import PRIORITIES
 
+if TYPE_CHECKING:
+    from portal.tenancy.models import Project
+
 
 class WorkloadForm(forms.Form):
-    project = forms.ModelChoiceField(queryset=None, empty_label=None)
+    project: forms.ModelChoiceField[Project] = forms.ModelChoiceField(queryset=None, empty_label=None)
     name = forms.CharField(max_length=52, help_text="lower-case letters, digits and '-'")
     command = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), initial="python train.py")
     image = forms.CharField(required=False, help_text="Container image (Kubernetes clusters)")

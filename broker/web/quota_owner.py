@@ -4,6 +4,7 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -14,7 +15,7 @@ from portal.tenancy.access import can_admin_tenant
 
 
 class QuotaOwnerForm(forms.Form):
-    owner = forms.ModelChoiceField(queryset=None, required=False, empty_label="(nobody)")
+    owner: forms.ModelChoiceField[User] = forms.ModelChoiceField(queryset=None, required=False, empty_label="(nobody)")
     alert_percent = forms.IntegerField(min_value=1, max_value=100, label="Alert at (% of the limit)")
 
     def __init__(self, *args, candidates, **kwargs):

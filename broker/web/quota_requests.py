@@ -13,12 +13,12 @@ from broker.models import GpuClass, QuotaRequestState
 from broker.quota_request_selectors import can_decide, quota_request_get, quota_request_list, quota_request_trail
 from broker.services.quota_requests import OwnRequest, QuotaRequestRefused, quota_request_create, quota_request_decide
 from portal.tenancy.access import roles_of
-from portal.tenancy.models import Role
+from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_list
 
 
 class QuotaRequestForm(forms.Form):
-    project = forms.ModelChoiceField(queryset=None, empty_label=None)
+    project: forms.ModelChoiceField[Project] = forms.ModelChoiceField(queryset=None, empty_label=None)
     gpu_class = forms.ModelChoiceField(queryset=GpuClass.objects.all(), to_field_name="slug", empty_label=None)
     extra_gpus = forms.IntegerField(min_value=1, max_value=1_000_000, label="More GPUs")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))

@@ -1,6 +1,9 @@
 """Reads of API tokens: a user sees their own, an operator sees everyone's."""
 from __future__ import annotations
 
+from typing import cast
+
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
@@ -12,7 +15,7 @@ def token_list(*, user: AnyUser, everyone: bool = False) -> QuerySet[ApiToken]:
     if not user.is_authenticated:
         return ApiToken.objects.none()
     qs = ApiToken.objects.select_related("user", "revoked_by")
-    return qs if everyone and is_operator(user) else qs.filter(user=user)
+    return qs if everyone and is_operator(user) else qs.filter(user=cast(User, user))  # authenticated here
 
 
 def token_get(*, user: AnyUser, token_id: int) -> ApiToken:

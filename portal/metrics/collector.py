@@ -78,8 +78,8 @@ class FleetCollector:
         per_cluster: dict[str, float] = {}
         for (_, cluster), amount in readings.cloud_spend_month(now).items():
             per_cluster[cluster] = per_cluster.get(cluster, 0.0) + float(amount)
-        for cluster, amount in sorted(per_cluster.items()):
-            spend.add_metric([cluster], round(amount, 2))
+        for cluster, total in sorted(per_cluster.items()):
+            spend.add_metric([cluster], round(total, 2))
         return spend
 
 

@@ -144,6 +144,7 @@ def cloud_spend_month(now: datetime) -> dict[tuple[int, str], Decimal]:
             .values_list("tenant_id", "cluster__name", "cluster__price_per_gpu_hour", "total_gpus",
                          "started_at", "ended_at", "run_seconds"))
     for tenant_id, cluster, price, gpus, started, ended, run_s in rows.iterator():
+        assert started is not None  # the filter keeps only started workloads
         seconds = _seconds_this_month(started, min(ended or now, now), first, run_s)
         spend[(tenant_id, cluster)] += Decimal(seconds) / 3600 * gpus * price
     return {k: v.quantize(CENT) for k, v in spend.items()}

@@ -78,6 +78,7 @@ class RateLimitMiddleware:
 
 def _too_many(request: HttpRequest, wait: int) -> HttpResponse:
     message = f"too many attempts; try again in {wait} s"
+    response: HttpResponse
     if request.path.startswith("/api/"):
         response = JsonResponse({"error": {"code": "rate_limited", "message": message, "fields": {}}}, status=429)
     else:

@@ -5,7 +5,9 @@ outsider's query is simply empty and the view answers 404.
 """
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from typing import cast
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db.models import Q, QuerySet
 
 from portal.tenancy.models import Membership, Project, Role, Tenant
@@ -15,13 +17,13 @@ AnyUser = AbstractBaseUser | AnonymousUser
 
 def is_operator(user: AnyUser) -> bool:
     """Platform operators (staff) run the fleet: clusters, all escalations."""
-    return bool(user.is_authenticated and user.is_active and user.is_staff)
+    return bool(user.is_authenticated and user.is_active and cast(User, user).is_staff)
 
 
 def memberships(user: AnyUser, *roles: str) -> QuerySet[Membership]:
     if not user.is_authenticated or not user.is_active:
         return Membership.objects.none()
-    qs = Membership.objects.filter(user=user)
+    qs = Membership.objects.filter(user=cast(User, user))  # authenticated: the one user model
     return qs.filter(role__in=roles) if roles else qs
 
 

@@ -98,5 +98,6 @@ class Membership(models.Model):
         ]
 
     def __str__(self) -> str:
-        scope = self.project.slug if self.project_id else "*"
+        project = self.project if self.project_id else None
+        scope = project.slug if project is not None else "*"
         return f"{self.user} {self.role} in {self.tenant.slug}/{scope}"

@@ -32,6 +32,7 @@ from broker.backends.slurm.commands import CommandTransport
 from broker.backends.slurm.config import DEFAULT_GPU_MEMORY_GB, SlurmConfig
 from broker.backends.slurm.output import OutputReader, check_pattern
 from broker.backends.slurm.rest import RestTransport
+from broker.backends.slurm.transport import Transport
 
 _TRANSPORT = {"transport", "prefix", "ssh_host", "remote_shell", "bin_dir", "rest_url",
               "api_version", "user_name", "logs_prefix", "logs_ssh_host"}
@@ -96,6 +97,7 @@ def slurm_backend_from_config(cluster: str, config: Mapping[str, Any], token: st
     except (TypeError, ValueError, AttributeError) as exc:
         raise Unavailable(f"cluster {cluster}: invalid config: {exc}") from exc
     kind = str(config.get("transport", "cli"))
+    transport: Transport
     if kind == "cli":
         prefix = list(config.get("prefix") or ())
         if not prefix and config.get("ssh_host"):

@@ -369,7 +369,7 @@ def _text(value: Any) -> str:
 
 def job_from_json(d: Mapping[str, Any]) -> SlurmJob:
     """A job of ``GET /slurm/vX/jobs`` or ``squeue --json``."""
-    tres = parse_tres(d.get("tres_alloc_str")) or parse_tres(d.get("tres_req_str"))
+    tres: Mapping[str, str] = parse_tres(d.get("tres_alloc_str")) or parse_tres(d.get("tres_req_str"))
     if not tres:
         fields = {"tres-per-node": clean(d.get("tres_per_node")),
                   "NumNodes": str(number(d.get("node_count"), 0))}

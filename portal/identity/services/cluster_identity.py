@@ -33,7 +33,8 @@ def _problems(*, user, posix_user: str, posix_group: str, k8s_user: str) -> dict
 
 
 def _audit_for_tenants(*, user, actor, action: str, message: str, inputs: dict) -> None:
-    tenant_ids = sorted(set(Membership.objects.filter(user=user).values_list("tenant_id", flat=True))) or [None]
+    tenant_ids: list[int | None] = [
+        *sorted(set(Membership.objects.filter(user=user).values_list("tenant_id", flat=True)))] or [None]
     for tenant_id in tenant_ids:
         audit(action=action, actor=actor, tenant_id=tenant_id, message=message, inputs=inputs)
 

@@ -84,8 +84,8 @@ def _sync_roles(user, rules: list[ClaimRule]) -> None:
         if key in granted:
             continue
         tenant_id, project_id, role = key
-        membership, created = Membership.objects.get_or_create(user=user, tenant_id=tenant_id,
-                                                               project_id=project_id, role=role)
+        membership, created = Membership.objects.get_or_create(  # type: ignore[misc]  # a tenant-wide role: no project
+            user=user, tenant_id=tenant_id, project_id=project_id, role=role)
         if created:
             GrantedRole.objects.create(membership=membership, rule=rule)
             audit(action="auth.role_granted", actor=user, tenant_id=tenant_id,

@@ -35,7 +35,7 @@ def fleet_sample_take(*, now: datetime | None = None) -> int:
 
 
 def _tenant_figures(now: datetime) -> list[FigureSample]:
-    depth = defaultdict(int)
+    depth: defaultdict[int, int] = defaultdict(int)
     waiting = Workload.objects.filter(state__in=readings.WAITING_STATES).values_list("tenant_id", flat=True)
     for tenant_id in waiting.iterator():
         depth[tenant_id] += 1
@@ -46,7 +46,7 @@ def _tenant_figures(now: datetime) -> list[FigureSample]:
         waits[tenant_id].append(wait)
         if first is not None:
             firsts[tenant_id].append(first)
-    spend = defaultdict(Decimal)
+    spend: defaultdict[int, Decimal] = defaultdict(Decimal)
     for (tenant_id, _), amount in readings.cloud_spend_month(now).items():
         spend[tenant_id] += amount
     return [FigureSample(taken_at=now, tenant_id=tenant_id, queue_depth=depth[tenant_id],

@@ -40,8 +40,8 @@ class Command(BaseCommand):
                 raise CommandError("--all needs --out FOLDER")
             folder = Path(opts["out"])
             folder.mkdir(parents=True, exist_ok=True)
-            for release in PolicyRelease.objects.order_by("number"):
-                (folder / f"v{release.number:04d}-{release.version}.yaml").write_text(release.content, encoding="utf-8")
+            for each in PolicyRelease.objects.order_by("number"):
+                (folder / f"v{each.number:04d}-{each.version}.yaml").write_text(each.content, encoding="utf-8")
             self.stdout.write(f"wrote {PolicyRelease.objects.count()} versions to {folder}")
             return
         release = release_for_export(number=opts["number"])
