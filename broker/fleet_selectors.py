@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from statistics import mean
+from typing import cast
 
 from django.utils import timezone
 
@@ -83,7 +84,9 @@ def overview(*, user: AnyUser) -> dict:
 def _figures(user: AnyUser, now) -> dict:
     day = now - timedelta(days=1)
     mine = workload_list(user=user)
-    started = list(mine.filter(started_at__gte=day).values_list("created_at", "started_at", "dispatched_at"))
+    # started_at__gte leaves out the rows without a start
+    started = cast(list[tuple[datetime, datetime, datetime | None]], list(
+        mine.filter(started_at__gte=day).values_list("created_at", "started_at", "dispatched_at")))
     waits = [(s - c).total_seconds() for c, s, _ in started]
     first_gpu = [(s - d).total_seconds() for _, s, d in started if d]
     depth = mine.filter(state__in=(WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED,
@@ -94,6 +97,7 @@ def _figures(user: AnyUser, now) -> dict:
     cloud = mine.filter(cluster__location="cloud", started_at__isnull=False, started_at__gte=now.replace(day=1))
     spend = 0.0
     for w in cloud.select_related("cluster"):
+        assert w.cluster is not None  # filtered on the cluster's location
         hours = (run_seconds_of(w) or 0.0) / 3600  # the cluster's run time, not the demo's wall span
         spend += hours * w.total_gpus * float(w.cluster.price_per_gpu_hour)
     return {

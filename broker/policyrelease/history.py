@@ -27,10 +27,10 @@ _FLAVOR = {"slurm": "slurm", "kueue": "kueue", "multikueue": "kueue", "volcano":
 
 
 def recent_jobs(*, now: datetime, days: int = WINDOW_DAYS) -> list[ReplayJob]:
-    rows = (Workload.objects.filter(created_at__gte=now - timedelta(days=days), gpu_class__isnull=False)
-            .exclude(tenant__slug__startswith=TENANT_PREFIX)
-            .select_related("tenant", "gpu_class").order_by("created_at", "id"))
-    rows = list(rows)
+    query = (Workload.objects.filter(created_at__gte=now - timedelta(days=days), gpu_class__isnull=False)
+             .exclude(tenant__slug__startswith=TENANT_PREFIX)
+             .select_related("tenant", "gpu_class").order_by("created_at", "id"))
+    rows = list(query)
     if not rows:
         return []
     origin = rows[0].created_at
@@ -47,6 +47,7 @@ def _job(w: Workload, origin: datetime, now: datetime) -> ReplayJob:
     else:
         duration = limit_s
     final = JobState.FAILED if w.state == WorkloadState.FAILED else JobState.COMPLETED
+    assert w.gpu_class is not None  # recent_jobs reads only workloads with a class
     return ReplayJob(
         key=f"w{w.id}", submit_s=float(round((w.created_at - origin).total_seconds())),
         tenant=w.tenant.slug, gpu_class=w.gpu_class.slug,

@@ -13,6 +13,7 @@ from broker.policyrelease.impact import COLUMNS
 from broker.policyrelease.services import impact as impact_services
 from broker.policyrelease.services import releases as release_services
 from broker.policyrelease.validation import PolicyInvalid, check_policy
+from broker.web.htmx import HtmxHttpRequest
 from portal.tenancy.access import is_operator
 
 _ACTIONS = {
@@ -52,6 +53,7 @@ def release_propose(request: HttpRequest) -> HttpResponse:
                 release = release_services.release_propose(
                     actor=request.user, content=content, owner=form.cleaned_data["owner"],
                     summary=form.cleaned_data["summary"])
+                assert release.owner is not None  # proposing names the owner
                 messages.success(request, f"Version {release.number} proposed; "
                                           f"{release.owner.get_username()} approves it.")
                 return redirect("policy-detail", release_id=release.id)
@@ -66,7 +68,7 @@ def release_propose(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def release_detail(request: HttpRequest, release_id: int) -> HttpResponse:
+def release_detail(request: HtmxHttpRequest, release_id: int) -> HttpResponse:
     release = selectors.release_get(user=request.user, release_id=release_id)
     active = selectors.release_active()
     impact = selectors.impact_latest(release=release)

@@ -134,6 +134,7 @@ def notifications_send(*, workload_id: int, event: str, now: datetime | None = N
     pref = NotificationPreference.objects.filter(user=user).first() if user else None
     if pref is None or event not in pref.events:
         return []
+    assert user is not None  # no submitter, no preference
     body = _body(workload, event, now)
     made = []
     if pref.email and user.email:
@@ -146,7 +147,10 @@ def notifications_send(*, workload_id: int, event: str, now: datetime | None = N
         else:
             from broker import tasks
 
-            transaction.on_commit(lambda note_id=note.id: tasks.deliver_webhook.delay(note_id))
+            def deliver(note_id: int = note.id) -> None:  # the default binds this note's id
+                tasks.deliver_webhook.delay(note_id)
+
+            transaction.on_commit(deliver)
     return made
 
 

@@ -4,11 +4,12 @@ has ended and every line is shown), and pages from any line on."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET
 
+from broker.web.htmx import HtmxHttpRequest
 from broker.web.queue import HTMX_STOP_POLLING
 from broker.workload_logs import LogQueryError, log_query, workload_for_logs, workload_logs_read
 
@@ -17,7 +18,7 @@ PAGE_TAIL = 100  # what the page opens on: the last lines
 
 @login_required
 @require_GET
-def workload_logs_page(request: HttpRequest, workload_id: int) -> HttpResponse:
+def workload_logs_page(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     workload = workload_for_logs(user=request.user, workload_id=workload_id)  # outsiders: 404 first
     try:
         query = log_query(request.GET, workers=int(workload.spec.get("workers", 1)), default_tail=PAGE_TAIL)

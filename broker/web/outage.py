@@ -31,7 +31,7 @@ def cluster_outage(request: HttpRequest, cluster_id: int) -> HttpResponse:
     cluster = cluster_get(user=request.user, cluster_id=cluster_id)  # 404 for anyone outside every tenant
     form = OutageForm(request.POST)
     if not form.is_valid():
-        problems = "; ".join(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        problems = "; ".join(f"{field}: {' '.join(map(str, errors))}" for field, errors in form.errors.items())
         return HttpResponseBadRequest(problems.replace("__all__: ", ""), content_type="text/plain")
     start = form.cleaned_data["outage"] == "start"
     try:

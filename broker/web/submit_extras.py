@@ -17,6 +17,7 @@ from broker.services.workloads import workload_submit
 from broker.spec import SpecError
 from broker.web.explain import RULE_WORDS
 from broker.web.forms import WorkloadForm
+from broker.web.htmx import HtmxHttpRequest
 from portal.tenancy.access import roles_of
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
@@ -31,7 +32,7 @@ def _require_researcher(request: HttpRequest) -> None:
 
 @login_required
 @require_POST
-def workload_preview_view(request: HttpRequest) -> HttpResponse:
+def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
     """HTMX: the submit form's Preview button; the table of destinations, or the form's errors."""
     _require_researcher(request)
     form = WorkloadForm(request.POST, projects=project_list(user=request.user, roles=(Role.RESEARCHER,)))

@@ -4,10 +4,13 @@ HTMX requests get the named partial of the same template (django-htmx pattern:
 one view per URL, ``page.html#partial``)."""
 from __future__ import annotations
 
+from typing import cast
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.forms import ModelChoiceField
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -28,6 +31,7 @@ from broker.outcomes import workload_outcome
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.workload_logs import workload_last_lines
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
+from broker.web.htmx import HtmxHttpRequest
 from broker.web.submit_extras import ended_workload, resubmit_initial
 from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, queue_query
 from portal.metrics.selectors import fleet_charts
@@ -41,12 +45,12 @@ def _require(request: HttpRequest, role: str) -> None:
         raise PermissionDenied
 
 
-def _partial(request: HttpRequest, template: str, name: str) -> str:
+def _partial(request: HtmxHttpRequest, template: str, name: str) -> str:
     return f"{template}#{name}" if request.htmx else template
 
 
 @login_required
-def workload_list_page(request: HttpRequest) -> HttpResponse:
+def workload_list_page(request: HtmxHttpRequest) -> HttpResponse:
     """The queue, 50 rows a page.  Its htmx refresh is what every open tab sends every 2 s, so
     it costs as little as it can: rows that can no longer change end the polling (htmx's
     286), and an unchanged page is a 304 with no rendering at all."""
@@ -78,8 +82,8 @@ def workload_list_page(request: HttpRequest) -> HttpResponse:
 def workload_new(request: HttpRequest) -> HttpResponse:
     _require(request, Role.RESEARCHER)
     projects = project_list(user=request.user, roles=(Role.RESEARCHER,))
-    source = request.POST.get("resubmit_of") or request.GET.get("from")
-    source = ended_workload(user=request.user, workload_id=int(source)) if str(source or "").isdigit() else None
+    raw = request.POST.get("resubmit_of") or request.GET.get("from") or ""
+    source = ended_workload(user=request.user, workload_id=int(raw)) if raw.isdigit() else None
     form = WorkloadForm(request.POST or None, projects=projects, initial=source and resubmit_initial(source))
     if request.method == "POST" and form.is_valid():
         try:
@@ -96,7 +100,8 @@ def workload_new(request: HttpRequest) -> HttpResponse:
 
 
 def _quota_left(request: HttpRequest, form: WorkloadForm) -> dict | None:
-    projects = form.fields["project"].queryset
+    projects = cast(ModelChoiceField, form.fields["project"]).queryset  # fields is typed by name only
+    assert projects is not None  # the form's __init__ sets it
     chosen = form["project"].value()
     project = projects.filter(id=chosen).first() if str(chosen or "").isdigit() else projects.first()
     if project is None:
@@ -120,7 +125,7 @@ def workload_quota_hint(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def workload_detail(request: HttpRequest, workload_id: int) -> HttpResponse:
+def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     workload = workload_get(user=request.user, workload_id=workload_id)
     placement = workload.placement or {}
     context = {
@@ -162,7 +167,7 @@ def _quota_rows(request: HttpRequest) -> list[dict]:
 
 @login_required
 @require_POST
-def quota_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
+def quota_edit(request: HtmxHttpRequest, quota_id: int) -> HttpResponse:
     _require(request, Role.ADMIN)
     quota = quota_get(user=request.user, quota_id=quota_id)
     form = QuotaForm(request.POST)
@@ -175,7 +180,7 @@ def quota_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
         except QuotaBelowUse as exc:
             error = str(exc)
     else:
-        error = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
     use = quota_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
     row = {"quota": quota, "use": use, "form": form if error else QuotaForm(initial={
         "limit_gpus": quota.limit_gpus, "borrow_limit_gpus": quota.borrow_limit_gpus}), "error": error}
@@ -235,7 +240,7 @@ def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> 
 
 
 @login_required
-def fleet_page(request: HttpRequest) -> HttpResponse:
+def fleet_page(request: HtmxHttpRequest) -> HttpResponse:
     context = fleet_view.overview(user=request.user)
     if not request.htmx:  # the 5 s refresh swaps the figures only; the charts draw once per page
         context.update(chart_data=fleet_charts(user=request.user),

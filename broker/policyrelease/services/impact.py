@@ -70,6 +70,7 @@ def impact_run(*, impact_id: int) -> ImpactReplay:
         return impact  # a redelivered task: the result is stored
     now = timezone.now()
     _update(impact, state=ImpactState.RUNNING, progress=0, message="reading the last 30 days")
+    assert impact.baseline is not None  # impact_request sets the active version
     payload = {"jobs": jobs_to_json(recent_jobs(now=now)), "fleet": fleet_to_json(current_fleet()),
                "policies": {"active": impact.baseline.content, "proposed": impact.release.content}}
     try:
@@ -99,6 +100,7 @@ def _run_child(impact: ImpactReplay, payload: dict) -> dict:
         timer.start()
         try:
             result = _relay(impact, proc)
+            assert proc.stderr is not None  # piped above
             stderr = proc.stderr.read()
             proc.wait()
         finally:
@@ -110,6 +112,7 @@ def _run_child(impact: ImpactReplay, payload: dict) -> dict:
 
 def _relay(impact: ImpactReplay, proc: subprocess.Popen) -> dict | None:
     result = None
+    assert proc.stdout is not None  # the caller pipes it
     for line in proc.stdout:
         if line.startswith("PROGRESS "):
             _, pct, message = (line.rstrip("\n").split(" ", 2) + [""])[:3]

@@ -18,7 +18,7 @@ from broker.policyrelease.validation import check_policy
 from broker.services.audit import audit
 
 S = ReleaseState
-_STAMP = {S.PROPOSED: "proposed_at", S.APPROVED: "approved_at", S.ACTIVE: "activated_at",
+_STAMP: dict[str, str] = {S.PROPOSED: "proposed_at", S.APPROVED: "approved_at", S.ACTIVE: "activated_at",
           S.RETIRED: "retired_at"}
 
 
@@ -69,7 +69,9 @@ def release_seed_from_file(*, path: Path | None = None) -> PolicyRelease:
     """The first version, from GPUBROKER_POLICY_FILE, active at once; a no-op once any exists."""
     existing = PolicyRelease.objects.select_for_update().filter(state=S.ACTIVE).first()
     if existing is not None or PolicyRelease.objects.exists():
-        return existing or PolicyRelease.objects.order_by("-number").first()
+        newest = existing or PolicyRelease.objects.order_by("-number").first()
+        assert newest is not None  # one exists
+        return newest
     path = Path(path or settings.GPUBROKER_POLICY_FILE)
     release = _create(content=path.read_text(encoding="utf-8"), actor=None, source=str(path),
                       summary="seeded from the policy file")
