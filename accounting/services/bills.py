@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import BinaryIO, Iterable, Iterator
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
 from django.db import IntegrityError, transaction
 
@@ -103,7 +103,8 @@ def _match_lines(lines: Iterable[BillLineData], *, tenant_id: int | None) -> Ite
     workloads = Workload.objects.filter(uid__in=uids)
     if tenant_id is not None:
         workloads = workloads.filter(tenant_id=tenant_id)
-    by_uid = {w["uid"]: w for w in workloads.values("id", "uid", "project_id", "tenant_id", "gpu_class_id")}
+    by_uid: dict[str, Mapping[str, Any]] = {
+        w["uid"]: w for w in workloads.values("id", "uid", "project_id", "tenant_id", "gpu_class_id")}
     class_map = _bill_class_map()
     for line in lines:
         uid = _tag(line.tags, workload_tags())
@@ -120,7 +121,7 @@ def _match_lines(lines: Iterable[BillLineData], *, tenant_id: int | None) -> Ite
             gpu_class_id=(wl or {}).get("gpu_class_id") or _bill_class(line.description, class_map, classes))
 
 
-def _owner(wl: dict | None, ref) -> tuple[int | None, int | None]:
+def _owner(wl: Mapping[str, Any] | None, ref) -> tuple[int | None, int | None]:
     # the workload knows its project for certain; a project tag is the next best thing
     if wl:
         return wl["project_id"], wl["tenant_id"]

@@ -6,8 +6,9 @@ transaction, so running it again gives the same rows, never more.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
+from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -24,7 +25,7 @@ class _Evidence:
     workloads: list[Workload]
     entries: list[UsageEntry]
     lines: list[BillLine]
-    entries_by_workload: dict[int, list[UsageEntry]] = field(default_factory=dict)
+    entries_by_workload: dict[int | None, list[UsageEntry]] = field(default_factory=dict)
     billed_workloads: set[int] = field(default_factory=set)
 
 
@@ -46,7 +47,9 @@ def reconciliation_run_all(*, period: date, actor=None) -> list[ReconciliationRu
 def broker_seconds(w: Workload) -> int:
     """GPU-seconds by the broker's record: the run time the cluster reported at the end when it
     reported one (a time-compressed simulation), else the span the broker saw."""
-    ran = w.run_seconds if w.run_seconds is not None else (w.ended_at - w.started_at).total_seconds()
+    # callers pass ended workloads (started_at and ended_at set); the ORM types both as optional
+    ran = w.run_seconds if w.run_seconds is not None else (
+        cast(datetime, w.ended_at) - cast(datetime, w.started_at)).total_seconds()
     return int(ran) * w.total_gpus
 
 
@@ -118,9 +121,11 @@ def _bill(ev: _Evidence) -> list[Discrepancy]:
 def _d(kind: str, w: Workload | None, e: UsageEntry | None, *, line: BillLine | None = None,
        broker: int | None = None, scheduler: int | None = None, message: str) -> Discrepancy:
     owner = w or e or line
+    assert owner is not None  # every finding names at least one record
     return Discrepancy(
         kind=kind, tenant_id=owner.tenant_id, project_id=owner.project_id,
-        workload_id=next((o.id if o is w else o.workload_id for o in (w, e, line) if o is not None), None),
+        workload_id=next((o.id if o is w else o.workload_id  # type: ignore[union-attr]  # o is w: a Workload
+                          for o in (w, e, line) if o is not None), None),
         usage_entry=e, bill_line=line, job_id=e.job_id if e else (w.destination_job_id if w else ""),
         broker_gpu_seconds=broker, scheduler_gpu_seconds=scheduler,
         bill_cost=line.cost if line else None, message=message[:500])

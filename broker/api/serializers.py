@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+from typing import TYPE_CHECKING
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
@@ -11,6 +12,12 @@ from broker.models import AuditRecord, Cluster, DispatchAttempt, Escalation, Gpu
 from broker.outcomes import workload_outcome
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.web.forms import QUOTA_MAX_GPUS
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from broker.models import GpuClass
+    from portal.tenancy.models import Project, Tenant
 
 MAX_ID = 2**63 - 1  # a database id beyond this is not missing, it is malformed
 
@@ -101,9 +108,9 @@ class OutcomeOut(serializers.Serializer):
 
 
 class WorkloadOut(serializers.ModelSerializer):
-    project = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    gpu_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    gpu_class: serializers.SlugRelatedField[GpuClass] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     local_reason = serializers.CharField(source="reason", read_only=True,
                                          help_text="The normalised local queue reason")
     local_reason_text = serializers.SerializerMethodField()
@@ -134,9 +141,10 @@ class AuditOut(serializers.ModelSerializer):
 
 
 class QuotaOut(serializers.ModelSerializer):
-    tenant = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    gpu_class = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    owner = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    gpu_class: serializers.SlugRelatedField[GpuClass] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True)
     used_gpus = serializers.SerializerMethodField()
 
     class Meta:
@@ -179,7 +187,7 @@ class ClusterOut(serializers.ModelSerializer):
 
 
 class EscalationOut(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Escalation
@@ -193,7 +201,7 @@ class EscalationResolveIn(StrictSerializer):
 
 
 class AttemptOut(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = DispatchAttempt

@@ -1,6 +1,8 @@
 """REST API v1: quota requests (ask, follow, decide).  Thin: the services decide."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ValidationError
@@ -15,6 +17,12 @@ from broker.models import AuditRecord, QuotaRequest
 from broker.quota_request_selectors import quota_request_get, quota_request_list, quota_request_trail
 from broker.services.quota_requests import QuotaRequestRefused, quota_request_create, quota_request_decide
 from portal.tenancy.models import Role
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from broker.models import GpuClass
+    from portal.tenancy.models import Tenant
 
 
 class QuotaRequestIn(StrictSerializer):
@@ -31,7 +39,7 @@ class DecisionIn(StrictSerializer):
 
 
 class TrailOut(serializers.ModelSerializer):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    actor: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = AuditRecord
@@ -40,11 +48,14 @@ class TrailOut(serializers.ModelSerializer):
 
 class QuotaRequestOut(serializers.ModelSerializer):
     project = serializers.IntegerField(source="project_id")
-    tenant = serializers.SlugRelatedField(source="quota.tenant", slug_field="slug", read_only=True)
-    gpu_class = serializers.SlugRelatedField(source="quota.gpu_class", slug_field="slug", read_only=True)
-    owner = serializers.SlugRelatedField(source="quota.owner", slug_field="username", read_only=True)
-    requester = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    decided_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
+        source="quota.tenant", slug_field="slug", read_only=True)
+    gpu_class: serializers.SlugRelatedField[GpuClass] = serializers.SlugRelatedField(
+        source="quota.gpu_class", slug_field="slug", read_only=True)
+    owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        source="quota.owner", slug_field="username", read_only=True)
+    requester: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    decided_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     limit_gpus = serializers.IntegerField(source="quota.limit_gpus", help_text="The quota's limit now")
     # plain text, not an enum: the schema already has a "state" enum (workloads) of other values
     state = serializers.CharField(read_only=True, help_text="pending, approved, refused or ended")
@@ -65,7 +76,7 @@ class QuotaRequestDetailOut(QuotaRequestOut):
 
     @extend_schema(responses=TrailOut(many=True))
     def get_trail(self, item: QuotaRequest) -> list[dict]:
-        return TrailOut(quota_request_trail(request=item), many=True).data
+        return cast(list[dict], TrailOut(quota_request_trail(request=item), many=True).data)  # many=True: a list
 
 
 def _refused(exc: QuotaRequestRefused) -> ValidationError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import time
 from datetime import datetime, timedelta, timezone as dt_timezone
+from typing import Any
 
 from broker.faults.points import CRASH_POINTS
 
@@ -24,7 +25,7 @@ class SimEnvironment:
         self.rng = rng
         self.fleet = SimulatorFleet.reset(clock=SimClock())
         self.clock = self.fleet.clock
-        a100 = dict(gpu_model="A100", gpu_memory_gb=80, gpus_per_node=8)
+        a100: dict[str, Any] = dict(gpu_model="A100", gpu_memory_gb=80, gpus_per_node=8)
         self.fleet.add_cluster(f"{PREFIX}slurm", "slurm", node_groups=[
             NodeGroup(count=3, name_prefix=f"{PREFIX}s-", interconnect_domain="ib-1", **a100)],
             partitions=[Partition("gpu", default=True, max_gpus_per_job=16)])
