@@ -17,6 +17,7 @@ broker's clock runs ahead of it by an offset the harness moves forward.
 from __future__ import annotations
 
 import contextlib
+import functools
 import random
 import time
 import traceback
@@ -119,6 +120,7 @@ class Harness:
             virtual = self.vnow() - v0
         faults = {p: n for p, n in self.plan.counts().items() if p in self.points}
         if self.cfg.slurm:
+            assert isinstance(self.env, SlurmEnvironment)  # cfg.slurm chose it
             self.notes.append(f"slurmctld really stopped and started {self.env.real_restarts} times")
         return HarnessReport(
             config=self.cfg, mode=self.env.mode, database=connection.vendor, faults_by_point=faults,
@@ -138,7 +140,7 @@ class Harness:
                 watch.on_submit(workload_id, backend.cluster)
             return original(backend, spec, workload_id, identity)
 
-        points.FaultyBackend.submit = submit
+        points.FaultyBackend.submit = submit  # type: ignore[method-assign]  # undone by the stack's callback
         stack.callback(setattr, points.FaultyBackend, "submit", original)
 
     @property
@@ -228,7 +230,7 @@ class Harness:
         for item in [c for c in self.cancels if c[0] <= now]:
             self.cancels.remove(item)
             _, wid, user = item
-            self._step(f"cancel {wid}", lambda user=user, wid=wid: workload_cancel(user=user, workload_id=wid))
+            self._step(f"cancel {wid}", functools.partial(workload_cancel, user=user, workload_id=wid))
 
     def _admin_pass(self, min_age_s: float = 120.0) -> None:
         """An admin works the escalation queue: a lost job is checked and declared dead."""
@@ -238,9 +240,9 @@ class Harness:
         cutoff = self.env.now() - timedelta(seconds=min_age_s)
         for esc_id in Escalation.objects.filter(kind="lost_job", created_at__lt=cutoff).exclude(
                 state="resolved").values_list("id", flat=True):
-            self._step(f"admin resolves {esc_id}", lambda esc_id=esc_id: escalation_resolve(
-                user=self.admin, escalation_id=esc_id, outcome="checked at the cluster: the run is gone",
-                old_run_dead=True))
+            self._step(f"admin resolves {esc_id}", functools.partial(
+                escalation_resolve, user=self.admin, escalation_id=esc_id,
+                outcome="checked at the cluster: the run is gone", old_run_dead=True))
 
     # -- the worker -------------------------------------------------------------------------
     def _task_fn(self, name: str, args: tuple) -> Callable[[], object]:
@@ -317,7 +319,7 @@ class Harness:
                 self._step(f"inventory {cluster.name}", self._sync(cluster.id))
         elif name == "status":
             for cluster in self.clusters:
-                self._step(f"status {cluster.name}", lambda cid=cluster.id: cluster_poll_status(cluster_id=cid))
+                self._step(f"status {cluster.name}", functools.partial(cluster_poll_status, cluster_id=cluster.id))
         elif name == "place":
             queued = {args[0] for task, args in self.queue if task == "place_workload"}
             for wid in Workload.objects.filter(state__in=("submitted", "waiting")).order_by(
@@ -403,7 +405,8 @@ class Harness:
     def _begin_outage(self, cluster: str, point: str, length_s: float) -> None:
         self.plan.record(point, cluster=cluster)
         self.plan.unreachable.add(cluster)
-        real = self.cfg.slurm and point == "slurmctld_stop_start" and self.env.real_restarts < 5
+        real = (self.cfg.slurm and point == "slurmctld_stop_start"  # cfg.slurm: a SlurmEnvironment
+                and isinstance(self.env, SlurmEnvironment) and self.env.real_restarts < 5)
         if real:
             self.env.controller(cluster, up=False)
         self.outages[cluster] = (self.vnow() + length_s, point + (":real" if real else ""))
