@@ -60,7 +60,7 @@ def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
     return path
 
 
-def _panel(ax, mine: Sequence[Summary], colours: dict) -> None:  # type: ignore[type-arg]
+def _panel(ax, mine: Sequence[Summary], colours: dict) -> None:
     race = next((s for s in mine if s.policy == RACE), None)
     if race is not None:
         ax.fill_between([0, race.spend * SPEND_TARGET], 0, race.p95_wait_min * WAIT_TARGET,

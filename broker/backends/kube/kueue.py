@@ -222,7 +222,8 @@ class KueueBackend(KubeJobBackend):
         meta = job.get("metadata") or {}
         pods = self.kube.items(self.kube.core().list_namespaced_pod, meta.get("namespace", ""),
                                label_selector=f"batch.kubernetes.io/job-name={meta.get('name')}")
-        return tuple(sorted({(p.get("spec") or {}).get("nodeName") for p in pods} - {None, ""}))
+        names = {str(name) for p in pods if (name := (p.get("spec") or {}).get("nodeName"))}
+        return tuple(sorted(names))
 
     # ---- describing -----------------------------------------------------------------
     def _describe(self, objs: list[dict[str, Any]]) -> list[DestinationJob]:
@@ -287,7 +288,7 @@ class KueueBackend(KubeJobBackend):
             if record and (record.end is None or record.end >= since):
                 yield record
 
-    def _usage_record(self, wl: Mapping[str, Any], jobs: Mapping[str, Any],
+    def _usage_record(self, wl: Mapping[str, Any], jobs: Mapping[str | None, Any],
                       products: Mapping[str, str]) -> UsageRecord | None:
         admitted = condition(wl, "Admitted")
         if not admitted or admitted.get("status") != "True":
@@ -300,8 +301,8 @@ class KueueBackend(KubeJobBackend):
         end = parse_time(fin.get("lastTransitionTime")) if fin and fin["status"] == "True" else None
         job = jobs.get(_owner_uid(wl)) or {}
         meta = wl.get("metadata") or {}
-        state = "running" if end is None else ("completed" if fin.get("reason") == "Succeeded"
-                                               else "failed")
+        state = "running" if end is None or fin is None else (
+            "completed" if fin.get("reason") == "Succeeded" else "failed")
         return UsageRecord(
             source="kueue", cluster=self.cluster,
             job_id=job_ref(job) if job else f"{meta.get('namespace')}/{meta.get('name')}",
