@@ -92,9 +92,12 @@ def multikueue_dispatch_all() -> None:
 
 @shared_task(**TASK_OPTIONS)
 def reconcile() -> None:
+    from django.conf import settings
+
     from broker.services.reconcile import reconcile_fleet
 
-    reconcile_fleet()
+    reconcile_fleet(budget_s=settings.GPUBROKER_RECONCILE_BUDGET_S,
+                    max_follow_ups=settings.GPUBROKER_RECONCILE_MAX_FOLLOW_UPS)
 
 
 @shared_task(**TASK_OPTIONS)

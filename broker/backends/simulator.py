@@ -8,11 +8,11 @@ broker's services do) is cheap and always reaches the same simulated state.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from datetime import datetime
 from typing import Iterator, Sequence
 
+from broker import wait
 from broker.backends.base import (
     DestinationJob, InventorySnapshot, LogPage, ProjectIdentity, Rejected, Unavailable,
     UsageRecord)
@@ -52,7 +52,7 @@ class SimulatorBackend:
             raise Unavailable(f"{self.cluster}: connection refused (simulated outage)")
         if faults.slow_s > 0:
             # the caller's timeout bounds the wait; past it the answer is as good as lost
-            time.sleep(min(faults.slow_s, self.timeout_s))
+            wait.sleep(min(faults.slow_s, self.timeout_s))  # a simulated run moves its own clock
             if faults.slow_s > self.timeout_s:
                 raise Unavailable(f"{self.cluster}: no answer within {self.timeout_s:g}s")
         return sim

@@ -80,6 +80,18 @@ def targeted_spec(workload: Workload) -> WorkloadSpec:
     return replace(spec, gpu_models=(model,)) if model else spec
 
 
+def workload_adopt(*, workload_id: int, found: DestinationJob) -> Workload:
+    """Record the job a look-up found at the destination (its dispatch reply was lost):
+    reconcile's confirmation, with no second look-up and nothing sent."""
+    workload = Workload.objects.select_related("cluster", "project", "submitted_by").get(id=workload_id)
+    if workload.state != WorkloadState.DISPATCHING or workload.destination_job_id:
+        return workload
+    attempt = _claim_attempt(workload)
+    if attempt is None:
+        return workload
+    return _adopt(workload, attempt, found)
+
+
 def _earlier_attempt_may_have_landed(workload: Workload, attempt: DispatchAttempt) -> bool:
     return workload.attempts.filter(
         cluster=workload.cluster, number__lt=attempt.number,

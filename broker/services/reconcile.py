@@ -1,12 +1,20 @@
 """Reconciliation: the periodic (and start-up) pass that keeps the broker honest.
 
-It expires reservations nobody acknowledged (after looking the workload up),
-confirms the acknowledged, marks silent clusters stale, retries dispatches and
-cancellations whose outcome is unknown, and escalates what nobody can explain.
-It never releases an unclear allocation by itself.
+Reconcile decides, tasks act.  The pass makes its own writes (it marks silent clusters
+stale, expires reservations nobody acknowledged after looking the workload up, confirms
+the acknowledged, adopting a job its look-up found, releases the reservations of ended
+workloads, escalates what nobody can explain) and enqueues the dispatches and
+cancellations whose outcome is unknown as tasks,
+sent after its commit.  So one pass calls each cluster at most once (the listing of its
+jobs), plus one look-up per due reservation; it skips stale clusters (no listing, no
+dispatch; cancellations are still enqueued, to be retried until confirmed), enqueues at most
+``max_follow_ups`` follow-ups, stops when ``budget_s`` (read on the clock seam) is spent,
+and records its run either way, with what it left for the next pass.  It never releases an
+unclear allocation by itself.
 """
 from __future__ import annotations
 
+import enum
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -14,7 +22,7 @@ from typing import Any, Callable
 
 from django.utils import timezone
 
-from broker.backends.base import Unavailable
+from broker.backends.base import DestinationJob, Unavailable
 from broker.backends.registry import backend_for
 from broker.models import (
     Cluster, ClusterHealth, EscalationKind, ReconcileRun, Reservation, ReservationState, Workload, WorkloadState,
@@ -22,13 +30,15 @@ from broker.models import (
 from broker.lifecycle import LIVE_RESERVATION_STATES, ON_THE_WAY_STATES, TERMINAL_STATES, TransitionReason
 from broker.models.workload import LocalReason
 from broker.services import tasks_bridge
-from broker.services.cancel import cancel_propagate
-from broker.services.dispatch import attempt_in_flight, attempt_lease_s, workload_dispatch
+from broker.services.dispatch import attempt_in_flight, attempt_lease_s, workload_adopt
 from broker.services.escalations import escalation_open
 from broker.services.inventory import cluster_mark_stale
 from broker.services.policy import current_policy
 from broker.services.quota import reservation_confirm, reservation_expire, reservation_release
 from broker.services.transitions import transition
+
+DEFAULT_BUDGET_S = 60
+DEFAULT_MAX_FOLLOW_UPS = 200
 
 
 @dataclass
@@ -37,13 +47,37 @@ class ReconcileReport:
     expired: int = 0
     confirmed: int = 0
     released: int = 0
-    redispatched: int = 0
-    cancels_retried: int = 0
+    redispatched: int = 0  # dispatch follow-ups enqueued
+    cancels_retried: int = 0  # cancel follow-ups enqueued
     escalations: int = 0
     errors: list[str] = field(default_factory=list)
+    cut_short: bool = False
+    left: dict[str, int] = field(default_factory=dict)  # what the next pass has to take up
 
 
 log = logging.getLogger(__name__)
+
+
+class _OutOfBudget(Exception):
+    """The pass's time is spent: stop here, record the run."""
+
+
+@dataclass
+class _Pass:
+    now: datetime
+    deadline: datetime
+    max_follow_ups: int
+    report: ReconcileReport = field(default_factory=ReconcileReport)
+
+    def check(self, what: str, remaining: int) -> None:
+        """Before each item: past the deadline, note what is left and stop the pass."""
+        if timezone.now() >= self.deadline:
+            self.report.cut_short = True
+            self.report.left[what] = remaining
+            raise _OutOfBudget
+
+    def room(self) -> int:
+        return max(0, self.max_follow_ups - self.report.redispatched - self.report.cancels_retried)
 
 
 def _each(report: ReconcileReport, what: str, step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -57,48 +91,56 @@ def _each(report: ReconcileReport, what: str, step: Callable[..., Any], *args: A
         return None
 
 
-def reconcile_fleet(*, now: datetime | None = None) -> ReconcileReport:
-    now = now or timezone.now()
+def reconcile_fleet(*, now: datetime | None = None, budget_s: float = DEFAULT_BUDGET_S,
+                    max_follow_ups: int = DEFAULT_MAX_FOLLOW_UPS) -> ReconcileReport:
     started = timezone.now()
-    report = ReconcileReport()
-    _mark_silent_clusters_stale(now, report)
-    _expire_or_confirm_reservations(now, report)
-    _release_ended(report)
-    _retry_dispatches(now, report)
-    _retry_cancellations(report)
-    _find_orphans(report)
-    ReconcileRun.objects.create(started_at=started, finished_at=timezone.now(), report=report.__dict__)
+    run = _Pass(now=now or started, deadline=started + timedelta(seconds=budget_s), max_follow_ups=max_follow_ups)
+    steps: list[tuple[str, Callable[[_Pass], None]]] = [
+        ("stale", _mark_silent_clusters_stale), ("reservations", _expire_or_confirm_reservations),
+        ("release", _release_ended), ("dispatches", _enqueue_dispatches),
+        ("cancellations", _enqueue_cancellations), ("orphans", _find_orphans)]  # the remote listings last
+    try:
+        for _name, step in steps:
+            step(run)
+    except _OutOfBudget:
+        log.warning("reconcile: budget of %s s spent; left for the next pass: %s", budget_s, run.report.left)
+    ReconcileRun.objects.create(started_at=started, finished_at=timezone.now(), report=run.report.__dict__)
     ReconcileRun.objects.filter(started_at__lt=started - timedelta(days=7)).delete()
-    return report
+    return run.report
 
 
-def _mark_silent_clusters_stale(now: datetime, report: ReconcileReport) -> None:
+def _mark_silent_clusters_stale(run: _Pass) -> None:
     limit = timedelta(seconds=current_policy().policy.staleness_limit_s)
     for cluster in Cluster.objects.filter(enabled=True):
-        silent = cluster.last_inventory_at is None or now - cluster.last_inventory_at > limit
+        silent = cluster.last_inventory_at is None or run.now - cluster.last_inventory_at > limit
         if silent and cluster.health != ClusterHealth.STALE and cluster.last_inventory_at is not None:
-            _each(report, f"cluster {cluster.name}", cluster_mark_stale, cluster=cluster,
+            _each(run.report, f"cluster {cluster.name}", cluster_mark_stale, cluster=cluster,
                   error=f"no inventory report for over {int(limit.total_seconds())} s")
         if cluster.health == ClusterHealth.STALE or silent:
-            report.stale_clusters.append(cluster.name)
+            run.report.stale_clusters.append(cluster.name)
 
 
-def _expire_or_confirm_reservations(now: datetime, report: ReconcileReport) -> None:
-    due = Reservation.objects.filter(state=ReservationState.ACTIVE, expires_at__lt=now).select_related(
-        "workload", "workload__cluster")
-    for reservation in due:
-        _each(report, f"reservation {reservation.id}", _expire_or_confirm, reservation, now, report)
+def _expire_or_confirm_reservations(run: _Pass) -> None:
+    due = list(Reservation.objects.filter(state=ReservationState.ACTIVE, expires_at__lt=run.now).select_related(
+        "workload", "workload__cluster"))
+    for done, reservation in enumerate(due):
+        run.check("reservations", len(due) - done)
+        _each(run.report, f"reservation {reservation.id}", _expire_or_confirm, reservation, run)
 
 
-def _expire_or_confirm(reservation: Reservation, now: datetime, report: ReconcileReport) -> None:
+def _expire_or_confirm(reservation: Reservation, run: _Pass) -> None:
     workload = reservation.workload
     if workload.destination_job_id:
-        report.confirmed += reservation_confirm(workload=workload, cluster=workload.placed_cluster)
+        run.report.confirmed += reservation_confirm(workload=workload, cluster=workload.placed_cluster)
         return
-    if workload.state == WorkloadState.DISPATCHING and not _nothing_at_destination(workload):
-        return  # outcome unknown and the destination can't tell yet: keep holding
-    if reservation_expire(reservation_id=reservation.id, now=now):
-        report.expired += 1
+    if workload.state == WorkloadState.DISPATCHING:
+        answer, found = _destination_answer(workload)
+        if found is not None:  # the reply was lost, the job is real: confirm it from this look-up
+            run.report.confirmed += workload_adopt(workload_id=workload.id, found=found).state != workload.state
+        if not _nothing_at_destination(answer):
+            return  # outcome unknown and the destination can't tell yet: keep holding
+    if reservation_expire(reservation_id=reservation.id, now=run.now):
+        run.report.expired += 1
         transition(Workload, workload.id, to=WorkloadState.WAITING, from_=ON_THE_WAY_STATES,
                    reason=TransitionReason.RESERVATION_EXPIRED, note=None,  # reservation.expired is its record
                    fields={"reason": LocalReason.OTHER,
@@ -106,49 +148,68 @@ def _expire_or_confirm(reservation: Reservation, now: datetime, report: Reconcil
         tasks_bridge.enqueue_place(workload.id)
 
 
-def _nothing_at_destination(workload: Workload) -> bool:
-    """True only when the destination answered that it has no job for this workload.
+class _Answer(enum.Enum):
+    NOTHING = "nothing"  # the destination answered: no job for this workload
+    FOUND = "found"
+    UNKNOWN = "unknown"  # an attempt is still in flight, or the destination did not answer
 
-    A found job is adopted on the spot (the reply was lost, the job is real)."""
+
+def _destination_answer(workload: Workload) -> tuple[_Answer, DestinationJob | None]:
+    """One look-up at the destination, and the job it found; it writes nothing and sends nothing."""
     if attempt_in_flight(workload):
-        return False
+        return _Answer.UNKNOWN, None
     try:
         found = backend_for(workload.cluster).find(workload.uid)
     except Unavailable:
-        return False
-    if found is not None:
-        workload_dispatch(workload_id=workload.id)  # adopts it: the look-up comes first
-        return False
-    return True
+        return _Answer.UNKNOWN, None
+    return (_Answer.NOTHING, None) if found is None else (_Answer.FOUND, found)
 
 
-def _release_ended(report: ReconcileReport) -> None:
-    live = Reservation.objects.filter(state__in=LIVE_RESERVATION_STATES,
-                                      workload__state__in=TERMINAL_STATES).select_related("workload")
-    for reservation in live:
-        report.released += _each(report, f"reservation {reservation.id}", reservation_release,
-                                 workload=reservation.workload, reason="workload already ended") or 0
+def _nothing_at_destination(answer: _Answer) -> bool:
+    """True only when the destination answered that it has no job for this workload."""
+    return answer is _Answer.NOTHING
 
 
-def _retry_dispatches(now: datetime, report: ReconcileReport) -> None:
+def _release_ended(run: _Pass) -> None:
+    live = list(Reservation.objects.filter(state__in=LIVE_RESERVATION_STATES,
+                                           workload__state__in=TERMINAL_STATES).select_related("workload"))
+    for done, reservation in enumerate(live):
+        run.check("release", len(live) - done)
+        run.report.released += _each(run.report, f"reservation {reservation.id}", reservation_release,
+                                     workload=reservation.workload, reason="workload already ended") or 0
+
+
+def _enqueue_dispatches(run: _Pass) -> None:
     lease = timedelta(seconds=attempt_lease_s())
-    stuck = Workload.objects.filter(state__in=ON_THE_WAY_STATES,
-                                    destination_job_id="", updated_at__lt=now - lease)
-    for workload in stuck.exclude(cluster__health=ClusterHealth.STALE):
-        if _each(report, f"dispatch of {workload.uid}", workload_dispatch, workload_id=workload.id) is not None:
-            report.redispatched += 1
+    stuck = (Workload.objects.filter(state__in=ON_THE_WAY_STATES, destination_job_id="",
+                                     updated_at__lt=run.now - lease)
+             .exclude(cluster__health=ClusterHealth.STALE).order_by("updated_at").values_list("id", flat=True))
+    _enqueue(run, "dispatches", list(stuck), tasks_bridge.enqueue_dispatch, "redispatched")
 
 
-def _retry_cancellations(report: ReconcileReport) -> None:
-    for workload_id in Workload.objects.filter(state=WorkloadState.CANCELLING).values_list("id", flat=True):
-        if _each(report, f"cancellation of workload {workload_id}", cancel_propagate,
-                 workload_id=workload_id) is not None:
-            report.cancels_retried += 1
+def _enqueue_cancellations(run: _Pass) -> None:
+    # stale clusters included: a cancellation is retried until confirmed, a stale cluster may
+    # still take it, and the try costs this pass nothing (the task makes the call)
+    cancelling = (Workload.objects.filter(state=WorkloadState.CANCELLING)
+                  .order_by("updated_at").values_list("id", flat=True))
+    _enqueue(run, "cancellations", list(cancelling), tasks_bridge.enqueue_cancel, "cancels_retried")
 
 
-def _find_orphans(report: ReconcileReport) -> None:
-    for cluster in Cluster.objects.filter(enabled=True).exclude(health=ClusterHealth.STALE):
-        _each(report, f"cluster {cluster.name}", _orphans_on, cluster, report)
+def _enqueue(run: _Pass, what: str, workload_ids: list[int], enqueue: Callable[[int], None], counter: str) -> None:
+    """Enqueue follow-ups up to the pass's cap; the rest are counted as left for the next pass."""
+    taken = workload_ids[:run.room()]
+    for workload_id in taken:
+        enqueue(workload_id)
+        setattr(run.report, counter, getattr(run.report, counter) + 1)
+    if len(taken) < len(workload_ids):
+        run.report.left[what] = len(workload_ids) - len(taken)
+
+
+def _find_orphans(run: _Pass) -> None:
+    clusters = list(Cluster.objects.filter(enabled=True).exclude(health=ClusterHealth.STALE))
+    for done, cluster in enumerate(clusters):
+        run.check("orphans", len(clusters) - done)
+        _each(run.report, f"cluster {cluster.name}", _orphans_on, cluster, run.report)
 
 
 def _orphans_on(cluster: Cluster, report: ReconcileReport) -> None:

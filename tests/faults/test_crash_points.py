@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.test import TestCase
 from django.utils import timezone
 
 from broker.faults.harness import HarnessConfig, run_harness
@@ -51,7 +52,10 @@ def test_crash_after_expiring_a_reservation_never_dispatches_without_one(sim_clu
     assert workload.state == "dispatching"
     assert not Reservation.objects.filter(workload=workload, state__in=("active", "confirmed")).exists()
 
-    reconcile_fleet()                                                # the restarted broker
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        reconcile_fleet()                                            # the restarted broker
+    assert ("dispatch_workload", (workload.id,)) in tasks            # reconcile decides, the task acts
+    workload_dispatch(workload_id=workload.id)
     workload.refresh_from_db()
     assert sim.get("onprem").jobs(workload.uid) == []                # nothing sent unreserved
     assert workload.state == "waiting"

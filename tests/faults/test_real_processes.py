@@ -117,12 +117,14 @@ def test_worker_killed_after_the_destination_accepted_leaves_exactly_one_job(fle
 
     _after_the_lease()
     reconcile_fleet()                                        # the restarted broker's start-up pass
+    workers()                                                # a fresh worker runs the look-up it enqueued
+    assert wait_for(lambda: _state(workload) in ("queued", "running"), 60)
     workload.refresh_from_db()
     assert workload.state in ("queued", "running")
     assert [j["job_id"] for j in _jobs(journal, workload.uid)] == [workload.destination_job_id]
     assert Reservation.objects.get(workload=workload).state == "confirmed"
 
-    workers()                                                # a fresh worker carries on as normal
+    # the fresh worker carries on as normal
     second = _submit(trio, "after-the-crash")
     assert wait_for(lambda: _state(second) in ("queued", "running", "completed"), 60)
     assert len(_jobs(journal, second.uid)) == 1 and len(_jobs(journal, workload.uid)) == 1
@@ -177,7 +179,8 @@ def test_worker_database_connection_cut_mid_task_recovers_without_a_duplicate(fl
     assert _state(workload) == "dispatching"
 
     _after_the_lease()
-    reconcile_fleet()
+    reconcile_fleet()                                        # the worker runs the dispatch it enqueued
+    assert wait_for(lambda: _state(workload) in ("queued", "running"), 60), worker.log_path.read_text()[-3000:]
     workload.refresh_from_db()
     assert workload.state in ("queued", "running")
     assert [j["job_id"] for j in _jobs(journal, workload.uid)] == [workload.destination_job_id]

@@ -65,9 +65,11 @@ def test_reconcile_carries_on_past_a_broken_cluster(trio, stranded, make_cluster
     assert ReconcileRun.objects.count() == 1
 
 
-def test_cancel_is_confirmed_once_the_backend_can_be_built_again(trio, stranded, login):
+def test_cancel_is_confirmed_once_the_backend_can_be_built_again(trio, stranded, login,
+                                                                django_capture_on_commit_callbacks):
     login(trio.member).post(reverse("api-workload-cancel", args=[stranded.id]))
     Cluster.objects.filter(id=stranded.cluster_id).update(kind="simulator", config={})
-    reconcile_fleet()
+    with django_capture_on_commit_callbacks(execute=True):  # the cancel task reconcile enqueued runs
+        reconcile_fleet()
     stranded.refresh_from_db()
     assert stranded.state == "cancelled"

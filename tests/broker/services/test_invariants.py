@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.test import TestCase
 from django.utils import timezone
 
 from broker.models import (
@@ -10,8 +11,14 @@ from broker.models import (
 )
 from broker.services.dispatch import workload_dispatch
 from broker.services.inventory import cluster_sync_inventory
-from broker.services.reconcile import reconcile_fleet
+from broker.services.reconcile import ReconcileReport, reconcile_fleet
 from broker.services.workloads import workload_cancel
+
+
+def _reconcile() -> ReconcileReport:
+    """A reconcile pass, then the dispatch and cancel tasks it enqueued (eager: run here)."""
+    with TestCase.captureOnCommitCallbacks(execute=True):
+        return reconcile_fleet()
 
 
 def _backdate(workload: Workload, seconds: int = 600) -> None:
@@ -74,7 +81,7 @@ def test_restart_after_destination_accepted_but_before_reply_adopts_instead_of_r
     SimulatorBackend("onprem").submit(validate_spec(workload.spec), workload.uid, identity_for(workload.project))
     _backdate(workload)  # the broker restarts well after the crash
 
-    reconcile_fleet()
+    _reconcile()
     workload.refresh_from_db()
     assert workload.state == "queued"
     assert len(sim.get("onprem").jobs(workload.uid)) == 1
@@ -87,8 +94,8 @@ def test_restart_before_dispatch_task_ran_dispatches_once_on_reconcile(make_clus
     make_cluster("onprem")
     workload = workload_place(workload_id=submit().id)  # reserved; the dispatch task is lost
     _backdate(workload)
-    reconcile_fleet()
-    reconcile_fleet()
+    _reconcile()
+    _reconcile()
     workload.refresh_from_db()
     assert workload.state == "queued" and len(sim.get("onprem").jobs(workload.uid)) == 1
 
@@ -118,11 +125,11 @@ def test_reservation_of_unknown_dispatch_is_kept_while_destination_cannot_tell(m
     workload = drive(submit())
     sim.get("onprem").set_faults(unreachable=True)
     Reservation.objects.filter(workload=workload).update(expires_at=timezone.now() - timedelta(seconds=1))
-    reconcile_fleet()
+    _reconcile()
     assert Reservation.objects.get(workload=workload).state == "active"
     sim.get("onprem").clear_faults()
     _backdate(workload)
-    reconcile_fleet()
+    _reconcile()
     workload.refresh_from_db()
     assert workload.state == "queued" and Reservation.objects.get(workload=workload).state == "confirmed"
     assert len(sim.get("onprem").jobs(workload.uid)) == 1
@@ -143,7 +150,7 @@ def test_stale_cluster_gets_no_placement_and_its_running_jobs_are_not_ended(
     assert Cluster.objects.get(id=onprem.id).health == "stale"
 
     poll(onprem)
-    reconcile_fleet()
+    _reconcile()
     running.refresh_from_db()
     assert running.state == "running" and running.ended_at is None
     assert Reservation.objects.get(workload=running).state == "confirmed"
@@ -156,7 +163,7 @@ def test_stale_cluster_gets_no_placement_and_its_running_jobs_are_not_ended(
 def test_cluster_silent_past_the_staleness_limit_is_marked_stale_by_reconcile(make_cluster):
     cluster = make_cluster("onprem")
     Cluster.objects.filter(id=cluster.id).update(last_inventory_at=timezone.now() - timedelta(hours=1))
-    report = reconcile_fleet()
+    report = _reconcile()
     assert "onprem" in report.stale_clusters
     assert Cluster.objects.get(id=cluster.id).health == "stale"
 
@@ -174,7 +181,7 @@ def test_cancellation_is_stored_then_retried_until_the_destination_confirms(make
     assert workload.state == "cancelling" and workload.cancel_requested_at
     assert Reservation.objects.get(workload=workload).state == "confirmed"
     sim.get("onprem").clear_faults()
-    reconcile_fleet()
+    _reconcile()
     workload.refresh_from_db()
     assert workload.state == "cancelled"
     assert Reservation.objects.get(workload=workload).state == "released"
@@ -198,11 +205,11 @@ def test_cancel_before_dispatch_ends_at_once_and_nothing_reaches_a_cluster(make_
 def test_orphan_destination_job_is_escalated_and_its_gpus_stay_busy(make_cluster, submit, drive, sim):
     cluster = make_cluster("onprem", nodes=[8])
     job_id = sim.get("onprem").inject_foreign_job(gpus_per_worker=8, account="unknown")
-    reconcile_fleet()
+    _reconcile()
     esc = Escalation.objects.get(kind="orphan_job")
     assert esc.destination_job_id == job_id and esc.gpus == 8 and esc.state == "open"
     cluster_sync_inventory(cluster_id=cluster.id)
     workload = drive(submit(gpus_per_worker=8))
     assert workload.state == "waiting" and workload.reason == "capacity"
-    reconcile_fleet()
+    _reconcile()
     assert Escalation.objects.filter(kind="orphan_job").count() == 1  # seen again, not duplicated
