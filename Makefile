@@ -30,9 +30,10 @@ test: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run -v0
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-## make lint: ruff (lint), mypy with the Django and DRF plugins, the import-linter layer contracts
+## make lint: ruff (lint and format), mypy with the Django and DRF plugins, the import-linter layer contracts
 lint: $(STAMP)
 	$(VENV)/bin/ruff check broker accounting portal gpubroker_cli
+	$(VENV)/bin/ruff format --check broker accounting portal gpubroker_cli
 	$(VENV)/bin/mypy
 	PYTHONPATH=. $(VENV)/bin/lint-imports
 

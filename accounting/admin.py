@@ -1,10 +1,17 @@
 """Admin: read-mostly views of the ledger and bills (they are written by services only)."""
+
 from __future__ import annotations
 
 from django.contrib import admin
 
 from accounting.models import (
-    BillImport, BillLine, Discrepancy, GpuRate, ReconciliationRun, UsageEntry, UsageWatermark,
+    BillImport,
+    BillLine,
+    Discrepancy,
+    GpuRate,
+    ReconciliationRun,
+    UsageEntry,
+    UsageWatermark,
 )
 
 
@@ -42,8 +49,16 @@ class BillLineInline(admin.TabularInline):
 
 @admin.register(BillImport)
 class BillImportAdmin(ReadOnlyAdmin):
-    list_display = ("file_name", "provider", "tenant", "cluster", "line_count", "matched_count", "total_cost",
-                    "uploaded_at")
+    list_display = (
+        "file_name",
+        "provider",
+        "tenant",
+        "cluster",
+        "line_count",
+        "matched_count",
+        "total_cost",
+        "uploaded_at",
+    )
     list_filter = ("provider", "tenant")
     inlines = [BillLineInline]
 

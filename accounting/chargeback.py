@@ -14,6 +14,7 @@ out) lines of a bill are a column of their own too, not GPU cost.  Hours and cos
 rounded per row and totals are sums of the rounded rows, so the page and every export
 add up to the same figures.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -151,8 +152,11 @@ class RateBook:
     """Every on-prem rate, read once; ``price`` answers for a cluster, class and month."""
 
     def __init__(self) -> None:
-        self.rates = list(GpuRate.objects.order_by("-valid_from").values(
-            "gpu_class_id", "cluster_id", "valid_from", "price_per_gpu_hour"))
+        self.rates = list(
+            GpuRate.objects.order_by("-valid_from").values(
+                "gpu_class_id", "cluster_id", "valid_from", "price_per_gpu_hour"
+            )
+        )
         self.list_price = dict(Cluster.objects.values_list("id", "price_per_gpu_hour"))
 
     def price(self, cluster_id: int, gpu_class_id: int | None, month: date) -> Decimal:
@@ -190,10 +194,22 @@ def build_report(*, months: list[date], tenant_ids: set[int] | None, project_id:
 def _add_usage(rows: dict, names: "_Names", usage: QuerySet) -> None:
     rates = RateBook()
     billed = BillLine.objects.filter(workload_id=OuterRef("workload_id"))
-    groups = (usage.annotate(month=TruncMonth("end"), billed=Exists(billed))
-              .values("month", "tenant_id", "project_id", "gpu_class_id", "cluster_id", "cluster__location", "billed",
-                      "user_id", "cluster_user")
-              .annotate(secs=Sum("gpu_seconds")).order_by())
+    groups = (
+        usage.annotate(month=TruncMonth("end"), billed=Exists(billed))
+        .values(
+            "month",
+            "tenant_id",
+            "project_id",
+            "gpu_class_id",
+            "cluster_id",
+            "cluster__location",
+            "billed",
+            "user_id",
+            "cluster_user",
+        )
+        .annotate(secs=Sum("gpu_seconds"))
+        .order_by()
+    )
     for g in groups:
         row = _row(rows, names, g)
         if g["cluster__location"] == Location.CLOUD:
@@ -211,9 +227,12 @@ def _add_usage(rows: dict, names: "_Names", usage: QuerySet) -> None:
 def _add_bills(rows: dict, names: "_Names", billed: QuerySet) -> None:
     egress = Q(description__iregex=EGRESS_PATTERN)
     for lines, is_egress in ((billed.exclude(egress), False), (billed.filter(egress), True)):
-        groups = (lines.annotate(month=TruncMonth("usage_start"), user_id=F("workload__submitted_by_id"))
-                  .values("month", "tenant_id", "project_id", "gpu_class_id", "user_id")
-                  .annotate(cost=Sum("cost")).order_by())
+        groups = (
+            lines.annotate(month=TruncMonth("usage_start"), user_id=F("workload__submitted_by_id"))
+            .values("month", "tenant_id", "project_id", "gpu_class_id", "user_id")
+            .annotate(cost=Sum("cost"))
+            .order_by()
+        )
         for g in groups:
             row = _row(rows, names, g)
             if is_egress:
@@ -253,9 +272,14 @@ def _row(rows: dict, names: _Names, g: dict) -> ChargebackRow:
     if key not in rows:
         tenant, project = names.tenants.get(g["tenant_id"]), names.projects.get(g["project_id"])
         rows[key] = ChargebackRow(
-            month=month, tenant=tenant.slug if tenant else UNASSIGNED, tenant_name=tenant.name if tenant else "",
-            project=project.slug if project else UNASSIGNED, project_name=project.name if project else "",
-            gpu_class=names.classes.get(g["gpu_class_id"], "unclassified"), user=user)
+            month=month,
+            tenant=tenant.slug if tenant else UNASSIGNED,
+            tenant_name=tenant.name if tenant else "",
+            project=project.slug if project else UNASSIGNED,
+            project_name=project.name if project else "",
+            gpu_class=names.classes.get(g["gpu_class_id"], "unclassified"),
+            user=user,
+        )
     return rows[key]
 
 

@@ -6,6 +6,7 @@
 - this month's cloud spend so far (sampled on the beat schedule) against the budget;
 - on-prem vs cloud GPU-hours per month.
 """
+
 from __future__ import annotations
 
 from datetime import date
@@ -35,8 +36,11 @@ def chargeback_chart_data(*, user: AnyUser, report: ChargebackReport, tenant_slu
     tco = _onprem_tco_of_cloud_hours(report)
     last = report.months[-1]
     since, until = month_bounds(last)
-    scoped_ids = None if selectors.finance_scope(user=user).tenant_ids is None and not tenant_slug else set(
-        tenants.values_list("id", flat=True))
+    scoped_ids = (
+        None
+        if selectors.finance_scope(user=user).tenant_ids is None and not tenant_slug
+        else set(tenants.values_list("id", flat=True))
+    )
     return {
         "months": labels,
         "budget": budget,
@@ -65,14 +69,20 @@ class _OnpremRates:
     the mean of its cluster-specific rates, else the mean list price of on-prem clusters."""
 
     def __init__(self) -> None:
-        self.rates = list(GpuRate.objects.order_by("-valid_from").values_list(
-            "gpu_class__slug", "cluster_id", "valid_from", "price_per_gpu_hour"))
+        self.rates = list(
+            GpuRate.objects.order_by("-valid_from").values_list(
+                "gpu_class__slug", "cluster_id", "valid_from", "price_per_gpu_hour"
+            )
+        )
         mean = Cluster.objects.filter(location=Location.ONPREM).aggregate(p=Avg("price_per_gpu_hour"))["p"]
         self.fallback = Decimal(mean or 0)
 
     def price(self, gpu_class: str, month: date) -> Decimal:
-        in_force = [(cluster, price) for slug, cluster, valid_from, price in self.rates
-                    if slug == gpu_class and valid_from <= month]
+        in_force = [
+            (cluster, price)
+            for slug, cluster, valid_from, price in self.rates
+            if slug == gpu_class and valid_from <= month
+        ]
         class_wide = [price for cluster, price in in_force if cluster is None]
         if class_wide:
             return class_wide[0]

@@ -3,6 +3,7 @@
 Each value can be set in settings.py (or its environment variable there); the
 default here is what a site gets without doing anything.
 """
+
 from __future__ import annotations
 
 from django.conf import settings

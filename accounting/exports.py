@@ -1,4 +1,5 @@
 """Chargeback as CSV and XLSX, from the same rows (and so the same totals) as the page."""
+
 from __future__ import annotations
 
 import csv
@@ -13,9 +14,23 @@ from accounting.chargeback import ChargebackReport
 # GPU-hours no bill line covers yet ("Cloud GPU-hours estimated", part of "Cloud GPU-hours");
 # "Egress cost" is the bills' data-transfer-out lines.  "Cost" adds all of them; "Status"
 # says whether a row's cost is "final" or partly an estimate ("estimated").
-HEADER = ["Month", "Tenant", "Project", "User", "GPU class", "On-prem GPU-hours", "On-prem cost",
-          "Cloud GPU-hours", "Cloud cost", "Cloud GPU-hours estimated", "Cloud cost estimated",
-          "Egress cost", "GPU-hours", "Cost", "Status"]
+HEADER = [
+    "Month",
+    "Tenant",
+    "Project",
+    "User",
+    "GPU class",
+    "On-prem GPU-hours",
+    "On-prem cost",
+    "Cloud GPU-hours",
+    "Cloud cost",
+    "Cloud GPU-hours estimated",
+    "Cloud cost estimated",
+    "Egress cost",
+    "GPU-hours",
+    "Cost",
+    "Status",
+]
 NUMBER_COLUMNS = "FGHIJKLMN"
 
 
@@ -25,13 +40,45 @@ def _status(estimated: bool) -> str:
 
 def _rows(report: ChargebackReport) -> list[list]:
     rows: list[list] = [
-        [f"{r.month:%Y-%m}", r.tenant, r.project, r.user, r.gpu_class, r.onprem_hours, r.onprem_cost,
-         r.cloud_hours, r.cloud_cost, r.cloud_estimated_hours, r.cloud_estimated_cost, r.egress_cost,
-         r.gpu_hours, r.cost, _status(r.estimated)] for r in report.rows]
+        [
+            f"{r.month:%Y-%m}",
+            r.tenant,
+            r.project,
+            r.user,
+            r.gpu_class,
+            r.onprem_hours,
+            r.onprem_cost,
+            r.cloud_hours,
+            r.cloud_cost,
+            r.cloud_estimated_hours,
+            r.cloud_estimated_cost,
+            r.egress_cost,
+            r.gpu_hours,
+            r.cost,
+            _status(r.estimated),
+        ]
+        for r in report.rows
+    ]
     t = report.totals
-    rows.append(["Total", "", "", "", "", t.onprem_hours, t.onprem_cost, t.cloud_hours, t.cloud_cost,
-                 t.cloud_estimated_hours, t.cloud_estimated_cost, t.egress_cost, t.gpu_hours, t.cost,
-                 _status(t.estimated)])
+    rows.append(
+        [
+            "Total",
+            "",
+            "",
+            "",
+            "",
+            t.onprem_hours,
+            t.onprem_cost,
+            t.cloud_hours,
+            t.cloud_cost,
+            t.cloud_estimated_hours,
+            t.cloud_estimated_cost,
+            t.egress_cost,
+            t.gpu_hours,
+            t.cost,
+            _status(t.estimated),
+        ]
+    )
     return rows
 
 

@@ -1,4 +1,5 @@
 """Forms of the accounting pages: input checking only; the work is in services."""
+
 from __future__ import annotations
 
 from datetime import date
@@ -64,17 +65,19 @@ class MonthForm(forms.Form):
 
 
 class PeriodForm(MonthForm):
-    cluster = forms.ModelChoiceField(Cluster.objects.all(), required=False, to_field_name="name",
-                                     empty_label="Every cluster")
+    cluster = forms.ModelChoiceField(
+        Cluster.objects.all(), required=False, to_field_name="name", empty_label="Every cluster"
+    )
 
 
 class BillUploadForm(forms.Form):
     provider = forms.ChoiceField(choices=BillProvider.choices)
     tenant: forms.ModelChoiceField[Tenant] = forms.ModelChoiceField(
-        queryset=None, required=False, help_text="Whose cloud account the bill is for")
+        queryset=None, required=False, help_text="Whose cloud account the bill is for"
+    )
     cluster: forms.ModelChoiceField[Cluster] = forms.ModelChoiceField(
-        queryset=None, required=False, empty_label="(none)",
-        help_text="The cloud cluster it covers, for reconciliation")
+        queryset=None, required=False, empty_label="(none)", help_text="The cloud cluster it covers, for reconciliation"
+    )
     file = forms.FileField(help_text="CSV, UTF-8")
 
     def __init__(self, *args, tenants: QuerySet, clusters: QuerySet, tenant_required: bool, **kwargs):
@@ -90,16 +93,18 @@ class BillUploadForm(forms.Form):
 
 class RateForm(forms.Form):
     gpu_class = forms.ModelChoiceField(GpuClass.objects.all())
-    cluster = forms.ModelChoiceField(Cluster.objects.filter(location=Location.ONPREM), required=False,
-                                     empty_label="Every on-prem cluster")
+    cluster = forms.ModelChoiceField(
+        Cluster.objects.filter(location=Location.ONPREM), required=False, empty_label="Every on-prem cluster"
+    )
     valid_from = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
     price_per_gpu_hour = forms.DecimalField(min_value=Decimal("0"), max_digits=12, decimal_places=4)
 
 
 class TcoRateForm(forms.Form):
     gpu_class = forms.ModelChoiceField(GpuClass.objects.all())
-    cluster = forms.ModelChoiceField(Cluster.objects.filter(location=Location.ONPREM), required=False,
-                                     empty_label="Every on-prem cluster")
+    cluster = forms.ModelChoiceField(
+        Cluster.objects.filter(location=Location.ONPREM), required=False, empty_label="Every on-prem cluster"
+    )
     valid_from = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
     hardware_cost = forms.DecimalField(min_value=Decimal("0"))
     life_years = forms.DecimalField(min_value=Decimal("0.1"))
@@ -108,5 +113,6 @@ class TcoRateForm(forms.Form):
     support_per_year = forms.DecimalField(min_value=Decimal("0"))
     staff_per_year = forms.DecimalField(min_value=Decimal("0"))
     gpus = forms.IntegerField(min_value=1)
-    utilisation = forms.DecimalField(min_value=Decimal("0.01"), max_value=Decimal("1"),
-                                     help_text="Fraction of hours the GPUs are busy, e.g. 0.7")
+    utilisation = forms.DecimalField(
+        min_value=Decimal("0.01"), max_value=Decimal("1"), help_text="Fraction of hours the GPUs are busy, e.g. 0.7"
+    )

@@ -3,6 +3,7 @@
 Models hold fields, choices and constraints only; every write goes through
 ``accounting.services`` and every read through ``accounting.selectors``.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -33,20 +34,33 @@ class UsageEntry(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="usage_entries")
     job_id = models.CharField(max_length=200)
     workload_uid = models.CharField(max_length=40, blank=True, help_text="The workload id the scheduler carried")
-    workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="usage_entries")
+    workload = models.ForeignKey(
+        Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_entries"
+    )
     account = models.CharField(max_length=100, blank=True, help_text="Slurm account or namespace, raw")
     cluster_user = models.CharField(max_length=100, blank=True, help_text="The user the job ran as at the cluster, raw")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                             related_name="usage_entries",
-                             help_text="Who is charged: the workload's submitter, else the person whose cluster "
-                                       "identity the job ran as; empty: nobody known")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="usage_entries",
+        help_text="Who is charged: the workload's submitter, else the person whose cluster "
+        "identity the job ran as; empty: nobody known",
+    )
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_entries")
-    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT,
-                                related_name="usage_entries", help_text="Empty: the account matched no project")
+    project = models.ForeignKey(
+        Project,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="usage_entries",
+        help_text="Empty: the account matched no project",
+    )
     gpu_model = models.CharField(max_length=100, blank=True)
-    gpu_class = models.ForeignKey(GpuClass, null=True, blank=True, on_delete=models.PROTECT,
-                                  related_name="usage_entries")
+    gpu_class = models.ForeignKey(
+        GpuClass, null=True, blank=True, on_delete=models.PROTECT, related_name="usage_entries"
+    )
     gpus = models.PositiveIntegerField()
     start = models.DateTimeField()
     end = models.DateTimeField(null=True, blank=True, help_text="Empty: still running when last read")
@@ -90,14 +104,27 @@ class BillImport(models.Model):
     """One uploaded bill file; its sha256 makes a second upload of the same file a no-op."""
 
     provider = models.CharField(max_length=10, choices=BillProvider.choices)
-    tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="bills",
-                               help_text="Whose cloud account; empty: organisation-wide (operators)")
-    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="bills",
-                                help_text="The cloud cluster the bill covers, for reconciliation")
+    tenant = models.ForeignKey(
+        Tenant,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="bills",
+        help_text="Whose cloud account; empty: organisation-wide (operators)",
+    )
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="bills",
+        help_text="The cloud cluster the bill covers, for reconciliation",
+    )
     file_name = models.CharField(max_length=255)
     sha256 = models.CharField(max_length=64, unique=True)
-    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     uploaded_at = models.DateTimeField(auto_now_add=True)
     line_count = models.PositiveIntegerField(default=0)
     matched_count = models.PositiveIntegerField(default=0)
@@ -127,8 +154,7 @@ class BillLine(models.Model):
     tags = models.JSONField(default=dict, blank=True)
     tenant = models.ForeignKey(Tenant, null=True, blank=True, on_delete=models.PROTECT, related_name="bill_lines")
     project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.PROTECT, related_name="bill_lines")
-    workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="bill_lines")
+    workload = models.ForeignKey(Workload, null=True, blank=True, on_delete=models.SET_NULL, related_name="bill_lines")
     workload_uid = models.CharField(max_length=40, blank=True)
     gpu_class = models.ForeignKey(GpuClass, null=True, blank=True, on_delete=models.PROTECT, related_name="bill_lines")
 
@@ -152,8 +178,9 @@ class GpuRate(models.Model):
     gpu_class = models.ForeignKey(GpuClass, on_delete=models.PROTECT, related_name="rates")
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="rates")
     valid_from = models.DateField()
-    price_per_gpu_hour = models.DecimalField(max_digits=12, decimal_places=4,
-                                             validators=[MinValueValidator(Decimal("0"))])
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=12, decimal_places=4, validators=[MinValueValidator(Decimal("0"))]
+    )
     source = models.CharField(max_length=10, choices=RateSource.choices, default=RateSource.DIRECT)
     tco = models.JSONField(default=dict, blank=True, help_text="TCO inputs when source is tco")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -161,8 +188,9 @@ class GpuRate(models.Model):
     class Meta:
         ordering = ["gpu_class__slug", "-valid_from"]
         constraints = [
-            models.UniqueConstraint(fields=["gpu_class", "cluster", "valid_from"], name="rate_unique",
-                                    nulls_distinct=False),
+            models.UniqueConstraint(
+                fields=["gpu_class", "cluster", "valid_from"], name="rate_unique", nulls_distinct=False
+            ),
         ]
 
     def __str__(self) -> str:
@@ -175,8 +203,9 @@ class ReconciliationRun(models.Model):
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="reconciliations")
     period = models.DateField(help_text="First day of the month")
     ran_at = models.DateTimeField()
-    ran_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                               related_name="+")
+    ran_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     tolerance = models.FloatField()
     cluster_stale = models.BooleanField(default=False)
     workloads = models.PositiveIntegerField(default=0)

@@ -1,4 +1,5 @@
 """Months, the accounting period: a job is charged in the month its GPUs were released."""
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,10 @@ def month_bounds(month: date) -> tuple[datetime, datetime]:
     """[first instant, first instant of the next month) in UTC, as the ledger stores times."""
     start = month_start(month)
     stop = add_months(start, 1)
-    return (datetime(start.year, start.month, 1, tzinfo=timezone.utc),
-            datetime(stop.year, stop.month, 1, tzinfo=timezone.utc))
+    return (
+        datetime(start.year, start.month, 1, tzinfo=timezone.utc),
+        datetime(stop.year, stop.month, 1, tzinfo=timezone.utc),
+    )
 
 
 def parse_month(text: str) -> date:

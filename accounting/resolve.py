@@ -2,6 +2,7 @@
 
 Built once per ingest (the tables are small) so a million records cost no extra queries.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,8 +39,9 @@ class ProjectResolver:
 
     def for_account(self, account: str, *, source: str) -> ProjectRef | None:
         # Slurm speaks accounts, Kubernetes namespaces: ask the source's own name first.
-        first, second = ((self.by_account, self.by_namespace) if source == "slurm"
-                         else (self.by_namespace, self.by_account))
+        first, second = (
+            (self.by_account, self.by_namespace) if source == "slurm" else (self.by_namespace, self.by_account)
+        )
         return first.get(account) or second.get(account)
 
     def for_tag(self, value: str) -> ProjectRef | None:

@@ -7,6 +7,7 @@ fallback where that backend is not installed, and as a cross-check in the tests.
 GPU-seconds = AllocTRES ``gres/gpu`` (the total over every node of the job) x ElapsedRaw,
 as Slurm's own accounting counts them.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,21 @@ from typing import Iterable, Iterator, Sequence
 
 from broker.backends.base import WORKLOAD_ID_PREFIX, UsageRecord
 
-SACCT_FIELDS = ("JobID", "JobName", "Account", "Partition", "State", "Start", "End", "ElapsedRaw",
-                "AllocTRES", "Comment", "WCKey", "ExitCode", "User")
+SACCT_FIELDS = (
+    "JobID",
+    "JobName",
+    "Account",
+    "Partition",
+    "State",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "AllocTRES",
+    "Comment",
+    "WCKey",
+    "ExitCode",
+    "User",
+)
 SACCT_FORMAT = ",".join(SACCT_FIELDS)
 _NO_TIME = {"", "None", "Unknown"}
 _WORKLOAD_RE = re.compile(re.escape(WORKLOAD_ID_PREFIX) + r"[A-Za-z0-9]+")
@@ -30,7 +44,8 @@ def sacct_usage(lines: Iterable[str], *, cluster: str) -> Iterator[UsageRecord]:
         return iter_sacct_usage(lines, cluster=cluster)
     transport = _LinesTransport(lines)  # only accounting() is called on it
     return SlurmBackend(cluster, transport).usage(  # type: ignore[arg-type]
-        since=datetime.min.replace(tzinfo=timezone.utc))
+        since=datetime.min.replace(tzinfo=timezone.utc)
+    )
 
 
 class _LinesTransport:
@@ -49,8 +64,9 @@ class _LinesTransport:
         return iter_sacct(it, fields, "|")
 
 
-def iter_sacct_usage(lines: Iterable[str], *, cluster: str, fields: Sequence[str] | None = None,
-                     tz: tzinfo = timezone.utc) -> Iterator[UsageRecord]:
+def iter_sacct_usage(
+    lines: Iterable[str], *, cluster: str, fields: Sequence[str] | None = None, tz: tzinfo = timezone.utc
+) -> Iterator[UsageRecord]:
     """Yield GPU jobs from ``sacct -P`` lines; the first line is the header unless ``fields``."""
     it = iter(lines)
     if fields is None:
@@ -85,9 +101,19 @@ def _record(cols: list[str], idx: dict[str, int], cluster: str, tz: tzinfo) -> U
     if state in ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED"):
         end = None  # its End is only a guess until the job ends
     return UsageRecord(
-        source="slurm", cluster=cluster, job_id=job_id, workload_id=_workload_id(cols, idx),
-        account=col("Account"), gpu_model=gpu_model, gpus=gpus, start=start, end=end,
-        gpu_seconds=gpus * max(0, seconds), state=state, user=col("User"))
+        source="slurm",
+        cluster=cluster,
+        job_id=job_id,
+        workload_id=_workload_id(cols, idx),
+        account=col("Account"),
+        gpu_model=gpu_model,
+        gpus=gpus,
+        start=start,
+        end=end,
+        gpu_seconds=gpus * max(0, seconds),
+        state=state,
+        user=col("User"),
+    )
 
 
 def parse_gpu_tres(tres: str) -> tuple[int, str]:
@@ -100,7 +126,7 @@ def parse_gpu_tres(tres: str) -> tuple[int, str]:
         if key == "gres/gpu":
             total = _count(value)
         elif key.startswith("gres/gpu:") and not model:
-            model = key[len("gres/gpu:"):]
+            model = key[len("gres/gpu:") :]
             total = total or _count(value)
     return total, model
 

@@ -4,6 +4,7 @@ Finance sees its own tenants, operators see everything (unassigned usage include
 researchers see only their projects' GPU-hours.  An object outside the user's scope
 is simply not in the queryset, so ``get_object_or_404`` answers 404.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,8 +50,10 @@ def finance_tenants(*, user: AnyUser) -> QuerySet[Tenant]:
 
 # --- chargeback ---------------------------------------------------------------------------
 
-def chargeback_report(*, user: AnyUser, first: date, months: int, tenant_slug: str = "",
-                      project_slug: str = "") -> ChargebackReport:
+
+def chargeback_report(
+    *, user: AnyUser, first: date, months: int, tenant_slug: str = "", project_slug: str = ""
+) -> ChargebackReport:
     scope = finance_scope(user=user)
     tenant_ids = None if scope.tenant_ids is None else set(scope.tenant_ids)
     project_id = None
@@ -63,6 +66,7 @@ def chargeback_report(*, user: AnyUser, first: date, months: int, tenant_slug: s
 
 
 # --- a researcher's own GPU-hours ----------------------------------------------------------
+
 
 @dataclass
 class UsageLine:
@@ -79,15 +83,19 @@ def usage_mine(*, user: AnyUser, month: date) -> list[UsageLine]:
     projects = {p.id: p for p in projects_for(user).select_related("tenant")}
     classes = dict(GpuClass.objects.values_list("id", "slug"))
     in_month = Q(end__gte=start, end__lt=stop) | Q(end__isnull=True, start__lt=stop)
-    groups = (UsageEntry.objects.filter(in_month, project_id__in=projects)
-              .values("project_id", "gpu_class_id", running=ExpressionWrapper(Q(end__isnull=True), BooleanField()))
-              .annotate(secs=Sum("gpu_seconds"), n=Count("id")).order_by())
+    groups = (
+        UsageEntry.objects.filter(in_month, project_id__in=projects)
+        .values("project_id", "gpu_class_id", running=ExpressionWrapper(Q(end__isnull=True), BooleanField()))
+        .annotate(secs=Sum("gpu_seconds"), n=Count("id"))
+        .order_by()
+    )
     lines: dict[tuple, UsageLine] = {}
     for g in groups:
         key = (g["project_id"], g["gpu_class_id"])
         if key not in lines:
-            lines[key] = UsageLine(projects[g["project_id"]], classes.get(g["gpu_class_id"], "unclassified"),
-                                   Decimal("0"), Decimal("0"), 0)
+            lines[key] = UsageLine(
+                projects[g["project_id"]], classes.get(g["gpu_class_id"], "unclassified"), Decimal("0"), Decimal("0"), 0
+            )
         line = lines[key]
         if g["running"]:
             line.running_hours += hours(g["secs"])
@@ -99,10 +107,14 @@ def usage_mine(*, user: AnyUser, month: date) -> list[UsageLine]:
 
 # --- bills ---------------------------------------------------------------------------------
 
+
 def bill_list(*, user: AnyUser) -> QuerySet[BillImport]:
     scope = finance_scope(user=user)
-    return (scope.filter(BillImport.objects.all()).select_related("tenant", "cluster", "uploaded_by")
-            .annotate(unmatched=F("line_count") - F("matched_count")))
+    return (
+        scope.filter(BillImport.objects.all())
+        .select_related("tenant", "cluster", "uploaded_by")
+        .annotate(unmatched=F("line_count") - F("matched_count"))
+    )
 
 
 def bill_get(*, user: AnyUser, bill_id: int) -> BillImport:
@@ -120,6 +132,7 @@ def upload_clusters() -> QuerySet[Cluster]:
 
 # --- reconciliation ------------------------------------------------------------------------
 
+
 @dataclass
 class RunView:
     run: ReconciliationRun
@@ -133,7 +146,8 @@ def reconciliation_view(*, user: AnyUser, period: date, cluster_name: str = "") 
     if cluster_name:
         runs = runs.filter(cluster__name=cluster_name)
     found = scope.filter(Discrepancy.objects.filter(run__in=runs)).select_related(
-        "tenant", "project", "workload", "bill_line", "bill_line__bill", "usage_entry")
+        "tenant", "project", "workload", "bill_line", "bill_line__bill", "usage_entry"
+    )
     views = {run.id: RunView(run) for run in runs}
     for d in found:
         views[d.run_id].discrepancies.append(d)
@@ -146,9 +160,9 @@ class ClusterMonth:
 
     month: date
     cluster: Cluster
-    bill: str                       # "imported", "awaiting" (cloud, none yet), "" (on-prem)
+    bill: str  # "imported", "awaiting" (cloud, none yet), "" (on-prem)
     run: ReconciliationRun | None
-    discrepancies: int              # those the user may see
+    discrepancies: int  # those the user may see
 
     @property
     def status(self) -> str:
@@ -167,13 +181,21 @@ def reconciliation_status(*, user: AnyUser, months: list[date]) -> list[ClusterM
     scope = finance_scope(user=user)
     clusters = list(Cluster.objects.filter(enabled=True).order_by("name"))
     runs = {(r.cluster_id, r.period): r for r in ReconciliationRun.objects.filter(period__in=months)}
-    counts = dict(scope.filter(Discrepancy.objects.filter(run__in=runs.values()))
-                  .values("run_id").annotate(n=Count("id")).values_list("run_id", "n").order_by())
+    counts = dict(
+        scope.filter(Discrepancy.objects.filter(run__in=runs.values()))
+        .values("run_id")
+        .annotate(n=Count("id"))
+        .values_list("run_id", "n")
+        .order_by()
+    )
     out = []
     for month in months:
         start, stop = month_bounds(month)
-        billed = set(BillLine.objects.filter(usage_start__gte=start, usage_start__lt=stop, bill__cluster__isnull=False)
-                     .values_list("bill__cluster_id", flat=True).distinct())
+        billed = set(
+            BillLine.objects.filter(usage_start__gte=start, usage_start__lt=stop, bill__cluster__isnull=False)
+            .values_list("bill__cluster_id", flat=True)
+            .distinct()
+        )
         for cluster in clusters:
             run = runs.get((cluster.id, month))
             bill = "" if cluster.location != Location.CLOUD else ("imported" if cluster.id in billed else "awaiting")
@@ -182,6 +204,7 @@ def reconciliation_status(*, user: AnyUser, months: list[date]) -> list[ClusterM
 
 
 # --- rates ---------------------------------------------------------------------------------
+
 
 def rate_list(*, user: AnyUser) -> QuerySet[GpuRate]:
     """Rates are fleet-wide: operators set them, finance may read them."""

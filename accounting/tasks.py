@@ -3,6 +3,7 @@
 To run them periodically, add to CELERY_BEAT_SCHEDULE in settings.py, e.g.
 ``"collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": 900.0}``.
 """
+
 from __future__ import annotations
 
 from celery import shared_task

@@ -1,4 +1,5 @@
 """Accounting pages: thin views over accounting.selectors and accounting.services."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -56,10 +57,17 @@ def chargeback(request: HttpRequest) -> HttpResponse:
     report = selectors.chargeback_report(user=request.user, **filters)
     query = request.GET.copy()
     query.pop("format", None)
-    return render(request, "accounting/chargeback.html", {
-        "form": form, "report": report, "query": query.urlencode(),
-        "reconciliation": selectors.reconciliation_status(user=request.user, months=report.months),
-        "chart_data": chargeback_chart_data(user=request.user, report=report, tenant_slug=filters["tenant_slug"])})
+    return render(
+        request,
+        "accounting/chargeback.html",
+        {
+            "form": form,
+            "report": report,
+            "query": query.urlencode(),
+            "reconciliation": selectors.reconciliation_status(user=request.user, months=report.months),
+            "chart_data": chargeback_chart_data(user=request.user, report=report, tenant_slug=filters["tenant_slug"]),
+        },
+    )
 
 
 @login_required
@@ -81,22 +89,35 @@ def chargeback_export(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def bill_list(request: HttpRequest) -> HttpResponse:
     bills = selectors.bill_list(user=request.user)  # 403 for anyone without finance
-    form = BillUploadForm(request.POST or None, request.FILES or None,
-                          tenants=selectors.finance_tenants(user=request.user), clusters=selectors.upload_clusters(),
-                          tenant_required=not is_operator(request.user))
+    form = BillUploadForm(
+        request.POST or None,
+        request.FILES or None,
+        tenants=selectors.finance_tenants(user=request.user),
+        clusters=selectors.upload_clusters(),
+        tenant_required=not is_operator(request.user),
+    )
     errors = []
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
-            result = bill_import(provider=form.cleaned_data["provider"], file_name=upload.name, content=upload,
-                                 tenant=form.cleaned_data["tenant"], cluster=form.cleaned_data["cluster"],
-                                 actor=request.user)
+            result = bill_import(
+                provider=form.cleaned_data["provider"],
+                file_name=upload.name,
+                content=upload,
+                tenant=form.cleaned_data["tenant"],
+                cluster=form.cleaned_data["cluster"],
+                actor=request.user,
+            )
         except BillRejected as exc:
             errors = exc.errors
         else:
             return _announce(request, result)
-    return render(request, "accounting/bill_list.html", {"form": form, "bills": bills, "errors": errors},
-                  status=400 if errors else 200)
+    return render(
+        request,
+        "accounting/bill_list.html",
+        {"form": form, "bills": bills, "errors": errors},
+        status=400 if errors else 200,
+    )
 
 
 def _announce(request: HttpRequest, result) -> HttpResponse:
@@ -159,8 +180,12 @@ def _save_rate(request: HttpRequest, form, kind: str) -> bool:
     if kind not in ("direct", "tco") or not form.is_valid():
         return False
     data = dict(form.cleaned_data)
-    common = {"gpu_class": data.pop("gpu_class"), "cluster": data.pop("cluster"),
-              "valid_from": data.pop("valid_from"), "actor": request.user}
+    common = {
+        "gpu_class": data.pop("gpu_class"),
+        "cluster": data.pop("cluster"),
+        "valid_from": data.pop("valid_from"),
+        "actor": request.user,
+    }
     try:
         if kind == "direct":
             rate = rate_set(price_per_gpu_hour=data["price_per_gpu_hour"], **common)

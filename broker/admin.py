@@ -3,11 +3,21 @@
 Clusters, pools and prices are edited here by operators; workloads, attempts, audit
 records and reservations are shown read-only because only the services may change them.
 """
+
 from django.contrib import admin
 
 from broker.models import (
-    AuditRecord, Cluster, DispatchAttempt, Escalation, GpuClass, GpuPool, PolicyVersion, Quota,
-    ReconcileRun, Reservation, Workload,
+    AuditRecord,
+    Cluster,
+    DispatchAttempt,
+    Escalation,
+    GpuClass,
+    GpuPool,
+    PolicyVersion,
+    Quota,
+    ReconcileRun,
+    Reservation,
+    Workload,
 )
 
 
@@ -25,20 +35,47 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class GpuPoolInline(admin.TabularInline):
     model = GpuPool
     extra = 0
-    fields = ("name", "gpu_model", "gpu_memory_gb", "partitioning", "owner", "gpus_total",
-              "gpus_allocatable", "gpus_allocated", "gpus_reserved", "gpus_idle", "taken_at")
+    fields = (
+        "name",
+        "gpu_model",
+        "gpu_memory_gb",
+        "partitioning",
+        "owner",
+        "gpus_total",
+        "gpus_allocatable",
+        "gpus_allocated",
+        "gpus_reserved",
+        "gpus_idle",
+        "taken_at",
+    )
     readonly_fields = fields
     can_delete = False
 
 
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "location", "region", "price_per_gpu_hour", "health", "last_inventory_at",
-                    "enabled", "draining")
+    list_display = (
+        "name",
+        "kind",
+        "location",
+        "region",
+        "price_per_gpu_hour",
+        "health",
+        "last_inventory_at",
+        "enabled",
+        "draining",
+    )
     list_filter = ("kind", "location", "health", "enabled")
     search_fields = ("name", "region")
-    readonly_fields = ("health", "last_inventory_at", "last_error", "stale_since", "queue_pending_jobs",
-                       "queue_pending_gpus", "throughput_gpu_hours_per_hour")
+    readonly_fields = (
+        "health",
+        "last_inventory_at",
+        "last_error",
+        "stale_since",
+        "queue_pending_jobs",
+        "queue_pending_gpus",
+        "throughput_gpu_hours_per_hour",
+    )
     inlines = [GpuPoolInline]
 
 

@@ -7,6 +7,7 @@ queued or running there if it was dispatched or started after the pool's report 
 taken: three 8-GPU jobs into a 16-GPU pool between two reports see the first two.
 System-wide reads (no acting user): placement and inventory run for everyone.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -31,23 +32,27 @@ class Promised:
     jobs: int = 0
 
 
-def promised_gpus(*, cluster_ids: Iterable[int],
-                  taken_at: Mapping[tuple[int, str], datetime] | None = None) -> dict[int, Promised]:
+def promised_gpus(
+    *, cluster_ids: Iterable[int], taken_at: Mapping[tuple[int, str], datetime] | None = None
+) -> dict[int, Promised]:
     """cluster id -> promised GPUs per node and per pool.
 
     ``taken_at``: (cluster id, pool name) -> when that pool's report was taken; default
     the stored pools' ``taken_at`` (pass the new report's time when storing one)."""
     ids = list(cluster_ids)
     if taken_at is None:
-        taken_at = {(c, n): t for c, n, t in GpuPool.objects.filter(cluster_id__in=ids)
-                    .values_list("cluster_id", "name", "taken_at")}
+        taken_at = {
+            (c, n): t
+            for c, n, t in GpuPool.objects.filter(cluster_id__in=ids).values_list("cluster_id", "name", "taken_at")
+        }
     oldest = min(taken_at.values(), default=None)
     live = Q(state__in=PROMISED_STATES)
     if oldest is not None:
         live |= Q(state__in=SINCE_REPORT_STATES) & (Q(dispatched_at__gt=oldest) | Q(started_at__gt=oldest))
     out: dict[int, Promised] = {c: Promised() for c in ids}
     rows = Workload.objects.filter(live, cluster_id__in=ids).values_list(
-        "cluster_id", "state", "placement", "total_gpus", "dispatched_at", "started_at")
+        "cluster_id", "state", "placement", "total_gpus", "dispatched_at", "started_at"
+    )
     for cluster_id, state, placement, total, dispatched, started in rows:
         chosen = (placement or {}).get("chosen") or {}
         pool = chosen.get("pool", "")

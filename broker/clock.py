@@ -6,6 +6,7 @@ placement replay, the fault harness, the tests of slow clusters) swap that one f
 here, for the length of a ``with`` block, instead of each patching it their own way; with
 ``sleep``, the waits of ``broker.wait`` (a slow simulated cluster's) move that clock too.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -18,8 +19,7 @@ from broker.wait import sleep_override
 
 
 @contextlib.contextmanager
-def clock_override(now: Callable[[], datetime],
-                   sleep: Callable[[float], None] | None = None) -> Iterator[None]:
+def clock_override(now: Callable[[], datetime], sleep: Callable[[float], None] | None = None) -> Iterator[None]:
     """Every ``timezone.now()`` in this process reads ``now`` until the block ends; with
     ``sleep``, every wait through ``broker.wait`` calls it (it should move ``now`` along)."""
     saved = timezone.now

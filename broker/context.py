@@ -1,4 +1,5 @@
 """Tell every page when the broker's background work has stopped (outage contract)."""
+
 from __future__ import annotations
 
 from django.conf import settings

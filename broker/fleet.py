@@ -5,6 +5,7 @@ reports every problem at once, each with its line and dotted key, because an adm
 editing the file should fix it in one pass.  ``build_simulated_clusters`` turns a
 description into simulated clusters for the demo, tests and trace replay.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,12 +24,34 @@ KINDS = FLAVORS + ("simulator",)
 LOCATIONS = ("onprem", "cloud")
 GANG_SCHEDULERS = ("", "volcano")
 
-_CLUSTER_KEYS = {"name", "kind", "flavor", "region", "location", "price_per_gpu_hour",
-                 "egress_per_gb", "image_pull_s", "provisioning_s", "data_locations",
-                 "nodes", "partitions", "gang_scheduler", "description"}
+_CLUSTER_KEYS = {
+    "name",
+    "kind",
+    "flavor",
+    "region",
+    "location",
+    "price_per_gpu_hour",
+    "egress_per_gb",
+    "image_pull_s",
+    "provisioning_s",
+    "data_locations",
+    "nodes",
+    "partitions",
+    "gang_scheduler",
+    "description",
+}
 _CLUSTER_REQUIRED = ("name", "kind", "region", "location", "price_per_gpu_hour", "nodes")
-_NODE_KEYS = {"count", "gpu_model", "gpu_memory_gb", "gpus_per_node", "partitioning",
-              "interconnect_domain", "quota", "partition", "name_prefix"}
+_NODE_KEYS = {
+    "count",
+    "gpu_model",
+    "gpu_memory_gb",
+    "gpus_per_node",
+    "partitioning",
+    "interconnect_domain",
+    "quota",
+    "partition",
+    "name_prefix",
+}
 _NODE_REQUIRED = ("count", "gpu_model", "gpu_memory_gb", "gpus_per_node")
 _PARTITION_KEYS = {"name", "max_gpus_per_job", "default"}
 
@@ -52,10 +75,10 @@ class FleetError(ValueError):
 @dataclass(frozen=True)
 class ClusterDescription:
     name: str
-    kind: str                     # slurm | kueue | volcano | simulator
-    flavor: str                   # the local semantics: slurm | kueue | volcano
+    kind: str  # slurm | kueue | volcano | simulator
+    flavor: str  # the local semantics: slurm | kueue | volcano
     region: str
-    location: str                 # onprem | cloud
+    location: str  # onprem | cloud
     price_per_gpu_hour: float
     egress_per_gb: float = 0.0
     image_pull_s: float = 0.0
@@ -98,6 +121,7 @@ class FleetDescription:
 
 # --- YAML with line numbers ------------------------------------------------------------
 
+
 class _Map(dict):
     """A YAML mapping that remembers where it and each of its keys were written."""
 
@@ -136,8 +160,7 @@ def _parse_yaml(text: str, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except _DuplicateKey as dup:
-        raise FleetError(source, [FleetProblem(str(dup.key), dup.line,
-                                               "key given twice")]) from None
+        raise FleetError(source, [FleetProblem(str(dup.key), dup.line, "key given twice")]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -149,6 +172,7 @@ def _parse_yaml(text: str, source: str) -> Any:
 
 # --- validation ------------------------------------------------------------------------
 
+
 class _Checker:
     def __init__(self, source: str):
         self.source = source
@@ -157,22 +181,25 @@ class _Checker:
     def error(self, key: str, line: int | None, message: str) -> None:
         self.problems.append(FleetProblem(key, line, message))
 
-    def mapping(self, value: Any, path: str, line: int | None, allowed: set[str],
-                required: Iterable[str]) -> _Map | None:
+    def mapping(
+        self, value: Any, path: str, line: int | None, allowed: set[str], required: Iterable[str]
+    ) -> _Map | None:
         if not isinstance(value, _Map):
             self.error(path, line, "must be a mapping of keys to values")
             return None
         for key in value:
             if key not in allowed:
-                self.error(f"{path}.{key}", value.key_lines.get(key),
-                           f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+                self.error(
+                    f"{path}.{key}",
+                    value.key_lines.get(key),
+                    f"unknown key (expected one of: {', '.join(sorted(allowed))})",
+                )
         for key in required:
             if key not in value:
                 self.error(f"{path}.{key}", value.line, "is required")
         return value
 
-    def text(self, m: _Map, key: str, path: str, default: str = "",
-             choices: Iterable[str] | None = None) -> str:
+    def text(self, m: _Map, key: str, path: str, default: str = "", choices: Iterable[str] | None = None) -> str:
         value = m.get(key, default)
         where = (f"{path}.{key}", m.key_lines.get(key, m.line))
         if not isinstance(value, str):
@@ -183,14 +210,22 @@ class _Checker:
             self.error(*where, f"must be one of {shown}, not {value!r}")
         return value.strip()
 
-    def number(self, m: _Map, key: str, path: str, default: float | None = 0.0, *,
-               whole: bool = False, minimum: float = 0, maximum: float | None = None) -> Any:
+    def number(
+        self,
+        m: _Map,
+        key: str,
+        path: str,
+        default: float | None = 0.0,
+        *,
+        whole: bool = False,
+        minimum: float = 0,
+        maximum: float | None = None,
+    ) -> Any:
         value = m.get(key, default)
         where = (f"{path}.{key}", m.key_lines.get(key, m.line))
         kinds = (int,) if whole else (int, float)
         if isinstance(value, bool) or not isinstance(value, kinds):
-            self.error(*where, f"must be a {'whole number' if whole else 'number'}, "
-                       f"not {value!r}")
+            self.error(*where, f"must be a {'whole number' if whole else 'number'}, not {value!r}")
             return default
         if value < minimum or (maximum is not None and value > maximum):
             upper = f" and at most {maximum:g}" if maximum is not None else ""
@@ -201,51 +236,61 @@ class _Checker:
     def text_list(self, m: _Map, key: str, path: str) -> tuple[str, ...]:
         value = m.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            self.error(f"{path}.{key}", m.key_lines.get(key, m.line),
-                       "must be a list of names")
+            self.error(f"{path}.{key}", m.key_lines.get(key, m.line), "must be a list of names")
             return ()
         return tuple(value)
 
     def items(self, m: _Map, key: str, path: str, required: bool) -> list[Any]:
         value = m.get(key, [])
         if not isinstance(value, list) or (required and not value):
-            self.error(f"{path}.{key}", m.key_lines.get(key, m.line),
-                       "must be a non-empty list" if required else "must be a list")
+            self.error(
+                f"{path}.{key}",
+                m.key_lines.get(key, m.line),
+                "must be a non-empty list" if required else "must be a list",
+            )
             return []
         return value
 
 
-def _node_group(ck: _Checker, raw: Any, path: str, line: int | None, flavor: str,
-                partitions: set[str]) -> NodeGroup | None:
+def _node_group(
+    ck: _Checker, raw: Any, path: str, line: int | None, flavor: str, partitions: set[str]
+) -> NodeGroup | None:
     m = ck.mapping(raw, path, line, _NODE_KEYS, _NODE_REQUIRED)
     if m is None:
         return None
     before = len(ck.problems)
     partitioning = ck.text(m, "partitioning", path, "whole")
     if partitioning != "whole" and not MIG_RE.match(partitioning):
-        ck.error(f"{path}.partitioning", m.key_lines.get("partitioning"),
-                 f"must be 'whole' or a MIG profile such as 1g.10gb, not {partitioning!r}")
+        ck.error(
+            f"{path}.partitioning",
+            m.key_lines.get("partitioning"),
+            f"must be 'whole' or a MIG profile such as 1g.10gb, not {partitioning!r}",
+        )
     quota = m.get("quota")
     if quota is not None:
         quota = ck.number(m, "quota", path, 0, whole=True)
         if flavor != "kueue":
-            ck.error(f"{path}.quota", m.key_lines.get("quota"),
-                     "a local quota applies to the kueue flavor only")
+            ck.error(f"{path}.quota", m.key_lines.get("quota"), "a local quota applies to the kueue flavor only")
     partition = ck.text(m, "partition", path)
     if partition and flavor != "slurm":
-        ck.error(f"{path}.partition", m.key_lines.get("partition"),
-                 "partitions exist on the slurm flavor only")
+        ck.error(f"{path}.partition", m.key_lines.get("partition"), "partitions exist on the slurm flavor only")
     elif partition and partitions and partition not in partitions:
-        ck.error(f"{path}.partition", m.key_lines.get("partition"),
-                 f"names no partition of this cluster ({', '.join(sorted(partitions))})")
+        ck.error(
+            f"{path}.partition",
+            m.key_lines.get("partition"),
+            f"names no partition of this cluster ({', '.join(sorted(partitions))})",
+        )
     group = NodeGroup(
         count=ck.number(m, "count", path, 1, whole=True, minimum=1, maximum=10_000),
         gpu_model=ck.text(m, "gpu_model", path),
         gpu_memory_gb=ck.number(m, "gpu_memory_gb", path, 1, whole=True, minimum=1),
-        gpus_per_node=ck.number(m, "gpus_per_node", path, 1, whole=True, minimum=1,
-                                maximum=16),
-        partitioning=partitioning, interconnect_domain=ck.text(m, "interconnect_domain", path),
-        partition=partition, name_prefix=ck.text(m, "name_prefix", path), quota=quota)
+        gpus_per_node=ck.number(m, "gpus_per_node", path, 1, whole=True, minimum=1, maximum=16),
+        partitioning=partitioning,
+        interconnect_domain=ck.text(m, "interconnect_domain", path),
+        partition=partition,
+        name_prefix=ck.text(m, "name_prefix", path),
+        quota=quota,
+    )
     if "gpu_model" in m and not group.gpu_model:
         ck.error(f"{path}.gpu_model", m.key_lines.get("gpu_model"), "must not be empty")
     return group if len(ck.problems) == before else None
@@ -255,8 +300,7 @@ def _partitions(ck: _Checker, m: _Map, path: str, flavor: str) -> tuple[Partitio
     if "partitions" not in m:
         return ()
     if flavor != "slurm":
-        ck.error(f"{path}.partitions", m.key_lines.get("partitions"),
-                 "partitions exist on the slurm flavor only")
+        ck.error(f"{path}.partitions", m.key_lines.get("partitions"), "partitions exist on the slurm flavor only")
         return ()
     out: list[Partition] = []
     for j, raw in enumerate(ck.items(m, "partitions", path, required=True)):
@@ -275,20 +319,21 @@ def _partitions(ck: _Checker, m: _Map, path: str, flavor: str) -> tuple[Partitio
     if len(set(names)) != len(names):
         ck.error(f"{path}.partitions", m.key_lines.get("partitions"), "names repeat")
     if sum(p.default for p in out) > 1:
-        ck.error(f"{path}.partitions", m.key_lines.get("partitions"),
-                 "at most one partition may be the default")
+        ck.error(f"{path}.partitions", m.key_lines.get("partitions"), "at most one partition may be the default")
     return tuple(out)
 
 
 def _flavor(ck: _Checker, m: _Map, path: str, kind: str) -> str:
     if kind != "simulator":
         if "flavor" in m and m["flavor"] != kind:
-            ck.error(f"{path}.flavor", m.key_lines.get("flavor"),
-                     f"contradicts kind {kind!r} (only kind: simulator takes a flavor)")
+            ck.error(
+                f"{path}.flavor",
+                m.key_lines.get("flavor"),
+                f"contradicts kind {kind!r} (only kind: simulator takes a flavor)",
+            )
         return kind if kind in FLAVORS else "slurm"
     if "flavor" not in m:
-        ck.error(f"{path}.flavor", m.line, "is required when kind is simulator "
-                 f"({', '.join(FLAVORS)})")
+        ck.error(f"{path}.flavor", m.line, f"is required when kind is simulator ({', '.join(FLAVORS)})")
         return "slurm"
     return ck.text(m, "flavor", path, "slurm", choices=FLAVORS)
 
@@ -300,28 +345,37 @@ def _cluster(ck: _Checker, raw: Any, path: str, line: int | None) -> ClusterDesc
     before = len(ck.problems)
     name = ck.text(m, "name", path)
     if "name" in m and not NAME_RE.match(name):
-        ck.error(f"{path}.name", m.key_lines.get("name"),
-                 "use lower-case letters, digits and '-' (like onprem-slurm)")
+        ck.error(f"{path}.name", m.key_lines.get("name"), "use lower-case letters, digits and '-' (like onprem-slurm)")
     kind = ck.text(m, "kind", path, "simulator", choices=KINDS)
     flavor = _flavor(ck, m, path, kind)
     gang = ck.text(m, "gang_scheduler", path, "", choices=GANG_SCHEDULERS)
     if gang and flavor != "kueue":
-        ck.error(f"{path}.gang_scheduler", m.key_lines.get("gang_scheduler"),
-                 "a gang scheduler beside the queue applies to the kueue flavor only")
+        ck.error(
+            f"{path}.gang_scheduler",
+            m.key_lines.get("gang_scheduler"),
+            "a gang scheduler beside the queue applies to the kueue flavor only",
+        )
     partitions = _partitions(ck, m, path, flavor)
-    groups = [_node_group(ck, raw_group, f"{path}.nodes[{j}]", m.key_lines.get("nodes"),
-                          flavor, {p.name for p in partitions})
-              for j, raw_group in enumerate(ck.items(m, "nodes", path, required=True))]
+    groups = [
+        _node_group(ck, raw_group, f"{path}.nodes[{j}]", m.key_lines.get("nodes"), flavor, {p.name for p in partitions})
+        for j, raw_group in enumerate(ck.items(m, "nodes", path, required=True))
+    ]
     desc = ClusterDescription(
-        name=name, kind=kind, flavor=flavor, region=ck.text(m, "region", path),
+        name=name,
+        kind=kind,
+        flavor=flavor,
+        region=ck.text(m, "region", path),
         location=ck.text(m, "location", path, "onprem", choices=LOCATIONS),
         price_per_gpu_hour=float(ck.number(m, "price_per_gpu_hour", path)),
         egress_per_gb=float(ck.number(m, "egress_per_gb", path)),
         image_pull_s=float(ck.number(m, "image_pull_s", path)),
         provisioning_s=float(ck.number(m, "provisioning_s", path)),
         data_locations=ck.text_list(m, "data_locations", path),
-        node_groups=tuple(g for g in groups if g is not None), partitions=partitions,
-        gang_scheduler=gang, description=ck.text(m, "description", path))
+        node_groups=tuple(g for g in groups if g is not None),
+        partitions=partitions,
+        gang_scheduler=gang,
+        description=ck.text(m, "description", path),
+    )
     if "region" in m and not desc.region:
         ck.error(f"{path}.region", m.key_lines.get("region"), "must not be empty")
     return desc if len(ck.problems) == before else None
@@ -351,8 +405,7 @@ def _check_unique(ck: _Checker, raws: list[Any]) -> None:
     for i, raw in enumerate(raws):
         name = raw.get("name") if isinstance(raw, _Map) else None
         if isinstance(name, str) and name in seen:
-            ck.error(f"clusters[{i}].name", raw.key_lines.get("name"),
-                     f"cluster {name!r} is described twice")
+            ck.error(f"clusters[{i}].name", raw.key_lines.get("name"), f"cluster {name!r} is described twice")
         if isinstance(name, str):
             seen.add(name)
 
@@ -371,11 +424,13 @@ def load_demo_fleet() -> FleetDescription:
     return load_fleet(DEMO_FLEET_PATH)
 
 
-def build_simulated_clusters(fleet: FleetDescription,
-                             sim: SimulatorFleet | None = None) -> list[SimulatedCluster]:
+def build_simulated_clusters(fleet: FleetDescription, sim: SimulatorFleet | None = None) -> list[SimulatedCluster]:
     """Create (or replace) one simulated cluster per described cluster, on ``sim``'s clock
     (default: the process-wide simulated fleet)."""
     sim = sim or SimulatorFleet.instance()
-    return [sim.add_cluster(c.name, c.flavor, node_groups=c.node_groups,
-                            partitions=c.partitions, gang_scheduler=c.gang_scheduler)
-            for c in fleet.clusters]
+    return [
+        sim.add_cluster(
+            c.name, c.flavor, node_groups=c.node_groups, partitions=c.partitions, gang_scheduler=c.gang_scheduler
+        )
+        for c in fleet.clusters
+    ]

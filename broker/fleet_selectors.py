@@ -1,4 +1,5 @@
 """Fleet-wide reads for the overview and cluster pages (scoped: members of any tenant)."""
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -20,9 +21,15 @@ def cluster_rows(*, user: AnyUser) -> list[dict]:
     rows = []
     for cluster in cluster_list(user=user):
         age = (now - cluster.last_inventory_at).total_seconds() if cluster.last_inventory_at else None
-        rows.append({"cluster": cluster, "pools": list(cluster.pools.all()), "age_s": age,
-                     "stale": cluster.health == ClusterHealth.STALE,
-                     "limits": limit_rows(cluster.local_limits)})
+        rows.append(
+            {
+                "cluster": cluster,
+                "pools": list(cluster.pools.all()),
+                "age_s": age,
+                "stale": cluster.health == ClusterHealth.STALE,
+                "limits": limit_rows(cluster.local_limits),
+            }
+        )
     return rows
 
 
@@ -34,8 +41,15 @@ def limit_rows(stored: dict | None) -> list[dict]:
         parts = [f"{cap[k]} {unit}" for k, unit in (("max_gpus", "GPUs"), ("max_nodes", "nodes")) if k in cap]
         if "max_time_s" in cap:
             parts.append(f"{cap['max_time_s'] / 60:g} min")
-        rows.append({"source": cap["source"], "applies": _applies(cap), "limit": "per job: " + ", ".join(parts),
-                     "used": None, "headroom": None})
+        rows.append(
+            {
+                "source": cap["source"],
+                "applies": _applies(cap),
+                "limit": "per job: " + ", ".join(parts),
+                "used": None,
+                "headroom": None,
+            }
+        )
     for quota in (stored or {}).get("quotas", []):
         limit, used = quota.get("limit_gpus"), quota.get("used_gpus", 0)
         text = "no GPU ceiling" if limit is None else f"{limit} GPUs"
@@ -43,8 +57,15 @@ def limit_rows(stored: dict | None) -> list[dict]:
             text += f" (nominal {limit - quota['borrow_gpus']} + borrowing {quota['borrow_gpus']})"
         if quota.get("max_jobs") is not None:
             text += f", {quota['max_jobs']} jobs"
-        rows.append({"source": quota["source"], "applies": _applies(quota), "limit": text, "used": used,
-                     "headroom": None if limit is None else max(0, limit - used)})
+        rows.append(
+            {
+                "source": quota["source"],
+                "applies": _applies(quota),
+                "limit": text,
+                "used": used,
+                "headroom": None if limit is None else max(0, limit - used),
+            }
+        )
     return rows
 
 
@@ -77,22 +98,36 @@ def overview(*, user: AnyUser) -> dict:
             cell = capacity[(row["cluster"].name, _unit(pool))]
             for key in ("gpus_total", "gpus_allocatable", "gpus_allocated", "gpus_reserved", "gpus_idle"):
                 cell[key] += getattr(pool, key)
-    return {"rows": rows, "capacity": sorted((k, dict(v)) for k, v in capacity.items()),
-            "figures": _figures(user, now), "now": now}
+    return {
+        "rows": rows,
+        "capacity": sorted((k, dict(v)) for k, v in capacity.items()),
+        "figures": _figures(user, now),
+        "now": now,
+    }
 
 
 def _figures(user: AnyUser, now) -> dict:
     day = now - timedelta(days=1)
     mine = workload_list(user=user)
     # started_at__gte leaves out the rows without a start
-    started = cast(list[tuple[datetime, datetime, datetime | None]], list(
-        mine.filter(started_at__gte=day).values_list("created_at", "started_at", "dispatched_at")))
+    started = cast(
+        list[tuple[datetime, datetime, datetime | None]],
+        list(mine.filter(started_at__gte=day).values_list("created_at", "started_at", "dispatched_at")),
+    )
     waits = [(s - c).total_seconds() for c, s, _ in started]
     first_gpu = [(s - d).total_seconds() for _, s, d in started if d]
-    depth = mine.filter(state__in=(WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED,
-                                   WorkloadState.DISPATCHING, WorkloadState.QUEUED)).count()
-    failed = AuditRecord.objects.filter(workload__in=mine, created_at__gte=day,
-                                        action__in=("dispatch.rejected", "workload.rejected")).count()
+    depth = mine.filter(
+        state__in=(
+            WorkloadState.SUBMITTED,
+            WorkloadState.WAITING,
+            WorkloadState.RESERVED,
+            WorkloadState.DISPATCHING,
+            WorkloadState.QUEUED,
+        )
+    ).count()
+    failed = AuditRecord.objects.filter(
+        workload__in=mine, created_at__gte=day, action__in=("dispatch.rejected", "workload.rejected")
+    ).count()
     last_run = ReconcileRun.objects.first()
     cloud = mine.filter(cluster__location="cloud", started_at__isnull=False, started_at__gte=now.replace(day=1))
     spend = 0.0

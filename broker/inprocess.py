@@ -3,6 +3,7 @@
 Used by ``manage.py demo`` (and usable by any single-process deployment): the same
 task functions as the Celery beat schedule, called at the same intervals.
 """
+
 from __future__ import annotations
 
 import logging

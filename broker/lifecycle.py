@@ -8,6 +8,7 @@ moves a row from one state to another, and it refuses anything this table does n
 The state enums live here (the models import them), so the table and the choices of the
 ``state`` columns can never disagree.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -1,4 +1,5 @@
 """Reads of a user's own notification settings (nobody reads another's)."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -12,8 +13,14 @@ def notification_preference_get(*, user) -> NotificationPreference:
     found = NotificationPreference.objects.filter(user=user).first()
     if found is not None:
         return found
-    return NotificationPreference(user=user, events=[], email=False, webhook_url="", webhook_secret="",
-                                  long_wait_minutes=settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES)
+    return NotificationPreference(
+        user=user,
+        events=[],
+        email=False,
+        webhook_url="",
+        webhook_secret="",
+        long_wait_minutes=settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES,
+    )
 
 
 def notifications_sent(*, user, limit: int = 50):

@@ -1,5 +1,6 @@
 """How a workload ended, for the pages and the API: what the status poll stored from the
 backend's outcome, plus the run time and GPU-hours the broker knows itself."""
+
 from __future__ import annotations
 
 from typing import Any

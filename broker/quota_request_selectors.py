@@ -1,5 +1,6 @@
 """Reads for quota requests, scoped to the acting user: the requester, the quota's owner,
 the tenant's admins and platform operators see a request; anyone else gets 404."""
+
 from __future__ import annotations
 
 from django.db.models import Q, QuerySet
@@ -11,8 +12,9 @@ from portal.tenancy.models import Role
 
 
 def quota_request_list(*, user: AnyUser) -> QuerySet[QuotaRequest]:
-    rows = QuotaRequest.objects.select_related("quota__gpu_class", "quota__tenant", "quota__owner", "project",
-                                               "requester", "decided_by")
+    rows = QuotaRequest.objects.select_related(
+        "quota__gpu_class", "quota__tenant", "quota__owner", "project", "requester", "decided_by"
+    )
     if is_operator(user):
         return rows
     if not getattr(user, "is_authenticated", False):
@@ -26,8 +28,11 @@ def quota_request_get(*, user: AnyUser, request_id: int) -> QuotaRequest:
 
 def quota_request_trail(*, request: QuotaRequest) -> QuerySet[AuditRecord]:
     """Every step of one request, oldest first (the caller has already been allowed to see it)."""
-    return (AuditRecord.objects.filter(action__startswith="quota_request.", inputs__request_id=request.id)
-            .select_related("actor").order_by("created_at", "id"))
+    return (
+        AuditRecord.objects.filter(action__startswith="quota_request.", inputs__request_id=request.id)
+        .select_related("actor")
+        .order_by("created_at", "id")
+    )
 
 
 def can_decide(*, user: AnyUser, request: QuotaRequest) -> bool:

@@ -1,4 +1,5 @@
 """Reads of broker data, always scoped to the acting user (an outsider sees nothing)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,7 +13,14 @@ from django.db.models import F, OuterRef, Q, QuerySet, Subquery
 from django.shortcuts import get_object_or_404
 
 from broker.models import (
-    AuditRecord, Cluster, Escalation, GpuClass, Quota, Reservation, Workload, WorkloadState,
+    AuditRecord,
+    Cluster,
+    Escalation,
+    GpuClass,
+    Quota,
+    Reservation,
+    Workload,
+    WorkloadState,
 )
 from broker.models.workload import TERMINAL_STATES
 from portal.tenancy.access import AnyUser, is_operator, projects_for, tenants_for
@@ -72,7 +80,7 @@ class Cursor:
 
 @dataclass
 class WorkloadPage:
-    rows: list[dict]      # QUEUE_FIELDS of each row, newest first
+    rows: list[dict]  # QUEUE_FIELDS of each row, newest first
     newer: Cursor | None  # where the page of newer rows ends; None: this is the first page
     older: Cursor | None  # where the page of older rows starts; None: nothing older
 
@@ -84,14 +92,17 @@ class WorkloadPage:
     def fingerprint(self) -> str:
         """Changes whenever anything the rows or the page links show changes (the columns a
         row shows that can change are its state, reason and cluster; updated_at besides)."""
-        seen = [(r["id"], r["state"], r["reason"], r["raw_reason"], r["cluster_name"], str(r["updated_at"]))
-                for r in self.rows]
+        seen = [
+            (r["id"], r["state"], r["reason"], r["raw_reason"], r["cluster_name"], str(r["updated_at"]))
+            for r in self.rows
+        ]
         links = [c.encode() if c else "" for c in (self.newer, self.older)]
         return hashlib.sha256(repr((seen, links)).encode()).hexdigest()[:32]
 
 
-def workload_page(*, user: AnyUser, state: str = "", before: Cursor | None = None, after: Cursor | None = None,
-                  limit: int = PAGE_SIZE) -> WorkloadPage:
+def workload_page(
+    *, user: AnyUser, state: str = "", before: Cursor | None = None, after: Cursor | None = None, limit: int = PAGE_SIZE
+) -> WorkloadPage:
     """One page of the queue, newest first: the first page, the ``limit`` rows older than
     ``before``, or the ``limit`` rows newer than ``after``.  Keyset, not offset: a page
     costs the same few index probes however deep it is, and rows arriving meanwhile
@@ -115,8 +126,15 @@ def workload_page(*, user: AnyUser, state: str = "", before: Cursor | None = Non
     return WorkloadPage(rows, newer=first if more else None, older=last)
 
 
-def _page_keys(user: AnyUser, state: str, cursor: Cursor | None, *, newest_first: bool, n: int,
-               project_ids: list[int] | None = None) -> list[tuple[datetime, int]]:
+def _page_keys(
+    user: AnyUser,
+    state: str,
+    cursor: Cursor | None,
+    *,
+    newest_first: bool,
+    n: int,
+    project_ids: list[int] | None = None,
+) -> list[tuple[datetime, int]]:
     """(created_at, id) of the first ``n`` visible rows past ``cursor`` in the page's direction.
 
     The plain ordered list sorts every visible workload: over several projects the
@@ -129,10 +147,13 @@ def _page_keys(user: AnyUser, state: str, cursor: Cursor | None, *, newest_first
     if project_ids is None:
         project_ids = list(_workload_projects(user).order_by().values_list("id", flat=True))
     if len(project_ids) > NEWEST_MAX_PROJECTS:  # operators over a large estate: one plain query
-        return list(workload_list(user=user, state=state).filter(bound).order_by(*order)
-                    .values_list("created_at", "id")[:n])
-    per_project = [Workload.objects.filter(bound, project_id=pid, **filters).order_by(*order)
-                   .values_list("created_at", "id")[:n] for pid in project_ids]
+        return list(
+            workload_list(user=user, state=state).filter(bound).order_by(*order).values_list("created_at", "id")[:n]
+        )
+    per_project = [
+        Workload.objects.filter(bound, project_id=pid, **filters).order_by(*order).values_list("created_at", "id")[:n]
+        for pid in project_ids
+    ]
     if not per_project:
         return []
     if len(per_project) == 1:
@@ -154,16 +175,20 @@ def _past(cursor: Cursor | None, newest_first: bool) -> Q:
 
 # What a queue row shows, read as plain values: building 50 model instances with three
 # related ones each cost more than the query itself, on every refresh of every open tab.
-QUEUE_FIELDS = {"project_slug": F("project__slug"), "gpu_class_slug": F("gpu_class__slug"),
-                "cluster_name": F("cluster__name")}
+QUEUE_FIELDS = {
+    "project_slug": F("project__slug"),
+    "gpu_class_slug": F("gpu_class__slug"),
+    "cluster_name": F("cluster__name"),
+}
 
 
 _QUEUE_COLUMNS = ("id", "uid", "name", "state", "reason", "raw_reason", "total_gpus", "created_at", "updated_at")
 
 
 def _queue_rows(ids: list[int]) -> list[dict]:
-    rows = list(Workload.objects.filter(id__in=ids).order_by("-created_at", "-id").values(
-        *_QUEUE_COLUMNS, **QUEUE_FIELDS))
+    rows = list(
+        Workload.objects.filter(id__in=ids).order_by("-created_at", "-id").values(*_QUEUE_COLUMNS, **QUEUE_FIELDS)
+    )
     return _labelled(rows)
 
 
@@ -175,8 +200,7 @@ def _labelled(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _pg_page_rows(project_ids: list[int], state: str, cursor: Cursor | None, newest_first: bool,
-                  n: int) -> list[dict]:
+def _pg_page_rows(project_ids: list[int], state: str, cursor: Cursor | None, newest_first: bool, n: int) -> list[dict]:
     """PostgreSQL: the page in one query.  For each project, the first ``n`` rows past the
     cursor come from its (project, -created_at) index (LATERAL, a LIMIT each); the first ``n``
     of those are joined to their names.  Raw SQL on purpose: the ORM's UNION of one subquery
@@ -191,14 +215,16 @@ def _pg_page_rows(project_ids: list[int], state: str, cursor: Cursor | None, new
         where.append(f"w.created_at {cmp}= %s AND (w.created_at {cmp} %s OR w.id {cmp} %s)")
         params += [cursor.created_at, cursor.created_at, cursor.id]
     names = ", ".join(f"w.{c}" for c in _QUEUE_COLUMNS)
-    sql = (f"SELECT k.*, pr.slug, gc.slug, cl.name FROM unnest(%s::bigint[]) AS p(id) "
-           f"CROSS JOIN LATERAL (SELECT {names}, w.project_id, w.gpu_class_id, w.cluster_id "
-           f"FROM {Workload._meta.db_table} w WHERE {' AND '.join(where)} "
-           f"ORDER BY w.created_at {order}, w.id {order} LIMIT %s) k "
-           f"JOIN {Project._meta.db_table} pr ON pr.id = k.project_id "
-           f"LEFT JOIN {GpuClass._meta.db_table} gc ON gc.id = k.gpu_class_id "
-           f"LEFT JOIN {Cluster._meta.db_table} cl ON cl.id = k.cluster_id "
-           f"ORDER BY k.created_at {order}, k.id {order} LIMIT %s")
+    sql = (
+        f"SELECT k.*, pr.slug, gc.slug, cl.name FROM unnest(%s::bigint[]) AS p(id) "
+        f"CROSS JOIN LATERAL (SELECT {names}, w.project_id, w.gpu_class_id, w.cluster_id "
+        f"FROM {Workload._meta.db_table} w WHERE {' AND '.join(where)} "
+        f"ORDER BY w.created_at {order}, w.id {order} LIMIT %s) k "
+        f"JOIN {Project._meta.db_table} pr ON pr.id = k.project_id "
+        f"LEFT JOIN {GpuClass._meta.db_table} gc ON gc.id = k.gpu_class_id "
+        f"LEFT JOIN {Cluster._meta.db_table} cl ON cl.id = k.cluster_id "
+        f"ORDER BY k.created_at {order}, k.id {order} LIMIT %s"
+    )
     keys = (*_QUEUE_COLUMNS, "project_id", "gpu_class_id", "cluster_id", *QUEUE_FIELDS)
     with connection.cursor() as cur:
         cur.execute(sql, [project_ids, *params, n, n])
@@ -208,8 +234,12 @@ def _pg_page_rows(project_ids: list[int], state: str, cursor: Cursor | None, new
 
 def _rows(ids: list[int]) -> QuerySet[Workload]:
     # the rows show no spec or placement: skip decoding their JSON documents on every refresh
-    return (Workload.objects.filter(id__in=ids).select_related("project", "cluster", "gpu_class")
-            .defer("spec", "placement", "tried_clusters").order_by("-created_at", "-id"))
+    return (
+        Workload.objects.filter(id__in=ids)
+        .select_related("project", "cluster", "gpu_class")
+        .defer("spec", "placement", "tried_clusters")
+        .order_by("-created_at", "-id")
+    )
 
 
 def workload_get(*, user: AnyUser, workload_id: int) -> Workload:
@@ -235,7 +265,8 @@ def quota_get(*, user: AnyUser, quota_id: int) -> Quota:
 
 def reservation_list(*, user: AnyUser, live_only: bool = True) -> QuerySet[Reservation]:
     qs = Reservation.objects.filter(tenant__in=_admin_tenants(user)).select_related(
-        "workload", "tenant", "gpu_class", "cluster")
+        "workload", "tenant", "gpu_class", "cluster"
+    )
     # the owner of the quota the reservation counts against
     owner = Quota.objects.filter(tenant_id=OuterRef("tenant_id"), gpu_class_id=OuterRef("gpu_class_id"))
     qs = qs.annotate(quota_owner=Subquery(owner.values("owner__username")[:1]))

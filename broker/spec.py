@@ -3,6 +3,7 @@
 The web form, the REST API, the placement library and every backend read this one
 dataclass.  Mapping it onto a control plane's objects lives in that backend's module.
 """
+
 from __future__ import annotations
 
 import re
@@ -136,8 +137,7 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
     for extra in sorted(set(data) - known):
         errors.setdefault(extra, []).append("is not a workload spec field.")
     values: dict[str, Any] = {}
-    for name in ("project", "name", "command", "image", "gpu_class", "mig_profile",
-                 "data_location", "priority"):
+    for name in ("project", "name", "command", "image", "gpu_class", "mig_profile", "data_location", "priority"):
         values[name] = _text(name, data.get(name), errors, 4000 if name == "command" else 200)
     for name in _INT_LIMITS:
         if name in data and data[name] not in (None, ""):
@@ -150,8 +150,11 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
     _check_semantics(values, errors)
     if errors:
         raise SpecError(errors)
-    clean = {k: v for k, v in values.items() if v is not None and (v != "" or k in (
-        "gpu_class", "image", "mig_profile", "data_location"))}
+    clean = {
+        k: v
+        for k, v in values.items()
+        if v is not None and (v != "" or k in ("gpu_class", "image", "mig_profile", "data_location"))
+    }
     clean.setdefault("priority", "normal")
     if not clean["priority"]:
         clean["priority"] = "normal"
@@ -182,16 +185,18 @@ def _check_semantics(values: dict[str, Any], errors: dict[str, list[str]]) -> No
     if not name:
         err("name", "is required.")
     elif not NAME_RE.match(name):
-        err("name", "use lower-case letters, digits and '-', at most 52 characters, "
-            "starting and ending with a letter or digit.")
+        err(
+            "name",
+            "use lower-case letters, digits and '-', at most 52 characters, "
+            "starting and ending with a letter or digit.",
+        )
     if not values.get("command"):
         err("command", "is required.")
     if not values.get("gpu_class") and not values.get("gpu_models"):
         err("gpu_class", "choose a GPU class or list the accepted GPU models.")
     mig = values.get("mig_profile", "")
     if mig and not MIG_PROFILE_RE.match(mig):
-        err("mig_profile", "must be a MIG profile such as 1g.10gb or 3g.40gb, or empty "
-            "for whole GPUs.")
+        err("mig_profile", "must be a MIG profile such as 1g.10gb or 3g.40gb, or empty for whole GPUs.")
     if mig and (values.get("gpus_per_worker") or 1) > 7:
         err("gpus_per_worker", "at most 7 MIG slices fit on one GPU.")
     if values.get("priority") and values["priority"] not in PRIORITIES:

@@ -3,6 +3,7 @@
 Each calls one service.  The same functions run in-process in the demo
 (CELERY_TASK_ALWAYS_EAGER) and from the in-process ticker.
 """
+
 from __future__ import annotations
 
 from celery import shared_task
@@ -96,8 +97,9 @@ def reconcile() -> None:
 
     from broker.services.reconcile import reconcile_fleet
 
-    reconcile_fleet(budget_s=settings.GPUBROKER_RECONCILE_BUDGET_S,
-                    max_follow_ups=settings.GPUBROKER_RECONCILE_MAX_FOLLOW_UPS)
+    reconcile_fleet(
+        budget_s=settings.GPUBROKER_RECONCILE_BUDGET_S, max_follow_ups=settings.GPUBROKER_RECONCILE_MAX_FOLLOW_UPS
+    )
 
 
 @shared_task(**TASK_OPTIONS)

@@ -16,8 +16,11 @@ urlpatterns = [
     path("quotas/<int:quota_id>/owner/", quota_owner.quota_owner_edit, name="quota-owner"),
     path("quota-requests/", quota_requests.quota_request_list_page, name="quota-request-list"),
     path("quota-requests/<int:quota_request_id>/", quota_requests.quota_request_detail, name="quota-request-detail"),
-    path("quota-requests/<int:quota_request_id>/decide/", quota_requests.quota_request_decide_view,
-         name="quota-request-decide"),
+    path(
+        "quota-requests/<int:quota_request_id>/decide/",
+        quota_requests.quota_request_decide_view,
+        name="quota-request-decide",
+    ),
     path("notifications/", notifications.notification_settings, name="notification-settings"),
     path("clusters/", views.cluster_list_page, name="cluster-list"),
     path("clusters/<int:cluster_id>/outage/", outage.cluster_outage, name="cluster-outage"),

@@ -2,6 +2,7 @@
 product goes through ``sleep`` here, so a run in simulated time can make a wait move its
 own clock instead of the wall clock's.  Free of Django, so backends may use it.
 """
+
 from __future__ import annotations
 
 import contextlib

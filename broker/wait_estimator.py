@@ -12,6 +12,7 @@ A job that would find ``pending_gpus`` queued ahead of it waits about
 recently waited.  With no observation yet the estimate falls back to the caller's prior
 (the old fixed ``assumed_job_hours`` model), so a new cluster is not taken for idle.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,21 +20,20 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 DEFAULT_HALF_LIFE_S = 6 * 3600.0
-Key = tuple[str, str]        # (cluster, pool or GPU class)
+Key = tuple[str, str]  # (cluster, pool or GPU class)
 
 
 @dataclass
 class _Decayed:
-    at_s: float = 0.0          # the instant the sums below are decayed to
-    weight: float = 0.0        # decayed number of observed starts
-    wait_sum: float = 0.0      # decayed sum of their waits
-    gpus: float = 0.0          # decayed sum of their GPUs
+    at_s: float = 0.0  # the instant the sums below are decayed to
+    weight: float = 0.0  # decayed number of observed starts
+    wait_sum: float = 0.0  # decayed sum of their waits
+    gpus: float = 0.0  # decayed sum of their GPUs
 
     def decay_to(self, now_s: float, tau_s: float) -> None:
         if now_s > self.at_s:
             factor = math.exp(-(now_s - self.at_s) / tau_s)
-            self.weight, self.wait_sum, self.gpus = (
-                self.weight * factor, self.wait_sum * factor, self.gpus * factor)
+            self.weight, self.wait_sum, self.gpus = (self.weight * factor, self.wait_sum * factor, self.gpus * factor)
             self.at_s = now_s
 
 
@@ -80,8 +80,7 @@ class WaitEstimator:
         span = min(self.tau_s, max(now_s - self._first_s[key], 60.0))
         return gpus / span
 
-    def predict_s(self, key: Key, now_s: float, pending_gpus: int, gpus: int,
-                  prior_s: float, cap_s: float) -> float:
+    def predict_s(self, key: Key, now_s: float, pending_gpus: int, gpus: int, prior_s: float, cap_s: float) -> float:
         """The expected wait of a ``gpus``-GPU job behind ``pending_gpus`` queued GPUs."""
         if not self.observed(key):
             return min(prior_s, cap_s)
@@ -102,7 +101,7 @@ class ErrorSummary:
     mean_abs_s: float
     p50_abs_s: float
     p90_abs_s: float
-    mean_signed_s: float       # > 0: the estimator expected longer waits than seen
+    mean_signed_s: float  # > 0: the estimator expected longer waits than seen
 
 
 def _nearest_rank(ordered: Sequence[float], q: float) -> float:
@@ -115,6 +114,10 @@ def error_summary(pairs: Iterable[tuple[float, float]]) -> ErrorSummary | None:
     if not pairs:
         return None
     errors = sorted(abs(p - a) for p, a in pairs)
-    return ErrorSummary(count=len(pairs), mean_abs_s=sum(errors) / len(errors),
-                        p50_abs_s=_nearest_rank(errors, 50), p90_abs_s=_nearest_rank(errors, 90),
-                        mean_signed_s=sum(p - a for p, a in pairs) / len(pairs))
+    return ErrorSummary(
+        count=len(pairs),
+        mean_abs_s=sum(errors) / len(errors),
+        p50_abs_s=_nearest_rank(errors, 50),
+        p90_abs_s=_nearest_rank(errors, 90),
+        mean_signed_s=sum(p - a for p, a in pairs) / len(pairs),
+    )

@@ -1,6 +1,7 @@
 """How good the learned queue-wait estimates were: the wait predicted at each workload's
 first placement decision (``placement["predicted_wait_s"]``) against the wait it had
 (start - submission), over workloads that started."""
+
 from __future__ import annotations
 
 from datetime import datetime

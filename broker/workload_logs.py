@@ -4,6 +4,7 @@ Only the job's own people read its output: researchers of its project and the ad
 its tenant.  Anyone else, platform operators included, gets the same 404 as for a job
 that does not exist, because output may hold what the project would not show.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,8 @@ class LogQuery:
 class WorkloadLogs:
     workload: Workload
     page: LogPage | None
-    note: str = ""            # plain words when there is no page, or it is not the whole story
-    gone: bool = False        # the destination no longer has the output
+    note: str = ""  # plain words when there is no page, or it is not the whole story
+    gone: bool = False  # the destination no longer has the output
     unreachable: bool = False  # the destination did not answer: try again
 
     @property
@@ -79,15 +80,18 @@ def log_query(params: Mapping[str, str], *, workers: int, default_tail: int | No
         raise LogQueryError(errors)
     if tail is None and offset is None:
         tail = default_tail
-    return LogQuery(worker=str(int(worker)) if worker else "", tail=tail,
-                    offset=None if tail is not None else (offset or 0), limit=limit or DEFAULT_LIMIT)
+    return LogQuery(
+        worker=str(int(worker)) if worker else "",
+        tail=tail,
+        offset=None if tail is not None else (offset or 0),
+        limit=limit or DEFAULT_LIMIT,
+    )
 
 
 def workload_for_logs(*, user: AnyUser, workload_id: int) -> Workload:
     """The workload, if the user is one of its people; else 404."""
     mine = projects_for(user, Role.RESEARCHER, Role.ADMIN)
-    return get_object_or_404(Workload.objects.filter(project__in=mine).select_related("cluster"),
-                             id=workload_id)
+    return get_object_or_404(Workload.objects.filter(project__in=mine).select_related("cluster"), id=workload_id)
 
 
 def workload_logs_read(*, user: AnyUser, workload_id: int, query: LogQuery) -> WorkloadLogs:
@@ -97,19 +101,26 @@ def workload_logs_read(*, user: AnyUser, workload_id: int, query: LogQuery) -> W
     try:
         backend = backend_for(workload.cluster)
         if not hasattr(backend, "logs"):  # a backend that is no LogReader
-            return WorkloadLogs(workload, None, f"The broker cannot read the output of jobs on "
-                                                f"{workload.cluster.name} ({workload.cluster.kind}).")
-        page = backend.logs(workload.destination_job_id, worker=query.worker, offset=query.offset,
-                            limit=query.limit, tail=query.tail)
+            return WorkloadLogs(
+                workload,
+                None,
+                f"The broker cannot read the output of jobs on {workload.cluster.name} ({workload.cluster.kind}).",
+            )
+        page = backend.logs(
+            workload.destination_job_id, worker=query.worker, offset=query.offset, limit=query.limit, tail=query.tail
+        )
     except LogsGone as exc:
-        return WorkloadLogs(workload, None, f"{workload.cluster.name} no longer has this job's output "
-                                            f"({exc}).", gone=True)
+        return WorkloadLogs(
+            workload, None, f"{workload.cluster.name} no longer has this job's output ({exc}).", gone=True
+        )
     except Unavailable as exc:
-        return WorkloadLogs(workload, None, f"{workload.cluster.name} did not answer; try again "
-                                            f"({exc}).", unreachable=True)
+        return WorkloadLogs(
+            workload, None, f"{workload.cluster.name} did not answer; try again ({exc}).", unreachable=True
+        )
     except BackendError as exc:  # a standing reason, such as a cluster set up without file access
-        return WorkloadLogs(workload, None, f"The broker cannot read the output of jobs on "
-                                            f"{workload.cluster.name}: {exc}.")
+        return WorkloadLogs(
+            workload, None, f"The broker cannot read the output of jobs on {workload.cluster.name}: {exc}."
+        )
     note = "" if page.lines or page.offset else "No output yet."
     return WorkloadLogs(workload, page, note)
 
@@ -123,6 +134,10 @@ def workload_last_lines(*, user: AnyUser, workload: Workload, lines: int = 20) -
         return None
     if workload.cluster is not None and workload.cluster.health == ClusterHealth.STALE:
         # a silent cluster would hold the page for the whole backend timeout
-        return WorkloadLogs(workload, None, f"{workload.cluster.name} is not answering; its output "
-                                            f"is shown once it does.", unreachable=True)
+        return WorkloadLogs(
+            workload,
+            None,
+            f"{workload.cluster.name} is not answering; its output is shown once it does.",
+            unreachable=True,
+        )
     return workload_logs_read(user=user, workload_id=workload.id, query=LogQuery(tail=lines))

@@ -1,4 +1,5 @@
 """HTTP to /api/v1/ with the token; every failure becomes an ApiError or a ConnectError."""
+
 from __future__ import annotations
 
 import uuid
@@ -71,8 +72,9 @@ class Client:
         except requests.RequestException as exc:
             raise Unreachable(f"cannot connect to {self.base}: {exc.__class__.__name__}: {exc}") from None
         if response.status_code == 401:
-            raise ConnectError(f"the server refused the token ({_error(response).message}); "
-                               "log in again with a valid token")
+            raise ConnectError(
+                f"the server refused the token ({_error(response).message}); log in again with a valid token"
+            )
         if response.status_code >= 400:
             raise _error(response)
         if raw:
@@ -83,8 +85,9 @@ class Client:
 def _error(response: requests.Response) -> ApiError:
     try:
         body = response.json()["error"]
-        return ApiError(response.status_code, str(body.get("code", "error")), str(body.get("message", "")),
-                        body.get("fields") or {})
+        return ApiError(
+            response.status_code, str(body.get("code", "error")), str(body.get("message", "")), body.get("fields") or {}
+        )
     except (ValueError, KeyError, TypeError, AttributeError):
         text = response.text.strip().splitlines()[0][:200] if response.text.strip() else response.reason
         return ApiError(response.status_code, "http_error", text, {})

@@ -1,4 +1,5 @@
 """Where the client finds the server and its token: environment first, then the config file."""
+
 from __future__ import annotations
 
 import json
@@ -51,6 +52,7 @@ def load() -> Config:
     url = os.environ.get("GPUBROKER_URL") or stored.get("url") or ""
     token = os.environ.get("GPUBROKER_TOKEN") or stored.get("token") or ""
     if not url or not token:
-        raise ConfigError("not logged in: run `gpubroker login --url URL --token TOKEN` "
-                          "or set GPUBROKER_URL and GPUBROKER_TOKEN")
+        raise ConfigError(
+            "not logged in: run `gpubroker login --url URL --token TOKEN` or set GPUBROKER_URL and GPUBROKER_TOKEN"
+        )
     return Config(url=url.rstrip("/"), token=token)

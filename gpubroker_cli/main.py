@@ -3,6 +3,7 @@
 Exit codes: 0 ok, 1 the API refused (error and its fields printed), 2 bad arguments or
 spec file, 3 cannot connect or the token is refused.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,13 +55,19 @@ def parser() -> argparse.ArgumentParser:
     submit = sub.add_parser("submit", help="submit a workload described in a YAML file")
     submit.add_argument("spec", type=Path)
     submit.add_argument("--project", help="project id (or name); overrides the file's project")
-    submit.add_argument("--dry-run", action="store_true",
-                        help="show where it would go, when it would start and what it would cost; submit nothing")
+    submit.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show where it would go, when it would start and what it would cost; submit nothing",
+    )
     lst = sub.add_parser("list", help="your projects' workloads, newest first")
     lst.add_argument("--state")
     lst.add_argument("--limit", type=int, default=50)
-    for name, text in (("status", "state and the local queue reason in plain words"),
-                       ("explain", "ranking and exclusions of the placement"), ("cancel", "cancel a workload")):
+    for name, text in (
+        ("status", "state and the local queue reason in plain words"),
+        ("explain", "ranking and exclusions of the placement"),
+        ("cancel", "cancel a workload"),
+    ):
         sub.add_parser(name, help=text).add_argument("id", type=int)
     watch = sub.add_parser("watch", help="follow a workload until it ends, printing each change")
     watch.add_argument("id", type=int)
@@ -105,11 +112,15 @@ def load_spec(path: Path, project: str | None, client: Client) -> dict:
 
 
 def _project_id(client: Client, name: str) -> int:
-    matches = [p for p in client.list_all("projects/") if name in (p.get("name"), p.get("slug"),
-                                                                  f"{p.get('tenant')}/{p.get('slug')}")]
+    matches = [
+        p
+        for p in client.list_all("projects/")
+        if name in (p.get("name"), p.get("slug"), f"{p.get('tenant')}/{p.get('slug')}")
+    ]
     if len(matches) != 1:
-        raise UsageError(f"project {name!r}: {'no' if not matches else 'more than one'} project of yours "
-                         "has that name; give its id")
+        raise UsageError(
+            f"project {name!r}: {'no' if not matches else 'more than one'} project of yours has that name; give its id"
+        )
     return int(matches[0]["id"])
 
 
@@ -125,8 +136,18 @@ def cmd_submit(args, out, client: Client) -> int:
 
 def cmd_list(args, out, client: Client) -> int:
     page = client.get("workloads/", state=args.state, limit=args.limit)
-    rows = [[w.get("id"), w.get("name"), w.get("project"), w.get("state"), w.get("cluster"),
-             w.get("local_reason_text") or w.get("reason"), w.get("created_at")] for w in page.get("results", [])]
+    rows = [
+        [
+            w.get("id"),
+            w.get("name"),
+            w.get("project"),
+            w.get("state"),
+            w.get("cluster"),
+            w.get("local_reason_text") or w.get("reason"),
+            w.get("created_at"),
+        ]
+        for w in page.get("results", [])
+    ]
     print(output.table(["id", "name", "project", "state", "cluster", "why", "created"], rows), file=out)
     return OK
 
@@ -168,8 +189,11 @@ def cmd_logs(args, out, client: Client) -> int:
     """Print the output; pages of 1000 lines from the start, or the last --tail lines; with
     --follow ask for the lines after the last one printed until the workload has ended."""
     path, worker = f"workloads/{args.id}/logs/", args.worker
-    page = client.get(path, worker=worker, tail=args.tail) if args.tail else client.get(
-        path, worker=worker, offset=0, limit=1000)
+    page = (
+        client.get(path, worker=worker, tail=args.tail)
+        if args.tail
+        else client.get(path, worker=worker, offset=0, limit=1000)
+    )
     while True:
         for line in page.get("lines", []):
             print(line, file=out, flush=True)
@@ -196,8 +220,16 @@ def cmd_chargeback(args, out, client: Client) -> int:
     return OK
 
 
-COMMANDS = {"submit": cmd_submit, "list": cmd_list, "status": cmd_status, "explain": cmd_explain,
-            "cancel": cmd_cancel, "watch": cmd_watch, "logs": cmd_logs, "chargeback": cmd_chargeback}
+COMMANDS = {
+    "submit": cmd_submit,
+    "list": cmd_list,
+    "status": cmd_status,
+    "explain": cmd_explain,
+    "cancel": cmd_cancel,
+    "watch": cmd_watch,
+    "logs": cmd_logs,
+    "chargeback": cmd_chargeback,
+}
 
 
 def main(argv: list[str] | None = None, out=None, err=None) -> int:

@@ -1,4 +1,5 @@
 """Plain-text tables and lines for the terminal."""
+
 from __future__ import annotations
 
 from typing import Iterable, Sequence
@@ -23,8 +24,14 @@ def _text(value: object) -> str:
 
 def workload_status(w: dict) -> str:
     lines = [f"{w.get('id')}  {w.get('name')}  {w.get('state')}"]
-    for label, key in (("project", "project"), ("cluster", "cluster"), ("destination job", "destination_job_id"),
-                       ("created", "created_at"), ("started", "started_at"), ("ended", "ended_at")):
+    for label, key in (
+        ("project", "project"),
+        ("cluster", "cluster"),
+        ("destination job", "destination_job_id"),
+        ("created", "created_at"),
+        ("started", "started_at"),
+        ("ended", "ended_at"),
+    ):
         if w.get(key) not in (None, ""):
             lines.append(f"  {label}: {w[key]}")
     code = w.get("local_reason") or w.get("reason")
@@ -34,8 +41,10 @@ def workload_status(w: dict) -> str:
         lines.append(f"  scheduler says: {w['raw_reason']}")
     outcome = w.get("outcome") or {}
     if outcome.get("summary"):
-        lines.append(f"  how it ended: {outcome['summary']}"
-                     + (f" [{outcome['end_reason']}]" if outcome.get("end_reason") else ""))
+        lines.append(
+            f"  how it ended: {outcome['summary']}"
+            + (f" [{outcome['end_reason']}]" if outcome.get("end_reason") else "")
+        )
     if outcome.get("gpu_hours") is not None:
         lines.append(f"  run time: {outcome['run_seconds']:g} s, {outcome['gpu_hours']:g} GPU-hours")
     return "\n".join(lines)
@@ -43,19 +52,39 @@ def workload_status(w: dict) -> str:
 
 def explain(e: dict) -> str:
     chosen = e.get("chosen")
-    parts = [f"policy {e.get('policy_version', '?')}; chosen: "
-             + (f"{chosen.get('cluster')}/{chosen.get('pool')}" if chosen else "none yet")]
+    parts = [
+        f"policy {e.get('policy_version', '?')}; chosen: "
+        + (f"{chosen.get('cluster')}/{chosen.get('pool')}" if chosen else "none yet")
+    ]
     candidates = e.get("candidates") or []
     terms = sorted({name for c in candidates for name in (c.get("terms") or {})})
     if candidates:
-        parts += ["", "Ranking", table(["#", "cluster", "pool", "score", *terms],
-                                       [[i, c.get("cluster"), c.get("pool"), c.get("score"),
-                                         *[(c.get("terms") or {}).get(t) for t in terms]]
-                                        for i, c in enumerate(candidates, 1)])]
+        parts += [
+            "",
+            "Ranking",
+            table(
+                ["#", "cluster", "pool", "score", *terms],
+                [
+                    [
+                        i,
+                        c.get("cluster"),
+                        c.get("pool"),
+                        c.get("score"),
+                        *[(c.get("terms") or {}).get(t) for t in terms],
+                    ]
+                    for i, c in enumerate(candidates, 1)
+                ],
+            ),
+        ]
     excluded = e.get("excluded") or []
     if excluded:
-        parts += ["", "Excluded", table(["cluster", "rule", "detail"],
-                                        [[x.get("cluster"), x.get("rule"), x.get("detail")] for x in excluded])]
+        parts += [
+            "",
+            "Excluded",
+            table(
+                ["cluster", "rule", "detail"], [[x.get("cluster"), x.get("rule"), x.get("detail")] for x in excluded]
+            ),
+        ]
     if not candidates and not excluded:
         parts.append("no placement decision yet")
     return "\n".join(parts)
@@ -65,18 +94,41 @@ def preview(p: dict) -> str:
     """``submit --dry-run``: the destinations a submission made now would be ranked on."""
     chosen = p.get("chosen")
     quota = p.get("quota") or {}
-    parts = [f"dry run, nothing submitted; policy {p.get('policy_version', '?')}; would go to: "
-             + (f"{chosen.get('cluster')}/{chosen.get('pool')}" if chosen else f"nowhere now ({p.get('reason')})"),
-             f"quota left: {quota.get('remaining')} of {quota.get('limit')} {quota.get('gpu_class')} GPUs"]
+    parts = [
+        f"dry run, nothing submitted; policy {p.get('policy_version', '?')}; would go to: "
+        + (f"{chosen.get('cluster')}/{chosen.get('pool')}" if chosen else f"nowhere now ({p.get('reason')})"),
+        f"quota left: {quota.get('remaining')} of {quota.get('limit')} {quota.get('gpu_class')} GPUs",
+    ]
     parts += [f"warning: {w}" for w in p.get("warnings") or []]
-    rows = [[d.get("rank"), d.get("cluster"), d.get("pool"), d.get("score"), d.get("expected_start"),
-             d.get("queue_wait_s"), d.get("gpu_hours"), d.get("rate_per_gpu_hour"), d.get("egress_cost"),
-             d.get("expected_cost")] for d in p.get("destinations") or []]
+    rows = [
+        [
+            d.get("rank"),
+            d.get("cluster"),
+            d.get("pool"),
+            d.get("score"),
+            d.get("expected_start"),
+            d.get("queue_wait_s"),
+            d.get("gpu_hours"),
+            d.get("rate_per_gpu_hour"),
+            d.get("egress_cost"),
+            d.get("expected_cost"),
+        ]
+        for d in p.get("destinations") or []
+    ]
     if rows:
-        parts += ["", table(["#", "cluster", "pool", "score", "expected start", "wait s", "GPU-h", "rate",
-                             "egress", "cost"], rows)]
+        parts += [
+            "",
+            table(
+                ["#", "cluster", "pool", "score", "expected start", "wait s", "GPU-h", "rate", "egress", "cost"], rows
+            ),
+        ]
     excluded = p.get("excluded") or []
     if excluded:
-        parts += ["", "Excluded", table(["cluster", "rule", "detail"],
-                                        [[x.get("cluster"), x.get("rule"), x.get("detail")] for x in excluded])]
+        parts += [
+            "",
+            "Excluded",
+            table(
+                ["cluster", "rule", "detail"], [[x.get("cluster"), x.get("rule"), x.get("detail")] for x in excluded]
+            ),
+        ]
     return "\n".join(parts)

@@ -1,4 +1,5 @@
 """The Celery app; configuration comes from Django settings (CELERY_* names)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Read settings from the environment, failing loudly and naming the variable."""
+
 from __future__ import annotations
 
 import os
@@ -75,8 +76,7 @@ def database_from_url(name: str, default_sqlite: Path) -> dict:
     engine = DB_ENGINES.get(parts.scheme)
     if engine is None:
         raise ImproperlyConfigured(
-            f"{name}: unknown scheme {parts.scheme!r} in {raw!r}; "
-            f"use one of {', '.join(sorted(DB_ENGINES))}"
+            f"{name}: unknown scheme {parts.scheme!r} in {raw!r}; use one of {', '.join(sorted(DB_ENGINES))}"
         )
     if engine.endswith("sqlite3"):
         path = unquote(parts.path[1:] if parts.path.startswith("//") else parts.path)

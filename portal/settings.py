@@ -3,6 +3,7 @@
 With nothing set the portal runs on SQLite in the project folder and executes
 background tasks in-process, so a laptop with only Python can run the demo.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -102,11 +103,13 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # two of them cannot both read and then fail to upgrade ("database is locked" at once,
     # which no busy timeout retries); the timeout (busy_timeout, in seconds) makes a writer
     # wait its turn, retried by SQLite itself, instead of failing.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({
-        "timeout": 20,
-        "transaction_mode": "IMMEDIATE",
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
-    })
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+        }
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -128,8 +131,11 @@ if GPUBROKER_HTTPS:
 GPUBROKER_SIGNIN_RATE_PER_MINUTE = env_int("GPUBROKER_SIGNIN_RATE_PER_MINUTE", 10, minimum=1)
 # the rate limiter's counters: shared by all web processes through Redis when one is given
 _CACHE_URL = env_str("GPUBROKER_CACHE_URL", "")
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
-          if _CACHE_URL else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _CACHE_URL}
+    if _CACHE_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
 
 # Quota alerts to their owners.  The demo prints mails on the console; a site sets SMTP
 # (django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST...); tests use locmem.
@@ -196,8 +202,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit and follow GPU workloads across Slurm, Kueue, Volcano and cloud.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
-                             "broker.api.schema.add_error_responses"],
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "broker.api.schema.add_error_responses"],
 }
 
 # Celery: with no broker URL, tasks run eagerly in the calling process (demo, laptop).
@@ -260,8 +265,10 @@ CELERY_BEAT_SCHEDULE = {
     # jobs a destination holds by local policy past the policy's limit move elsewhere
     "withdraw-policy-holds": {"task": "broker.tasks.withdraw_policy_holds", "schedule": 60.0},
     "reconcile": {"task": "broker.tasks.reconcile", "schedule": float(GPUBROKER_RECONCILE_INTERVAL_S)},
-    "multikueue-dispatch": {"task": "broker.tasks.multikueue_dispatch_all",
-                            "schedule": float(GPUBROKER_MK_DISPATCH_INTERVAL_S)},
+    "multikueue-dispatch": {
+        "task": "broker.tasks.multikueue_dispatch_all",
+        "schedule": float(GPUBROKER_MK_DISPATCH_INTERVAL_S),
+    },
     "collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": float(GPUBROKER_USAGE_INTERVAL_S)},
     "sample-fleet": {"task": "portal.metrics.tasks.sample_fleet", "schedule": float(GPUBROKER_SAMPLE_INTERVAL_S)},
     # approved quota raises past their end date go back; hourly is soon enough for a whole-day end

@@ -1,4 +1,5 @@
 """Azure cost details CSV (EA / MCA): tags as JSON, with or without the outer braces."""
+
 from __future__ import annotations
 
 from accounting.bills.base import BillLineData, Columns, RowParser, json_tags
@@ -20,9 +21,14 @@ def row_parser(cols: Columns) -> RowParser:
             raise cols.error(line, tags_col, f"bad tags {row[tags_col].strip()[:60]!r}: expected JSON")
         description = " / ".join(p for p in (cols.text(row, meter), cols.text(row, sub_meter)) if p)
         return BillLineData(
-            line_no=line, usage_start=cols.moment(row, start, line),
-            resource_id=cols.text(row, resource), description=description,
+            line_no=line,
+            usage_start=cols.moment(row, start, line),
+            resource_id=cols.text(row, resource),
+            description=description,
             usage_amount=cols.number(row, amount, line, empty_is_zero=True),
-            cost=cols.number(row, cost, line), currency=cols.text(row, currency)[:3], tags=tags)
+            cost=cols.number(row, cost, line),
+            currency=cols.text(row, currency)[:3],
+            tags=tags,
+        )
 
     return parse

@@ -1,4 +1,5 @@
 """What every bill format shares: decoding, the CSV walk, numbers, dates and errors."""
+
 from __future__ import annotations
 
 import csv
@@ -127,20 +128,22 @@ def decoded_lines(raw: Iterable[bytes], file_name: str) -> Iterator[str]:
     """UTF-8 lines (a BOM is allowed); the first non-UTF-8 byte is reported where it sits."""
     for n, chunk in enumerate(raw, start=1):
         if n == 1 and chunk.startswith(_BOM):
-            chunk = chunk[len(_BOM):]
+            chunk = chunk[len(_BOM) :]
         try:
             yield chunk.decode("utf-8")
         except UnicodeDecodeError as exc:
-            column = len(chunk[:exc.start].decode("utf-8", errors="replace")) + 1
-            raise BillParseError(file_name, n, column,
-                                 f"not UTF-8 (byte 0x{chunk[exc.start]:02x}); export the file as UTF-8") from None
+            column = len(chunk[: exc.start].decode("utf-8", errors="replace")) + 1
+            raise BillParseError(
+                file_name, n, column, f"not UTF-8 (byte 0x{chunk[exc.start]:02x}); export the file as UTF-8"
+            ) from None
 
 
 RowParser = Callable[[list[str], int], BillLineData]
 
 
-def parse_rows(raw: Iterable[bytes], file_name: str,
-               make_parser: Callable[[Columns], RowParser]) -> Iterator[BillLineData | BillParseError]:
+def parse_rows(
+    raw: Iterable[bytes], file_name: str, make_parser: Callable[[Columns], RowParser]
+) -> Iterator[BillLineData | BillParseError]:
     """Yield each line or its error; a file-level problem (encoding, header) is raised."""
     reader = csv.reader(decoded_lines(raw, file_name))
     header = next(reader, None)
@@ -153,8 +156,12 @@ def parse_rows(raw: Iterable[bytes], file_name: str,
             continue
         line = reader.line_num
         if len(row) != len(cols.header):
-            yield BillParseError(file_name, line, min(len(row), len(cols.header)) + 1,
-                                 f"{len(row)} fields, the header has {len(cols.header)}")
+            yield BillParseError(
+                file_name,
+                line,
+                min(len(row), len(cols.header)) + 1,
+                f"{len(row)} fields, the header has {len(cols.header)}",
+            )
             continue
         try:
             yield parse_row(row, line)

@@ -3,6 +3,7 @@
 A malformed file stores nothing; the same file (same sha256) imported twice is
 recognised and not counted again; a line that matches no project is kept, unmatched.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,20 +41,38 @@ class BillImportResult:
         return self.bill.line_count - self.bill.matched_count
 
 
-def bill_import(*, provider: str, file_name: str, content: BinaryIO, tenant: Tenant | None = None,
-                cluster: Cluster | None = None, actor=None) -> BillImportResult:
+def bill_import(
+    *,
+    provider: str,
+    file_name: str,
+    content: BinaryIO,
+    tenant: Tenant | None = None,
+    cluster: Cluster | None = None,
+    actor=None,
+) -> BillImportResult:
     """Import one bill file (seekable binary); raises BillRejected when it is malformed."""
     digest = _sha256(content)
     existing = BillImport.objects.filter(sha256=digest).first()
     if existing is not None:
         return BillImportResult(bill=existing, duplicate=True)
-    outcome = parse_bill(_byte_lines(content), provider=provider, file_name=file_name,
-                         max_errors=int(setting("GPUBROKER_ACCOUNTING_MAX_BILL_ERRORS")))
+    outcome = parse_bill(
+        _byte_lines(content),
+        provider=provider,
+        file_name=file_name,
+        max_errors=int(setting("GPUBROKER_ACCOUNTING_MAX_BILL_ERRORS")),
+    )
     if not outcome.ok:
         raise BillRejected(file_name, outcome.errors)
     try:
-        bill = _store(provider=provider, file_name=file_name, digest=digest, tenant=tenant,
-                      cluster=cluster, actor=actor, lines=outcome.lines)
+        bill = _store(
+            provider=provider,
+            file_name=file_name,
+            digest=digest,
+            tenant=tenant,
+            cluster=cluster,
+            actor=actor,
+            lines=outcome.lines,
+        )
     except IntegrityError:  # the same file won a race with us: it is the same bill
         return BillImportResult(bill=BillImport.objects.get(sha256=digest), duplicate=True)
     return BillImportResult(bill=bill, duplicate=False)
@@ -74,24 +93,43 @@ def _byte_lines(content: BinaryIO) -> Iterator[bytes]:
 
 
 @transaction.atomic
-def _store(*, provider: str, file_name: str, digest: str, tenant: Tenant | None, cluster: Cluster | None,
-           actor, lines: list[BillLineData]) -> BillImport:
+def _store(
+    *,
+    provider: str,
+    file_name: str,
+    digest: str,
+    tenant: Tenant | None,
+    cluster: Cluster | None,
+    actor,
+    lines: list[BillLineData],
+) -> BillImport:
     rows = list(_match_lines(lines, tenant_id=tenant.id if tenant else None))
     starts = [line.usage_start for line in lines]
     bill = BillImport.objects.create(
-        provider=provider, tenant=tenant, cluster=cluster, file_name=file_name[:255], sha256=digest,
-        uploaded_by=actor if getattr(actor, "pk", None) else None, line_count=len(rows),
+        provider=provider,
+        tenant=tenant,
+        cluster=cluster,
+        file_name=file_name[:255],
+        sha256=digest,
+        uploaded_by=actor if getattr(actor, "pk", None) else None,
+        line_count=len(rows),
         matched_count=sum(1 for r in rows if r.project_id),
         total_cost=sum((r.cost for r in rows), Decimal("0")).quantize(Decimal("0.0001")),
         currency=next((line.currency for line in lines if line.currency), ""),
-        period_start=min(starts, default=None), period_end=max(starts, default=None))
+        period_start=min(starts, default=None),
+        period_end=max(starts, default=None),
+    )
     for row in rows:
         row.bill = bill
     BillLine.objects.bulk_create(rows, batch_size=2000)
-    audit(action="accounting.bill_import", tenant_id=tenant.id if tenant else None, actor=actor,
-          cluster=cluster.name if cluster else "",
-          message=f"{file_name}: {bill.line_count} lines, {bill.matched_count} matched",
-          inputs={"provider": provider, "file_name": file_name, "sha256": digest})
+    audit(
+        action="accounting.bill_import",
+        tenant_id=tenant.id if tenant else None,
+        actor=actor,
+        cluster=cluster.name if cluster else "",
+        message=f"{file_name}: {bill.line_count} lines, {bill.matched_count} matched",
+        inputs={"provider": provider, "file_name": file_name, "sha256": digest},
+    )
     return bill
 
 
@@ -104,7 +142,8 @@ def _match_lines(lines: Iterable[BillLineData], *, tenant_id: int | None) -> Ite
     if tenant_id is not None:
         workloads = workloads.filter(tenant_id=tenant_id)
     by_uid: dict[str, Mapping[str, Any]] = {
-        w["uid"]: w for w in workloads.values("id", "uid", "project_id", "tenant_id", "gpu_class_id")}
+        w["uid"]: w for w in workloads.values("id", "uid", "project_id", "tenant_id", "gpu_class_id")
+    }
     class_map = _bill_class_map()
     for line in lines:
         uid = _tag(line.tags, workload_tags())
@@ -114,11 +153,20 @@ def _match_lines(lines: Iterable[BillLineData], *, tenant_id: int | None) -> Ite
         # an unmatched line of a tenant's own bill is still that tenant's cost, unassigned
         tenant = tenant or tenant_id
         yield BillLine(
-            line_no=line.line_no, usage_start=line.usage_start, resource_id=line.resource_id[:500],
-            description=line.description[:500], usage_amount=line.usage_amount, cost=line.cost,
-            currency=line.currency, tags=line.tags, tenant_id=tenant, project_id=project_id,
-            workload_id=wl["id"] if wl else None, workload_uid=uid[:40],
-            gpu_class_id=(wl or {}).get("gpu_class_id") or _bill_class(line.description, class_map, classes))
+            line_no=line.line_no,
+            usage_start=line.usage_start,
+            resource_id=line.resource_id[:500],
+            description=line.description[:500],
+            usage_amount=line.usage_amount,
+            cost=line.cost,
+            currency=line.currency,
+            tags=line.tags,
+            tenant_id=tenant,
+            project_id=project_id,
+            workload_id=wl["id"] if wl else None,
+            workload_uid=uid[:40],
+            gpu_class_id=(wl or {}).get("gpu_class_id") or _bill_class(line.description, class_map, classes),
+        )
 
 
 def _owner(wl: Mapping[str, Any] | None, ref) -> tuple[int | None, int | None]:

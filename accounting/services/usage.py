@@ -5,6 +5,7 @@ chunks: each chunk is one transaction that inserts new jobs, updates jobs that w
 still running, and moves the cluster's watermark, so a crash half-way leaves the
 ledger and watermark consistent and a rerun adds nothing twice.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -37,8 +38,10 @@ class IngestReport:
 
     @property
     def discrepancies(self) -> list[str]:
-        return [f"account {account!r} matches no project ({n} job(s))"
-                for account, n in sorted(self.unmatched_accounts.items())]
+        return [
+            f"account {account!r} matches no project ({n} job(s))"
+            for account, n in sorted(self.unmatched_accounts.items())
+        ]
 
 
 @dataclass
@@ -68,9 +71,13 @@ def usage_ingest(*, cluster: Cluster, records: Iterable[UsageRecord], actor=None
     ctx = _Context(cluster, ProjectResolver(), GpuClassResolver(), report, PersonResolver())
     for chunk in _chunks(records, chunk_size()):
         _write_chunk(ctx, chunk)
-    audit(action="accounting.usage_ingest", actor=actor, cluster=cluster.name,
-          message=f"{report.created} new, {report.updated} updated, {report.unchanged} unchanged",
-          inputs={"records": report.records, "unmatched_accounts": dict(report.unmatched_accounts)})
+    audit(
+        action="accounting.usage_ingest",
+        actor=actor,
+        cluster=cluster.name,
+        message=f"{report.created} new, {report.updated} updated, {report.unchanged} unchanged",
+        inputs={"records": report.records, "unmatched_accounts": dict(report.unmatched_accounts)},
+    )
     return report
 
 
@@ -150,16 +157,35 @@ def _update_running(ctx: _Context, latest: dict, existing: dict) -> None:
         if end is not None or (r.end is None and r.gpu_seconds == secs):
             ctx.report.unchanged += 1
             continue
-        changed.append(UsageEntry(id=pk, end=r.end, gpu_seconds=r.gpu_seconds, gpus=r.gpus,
-                                  state=r.state, updated_at=now))
+        changed.append(
+            UsageEntry(id=pk, end=r.end, gpu_seconds=r.gpu_seconds, gpus=r.gpus, state=r.state, updated_at=now)
+        )
     if changed:
         UsageEntry.objects.bulk_update(changed, ["end", "gpu_seconds", "gpus", "state", "updated_at"])
         ctx.report.updated += len(changed)
 
 
-_COLUMNS = ("source", "cluster_id", "job_id", "workload_uid", "workload_id", "account", "tenant_id", "project_id",
-            "gpu_model", "gpu_class_id", "gpus", "start", "end", "gpu_seconds", "state", "ingested_at", "updated_at",
-            "cluster_user", "user_id")
+_COLUMNS = (
+    "source",
+    "cluster_id",
+    "job_id",
+    "workload_uid",
+    "workload_id",
+    "account",
+    "tenant_id",
+    "project_id",
+    "gpu_model",
+    "gpu_class_id",
+    "gpus",
+    "start",
+    "end",
+    "gpu_seconds",
+    "state",
+    "ingested_at",
+    "updated_at",
+    "cluster_user",
+    "user_id",
+)
 
 
 def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[tuple]:
@@ -171,10 +197,29 @@ def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[tuple]:
         wl = workloads.get(("uid", r.workload_id)) or workloads.get(("job", r.job_id))
         project_id, tenant_id = _owner(ctx, r, wl)
         gpu_class_id = (wl or {}).get("gpu_class_id") or ctx.classes.for_model(r.gpu_model)
-        rows.append((r.source, ctx.cluster.id, r.job_id, (r.workload_id or "")[:40], wl["id"] if wl else None,
-                     r.account[:100], tenant_id, project_id, r.gpu_model[:100], gpu_class_id, r.gpus,
-                     db_time(r.start), db_time(r.end), max(0, r.gpu_seconds), r.state[:40], stamp, stamp,
-                     r.user[:100], _person(ctx, r, wl)))
+        rows.append(
+            (
+                r.source,
+                ctx.cluster.id,
+                r.job_id,
+                (r.workload_id or "")[:40],
+                wl["id"] if wl else None,
+                r.account[:100],
+                tenant_id,
+                project_id,
+                r.gpu_model[:100],
+                gpu_class_id,
+                r.gpus,
+                db_time(r.start),
+                db_time(r.end),
+                max(0, r.gpu_seconds),
+                r.state[:40],
+                stamp,
+                stamp,
+                r.user[:100],
+                _person(ctx, r, wl),
+            )
+        )
     return rows
 
 
@@ -248,7 +293,8 @@ def _advance_watermark(ctx: _Context, chunk: list[UsageRecord]) -> None:
     if ctx.report.max_end is None or top > ctx.report.max_end:
         ctx.report.max_end = top
     mark, created = UsageWatermark.objects.select_for_update().get_or_create(
-        cluster=ctx.cluster, defaults={"last_end": top})
+        cluster=ctx.cluster, defaults={"last_end": top}
+    )
     if not created and top > mark.last_end:
         mark.last_end = top
         mark.save(update_fields=["last_end"])

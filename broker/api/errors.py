@@ -1,5 +1,6 @@
 """The API's one error shape:
 ``{"error": {"code": "<snake_case>", "message": "<text>", "fields": {"<field>": ["<msg>"]}}}``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,9 +10,17 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
 # What each status says when the exception names no code of its own.
-_DEFAULT_CODES = {400: "invalid", 401: "not_authenticated", 403: "permission_denied", 404: "not_found",
-                  405: "method_not_allowed", 406: "not_acceptable", 409: "conflict", 415: "unsupported_media_type",
-                  429: "throttled"}
+_DEFAULT_CODES = {
+    400: "invalid",
+    401: "not_authenticated",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    409: "conflict",
+    415: "unsupported_media_type",
+    429: "throttled",
+}
 
 
 def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Redirects: the API's old home, /api/..., answers 308 (method and body kept) to /api/v1/...;
 /api/v1/ itself leads to the docs."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponsePermanentRedirect, HttpResponseRedirect

@@ -1,4 +1,5 @@
 """What the REST API itself must remember: the Idempotency-Key of each workload creation."""
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -4,6 +4,7 @@ The cursor holds the last row's key, so a page is one index range scan however d
 is, and rows added meanwhile neither repeat nor vanish.  A view names its key with
 ``keyset_ordering`` ("-id", the default, or "id"); a list that is not a queryset (an
 aggregate computed in Python) is paged by position the same way."""
+
 from __future__ import annotations
 
 import base64
@@ -54,15 +55,15 @@ class KeysetPagination(BasePagination):
             rows, self.next_key = self._page_queryset(queryset, after, getattr(view, "keyset_ordering", "-id"))
         else:
             start = after or 0
-            rows = list(queryset[start:start + self.limit + 1])
+            rows = list(queryset[start : start + self.limit + 1])
             self.next_key = start + self.limit if len(rows) > self.limit else None
-        return rows[:self.limit]
+        return rows[: self.limit]
 
     def _page_queryset(self, queryset: QuerySet, after: int | None, ordering: str) -> tuple[list, int | None]:
         descending = ordering.startswith("-")
         if after is not None:
             queryset = queryset.filter(**{"id__lt" if descending else "id__gt": after})
-        rows = list(queryset.order_by(ordering)[:self.limit + 1])
+        rows = list(queryset.order_by(ordering)[: self.limit + 1])
         return rows, (rows[self.limit - 1].id if len(rows) > self.limit else None)
 
     def get_paginated_response(self, data) -> Response:
@@ -75,17 +76,34 @@ class KeysetPagination(BasePagination):
         return replace_query_param(url, "cursor", _encode(self.next_key))
 
     def get_paginated_response_schema(self, schema: dict) -> dict:
-        return {"type": "object", "required": ["results", "next"], "properties": {
-            "results": schema,
-            "next": {"type": "string", "nullable": True, "format": "uri",
-                     "description": "The next page, or null on the last one"}}}
+        return {
+            "type": "object",
+            "required": ["results", "next"],
+            "properties": {
+                "results": schema,
+                "next": {
+                    "type": "string",
+                    "nullable": True,
+                    "format": "uri",
+                    "description": "The next page, or null on the last one",
+                },
+            },
+        }
 
     def get_schema_operation_parameters(self, view) -> list[dict]:
         return [
-            {"name": "limit", "required": False, "in": "query", "description": f"Rows per page, 1 to {MAX_LIMIT}",
-             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT}},
-            {"name": "cursor", "required": False, "in": "query",
-             "description": "Where the next page starts (from the previous page's `next`)",
-             "schema": {"type": "string"}},
+            {
+                "name": "limit",
+                "required": False,
+                "in": "query",
+                "description": f"Rows per page, 1 to {MAX_LIMIT}",
+                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+            },
+            {
+                "name": "cursor",
+                "required": False,
+                "in": "query",
+                "description": "Where the next page starts (from the previous page's `next`)",
+                "schema": {"type": "string"},
+            },
         ]
-

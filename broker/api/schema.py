@@ -1,17 +1,32 @@
 """Schema post-processing: every operation documents the one error shape it may answer."""
+
 from __future__ import annotations
 
 ERROR_SCHEMA = {
-    "type": "object", "required": ["error"],
-    "properties": {"error": {"type": "object", "required": ["code", "message", "fields"], "properties": {
-        "code": {"type": "string", "description": "snake_case, e.g. invalid, not_found, token_expired"},
-        "message": {"type": "string"},
-        "fields": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}},
-                   "description": "Each field (or header, or query parameter) in error, with its messages"},
-    }}},
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message", "fields"],
+            "properties": {
+                "code": {"type": "string", "description": "snake_case, e.g. invalid, not_found, token_expired"},
+                "message": {"type": "string"},
+                "fields": {
+                    "type": "object",
+                    "additionalProperties": {"type": "array", "items": {"type": "string"}},
+                    "description": "Each field (or header, or query parameter) in error, with its messages",
+                },
+            },
+        }
+    },
 }
-ERRORS = {"400": "invalid input, per field", "401": "not authenticated, or the token is expired or revoked",
-          "403": "the caller's roles do not allow it", "404": "no such object (for this caller)"}
+ERRORS = {
+    "400": "invalid input, per field",
+    "401": "not authenticated, or the token is expired or revoked",
+    "403": "the caller's roles do not allow it",
+    "404": "no such object (for this caller)",
+}
 
 
 def add_error_responses(result: dict, generator, request, public) -> dict:

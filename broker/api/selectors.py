@@ -1,4 +1,5 @@
 """Reads the API needs beyond the broker's own selectors, scoped the same way."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet
@@ -14,5 +15,9 @@ def workload_attempts(*, user: AnyUser, workload_id: int) -> QuerySet[DispatchAt
 
 
 def me(*, user: AnyUser) -> dict:
-    return {"username": user.get_username(), "roles": sorted(roles_of(user)),
-            "tenants": sorted(tenants_for(user).values_list("slug", flat=True)), "is_operator": is_operator(user)}
+    return {
+        "username": user.get_username(),
+        "roles": sorted(roles_of(user)),
+        "tenants": sorted(tenants_for(user).values_list("slug", flat=True)),
+        "is_operator": is_operator(user),
+    }

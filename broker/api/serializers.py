@@ -1,4 +1,5 @@
 """API shapes.  Serializers only shape data; writes go through the services."""
+
 from __future__ import annotations
 
 import difflib
@@ -72,6 +73,7 @@ def _wrong_type(field: serializers.Field, raw) -> str:
             return "" if ok else words
     return ""
 
+
 class WorkloadSpecIn(StrictSerializer):
     """The one workload spec, as the API accepts it (validated by broker.spec)."""
 
@@ -111,18 +113,37 @@ class WorkloadOut(serializers.ModelSerializer):
     project: serializers.SlugRelatedField[Project] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_class: serializers.SlugRelatedField[GpuClass] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    local_reason = serializers.CharField(source="reason", read_only=True,
-                                         help_text="The normalised local queue reason")
+    local_reason = serializers.CharField(source="reason", read_only=True, help_text="The normalised local queue reason")
     local_reason_text = serializers.SerializerMethodField()
     outcome = serializers.SerializerMethodField()
 
     class Meta:
         model = Workload
-        fields = ["id", "uid", "name", "project", "state", "reason", "local_reason", "local_reason_text",
-                  "raw_reason", "cluster",
-                  "destination_job_id", "worker_cluster", "gpu_class", "total_gpus", "spec", "placement",
-                  "policy_version", "created_at", "dispatched_at", "started_at", "ended_at",
-                  "cancel_requested_at", "outcome"]
+        fields = [
+            "id",
+            "uid",
+            "name",
+            "project",
+            "state",
+            "reason",
+            "local_reason",
+            "local_reason_text",
+            "raw_reason",
+            "cluster",
+            "destination_job_id",
+            "worker_cluster",
+            "gpu_class",
+            "total_gpus",
+            "spec",
+            "placement",
+            "policy_version",
+            "created_at",
+            "dispatched_at",
+            "started_at",
+            "ended_at",
+            "cancel_requested_at",
+            "outcome",
+        ]
         read_only_fields = fields
 
     def get_local_reason_text(self, workload: Workload) -> str:
@@ -136,15 +157,23 @@ class WorkloadOut(serializers.ModelSerializer):
 class AuditOut(serializers.ModelSerializer):
     class Meta:
         model = AuditRecord
-        fields = ["created_at", "action", "message", "cluster", "policy_version", "score_breakdown",
-                  "destination_job_id"]
+        fields = [
+            "created_at",
+            "action",
+            "message",
+            "cluster",
+            "policy_version",
+            "score_breakdown",
+            "destination_job_id",
+        ]
 
 
 class QuotaOut(serializers.ModelSerializer):
     tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     gpu_class: serializers.SlugRelatedField[GpuClass] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True, allow_null=True)
+        slug_field="username", read_only=True, allow_null=True
+    )
     used_gpus = serializers.SerializerMethodField()
 
     class Meta:
@@ -173,8 +202,19 @@ class QuotaIn(StrictSerializer):
 class PoolOut(serializers.ModelSerializer):
     class Meta:
         model = GpuPool
-        fields = ["name", "gpu_model", "gpu_memory_gb", "partitioning", "owner", "gpus_total",
-                  "gpus_allocatable", "gpus_allocated", "gpus_reserved", "gpus_idle", "taken_at"]
+        fields = [
+            "name",
+            "gpu_model",
+            "gpu_memory_gb",
+            "partitioning",
+            "owner",
+            "gpus_total",
+            "gpus_allocatable",
+            "gpus_allocated",
+            "gpus_reserved",
+            "gpus_idle",
+            "taken_at",
+        ]
 
 
 class ClusterOut(serializers.ModelSerializer):
@@ -182,8 +222,18 @@ class ClusterOut(serializers.ModelSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["id", "name", "kind", "region", "location", "price_per_gpu_hour", "health",
-                  "last_inventory_at", "draining", "pools"]
+        fields = [
+            "id",
+            "name",
+            "kind",
+            "region",
+            "location",
+            "price_per_gpu_hour",
+            "health",
+            "last_inventory_at",
+            "draining",
+            "pools",
+        ]
 
 
 class EscalationOut(serializers.ModelSerializer):
@@ -191,8 +241,18 @@ class EscalationOut(serializers.ModelSerializer):
 
     class Meta:
         model = Escalation
-        fields = ["id", "kind", "state", "cluster", "destination_job_id", "gpus", "evidence", "outcome",
-                  "created_at", "resolved_at"]
+        fields = [
+            "id",
+            "kind",
+            "state",
+            "cluster",
+            "destination_job_id",
+            "gpus",
+            "evidence",
+            "outcome",
+            "created_at",
+            "resolved_at",
+        ]
 
 
 class EscalationResolveIn(StrictSerializer):
@@ -212,8 +272,9 @@ class ExplainCandidateOut(serializers.Serializer):
     cluster = serializers.CharField()
     pool = serializers.CharField()
     score = serializers.FloatField(help_text="Lower is better: the sum of the weighted terms")
-    terms = serializers.DictField(child=serializers.FloatField(), source="breakdown",
-                                  help_text="Each term's estimate in its own unit")
+    terms = serializers.DictField(
+        child=serializers.FloatField(), source="breakdown", help_text="Each term's estimate in its own unit"
+    )
     weighted = serializers.DictField(child=serializers.FloatField(), help_text="Each term normalised x its weight")
 
 
@@ -245,18 +306,26 @@ class ExplainOut(serializers.Serializer):
         placement = workload.placement or {}
         chosen = placement.get("chosen") or None
         return {
-            "id": workload.id, "state": workload.state,
+            "id": workload.id,
+            "state": workload.state,
             "policy_version": placement.get("policy_version") or workload.policy_version,
             "reason": placement.get("reason", "") or "",
             "chosen": {"cluster": chosen["cluster"], "pool": chosen.get("pool", "")} if chosen else None,
             "candidates": [{**c, "weighted": c.get("weighted", {})} for c in placement.get("ranked", [])],
-            "excluded": [{"cluster": name, "rule": e.get("rule", ""),
-                          "rule_text": RULE_WORDS.get(e.get("rule", ""), ""), "detail": e.get("message", "")}
-                         for name, e in placement.get("excluded", {}).items()],
+            "excluded": [
+                {
+                    "cluster": name,
+                    "rule": e.get("rule", ""),
+                    "rule_text": RULE_WORDS.get(e.get("rule", ""), ""),
+                    "detail": e.get("message", ""),
+                }
+                for name, e in placement.get("excluded", {}).items()
+            ],
         }
 
 
 # --- the caller, their projects and tokens -------------------------------------------------
+
 
 class MeOut(serializers.Serializer):
     username = serializers.CharField()
@@ -306,11 +375,15 @@ class TokenCreatedOut(serializers.Serializer):
 
 # --- accounting ------------------------------------------------------------------------------
 
+
 class MonthIn(serializers.Serializer):
     """Query parameters (other parameters, such as a cache buster, are ignored)."""
 
-    month = serializers.RegexField(r"^2\d{3}-(0[1-9]|1[0-2])$", required=False,
-                                   error_messages={"invalid": "must be a month as YYYY-MM (2000-2999)."})
+    month = serializers.RegexField(
+        r"^2\d{3}-(0[1-9]|1[0-2])$",
+        required=False,
+        error_messages={"invalid": "must be a month as YYYY-MM (2000-2999)."},
+    )
 
 
 class ChargebackIn(MonthIn):
@@ -325,10 +398,12 @@ class UsageOut(serializers.Serializer):
     project = serializers.CharField(source="project.slug")
     project_id = serializers.IntegerField(source="project.id")
     gpu_class = serializers.CharField()
-    ended_gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2, source="ended_hours",
-                                               coerce_to_string=False)
-    running_gpu_hours = serializers.DecimalField(max_digits=20, decimal_places=2, source="running_hours",
-                                                 coerce_to_string=False)
+    ended_gpu_hours = serializers.DecimalField(
+        max_digits=20, decimal_places=2, source="ended_hours", coerce_to_string=False
+    )
+    running_gpu_hours = serializers.DecimalField(
+        max_digits=20, decimal_places=2, source="running_hours", coerce_to_string=False
+    )
     jobs = serializers.IntegerField()
 
 
@@ -348,8 +423,10 @@ class ChargebackRowOut(serializers.Serializer):
     month = MonthField()
     tenant = serializers.CharField()
     project = serializers.CharField()
-    user = serializers.CharField(help_text="Who is charged: the submitter, else the person whose cluster "
-                                           "identity the job ran as, else the cluster user, else (unassigned)")
+    user = serializers.CharField(
+        help_text="Who is charged: the submitter, else the person whose cluster "
+        "identity the job ran as, else the cluster user, else (unassigned)"
+    )
     gpu_class = serializers.CharField()
     onprem_gpu_hours = _money(source="onprem_hours")
     onprem_cost = _money()

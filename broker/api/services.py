@@ -1,4 +1,5 @@
 """Workload creation that a client may retry: one Idempotency-Key, one workload."""
+
 from __future__ import annotations
 
 import hashlib

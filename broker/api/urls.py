@@ -2,7 +2,13 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from broker.api import (
-    legacy, views, views_account, views_admin, views_logs, views_notifications, views_preview,
+    legacy,
+    views,
+    views_account,
+    views_admin,
+    views_logs,
+    views_notifications,
+    views_preview,
     views_quota_requests,
 )
 from broker.api import views_identity
@@ -12,8 +18,9 @@ urlpatterns = [
     path("projects/", views_account.ProjectList.as_view(), name="api-projects"),
     path("projects/<int:project_id>/run-as/", views_identity.ProjectRunAs.as_view(), name="api-project-run-as"),
     path("cluster-identities/", views_identity.ClusterIdentityList.as_view(), name="api-cluster-identities"),
-    path("cluster-identities/<int:user_id>/", views_identity.ClusterIdentityDetail.as_view(),
-         name="api-cluster-identity"),
+    path(
+        "cluster-identities/<int:user_id>/", views_identity.ClusterIdentityDetail.as_view(), name="api-cluster-identity"
+    ),
     path("tokens/", views_account.TokenListCreate.as_view(), name="api-tokens"),
     path("tokens/<int:token_id>/", views_account.TokenRevoke.as_view(), name="api-token"),
     path("workloads/", views.WorkloadListCreate.as_view(), name="api-workloads"),
@@ -29,19 +36,34 @@ urlpatterns = [
     path("quotas/", views_admin.QuotaList.as_view(), name="api-quotas"),
     path("quotas/<int:quota_id>/", views_admin.QuotaDetail.as_view(), name="api-quota"),
     path("quota-requests/", views_quota_requests.QuotaRequestListCreate.as_view(), name="api-quota-requests"),
-    path("quota-requests/<int:quota_request_id>/", views_quota_requests.QuotaRequestDetail.as_view(),
-         name="api-quota-request"),
-    path("quota-requests/<int:quota_request_id>/decision/", views_quota_requests.QuotaRequestDecision.as_view(),
-         name="api-quota-request-decision"),
-    path("notifications/preferences/", views_notifications.NotificationPreferences.as_view(),
-         name="api-notification-preferences"),
+    path(
+        "quota-requests/<int:quota_request_id>/",
+        views_quota_requests.QuotaRequestDetail.as_view(),
+        name="api-quota-request",
+    ),
+    path(
+        "quota-requests/<int:quota_request_id>/decision/",
+        views_quota_requests.QuotaRequestDecision.as_view(),
+        name="api-quota-request-decision",
+    ),
+    path(
+        "notifications/preferences/",
+        views_notifications.NotificationPreferences.as_view(),
+        name="api-notification-preferences",
+    ),
     path("clusters/", views_admin.ClusterList.as_view(), name="api-clusters"),
     path("clusters/<int:cluster_id>/", views_admin.ClusterDetail.as_view(), name="api-cluster"),
     path("escalations/", views_admin.EscalationList.as_view(), name="api-escalations"),
-    path("escalations/<int:escalation_id>/acknowledge/", views_admin.EscalationAcknowledge.as_view(),
-         name="api-escalation-ack"),
-    path("escalations/<int:escalation_id>/resolve/", views_admin.EscalationResolve.as_view(),
-         name="api-escalation-resolve"),
+    path(
+        "escalations/<int:escalation_id>/acknowledge/",
+        views_admin.EscalationAcknowledge.as_view(),
+        name="api-escalation-ack",
+    ),
+    path(
+        "escalations/<int:escalation_id>/resolve/",
+        views_admin.EscalationResolve.as_view(),
+        name="api-escalation-resolve",
+    ),
 ]
 # the schema and its docs page, outside ``urlpatterns`` so that sweeps over the API's
 # object endpoints do not take them for one

@@ -1,4 +1,5 @@
 """REST API v1, workloads: thin views over the same selectors and services as the pages."""
+
 from __future__ import annotations
 
 import re
@@ -38,9 +39,18 @@ def _idempotency_key(request: Request) -> str:
     return key or ""
 
 
-@extend_schema_view(get=extend_schema(parameters=[
-    OpenApiParameter("state", str, enum=list(WorkloadState.values),
-                     description="Only workloads in this state (e.g. queued, running)")]))
+@extend_schema_view(
+    get=extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "state",
+                str,
+                enum=list(WorkloadState.values),
+                description="Only workloads in this state (e.g. queued, running)",
+            )
+        ]
+    )
+)
 class WorkloadListCreate(ListAPIView):
     serializer_class = s.WorkloadOut
 
@@ -52,11 +62,23 @@ class WorkloadListCreate(ListAPIView):
 
     @extend_schema(
         request=s.WorkloadSpecIn,
-        parameters=[OpenApiParameter(IDEMPOTENCY_HEADER, str, OpenApiParameter.HEADER, description=(
-            "Retry-safe creation: a second POST by the same user with the same key answers 200 "
-            "with the workload the first one created"))],
-        responses={201: s.WorkloadOut, 200: OpenApiResponse(s.WorkloadOut, "a retry: the workload already created"),
-                   409: OpenApiResponse(description="the key was used for a different request body")})
+        parameters=[
+            OpenApiParameter(
+                IDEMPOTENCY_HEADER,
+                str,
+                OpenApiParameter.HEADER,
+                description=(
+                    "Retry-safe creation: a second POST by the same user with the same key answers 200 "
+                    "with the workload the first one created"
+                ),
+            )
+        ],
+        responses={
+            201: s.WorkloadOut,
+            200: OpenApiResponse(s.WorkloadOut, "a retry: the workload already created"),
+            409: OpenApiResponse(description="the key was used for a different request body"),
+        },
+    )
     def post(self, request: Request) -> Response:
         require_role(request, Role.RESEARCHER)
         key = _idempotency_key(request)
@@ -66,17 +88,21 @@ class WorkloadListCreate(ListAPIView):
         project_id = spec.pop("project")
         try:
             if key:
-                done = workload_submit_once(user=request.user, project_id=project_id, spec_data=spec,
-                                            idempotency_key=key)
+                done = workload_submit_once(
+                    user=request.user, project_id=project_id, spec_data=spec, idempotency_key=key
+                )
             else:
                 done = Submitted(workload_submit(user=request.user, project_id=project_id, spec_data=spec), True)
         except SpecError as exc:
             raise ValidationError(exc.errors) from None
         except IdempotencyKeyReused as exc:
-            return Response(error_body("idempotency_key_reused", str(exc), {IDEMPOTENCY_HEADER: [str(exc)]}),
-                            status=status.HTTP_409_CONFLICT)
-        return Response(s.WorkloadOut(done.workload).data,
-                        status=status.HTTP_201_CREATED if done.created else status.HTTP_200_OK)
+            return Response(
+                error_body("idempotency_key_reused", str(exc), {IDEMPOTENCY_HEADER: [str(exc)]}),
+                status=status.HTTP_409_CONFLICT,
+            )
+        return Response(
+            s.WorkloadOut(done.workload).data, status=status.HTTP_201_CREATED if done.created else status.HTTP_200_OK
+        )
 
 
 class WorkloadDetail(RetrieveAPIView):

@@ -1,4 +1,5 @@
 """REST API v1: the caller (me, projects, tokens) and accounting (usage, chargeback)."""
+
 from __future__ import annotations
 
 from django.http import HttpResponse
@@ -20,8 +21,9 @@ from portal.apitokens.selectors import token_list
 from portal.apitokens.services.tokens import token_create, token_revoke
 from portal.tenancy.selectors import project_list
 
-MONTH = OpenApiParameter("month", str, pattern=r"^2\d{3}-(0[1-9]|1[0-2])$",
-                         description="YYYY-MM; this month when not given")
+MONTH = OpenApiParameter(
+    "month", str, pattern=r"^2\d{3}-(0[1-9]|1[0-2])$", description="YYYY-MM; this month when not given"
+)
 
 
 class Me(APIView):
@@ -96,13 +98,22 @@ class Chargeback(APIView):
 
     renderer_classes = [JSONRenderer, CsvRenderer]
 
-    @extend_schema(parameters=[s.ChargebackIn], responses={
-        (200, "application/json"): s.ChargebackOut,
-        (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the page's CSV export")})
+    @extend_schema(
+        parameters=[s.ChargebackIn],
+        responses={
+            (200, "application/json"): s.ChargebackOut,
+            (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the page's CSV export"),
+        },
+    )
     def get(self, request: Request) -> Response | HttpResponse:
         month, params = _month(request, s.ChargebackIn)
-        report = chargeback_report(user=request.user, first=month, months=params["months"],
-                                   tenant_slug=params.get("tenant", ""), project_slug=params.get("project", ""))
+        report = chargeback_report(
+            user=request.user,
+            first=month,
+            months=params["months"],
+            tenant_slug=params.get("tenant", ""),
+            project_slug=params.get("project", ""),
+        )
         if params["format"] == "csv":
             response = HttpResponse(chargeback_csv(report), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="chargeback-{month:%Y-%m}.csv"'

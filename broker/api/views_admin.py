@@ -1,5 +1,6 @@
 """REST API v1, the admin side: quotas, clusters, escalations.  The role is checked before
 the object, so a wrong role gets 403 whatever the id, as on the pages."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
@@ -40,9 +41,13 @@ class QuotaDetail(APIView):
         data.is_valid(raise_exception=True)
         change = data.validated_data  # partial: what is not given stays as it is
         try:
-            quota = quota_set(actor=request.user, tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id,
-                              limit_gpus=change.get("limit_gpus", quota.limit_gpus),
-                              borrow_limit_gpus=change.get("borrow_limit_gpus"))
+            quota = quota_set(
+                actor=request.user,
+                tenant_id=quota.tenant_id,
+                gpu_class_id=quota.gpu_class_id,
+                limit_gpus=change.get("limit_gpus", quota.limit_gpus),
+                borrow_limit_gpus=change.get("borrow_limit_gpus"),
+            )
         except QuotaBelowUse as exc:
             raise ValidationError({"limit_gpus": [str(exc)]}) from None
         return Response(s.QuotaOut(quota).data)

@@ -2,6 +2,7 @@
 
 Tenant admins (and operators) only: a wrong role gets 403 whatever the id; a person or
 project outside the admin's tenants is 404, as everywhere."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
@@ -17,7 +18,11 @@ from broker.api.serializers import StrictSerializer
 from broker.api.views import require_role
 from portal.identity.selectors import people_list, person_get, tenants_not_administered
 from portal.identity.services.cluster_identity import (
-    IdentityInvalid, cluster_identity_clear, cluster_identity_set, project_run_as_set)
+    IdentityInvalid,
+    cluster_identity_clear,
+    cluster_identity_set,
+    project_run_as_set,
+)
 from portal.tenancy.models import Role, RunAs
 from portal.tenancy.selectors import project_get
 
@@ -28,8 +33,11 @@ class ClusterIdentityOut(serializers.Serializer):
     posix_user = serializers.CharField(source="cluster_identity.posix_user", default="")
     posix_group = serializers.CharField(source="cluster_identity.posix_group", default="")
     k8s_user = serializers.CharField(source="cluster_identity.k8s_user", default="")
-    source = serializers.CharField(source="cluster_identity.source", default="",  # type: ignore[assignment]
-                                   help_text="admin or claim; empty: no cluster identity")
+    source = serializers.CharField(
+        source="cluster_identity.source",
+        default="",  # type: ignore[assignment]
+        help_text="admin or claim; empty: no cluster identity",
+    )
 
     def to_representation(self, instance):
         # a person without an identity reads as empty fields, not nulls
@@ -38,10 +46,20 @@ class ClusterIdentityOut(serializers.Serializer):
 
 class ClusterIdentityIn(StrictSerializer):
     posix_user = serializers.CharField(max_length=32, help_text="POSIX user name at the Slurm clusters")
-    posix_group = serializers.CharField(max_length=32, required=False, allow_blank=True, default="",
-                                        help_text="for sbatch --gid; empty: the user's primary group")
-    k8s_user = serializers.CharField(max_length=253, required=False, allow_blank=True, default="",
-                                     help_text="Kubernetes user to impersonate; empty: none")
+    posix_group = serializers.CharField(
+        max_length=32,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="for sbatch --gid; empty: the user's primary group",
+    )
+    k8s_user = serializers.CharField(
+        max_length=253,
+        required=False,
+        allow_blank=True,
+        default="",
+        help_text="Kubernetes user to impersonate; empty: none",
+    )
 
 
 class RunAsIn(StrictSerializer):
@@ -59,8 +77,10 @@ def _person_to_change(request: Request, user_id: int):
     person = person_get(user=request.user, person_id=user_id)  # 404 for outsiders
     others = tenants_not_administered(user=request.user, person=person)
     if others:
-        raise PermissionDenied(f"{person.username} is also in {', '.join(others)}, which you do not administer; "
-                               "an operator or an admin of every tenant of theirs sets the identity")
+        raise PermissionDenied(
+            f"{person.username} is also in {', '.join(others)}, which you do not administer; "
+            "an operator or an admin of every tenant of theirs sets the identity"
+        )
     return person
 
 

@@ -1,4 +1,5 @@
 """REST API v1: a workload's output, read through its destination's backend."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -9,8 +10,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api.errors import error_body
-from broker.workload_logs import (
-    LIMIT_MAX, LogQueryError, log_query, workload_for_logs, workload_logs_read)
+from broker.workload_logs import LIMIT_MAX, LogQueryError, log_query, workload_for_logs, workload_logs_read
 
 
 class LogsOut(serializers.Serializer):
@@ -36,9 +36,14 @@ _PARAMS = [
 
 
 class WorkloadLogs(APIView):
-    @extend_schema(parameters=_PARAMS, responses={
-        200: LogsOut, 400: OpenApiResponse(description="a bad query value, named"),
-        503: OpenApiResponse(description="the destination did not answer; try again")})
+    @extend_schema(
+        parameters=_PARAMS,
+        responses={
+            200: LogsOut,
+            400: OpenApiResponse(description="a bad query value, named"),
+            503: OpenApiResponse(description="the destination did not answer; try again"),
+        },
+    )
     def get(self, request: Request, workload_id: int) -> Response:
         workload = workload_for_logs(user=request.user, workload_id=workload_id)  # outsiders: 404 first
         try:
@@ -47,12 +52,21 @@ class WorkloadLogs(APIView):
             raise ValidationError(exc.errors) from None
         logs = workload_logs_read(user=request.user, workload_id=workload_id, query=query)
         if logs.unreachable:
-            return Response(error_body("destination_unavailable", logs.note),
-                            status=status.HTTP_503_SERVICE_UNAVAILABLE)
+            return Response(
+                error_body("destination_unavailable", logs.note), status=status.HTTP_503_SERVICE_UNAVAILABLE
+            )
         page = logs.page
-        body = {"workload": workload.id, "worker": page.worker if page else query.worker,
-                "workers": list(page.workers) if page else [], "offset": page.offset if page else None,
-                "lines": list(page.lines) if page else [], "next_offset": logs.next_offset,
-                "more": bool(page and page.more), "ended": workload.is_terminal,
-                "available": page is not None, "gone": logs.gone, "note": logs.note}
+        body = {
+            "workload": workload.id,
+            "worker": page.worker if page else query.worker,
+            "workers": list(page.workers) if page else [],
+            "offset": page.offset if page else None,
+            "lines": list(page.lines) if page else [],
+            "next_offset": logs.next_offset,
+            "more": bool(page and page.more),
+            "ended": workload.is_terminal,
+            "available": page is not None,
+            "gone": logs.gone,
+            "note": logs.note,
+        }
         return Response(LogsOut(body).data)

@@ -1,4 +1,5 @@
 """REST API v1: the caller's own notification preferences.  Thin: the service decides."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
@@ -13,18 +14,29 @@ from broker.models import NotificationPreference
 from broker.models.notification import EVENTS
 from broker.notification_selectors import notification_preference_get
 from broker.services.notifications import (
-    LONG_WAIT_MAX_MINUTES, SIGNATURE_HEADER, PreferenceRefused, preference_update,
+    LONG_WAIT_MAX_MINUTES,
+    SIGNATURE_HEADER,
+    PreferenceRefused,
+    preference_update,
 )
 
 
 class PreferencesIn(StrictSerializer):
-    events = serializers.ListField(child=serializers.ChoiceField(choices=EVENTS), required=False,
-                                   help_text=f"Which events to be told of: any of {', '.join(EVENTS)}")
-    long_wait_minutes = serializers.IntegerField(min_value=1, max_value=LONG_WAIT_MAX_MINUTES, required=False,
-                                                 help_text="A wait longer than this is a long_wait event")
+    events = serializers.ListField(
+        child=serializers.ChoiceField(choices=EVENTS),
+        required=False,
+        help_text=f"Which events to be told of: any of {', '.join(EVENTS)}",
+    )
+    long_wait_minutes = serializers.IntegerField(
+        min_value=1,
+        max_value=LONG_WAIT_MAX_MINUTES,
+        required=False,
+        help_text="A wait longer than this is a long_wait event",
+    )
     email = serializers.BooleanField(required=False, help_text="Send to the account's e-mail address")
-    webhook_url = serializers.CharField(required=False, allow_blank=True, max_length=500,
-                                        help_text="A public http(s) URL; empty for no webhook")
+    webhook_url = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, help_text="A public http(s) URL; empty for no webhook"
+    )
 
 
 class PreferencesOut(serializers.ModelSerializer):
@@ -32,13 +44,21 @@ class PreferencesOut(serializers.ModelSerializer):
     signature_header = serializers.SerializerMethodField(help_text="Carries sha256=<HMAC-SHA256 hex of the body>")
     # a plain string: empty means no webhook, which a "uri" format would call invalid
     webhook_url = serializers.CharField(read_only=True, help_text="The webhook's URL; empty: no webhook")
-    updated_at = serializers.DateTimeField(read_only=True, allow_null=True,
-                                           help_text="null until the caller first saves a choice")
+    updated_at = serializers.DateTimeField(
+        read_only=True, allow_null=True, help_text="null until the caller first saves a choice"
+    )
 
     class Meta:
         model = NotificationPreference
-        fields = ["events", "long_wait_minutes", "email", "webhook_url", "webhook_secret", "signature_header",
-                  "updated_at"]
+        fields = [
+            "events",
+            "long_wait_minutes",
+            "email",
+            "webhook_url",
+            "webhook_secret",
+            "signature_header",
+            "updated_at",
+        ]
         read_only_fields = fields
 
     def get_signature_header(self, _pref: NotificationPreference) -> str:

@@ -1,4 +1,5 @@
 """REST API v1: preview a submission (placement without reserving anything)."""
+
 from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
@@ -57,14 +58,29 @@ class PreviewOut(serializers.Serializer):
     @staticmethod
     def shape(preview: Preview) -> dict:
         return {
-            "project": preview.project.id, "policy_version": preview.policy_version, "reason": preview.reason,
-            "chosen": preview.chosen, "destinations": preview.destinations,
-            "excluded": [{"cluster": name, "rule": e["rule"], "rule_text": RULE_WORDS.get(e["rule"], e["rule"]),
-                          "detail": e["message"]} for name, e in preview.excluded.items()],
-            "quota": {"gpu_class": preview.gpu_class.slug, "limit": preview.quota.limit,
-                      "borrow": preview.quota.borrow, "used": preview.quota.used,
-                      "remaining": preview.quota.remaining},
-            "cloud_budget_month": preview.cloud_budget_month, "cloud_spend_month": preview.cloud_spend_month,
+            "project": preview.project.id,
+            "policy_version": preview.policy_version,
+            "reason": preview.reason,
+            "chosen": preview.chosen,
+            "destinations": preview.destinations,
+            "excluded": [
+                {
+                    "cluster": name,
+                    "rule": e["rule"],
+                    "rule_text": RULE_WORDS.get(e["rule"], e["rule"]),
+                    "detail": e["message"],
+                }
+                for name, e in preview.excluded.items()
+            ],
+            "quota": {
+                "gpu_class": preview.gpu_class.slug,
+                "limit": preview.quota.limit,
+                "borrow": preview.quota.borrow,
+                "used": preview.quota.used,
+                "remaining": preview.quota.remaining,
+            },
+            "cloud_budget_month": preview.cloud_budget_month,
+            "cloud_spend_month": preview.cloud_spend_month,
             "warnings": preview.warnings,
         }
 

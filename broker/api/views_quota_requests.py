@@ -1,4 +1,5 @@
 """REST API v1: quota requests (ask, follow, decide).  Thin: the services decide."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
@@ -49,11 +50,14 @@ class TrailOut(serializers.ModelSerializer):
 class QuotaRequestOut(serializers.ModelSerializer):
     project = serializers.IntegerField(source="project_id")
     tenant: serializers.SlugRelatedField[Tenant] = serializers.SlugRelatedField(
-        source="quota.tenant", slug_field="slug", read_only=True)
+        source="quota.tenant", slug_field="slug", read_only=True
+    )
     gpu_class: serializers.SlugRelatedField[GpuClass] = serializers.SlugRelatedField(
-        source="quota.gpu_class", slug_field="slug", read_only=True)
+        source="quota.gpu_class", slug_field="slug", read_only=True
+    )
     owner: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        source="quota.owner", slug_field="username", read_only=True)
+        source="quota.owner", slug_field="username", read_only=True
+    )
     requester: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     decided_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
     limit_gpus = serializers.IntegerField(source="quota.limit_gpus", help_text="The quota's limit now")
@@ -62,8 +66,24 @@ class QuotaRequestOut(serializers.ModelSerializer):
 
     class Meta:
         model = QuotaRequest
-        fields = ["id", "project", "tenant", "gpu_class", "owner", "requester", "extra_gpus", "reason", "ends_on",
-                  "state", "decided_by", "decided_at", "note", "ended_at", "created_at", "limit_gpus"]
+        fields = [
+            "id",
+            "project",
+            "tenant",
+            "gpu_class",
+            "owner",
+            "requester",
+            "extra_gpus",
+            "reason",
+            "ends_on",
+            "state",
+            "decided_by",
+            "decided_at",
+            "note",
+            "ended_at",
+            "created_at",
+            "limit_gpus",
+        ]
         read_only_fields = fields
 
 
@@ -96,8 +116,14 @@ class QuotaRequestListCreate(ListAPIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         try:
-            made = quota_request_create(user=request.user, project_id=v["project"], gpu_class=v["gpu_class"],
-                                        extra_gpus=v["extra_gpus"], reason=v["reason"], ends_on=v["ends_on"])
+            made = quota_request_create(
+                user=request.user,
+                project_id=v["project"],
+                gpu_class=v["gpu_class"],
+                extra_gpus=v["extra_gpus"],
+                reason=v["reason"],
+                ends_on=v["ends_on"],
+            )
         except QuotaRequestRefused as exc:
             raise _refused(exc) from None
         return Response(QuotaRequestDetailOut(made).data, status=status.HTTP_201_CREATED)
@@ -116,9 +142,12 @@ class QuotaRequestDecision(APIView):
         data = DecisionIn(data=request.data)
         data.is_valid(raise_exception=True)
         try:
-            done = quota_request_decide(user=request.user, request_id=quota_request_id,
-                                        approve=data.validated_data["decision"] == "approve",
-                                        note=data.validated_data["note"])
+            done = quota_request_decide(
+                user=request.user,
+                request_id=quota_request_id,
+                approve=data.validated_data["decision"] == "approve",
+                note=data.validated_data["note"],
+            )
         except QuotaRequestRefused as exc:
             raise _refused(exc) from None
         return Response(QuotaRequestDetailOut(done).data)

@@ -5,14 +5,19 @@ services translate between them and the database.  Transient failure
 (``Unavailable``) and a local verdict (``Rejected``) are different exceptions,
 because the broker must retry the first and move on after the second.
 """
+
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterator, Protocol, Sequence, runtime_checkable
 
-from broker.backends.limits import NO_LIMITS, LocalLimits
+# the inventory types are shared with placement; importing them here keeps one name for each
+from broker.cluster_report import InventorySnapshot as InventorySnapshot
+from broker.cluster_report import NodeInventory as NodeInventory
+from broker.cluster_report import PoolInventory as PoolInventory
+from broker.cluster_report import QueueStats as QueueStats
 from broker.spec import WorkloadSpec
 
 
@@ -53,12 +58,12 @@ class Reason(str, enum.Enum):
     """Why a job waits, normalised across control planes (the raw text is kept beside)."""
 
     NONE = "none"
-    POLICY = "policy"            # quota / QoS / association limit: waiting won't help by itself
-    CAPACITY = "capacity"        # not enough free GPUs right now
-    GANG = "gang"                # part of the gang fits, waiting for all members
-    HELD = "held"                # held by the user or an admin
+    POLICY = "policy"  # quota / QoS / association limit: waiting won't help by itself
+    CAPACITY = "capacity"  # not enough free GPUs right now
+    GANG = "gang"  # part of the gang fits, waiting for all members
+    HELD = "held"  # held by the user or an admin
     UNAVAILABLE = "unavailable"  # partition down, queue inactive or closed, nodes unavailable
-    WAITING = "waiting"          # dependency, begin time
+    WAITING = "waiting"  # dependency, begin time
     OTHER = "other"
 
 
@@ -83,85 +88,17 @@ class ProjectIdentity:
 
 
 @dataclass(frozen=True)
-class NodeInventory:
-    name: str
-    gpu_model: str
-    gpu_memory_gb: int
-    gpus_total: int
-    gpus_allocatable: int
-    gpus_allocated: int
-    partitioning: str = "whole"   # "whole" or a MIG profile such as "1g.10gb"
-    healthy: bool = True
-    draining: bool = False
-    interconnect_domain: str = ""
-    owner: str = ""               # the scheduler that allocates this node's GPUs
-
-    @property
-    def gpus_free(self) -> int:
-        if not self.healthy or self.draining:
-            return 0
-        return max(0, self.gpus_allocatable - self.gpus_allocated)
-
-
-@dataclass(frozen=True)
-class PoolInventory:
-    """GPUs of one model and partitioning behind one scheduler queue/partition/flavor."""
-
-    name: str
-    gpu_model: str
-    gpu_memory_gb: int
-    partitioning: str
-    owner: str
-    nodes: tuple[NodeInventory, ...]
-
-    @property
-    def gpus_total(self) -> int:
-        return sum(n.gpus_total for n in self.nodes)
-
-    @property
-    def gpus_allocatable(self) -> int:
-        return sum(n.gpus_allocatable for n in self.nodes)
-
-    @property
-    def gpus_allocated(self) -> int:
-        return sum(n.gpus_allocated for n in self.nodes)
-
-    @property
-    def gpus_free(self) -> int:
-        return sum(n.gpus_free for n in self.nodes)
-
-
-@dataclass(frozen=True)
-class QueueStats:
-    """What the local queue looks like: used to estimate queue wait."""
-
-    pending_jobs: int = 0
-    pending_gpus: int = 0
-    gpu_hours_per_hour: float = 0.0  # recent throughput of the cluster's GPUs
-
-
-@dataclass(frozen=True)
-class InventorySnapshot:
-    cluster: str
-    taken_at: datetime
-    pools: tuple[PoolInventory, ...]
-    queue: QueueStats = field(default_factory=QueueStats)
-    # what local admission allows (QoS, partition, ClusterQueue, queue capability)
-    limits: LocalLimits = NO_LIMITS
-
-
-@dataclass(frozen=True)
 class JobOutcome:
     """How an ended job ended, as its scheduler tells it.  Each backend module maps its
     scheduler's words (Slurm State/ExitCode/Reason, a pod's termination reason, a Volcano
     job's phase) onto these fields and writes the plain-words summary itself."""
 
-    summary: str                  # "exited with code 3", "ran out of memory on worker 3"
-    end_reason: str = ""          # the scheduler's own word: TIMEOUT, OOMKilled, Failed
+    summary: str  # "exited with code 3", "ran out of memory on worker 3"
+    end_reason: str = ""  # the scheduler's own word: TIMEOUT, OOMKilled, Failed
     exit_code: int | None = None
     signal: int | None = None
-    worker: str = ""              # the worker whose end ended the job, when one did
-    detail: str = ""              # the scheduler's further text (Slurm Reason, pod message)
+    worker: str = ""  # the worker whose end ended the job, when one did
+    detail: str = ""  # the scheduler's further text (Slurm Reason, pod message)
 
 
 class LogsGone(BackendError):
@@ -174,7 +111,7 @@ class LogPage:
 
     lines: tuple[str, ...]
     offset: int
-    more: bool = False            # lines exist past this page (paged reads)
+    more: bool = False  # lines exist past this page (paged reads)
     workers: tuple[str, ...] = ()  # the workers whose output can be read, when per worker
     worker: str = ""
 
@@ -201,18 +138,18 @@ class DestinationJob:
 class UsageRecord:
     """GPU-seconds of one job as its scheduler recorded them."""
 
-    source: str          # "slurm", "kueue", "volcano", "simulator"
+    source: str  # "slurm", "kueue", "volcano", "simulator"
     cluster: str
     job_id: str
     workload_id: str | None
-    account: str         # Slurm account or Kubernetes namespace: maps to a project
+    account: str  # Slurm account or Kubernetes namespace: maps to a project
     gpu_model: str
     gpus: int
     start: datetime
     end: datetime | None
     gpu_seconds: int
     state: str = ""
-    user: str = ""       # the cluster user the job ran as (Slurm's User), when known
+    user: str = ""  # the cluster user the job ran as (Slurm's User), when known
 
 
 @runtime_checkable
@@ -257,8 +194,9 @@ class LogReader(Protocol):
     """A backend that can read a job's output.  Not part of ``Backend``: a control plane
     without it answers the log page with a plain "not readable here"."""
 
-    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
-             limit: int = 200, tail: int | None = None) -> LogPage:
+    def logs(
+        self, job_id: str, *, worker: str = "", offset: int | None = None, limit: int = 200, tail: int | None = None
+    ) -> LogPage:
         """``tail``: the last ``tail`` lines; else ``limit`` lines from ``offset``.
         Raises LogsGone when the output is no longer there, Unavailable when the
         control plane does not answer."""

@@ -1,6 +1,7 @@
 """A control plane that answers with something its parser cannot read has not answered
 usefully: the guard turns such a crash into ``Unavailable``, so the broker marks the
 cluster stale and looks jobs up later instead of failing a task with a stray TypeError."""
+
 from __future__ import annotations
 
 import functools
@@ -35,6 +36,7 @@ def _guard(cluster: str, name: str, method):
             return method(*args, **kwargs)
         except MALFORMED as exc:
             raise Unavailable(f"{cluster}: malformed answer to {name}: {type(exc).__name__}: {exc}") from exc
+
     return call
 
 

@@ -4,6 +4,7 @@ This is the only place the broker's models meet the backends: it turns a
 Cluster row into a backend's own config, resolves the credentials reference,
 and checks the per-backend enable flags.  Backends never see the ORM.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,10 +26,19 @@ _ENABLE_FLAG = {
 
 # Keys of Cluster.config the broker itself reads (placement facts, identity): every
 # other key belongs to the backend, which refuses keys it does not know.
-BROKER_CONFIG_KEYS = frozenset({
-    "image_pull_s", "provisioning_s", "data_locations", "bandwidth_gbps", "default_bandwidth_gbps",
-    "node_domain", "submit_user", "flavor", "dispatcher",
-})
+BROKER_CONFIG_KEYS = frozenset(
+    {
+        "image_pull_s",
+        "provisioning_s",
+        "data_locations",
+        "bandwidth_gbps",
+        "default_bandwidth_gbps",
+        "node_domain",
+        "submit_user",
+        "flavor",
+        "dispatcher",
+    }
+)
 
 
 def backend_config(cluster) -> dict:
@@ -61,10 +71,17 @@ def identity_for(project, submitted_by=None) -> ProjectIdentity:
     person = project.run_as == RunAs.PERSON
     own = cluster_identity_of(submitted_by) if person else None
     return ProjectIdentity(
-        tenant=project.tenant.slug, project=project.slug, slurm_account=project.slurm_account,
-        k8s_namespace=project.k8s_namespace, cost_centre=project.cost_centre, queue=project.k8s_queue,
-        run_as_person=person, run_as_user=own.posix_user if own else "",
-        run_as_group=own.posix_group if own else "", k8s_user=own.k8s_user if own else "")
+        tenant=project.tenant.slug,
+        project=project.slug,
+        slurm_account=project.slurm_account,
+        k8s_namespace=project.k8s_namespace,
+        cost_centre=project.cost_centre,
+        queue=project.k8s_queue,
+        run_as_person=person,
+        run_as_user=own.posix_user if own else "",
+        run_as_group=own.posix_group if own else "",
+        k8s_user=own.k8s_user if own else "",
+    )
 
 
 def backend_for(cluster) -> Backend:
@@ -95,16 +112,23 @@ def _slurm(cluster) -> Backend:
     from broker.backends.slurm.factory import slurm_backend_from_config
 
     return slurm_backend_from_config(
-        cluster=cluster.name, config=backend_config(cluster), token=resolve_credentials(cluster.credentials_ref),
-        timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S)
+        cluster=cluster.name,
+        config=backend_config(cluster),
+        token=resolve_credentials(cluster.credentials_ref),
+        timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S,
+    )
 
 
 def _kube(cluster) -> Backend:
     from broker.backends.kube.factory import kube_backend_from_config
 
     return kube_backend_from_config(
-        kind=cluster.kind, cluster=cluster.name, config=backend_config(cluster),
-        token=resolve_credentials(cluster.credentials_ref), timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S)
+        kind=cluster.kind,
+        cluster=cluster.name,
+        config=backend_config(cluster),
+        token=resolve_credentials(cluster.credentials_ref),
+        timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S,
+    )
 
 
 _BUILDERS = {

@@ -6,6 +6,7 @@ Volcano gangs); this module adds what a network in between adds: the fault switc
 A backend object holds only the cluster's name, so constructing one per call (as the
 broker's services do) is cheap and always reaches the same simulated state.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -14,11 +15,28 @@ from typing import Iterator, Sequence
 
 from broker import wait
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, LogPage, ProjectIdentity, Rejected, Unavailable,
-    UsageRecord)
+    DestinationJob,
+    InventorySnapshot,
+    LogPage,
+    ProjectIdentity,
+    Rejected,
+    Unavailable,
+    UsageRecord,
+)
 from broker.backends.sim import (
-    Faults, NodeGroup, Partition, Runtimes, SimClock, SimJob, SimNode, SimulatedCluster,
-    SimulatorFleet, get_fleet, get_simulated_cluster, set_duration)
+    Faults,
+    NodeGroup,
+    Partition,
+    Runtimes,
+    SimClock,
+    SimJob,
+    SimNode,
+    SimulatedCluster,
+    SimulatorFleet,
+    get_fleet,
+    get_simulated_cluster,
+    set_duration,
+)
 from broker.backends.sim.limits import local_limits
 from broker.spec import WorkloadSpec
 
@@ -34,8 +52,7 @@ _REJECT_RAW = {
 class SimulatorBackend:
     kind = "simulator"
 
-    def __init__(self, cluster_name: str, fleet: SimulatorFleet | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, cluster_name: str, fleet: SimulatorFleet | None = None, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.cluster = cluster_name
         self.timeout_s = timeout_s
         self._fleet = fleet
@@ -87,11 +104,25 @@ class SimulatorBackend:
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         return self._reach().usage(since)
 
-    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
-             limit: int = 200, tail: int | None = None) -> LogPage:
+    def logs(
+        self, job_id: str, *, worker: str = "", offset: int | None = None, limit: int = 200, tail: int | None = None
+    ) -> LogPage:
         return self._reach().logs(job_id, worker=worker, offset=offset, limit=limit, tail=tail)
 
 
-__all__ = ["DEFAULT_TIMEOUT_S", "Faults", "NodeGroup", "Partition", "Runtimes", "SimClock",
-           "SimJob", "SimNode", "SimulatedCluster", "SimulatorBackend", "SimulatorFleet",
-           "get_fleet", "get_simulated_cluster", "set_duration"]
+__all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "Faults",
+    "NodeGroup",
+    "Partition",
+    "Runtimes",
+    "SimClock",
+    "SimJob",
+    "SimNode",
+    "SimulatedCluster",
+    "SimulatorBackend",
+    "SimulatorFleet",
+    "get_fleet",
+    "get_simulated_cluster",
+    "set_duration",
+]

@@ -7,10 +7,20 @@ invariant counters, and the harness that drives workloads through them.
 
 See docs/reliability.md and ``manage.py fault_harness --help``.
 """
+
 from broker.faults.points import CRASH_POINTS, POINTS_BY_NAME, Crash, CrashPoint, FaultPlan, FaultyBackend
 
-__all__ = ["CRASH_POINTS", "POINTS_BY_NAME", "Crash", "CrashPoint", "FaultPlan", "FaultyBackend",
-           "HarnessConfig", "HarnessReport", "run_harness"]
+__all__ = [
+    "CRASH_POINTS",
+    "POINTS_BY_NAME",
+    "Crash",
+    "CrashPoint",
+    "FaultPlan",
+    "FaultyBackend",
+    "HarnessConfig",
+    "HarnessReport",
+    "run_harness",
+]
 
 
 def __getattr__(name: str):

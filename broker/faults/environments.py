@@ -1,5 +1,6 @@
 """Where the fault harness runs its workloads: three simulated clusters on one manual
 clock, or the real single-host Slurm cluster with slurmctld really stopped and started."""
+
 from __future__ import annotations
 
 import random
@@ -26,13 +27,18 @@ class SimEnvironment:
         self.fleet = SimulatorFleet.reset(clock=SimClock())
         self.clock = self.fleet.clock
         a100: dict[str, Any] = dict(gpu_model="A100", gpu_memory_gb=80, gpus_per_node=8)
-        self.fleet.add_cluster(f"{PREFIX}slurm", "slurm", node_groups=[
-            NodeGroup(count=3, name_prefix=f"{PREFIX}s-", interconnect_domain="ib-1", **a100)],
-            partitions=[Partition("gpu", default=True, max_gpus_per_job=16)])
-        self.fleet.add_cluster(f"{PREFIX}kueue", "kueue", node_groups=[
-            NodeGroup(count=2, name_prefix=f"{PREFIX}k-", quota=16, **a100)])
-        self.fleet.add_cluster(f"{PREFIX}volcano", "volcano", node_groups=[
-            NodeGroup(count=2, name_prefix=f"{PREFIX}v-", **a100)])
+        self.fleet.add_cluster(
+            f"{PREFIX}slurm",
+            "slurm",
+            node_groups=[NodeGroup(count=3, name_prefix=f"{PREFIX}s-", interconnect_domain="ib-1", **a100)],
+            partitions=[Partition("gpu", default=True, max_gpus_per_job=16)],
+        )
+        self.fleet.add_cluster(
+            f"{PREFIX}kueue", "kueue", node_groups=[NodeGroup(count=2, name_prefix=f"{PREFIX}k-", quota=16, **a100)]
+        )
+        self.fleet.add_cluster(
+            f"{PREFIX}volcano", "volcano", node_groups=[NodeGroup(count=2, name_prefix=f"{PREFIX}v-", **a100)]
+        )
         self.cluster_specs = [
             dict(name=f"{PREFIX}slurm", price="1.0", location="onprem"),
             dict(name=f"{PREFIX}kueue", price="1.5", location="onprem"),
@@ -60,14 +66,22 @@ class SimEnvironment:
 
         rows = []
         for spec in self.cluster_specs:
-            rows.append(Cluster.objects.create(
-                name=spec["name"], kind="simulator", region="eu-west", location=spec["location"],
-                price_per_gpu_hour=Decimal(spec["price"]), config={"image_pull_s": 0}))
+            rows.append(
+                Cluster.objects.create(
+                    name=spec["name"],
+                    kind="simulator",
+                    region="eu-west",
+                    location=spec["location"],
+                    price_per_gpu_hour=Decimal(spec["price"]),
+                    config={"image_pull_s": 0},
+                )
+            )
         return rows
 
     def inject_orphan(self, cluster: str) -> tuple[str, str]:
         job_id = self.fleet.get(cluster).inject_foreign_job(
-            name="foreign", gpus_per_worker=1, account="unknown", duration_s=self.rng.uniform(300, 1200))
+            name="foreign", gpus_per_worker=1, account="unknown", duration_s=self.rng.uniform(300, 1200)
+        )
         return cluster, job_id
 
     def lose_next_job(self, cluster: str) -> None:
@@ -114,9 +128,18 @@ class SlurmEnvironment:
         from broker.backends.slurm import CommandTransport, SlurmBackend, SlurmConfig
 
         def build(cluster):
-            return SlurmBackend(cluster.name, CommandTransport(timeout_s=20), SlurmConfig(
-                default_account="general", partitions=("gpu",), gpu_class_types={"a100-80gb": ("a100",)},
-                cancel_confirm_s=5, throughput_window_s=0, workdir="/tmp"))
+            return SlurmBackend(
+                cluster.name,
+                CommandTransport(timeout_s=20),
+                SlurmConfig(
+                    default_account="general",
+                    partitions=("gpu",),
+                    gpu_class_types={"a100-80gb": ("a100",)},
+                    cancel_confirm_s=5,
+                    throughput_window_s=0,
+                    workdir="/tmp",
+                ),
+            )
 
         return {"slurm": build}
 
@@ -125,16 +148,47 @@ class SlurmEnvironment:
 
         from broker.models import Cluster
 
-        return [Cluster.objects.create(name=self.NAME, kind="slurm", region="eu-west", location="onprem",
-                                       price_per_gpu_hour=Decimal("1.0"), config={"image_pull_s": 0})]
+        return [
+            Cluster.objects.create(
+                name=self.NAME,
+                kind="slurm",
+                region="eu-west",
+                location="onprem",
+                price_per_gpu_hour=Decimal("1.0"),
+                config={"image_pull_s": 0},
+            )
+        ]
 
     def inject_orphan(self, cluster: str) -> tuple[str, str]:
         import subprocess
 
-        out = subprocess.run(["sbatch", "--parsable", "-J", "foreign-job", "-A", "general", "-p", "gpu",
-                              "--gres=gpu:a100:1", "-c", "1", "--mem=100", "-t", "2", "-D", "/tmp",
-                              "-o", "/dev/null", "--wrap", f"sleep {self.rng.randint(5, 20)}"],
-                             capture_output=True, text=True, timeout=30)
+        out = subprocess.run(
+            [
+                "sbatch",
+                "--parsable",
+                "-J",
+                "foreign-job",
+                "-A",
+                "general",
+                "-p",
+                "gpu",
+                "--gres=gpu:a100:1",
+                "-c",
+                "1",
+                "--mem=100",
+                "-t",
+                "2",
+                "-D",
+                "/tmp",
+                "-o",
+                "/dev/null",
+                "--wrap",
+                f"sleep {self.rng.randint(5, 20)}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         job_id = out.stdout.strip().split(";")[0]
         if out.returncode != 0 or not job_id:
             raise RuntimeError(f"sbatch of a foreign job failed: {out.stderr.strip()}")
@@ -194,12 +248,18 @@ def harness_tenants(*, slurm: bool) -> tuple:
     tenants = []
     for i, limit in enumerate((16, 12) if not slurm else (8, 6)):
         tenant = tenant_ensure(slug=f"{PREFIX}t{i}", name=f"Harness tenant {i}")
-        project = project_ensure(tenant=tenant, slug=f"{PREFIX}p{i}", name=f"Harness project {i}",
-                                 slurm_account=("general", "research")[i] if slurm else f"fhp{i}",
-                                 k8s_namespace=f"{PREFIX}p{i}", cost_centre=f"FH-{i}")
+        project = project_ensure(
+            tenant=tenant,
+            slug=f"{PREFIX}p{i}",
+            name=f"Harness project {i}",
+            slurm_account=("general", "research")[i] if slurm else f"fhp{i}",
+            k8s_namespace=f"{PREFIX}p{i}",
+            cost_centre=f"FH-{i}",
+        )
         user = harness_user(f"{PREFIX}researcher{i}")
         member_ensure(user=user, tenant=tenant, role=Role.RESEARCHER)
-        Quota.objects.update_or_create(tenant=tenant, gpu_class=gpu_class,
-                                       defaults={"limit_gpus": limit, "borrow_limit_gpus": 4})
+        Quota.objects.update_or_create(
+            tenant=tenant, gpu_class=gpu_class, defaults={"limit_gpus": limit, "borrow_limit_gpus": 4}
+        )
         tenants.append((tenant, project, user))
     return gpu_class, tenants

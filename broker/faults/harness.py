@@ -14,6 +14,7 @@ are one clock), so leases, reservation expiry and the staleness limit pass in
 milliseconds.  Against the real Slurm cluster the destination runs on wall time and the
 broker's clock runs ahead of it by an offset the harness moves forward.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -27,7 +28,7 @@ from typing import Callable
 
 from django.db import InterfaceError, OperationalError, connection
 
-from broker.backends.base import Rejected
+from broker.faults import arming
 from broker.faults.environments import PREFIX, SimEnvironment, SlurmEnvironment, harness_tenants, harness_user
 from broker.faults.install import captured_tasks, faulty_backends, service_hooks, virtual_clock
 from broker.faults.invariants import InvariantWatch
@@ -35,15 +36,13 @@ from broker.faults.points import POINTS_BY_NAME, Crash, FaultPlan
 from broker.faults.report import HarnessConfig, HarnessReport
 from broker.lifecycle import TERMINAL_STATES
 
-__all__ = ["PREFIX", "Harness", "HarnessConfig", "HarnessReport", "SimEnvironment", "SlurmEnvironment",
-           "run_harness"]
+__all__ = ["PREFIX", "Harness", "HarnessConfig", "HarnessReport", "SimEnvironment", "SlurmEnvironment", "run_harness"]
 
-# Points armed only just before the step they belong to (they match any hook).
-PER_STEP_POINTS = {"during_reconcile", "worker_killed_mid_task", "postgres_connection_dropped"}
 ENV_POINTS = {"redis_restarted", "slurmctld_stop_start", "unreachable_past_staleness", "orphan_job"}
 
 
 # ---------------------------------------------------------------------------------- the harness
+
 
 class Harness:
     def __init__(self, config: HarnessConfig):
@@ -57,7 +56,7 @@ class Harness:
         self.points = [p for p in enabled if p in self.env.supports]
         self.plan = FaultPlan(rng=self.rng)
         self.queue: list[tuple[str, tuple]] = []
-        self.outages: dict[str, tuple[float, str]] = {}   # cluster -> (ends at, point)
+        self.outages: dict[str, tuple[float, str]] = {}  # cluster -> (ends at, point)
         self.pending_step_faults: list[str] = []
         self.submitted = 0
         self.steps = self.tasks_run = self.tasks_lost = 0
@@ -96,7 +95,7 @@ class Harness:
             stack.enter_context(faulty_backends(self.plan, self.env.builders(), self.env.retime))
             stack.enter_context(service_hooks(self.plan))
             stack.callback(self.env.close)
-            stack.callback(self._restore_controllers)   # whatever happens, a stopped slurmctld comes back
+            stack.callback(self._restore_controllers)  # whatever happens, a stopped slurmctld comes back
             if self.cfg.slurm:
                 from django.conf import settings
 
@@ -123,10 +122,21 @@ class Harness:
             assert isinstance(self.env, SlurmEnvironment)  # cfg.slurm chose it
             self.notes.append(f"slurmctld really stopped and started {self.env.real_restarts} times")
         return HarnessReport(
-            config=self.cfg, mode=self.env.mode, database=connection.vendor, faults_by_point=faults,
-            counts=counts, examples=dict(self.watch.examples), workloads=workloads, states=dict(states),
-            steps=self.steps, tasks_run=self.tasks_run, tasks_lost=self.tasks_lost,
-            elapsed_s=time.monotonic() - started, virtual_s=virtual, notes=self.notes)
+            config=self.cfg,
+            mode=self.env.mode,
+            database=connection.vendor,
+            faults_by_point=faults,
+            counts=counts,
+            examples=dict(self.watch.examples),
+            workloads=workloads,
+            states=dict(states),
+            steps=self.steps,
+            tasks_run=self.tasks_run,
+            tasks_lost=self.tasks_lost,
+            elapsed_s=time.monotonic() - started,
+            virtual_s=virtual,
+            notes=self.notes,
+        )
 
     def _observe_submissions(self, stack: contextlib.ExitStack) -> None:
         """Every submission that leaves for a destination is checked for a live reservation."""
@@ -153,7 +163,8 @@ class Harness:
     def _main(self) -> None:
         while self.steps < self._max_steps():
             done_faults = self.fired >= self.cfg.faults and (
-                self.cfg.faults < len(self.points) or all(self.plan.counts().get(p, 0) for p in self.points))
+                self.cfg.faults < len(self.points) or all(self.plan.counts().get(p, 0) for p in self.points)
+            )
             done_submits = self.submitted >= self.cfg.workloads
             if done_faults and done_submits:
                 break
@@ -164,8 +175,9 @@ class Harness:
                 self._maybe_arm()
             self._one_op(done_submits)
             if self.steps % 500 == 0:
-                self.log(f"step {self.steps}: {self.submitted} submitted, {self.fired} faults, "
-                         f"{len(self.queue)} queued")
+                self.log(
+                    f"step {self.steps}: {self.submitted} submitted, {self.fired} faults, {len(self.queue)} queued"
+                )
 
     def _one_op(self, done_submits: bool) -> None:
         rng = self.rng
@@ -181,7 +193,7 @@ class Harness:
         elif self._cancel_fault_waiting() and rng.random() < 0.05:
             self._cancel_running()
         elif done_submits and self.submitted < self.cfg.workloads * 1.5 and rng.random() < 0.02:
-            self._submit()      # faults still to inject and no traffic left: a few more workloads
+            self._submit()  # faults still to inject and no traffic left: a few more workloads
         elif rng.random() < 0.05:
             self._admin_pass()
         elif not done_submits and rng.random() < 0.3:
@@ -197,13 +209,23 @@ class Harness:
         minutes, command = self.env.job_seconds()
         gpus = self.rng.choice((1, 1, 2, 2, 4, 8)) if not self.cfg.slurm else self.rng.choice((1, 1, 2, 4))
         workers = self.rng.choice((1, 1, 1, 2))
-        spec = {"name": f"{PREFIX}w{self.submitted}", "command": command, "gpu_class": "a100-80gb",
-                "gpus_per_worker": gpus, "workers": workers, "time_limit_minutes": minutes,
-                "checkpointable": self.rng.random() < 0.5, "cpus_per_worker": 1, "memory_gb_per_worker": 1}
+        spec = {
+            "name": f"{PREFIX}w{self.submitted}",
+            "command": command,
+            "gpu_class": "a100-80gb",
+            "gpus_per_worker": gpus,
+            "workers": workers,
+            "time_limit_minutes": minutes,
+            "checkpointable": self.rng.random() < 0.5,
+            "cpus_per_worker": 1,
+            "memory_gb_per_worker": 1,
+        }
         self.submitted += 1
         created = []
-        self._step(f"submit {spec['name']}", lambda: created.append(workload_submit(
-            user=user, project_id=project.id, spec_data=spec)))
+        self._step(
+            f"submit {spec['name']}",
+            lambda: created.append(workload_submit(user=user, project_id=project.id, spec_data=spec)),
+        )
         if created and self.rng.random() < self.cfg.cancel_share:
             # the researcher changes their mind at some point of the workload's life
             later = self.rng.choice((5, 30, 120, 400)) * self.rng.uniform(0.5, 1.5)
@@ -216,8 +238,11 @@ class Harness:
     def _cancel_running(self) -> None:
         from broker.models import Workload
 
-        rows = list(Workload.objects.filter(name__startswith=PREFIX, state__in=("queued", "running"))
-                    .order_by("id").values_list("id", "tenant_id")[:200])
+        rows = list(
+            Workload.objects.filter(name__startswith=PREFIX, state__in=("queued", "running"))
+            .order_by("id")
+            .values_list("id", "tenant_id")[:200]
+        )
         if rows:
             row = self.rng.choice(rows)
             user = next(u for t, _, u in self.tenants if t.id == row[1])
@@ -238,11 +263,21 @@ class Harness:
         from broker.services.escalations import escalation_resolve
 
         cutoff = self.env.now() - timedelta(seconds=min_age_s)
-        for esc_id in Escalation.objects.filter(kind="lost_job", created_at__lt=cutoff).exclude(
-                state="resolved").values_list("id", flat=True):
-            self._step(f"admin resolves {esc_id}", functools.partial(
-                escalation_resolve, user=self.admin, escalation_id=esc_id,
-                outcome="checked at the cluster: the run is gone", old_run_dead=True))
+        for esc_id in (
+            Escalation.objects.filter(kind="lost_job", created_at__lt=cutoff)
+            .exclude(state="resolved")
+            .values_list("id", flat=True)
+        ):
+            self._step(
+                f"admin resolves {esc_id}",
+                functools.partial(
+                    escalation_resolve,
+                    user=self.admin,
+                    escalation_id=esc_id,
+                    outcome="checked at the cluster: the run is gone",
+                    old_run_dead=True,
+                ),
+            )
 
     # -- the worker -------------------------------------------------------------------------
     def _task_fn(self, name: str, args: tuple) -> Callable[[], object]:
@@ -250,9 +285,11 @@ class Harness:
         from broker.services.dispatch import workload_dispatch
         from broker.services.placing import workload_place
 
-        fns = {"place_workload": lambda wid: workload_place(workload_id=wid),
-               "dispatch_workload": lambda wid: workload_dispatch(workload_id=wid),
-               "propagate_cancel": lambda wid: cancel_propagate(workload_id=wid)}
+        fns = {
+            "place_workload": lambda wid: workload_place(workload_id=wid),
+            "dispatch_workload": lambda wid: workload_dispatch(workload_id=wid),
+            "propagate_cancel": lambda wid: cancel_propagate(workload_id=wid),
+        }
         return lambda: fns[name](*args)
 
     def _run_task(self) -> None:
@@ -263,9 +300,9 @@ class Harness:
         self._disarm_step_faults(armed)
         if outcome in ("crash", "db"):
             if outcome == "crash" and self.rng.random() < 0.5:
-                self.queue.append((name, args))       # acks_late: the broker redelivers it
+                self.queue.append((name, args))  # acks_late: the broker redelivers it
             else:
-                self.tasks_lost += 1                  # a failed task is acked: it is gone
+                self.tasks_lost += 1  # a failed task is acked: it is gone
             if self.rng.random() < 0.4:
                 self._restart()
 
@@ -281,8 +318,7 @@ class Harness:
             if name in self.pending_step_faults:
                 self.pending_step_faults.remove(name)
                 spec = POINTS_BY_NAME[name]
-                armed.append(self.plan.arm(name, hook=spec.hook, action=spec.action,
-                                           skip=self.rng.randrange(0, 2)))
+                armed.append(self.plan.arm(name, hook=spec.hook, action=spec.action, skip=self.rng.randrange(0, 2)))
         return armed
 
     def _disarm_step_faults(self, armed: list) -> None:
@@ -322,8 +358,11 @@ class Harness:
                 self._step(f"status {cluster.name}", functools.partial(cluster_poll_status, cluster_id=cluster.id))
         elif name == "place":
             queued = {args[0] for task, args in self.queue if task == "place_workload"}
-            for wid in Workload.objects.filter(state__in=("submitted", "waiting")).order_by(
-                    "created_at").values_list("id", flat=True)[:500]:
+            for wid in (
+                Workload.objects.filter(state__in=("submitted", "waiting"))
+                .order_by("created_at")
+                .values_list("id", flat=True)[:500]
+            ):
                 if wid not in queued:
                     self.queue.append(("place_workload", (wid,)))
         elif name == "reconcile":
@@ -334,98 +373,12 @@ class Harness:
             self._admin_pass()
 
     # -- faults ------------------------------------------------------------------------------
-    def _next_point(self) -> str:
-        if self.fired >= self.cfg.faults:   # asked-for count reached: only the points not yet seen
-            counts = self.plan.counts()
-            unseen = [p for p in self.points if not counts.get(p, 0)]
-            if unseen:
-                return self.rng.choice(unseen)
-        if not self.cycle:
-            self.cycle = list(self.points)
-            self.rng.shuffle(self.cycle)
-        return self.cycle.pop()
-
-    def _maybe_arm(self) -> None:
-        if self.rng.random() > 0.15:
-            return
-        point = self._next_point()
-        armed_points = [a.point for a in self.plan.armed]
-        if point in PER_STEP_POINTS:
-            if point not in self.pending_step_faults:
-                self.pending_step_faults.append(point)
-            return
-        if point in armed_points:
-            return
-        cluster = self.rng.choice(self.cluster_names)
-        if point == "redis_restarted":
-            self.plan.record(point)
-            self.queue.clear()
-        elif point in ("slurmctld_stop_start", "unreachable_past_staleness"):
-            if cluster in self.outages:
-                return
-            if point == "slurmctld_stop_start":
-                length = self.rng.uniform(10, self.staleness_s * 0.6) if not self.cfg.slurm else self.rng.uniform(5, 20)
-            else:
-                length = self.rng.uniform(self.staleness_s + 60, self.staleness_s + self.ttl_s + 400)
-            self._begin_outage(cluster, point, length)
-        elif point == "orphan_job":
-            if self.cfg.slurm and self.rng.random() < 0.5:
-                return
-            key = self.env.inject_orphan(cluster)
-            self.watch.foreign_jobs.add(key)
-            self.plan.record(point, cluster=cluster)
-        elif point == "destination_rejects":
-            self.plan.arm(point, hook="submit:before", action=_reject)
-        elif point == "lost_job":
-            self.plan.arm(point, hook="submit:before",
-                          action=lambda hook, c: self.env.lose_next_job(c))
-        elif point == "reconcile_after_expire":
-            # an expiry needs a workload on its way to a cluster that then stays silent past the
-            # reservation's expiry: take such a workload's cluster down (a counted outage) first
-            from broker.models import Workload
-
-            target = (Workload.objects.filter(name__startswith=PREFIX, state__in=("reserved", "dispatching"),
-                                              destination_job_id="", cluster__isnull=False)
-                      .exclude(cluster__name__in=list(self.outages)).values_list("cluster__name", flat=True).first())
-            if target is None:
-                return
-            if "unreachable_past_staleness" in self.points:
-                self._begin_outage(target, "unreachable_past_staleness", self.ttl_s + self.rng.uniform(100, 300))
-            else:
-                self.plan.unreachable.add(target)
-                self.outages[target] = (self.vnow() + self.ttl_s + self.rng.uniform(100, 300), "(setup)")
-            self.plan.arm(point)
-        elif point == "after_reject_before_replace":
-            # the crash needs a rejection to follow; that rejection is not counted again
-            self.plan.arm("(setup)", hook="submit:before", action=_reject)
-            self.plan.arm(point)
-        else:
-            self.plan.arm(point)
-
-    def _begin_outage(self, cluster: str, point: str, length_s: float) -> None:
-        self.plan.record(point, cluster=cluster)
-        self.plan.unreachable.add(cluster)
-        real = (self.cfg.slurm and point == "slurmctld_stop_start"  # cfg.slurm: a SlurmEnvironment
-                and isinstance(self.env, SlurmEnvironment) and self.env.real_restarts < 5)
-        if real:
-            self.env.controller(cluster, up=False)
-        self.outages[cluster] = (self.vnow() + length_s, point + (":real" if real else ""))
-        self.log(f"outage of {cluster} ({point}) for {length_s:.0f} s")
-
-    def _restore_controllers(self) -> None:
-        for cluster, (_, point) in list(self.outages.items()):
-            if point.endswith(":real"):
-                self.env.controller(cluster, up=True)
-                self.outages[cluster] = (0.0, point.removesuffix(":real"))
-
-    def _end_outages(self) -> None:
-        now = self.vnow()
-        for cluster, (ends, point) in list(self.outages.items()):
-            if now >= ends:
-                if point.endswith(":real"):
-                    self.env.controller(cluster, up=True)
-                self.plan.unreachable.discard(cluster)
-                del self.outages[cluster]
+    # -- arming faults and outages (broker/faults/arming.py) ---------------------------------
+    _next_point = arming.next_point
+    _maybe_arm = arming.maybe_arm
+    _begin_outage = arming.begin_outage
+    _restore_controllers = arming.restore_controllers
+    _end_outages = arming.end_outages
 
     # -- one step ---------------------------------------------------------------------------
     def _step(self, label: str, fn: Callable[[], object]) -> str:
@@ -439,7 +392,7 @@ class Harness:
             outcome = "crash"
         except (OperationalError, InterfaceError):
             outcome = "db"
-            connection.close()          # as Celery's Django fixup does after a failed task
+            connection.close()  # as Celery's Django fixup does after a failed task
         except Exception as exc:  # noqa: BLE001 - any other escape is a finding
             outcome = "error"
             self.watch.note("errors", f"{label}: {exc!r}\n{traceback.format_exc(limit=6)}")
@@ -490,11 +443,6 @@ class Harness:
         self.env.advance(self.ttl_s + 120)
         self._step("final reconcile", reconcile_fleet)
         self._step("final reconcile", reconcile_fleet)
-
-
-def _reject(hook: str, cluster: str) -> None:
-    raise Rejected("fault injected: the destination refused the job (local admission)",
-                   f"sbatch: error: Batch job submission failed: fault injected on {cluster}")
 
 
 def run_harness(config: HarnessConfig) -> HarnessReport:

@@ -5,6 +5,7 @@ few service functions are wrapped where they are looked up, two model signals ar
 connected, and the task bridge is pointed at a queue the harness drains itself.
 Every context manager restores what it changed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,8 +18,9 @@ from broker.faults.points import FaultPlan, FaultyBackend
 
 
 @contextlib.contextmanager
-def faulty_backends(plan: FaultPlan, builders: dict[str, Callable] | None = None,
-                    retime: Callable[[], object] | None = None) -> Iterator[None]:
+def faulty_backends(
+    plan: FaultPlan, builders: dict[str, Callable] | None = None, retime: Callable[[], object] | None = None
+) -> Iterator[None]:
     """Every backend the services build comes wrapped in a FaultyBackend.
 
     ``builders`` adds or replaces builders by cluster kind (e.g. a Slurm backend built
@@ -89,10 +91,12 @@ def service_hooks(plan: FaultPlan) -> Iterator[None]:
     pre_save.connect(attempt_before, sender=DispatchAttempt, weak=False, dispatch_uid="faults-attempt")
     post_save.connect(reservation_created, sender=Reservation, weak=False, dispatch_uid="faults-reservation")
     try:
-        with _patched(placing, "workload_retry_elsewhere", hooked_retry_elsewhere), \
-                _patched(status, "reservation_release", hooked_status_release), \
-                _patched(reconcile, "reservation_expire", hooked_expire), \
-                _patched(cancel, "reservation_release", hooked_cancel_release):
+        with (
+            _patched(placing, "workload_retry_elsewhere", hooked_retry_elsewhere),
+            _patched(status, "reservation_release", hooked_status_release),
+            _patched(reconcile, "reservation_expire", hooked_expire),
+            _patched(cancel, "reservation_release", hooked_cancel_release),
+        ):
             yield
     finally:
         pre_save.disconnect(sender=DispatchAttempt, dispatch_uid="faults-attempt")
@@ -135,8 +139,13 @@ def _conninfo() -> dict:
     from django.db import connection
 
     s = connection.settings_dict
-    out = {"dbname": s["NAME"], "user": s["USER"] or None, "password": s["PASSWORD"] or None,
-           "host": s["HOST"] or None, "port": s["PORT"] or None}
+    out = {
+        "dbname": s["NAME"],
+        "user": s["USER"] or None,
+        "password": s["PASSWORD"] or None,
+        "host": s["HOST"] or None,
+        "port": s["PORT"] or None,
+    }
     return {k: v for k, v in out.items() if v}
 
 

@@ -11,6 +11,7 @@ FIFO with skipping, each job running ``time_limit x fraction / time_scale`` wall
 seconds.  Every call first catches the cluster up to the wall clock, inside one
 ``BEGIN IMMEDIATE`` transaction, so concurrent callers see one history.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,16 @@ from datetime import datetime, timezone
 from typing import Iterator, Sequence
 
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, JobState, NodeInventory, PoolInventory, ProjectIdentity, QueueStats, Reason,
-    Unavailable, UsageRecord,
+    DestinationJob,
+    InventorySnapshot,
+    JobState,
+    NodeInventory,
+    PoolInventory,
+    ProjectIdentity,
+    QueueStats,
+    Reason,
+    Unavailable,
+    UsageRecord,
 )
 from broker.spec import WorkloadSpec
 
@@ -71,12 +80,23 @@ class Journal:
             con.close()
 
     # -- set-up and inspection (tests, the load bench) ----------------------------------
-    def add_cluster(self, name: str, *, nodes: int = 2, gpus_per_node: int = 8, gpu_model: str = "A100",
-                    memory_gb: int = 80, fraction: float = 0.5, time_scale: float = 60.0) -> None:
+    def add_cluster(
+        self,
+        name: str,
+        *,
+        nodes: int = 2,
+        gpus_per_node: int = 8,
+        gpu_model: str = "A100",
+        memory_gb: int = 80,
+        fraction: float = 0.5,
+        time_scale: float = 60.0,
+    ) -> None:
         with self._tx() as db:
-            db.execute("INSERT OR REPLACE INTO clusters (name, nodes, gpus_per_node, gpu_model, memory_gb, "
-                       "fraction, time_scale, unreachable) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
-                       (name, nodes, gpus_per_node, gpu_model, memory_gb, fraction, time_scale))
+            db.execute(
+                "INSERT OR REPLACE INTO clusters (name, nodes, gpus_per_node, gpu_model, memory_gb, "
+                "fraction, time_scale, unreachable) VALUES (?, ?, ?, ?, ?, ?, ?, 0)",
+                (name, nodes, gpus_per_node, gpu_model, memory_gb, fraction, time_scale),
+            )
 
     def set_unreachable(self, name: str, unreachable: bool = True) -> None:
         with self._tx() as db:
@@ -90,9 +110,15 @@ class Journal:
 
     @staticmethod
     def _row(r: sqlite3.Row) -> dict:
-        return {"cluster": r["cluster"], "job_id": f"j{r['id']}", "workload_id": r["workload_id"],
-                "state": r["state"], "gpus": r["gpus_per_worker"] * r["workers"], "started": r["started"],
-                "ended": r["ended"]}
+        return {
+            "cluster": r["cluster"],
+            "job_id": f"j{r['id']}",
+            "workload_id": r["workload_id"],
+            "state": r["state"],
+            "gpus": r["gpus_per_worker"] * r["workers"],
+            "started": r["started"],
+            "ended": r["ended"],
+        }
 
     # -- the model -------------------------------------------------------------------------
     @staticmethod
@@ -112,11 +138,15 @@ class Journal:
 
     def _catch_up(self, db: sqlite3.Connection, c: sqlite3.Row) -> None:
         now = time.time()
-        db.execute("UPDATE jobs SET state = 'completed', ended = started + run_s "
-                   "WHERE cluster = ? AND state = 'running' AND started + run_s <= ?", (c["name"], now))
+        db.execute(
+            "UPDATE jobs SET state = 'completed', ended = started + run_s "
+            "WHERE cluster = ? AND state = 'running' AND started + run_s <= ?",
+            (c["name"], now),
+        )
         free = self._free(db, c)
-        for job in db.execute("SELECT * FROM jobs WHERE cluster = ? AND state = 'pending' ORDER BY id",
-                              (c["name"],)).fetchall():
+        for job in db.execute(
+            "SELECT * FROM jobs WHERE cluster = ? AND state = 'pending' ORDER BY id", (c["name"],)
+        ).fetchall():
             placement, trial = [], list(free)
             for _ in range(job["workers"]):
                 node = next((i for i, f in enumerate(trial) if f >= job["gpus_per_worker"]), None)
@@ -126,8 +156,10 @@ class Journal:
                 placement.append((node, job["gpus_per_worker"]))
             if len(placement) == job["workers"]:
                 free = trial
-                db.execute("UPDATE jobs SET state = 'running', started = ?, placement = ? WHERE id = ?",
-                           (now, json.dumps(placement), job["id"]))
+                db.execute(
+                    "UPDATE jobs SET state = 'running', started = ?, placement = ? WHERE id = ?",
+                    (now, json.dumps(placement), job["id"]),
+                )
 
     def call(self, cluster: str, fn):
         with self._tx() as db:
@@ -151,43 +183,84 @@ class JournalBackend:
         state = JobState(r["state"]) if r["state"] in {s.value for s in JobState} else JobState.UNKNOWN
         nodes = tuple(dict.fromkeys(f"{c['name']}-n{n}" for n, _ in json.loads(r["placement"])))
         return DestinationJob(
-            job_id=f"j{r['id']}", workload_id=r["workload_id"], state=state,
+            job_id=f"j{r['id']}",
+            workload_id=r["workload_id"],
+            state=state,
             reason=Reason.CAPACITY if state is JobState.PENDING else Reason.NONE,
             raw_reason="Resources" if state is JobState.PENDING else "",
-            gpus=r["gpus_per_worker"] * r["workers"], nodes=nodes,
-            started_at=_at(r["started"]), ended_at=_at(r["ended"]))
+            gpus=r["gpus_per_worker"] * r["workers"],
+            nodes=nodes,
+            started_at=_at(r["started"]),
+            ended_at=_at(r["ended"]),
+        )
 
     def inventory(self) -> InventorySnapshot:
         def fn(db, c):
             free = Journal._free(db, c)
-            nodes = tuple(NodeInventory(
-                name=f"{c['name']}-n{i}", gpu_model=c["gpu_model"], gpu_memory_gb=c["memory_gb"],
-                gpus_total=c["gpus_per_node"], gpus_allocatable=c["gpus_per_node"],
-                gpus_allocated=c["gpus_per_node"] - f, owner="slurm") for i, f in enumerate(free))
-            pending = db.execute("SELECT COUNT(*), COALESCE(SUM(gpus_per_worker * workers), 0) FROM jobs "
-                                 "WHERE cluster = ? AND state = 'pending'", (c["name"],)).fetchone()
-            pool = PoolInventory(name="gpu", gpu_model=c["gpu_model"], gpu_memory_gb=c["memory_gb"],
-                                 partitioning="whole", owner="slurm", nodes=nodes)
-            return InventorySnapshot(cluster=c["name"], taken_at=datetime.now(timezone.utc), pools=(pool,),
-                                     queue=QueueStats(pending_jobs=pending[0], pending_gpus=pending[1]))
+            nodes = tuple(
+                NodeInventory(
+                    name=f"{c['name']}-n{i}",
+                    gpu_model=c["gpu_model"],
+                    gpu_memory_gb=c["memory_gb"],
+                    gpus_total=c["gpus_per_node"],
+                    gpus_allocatable=c["gpus_per_node"],
+                    gpus_allocated=c["gpus_per_node"] - f,
+                    owner="slurm",
+                )
+                for i, f in enumerate(free)
+            )
+            pending = db.execute(
+                "SELECT COUNT(*), COALESCE(SUM(gpus_per_worker * workers), 0) FROM jobs "
+                "WHERE cluster = ? AND state = 'pending'",
+                (c["name"],),
+            ).fetchone()
+            pool = PoolInventory(
+                name="gpu",
+                gpu_model=c["gpu_model"],
+                gpu_memory_gb=c["memory_gb"],
+                partitioning="whole",
+                owner="slurm",
+                nodes=nodes,
+            )
+            return InventorySnapshot(
+                cluster=c["name"],
+                taken_at=datetime.now(timezone.utc),
+                pools=(pool,),
+                queue=QueueStats(pending_jobs=pending[0], pending_gpus=pending[1]),
+            )
+
         return self.journal.call(self.cluster, fn)
 
     def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
         def fn(db, c):
             run_s = spec.time_limit_minutes * 60 * c["fraction"] / c["time_scale"]
-            cur = db.execute("INSERT INTO jobs (cluster, workload_id, account, gpus_per_worker, workers, state, "
-                             "submitted, run_s) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
-                             (c["name"], workload_id, identity.slurm_account or identity.project,
-                              spec.gpus_per_worker, spec.workers, time.time(), run_s))
+            cur = db.execute(
+                "INSERT INTO jobs (cluster, workload_id, account, gpus_per_worker, workers, state, "
+                "submitted, run_s) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                (
+                    c["name"],
+                    workload_id,
+                    identity.slurm_account or identity.project,
+                    spec.gpus_per_worker,
+                    spec.workers,
+                    time.time(),
+                    run_s,
+                ),
+            )
             self.journal._catch_up(db, c)
             return f"j{cur.lastrowid}"
+
         return self.journal.call(self.cluster, fn)
 
     def find(self, workload_id: str) -> DestinationJob | None:
         def fn(db, c):
-            rows = db.execute("SELECT * FROM jobs WHERE cluster = ? AND workload_id = ? ORDER BY "
-                              "state IN ('pending', 'running') DESC, id DESC", (c["name"], workload_id)).fetchall()
+            rows = db.execute(
+                "SELECT * FROM jobs WHERE cluster = ? AND workload_id = ? ORDER BY "
+                "state IN ('pending', 'running') DESC, id DESC",
+                (c["name"], workload_id),
+            ).fetchall()
             return self._view(c, rows[0]) if rows else None
+
         return self.journal.call(self.cluster, fn)
 
     def status(self, job_ids: Sequence[str]) -> dict[str, DestinationJob]:
@@ -199,13 +272,16 @@ class JournalBackend:
             marks = ",".join("?" * len(ids))
             rows = db.execute(f"SELECT * FROM jobs WHERE cluster = ? AND id IN ({marks})", (c["name"], *ids))
             return {f"j{r['id']}": self._view(c, r) for r in rows.fetchall()}
+
         return self.journal.call(self.cluster, fn)
 
     def active_jobs(self) -> list[DestinationJob]:
         def fn(db, c):
-            rows = db.execute("SELECT * FROM jobs WHERE cluster = ? AND state IN ('pending', 'running')",
-                              (c["name"],)).fetchall()
+            rows = db.execute(
+                "SELECT * FROM jobs WHERE cluster = ? AND state IN ('pending', 'running')", (c["name"],)
+            ).fetchall()
             return [self._view(c, r) for r in rows]
+
         return self.journal.call(self.cluster, fn)
 
     def cancel(self, job_id: str) -> bool:
@@ -218,21 +294,36 @@ class JournalBackend:
             if row["state"] in LIVE:
                 db.execute("UPDATE jobs SET state = 'cancelled', ended = ? WHERE id = ?", (time.time(), row["id"]))
             return True
+
         return self.journal.call(self.cluster, fn)
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         def fn(db, c):
-            rows = db.execute("SELECT * FROM jobs WHERE cluster = ? AND started IS NOT NULL AND "
-                              "(ended IS NULL OR ended >= ?)", (c["name"], since.timestamp())).fetchall()
+            rows = db.execute(
+                "SELECT * FROM jobs WHERE cluster = ? AND started IS NOT NULL AND (ended IS NULL OR ended >= ?)",
+                (c["name"], since.timestamp()),
+            ).fetchall()
             out = []
             for r in rows:
                 end = r["ended"] if r["ended"] is not None else time.time()
                 gpus = r["gpus_per_worker"] * r["workers"]
-                out.append(UsageRecord(
-                    source="simulator", cluster=c["name"], job_id=f"j{r['id']}", workload_id=r["workload_id"],
-                    account=r["account"], gpu_model=c["gpu_model"], gpus=gpus, start=_at(r["started"]),
-                    end=_at(r["ended"]), gpu_seconds=int(gpus * (end - r["started"])), state=r["state"]))
+                out.append(
+                    UsageRecord(
+                        source="simulator",
+                        cluster=c["name"],
+                        job_id=f"j{r['id']}",
+                        workload_id=r["workload_id"],
+                        account=r["account"],
+                        gpu_model=c["gpu_model"],
+                        gpus=gpus,
+                        start=_at(r["started"]),
+                        end=_at(r["ended"]),
+                        gpu_seconds=int(gpus * (end - r["started"])),
+                        state=r["state"],
+                    )
+                )
             return out
+
         return iter(self.journal.call(self.cluster, fn))
 
 

@@ -4,6 +4,7 @@ Kept apart from ``points.CRASH_POINTS`` (the crash harness drives every one of t
 its own simulated fleet, which has no MultiKueue manager); armed by name on a ``FaultPlan``
 like the others, with ``multikueue_hooks`` installed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -12,12 +13,18 @@ from collections.abc import Iterator
 from broker.faults.points import CrashPoint, FaultPlan
 
 MULTIKUEUE_POINTS: tuple[CrashPoint, ...] = (
-    CrashPoint("multikueue_before_nominate", "multikueue:nominate", "crash",
-               "the dispatcher reserved quota and recorded a nomination; it dies before writing "
-               "it to the manager's Workload"),
-    CrashPoint("multikueue_after_nominate", "multikueue:nominated", "crash",
-               "the manager's Workload carries the nomination; the dispatcher dies before its "
-               "own record commits"),
+    CrashPoint(
+        "multikueue_before_nominate",
+        "multikueue:nominate",
+        "crash",
+        "the dispatcher reserved quota and recorded a nomination; it dies before writing it to the manager's Workload",
+    ),
+    CrashPoint(
+        "multikueue_after_nominate",
+        "multikueue:nominated",
+        "crash",
+        "the manager's Workload carries the nomination; the dispatcher dies before its own record commits",
+    ),
 )
 MULTIKUEUE_POINTS_BY_NAME = {p.name: p for p in MULTIKUEUE_POINTS}
 

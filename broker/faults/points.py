@@ -19,6 +19,7 @@ An armed hook does one of:
   with ``pg_terminate_backend``; SQLite: ``OperationalError``);
 * any callable, called with the hook's name and cluster.
 """
+
 from __future__ import annotations
 
 import random
@@ -49,63 +50,108 @@ class CrashPoint:
 
 
 CRASH_POINTS: tuple[CrashPoint, ...] = (
-    CrashPoint("before_attempt_record", "attempt:before", "crash",
-               "dispatch dies after moving the workload to dispatching, before the attempt row is written"),
-    CrashPoint("after_attempt_record", "submit:before", "crash",
-               "dispatch dies after the attempt row is committed, before the destination is called"),
-    CrashPoint("after_accept_before_reply", "submit:after", "crash",
-               "the destination accepted the job; the worker dies before it hears the reply"),
-    CrashPoint("reply_lost", "submit:after", "unavailable",
-               "the destination accepted the job; the reply times out"),
-    CrashPoint("after_reserve_before_commit", "reservation:created", "crash",
-               "placement dies after reserving quota, before its transaction commits"),
-    CrashPoint("after_reject_before_replace", "dispatch:retry_elsewhere", "crash",
-               "a local rejection released the reservation; the worker dies before re-placing"),
-    CrashPoint("during_cancel_before_send", "cancel:before", "crash",
-               "the cancellation is stored; the worker dies before telling the destination"),
-    CrashPoint("during_cancel_after_send", "cancel:after", "crash",
-               "the destination cancelled the job; the worker dies before recording it"),
-    CrashPoint("during_status", "status:after", "crash",
-               "the status poll dies after the destination answered"),
-    CrashPoint("during_status_apply", "status:release", "crash",
-               "the status poll dies while recording a job's end (before the release commits)"),
-    CrashPoint("during_reconcile", "*:before", "crash",
-               "reconciliation dies at one of its calls to a destination"),
-    CrashPoint("reconcile_after_expire", "reconcile:expired", "crash",
-               "reconciliation dies right after expiring a reservation, before re-queueing the workload"),
-    CrashPoint("worker_killed_mid_task", "*", "crash",
-               "the worker is killed (SIGKILL) at a random point of a random task"),
-    CrashPoint("redis_restarted", None, "env",
-               "Redis restarts without persistence: every queued task is lost"),
-    CrashPoint("postgres_connection_dropped", "*", "db_drop",
-               "the worker's PostgreSQL connection is terminated mid-task"),
-    CrashPoint("slurmctld_stop_start", None, "env",
-               "the cluster's controller stops and starts again (unreachable, under the staleness limit)"),
-    CrashPoint("unreachable_past_staleness", None, "env",
-               "the cluster is unreachable for longer than the staleness limit while its jobs run and end"),
-    CrashPoint("destination_rejects", None, "env",
-               "the destination refuses the next submission (local admission)"),
-    CrashPoint("lost_job", None, "env",
-               "the destination loses a running job without a trace"),
-    CrashPoint("orphan_job", None, "env",
-               "a job nobody asked the broker for appears at a destination"),
+    CrashPoint(
+        "before_attempt_record",
+        "attempt:before",
+        "crash",
+        "dispatch dies after moving the workload to dispatching, before the attempt row is written",
+    ),
+    CrashPoint(
+        "after_attempt_record",
+        "submit:before",
+        "crash",
+        "dispatch dies after the attempt row is committed, before the destination is called",
+    ),
+    CrashPoint(
+        "after_accept_before_reply",
+        "submit:after",
+        "crash",
+        "the destination accepted the job; the worker dies before it hears the reply",
+    ),
+    CrashPoint("reply_lost", "submit:after", "unavailable", "the destination accepted the job; the reply times out"),
+    CrashPoint(
+        "after_reserve_before_commit",
+        "reservation:created",
+        "crash",
+        "placement dies after reserving quota, before its transaction commits",
+    ),
+    CrashPoint(
+        "after_reject_before_replace",
+        "dispatch:retry_elsewhere",
+        "crash",
+        "a local rejection released the reservation; the worker dies before re-placing",
+    ),
+    CrashPoint(
+        "during_cancel_before_send",
+        "cancel:before",
+        "crash",
+        "the cancellation is stored; the worker dies before telling the destination",
+    ),
+    CrashPoint(
+        "during_cancel_after_send",
+        "cancel:after",
+        "crash",
+        "the destination cancelled the job; the worker dies before recording it",
+    ),
+    CrashPoint("during_status", "status:after", "crash", "the status poll dies after the destination answered"),
+    CrashPoint(
+        "during_status_apply",
+        "status:release",
+        "crash",
+        "the status poll dies while recording a job's end (before the release commits)",
+    ),
+    CrashPoint("during_reconcile", "*:before", "crash", "reconciliation dies at one of its calls to a destination"),
+    CrashPoint(
+        "reconcile_after_expire",
+        "reconcile:expired",
+        "crash",
+        "reconciliation dies right after expiring a reservation, before re-queueing the workload",
+    ),
+    CrashPoint(
+        "worker_killed_mid_task", "*", "crash", "the worker is killed (SIGKILL) at a random point of a random task"
+    ),
+    CrashPoint("redis_restarted", None, "env", "Redis restarts without persistence: every queued task is lost"),
+    CrashPoint(
+        "postgres_connection_dropped", "*", "db_drop", "the worker's PostgreSQL connection is terminated mid-task"
+    ),
+    CrashPoint(
+        "slurmctld_stop_start",
+        None,
+        "env",
+        "the cluster's controller stops and starts again (unreachable, under the staleness limit)",
+    ),
+    CrashPoint(
+        "unreachable_past_staleness",
+        None,
+        "env",
+        "the cluster is unreachable for longer than the staleness limit while its jobs run and end",
+    ),
+    CrashPoint("destination_rejects", None, "env", "the destination refuses the next submission (local admission)"),
+    CrashPoint("lost_job", None, "env", "the destination loses a running job without a trace"),
+    CrashPoint("orphan_job", None, "env", "a job nobody asked the broker for appears at a destination"),
 )
 POINTS_BY_NAME = {p.name: p for p in CRASH_POINTS}
 
 # Every hook the services and the backend wrapper fire (``*`` arms any of them).
 BACKEND_METHODS = ("inventory", "submit", "find", "status", "active_jobs", "cancel", "usage")
-SERVICE_HOOKS = ("attempt:before", "reservation:created", "dispatch:retry_elsewhere", "status:release",
-                 "reconcile:expired", "cancel:release")
+SERVICE_HOOKS = (
+    "attempt:before",
+    "reservation:created",
+    "dispatch:retry_elsewhere",
+    "status:release",
+    "reconcile:expired",
+    "cancel:release",
+)
 ALL_HOOKS = tuple(f"{m}:{w}" for m in BACKEND_METHODS for w in ("before", "after")) + SERVICE_HOOKS
 
 
 @dataclass
 class Armed:
     point: str
-    hook: str            # exact hook, "*" (any) or "*:before" (any backend call, before)
+    hook: str  # exact hook, "*" (any) or "*:before" (any backend call, before)
     action: str | Callable[[str, str], None]
-    cluster: str = ""    # "" = any cluster
-    skip: int = 0        # let this many matching hooks pass first
+    cluster: str = ""  # "" = any cluster
+    skip: int = 0  # let this many matching hooks pass first
     times: int = 1
 
 
@@ -124,22 +170,36 @@ class FaultPlan:
         self.rng = rng or random.Random(0)
         self._armed: list[Armed] = []
         self.fired: list[Fired] = []
-        self.context = ""            # which task or pass is running (for the report)
-        self.unreachable: set[str] = set()   # clusters whose every call fails (wrapper-level)
+        self.context = ""  # which task or pass is running (for the report)
+        self.unreachable: set[str] = set()  # clusters whose every call fails (wrapper-level)
         self._lock = threading.Lock()
         self._db_drop = db_drop
         self.enabled = True
 
     # -- arming -----------------------------------------------------------------
-    def arm(self, point: str, *, hook: str | None = None, action: str | Callable | None = None,
-            cluster: str = "", skip: int = 0, times: int = 1) -> Armed:
+    def arm(
+        self,
+        point: str,
+        *,
+        hook: str | None = None,
+        action: str | Callable | None = None,
+        cluster: str = "",
+        skip: int = 0,
+        times: int = 1,
+    ) -> Armed:
         spec = POINTS_BY_NAME.get(point)
         if hook is None:
             if spec is None or spec.hook is None:
                 raise ValueError(f"{point!r} is not a hook crash point")
             hook = spec.hook
-        armed = Armed(point=point, hook=hook, action=action or (spec.action if spec else "crash"),
-                      cluster=cluster, skip=skip, times=times)
+        armed = Armed(
+            point=point,
+            hook=hook,
+            action=action or (spec.action if spec else "crash"),
+            cluster=cluster,
+            skip=skip,
+            times=times,
+        )
         with self._lock:
             self._armed.append(armed)
         return armed
@@ -228,7 +288,7 @@ class FaultyBackend:
 
     inner: object
     plan: FaultPlan
-    retime: Callable[[], object] | None = None   # harness clock: re-stamps inventory reports
+    retime: Callable[[], object] | None = None  # harness clock: re-stamps inventory reports
     calls: dict[str, int] = field(default_factory=dict)
 
     @property

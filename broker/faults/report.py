@@ -1,5 +1,6 @@
 """What a fault-harness run is asked to do, and what it reports (the table of faults
 injected per crash point and of the invariant counts)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,9 +16,9 @@ class HarnessConfig:
     faults: int = 60
     seed: int = 1
     slurm: bool = False
-    points: tuple[str, ...] = ()          # empty: every point the mode supports
-    max_steps: int = 0                    # 0: derived from faults and workloads
-    cancel_share: float = 0.2             # researchers cancel about this share of workloads
+    points: tuple[str, ...] = ()  # empty: every point the mode supports
+    max_steps: int = 0  # 0: derived from faults and workloads
+    cancel_share: float = 0.2  # researchers cancel about this share of workloads
     log: Callable[[str], None] | None = None
 
 
@@ -48,10 +49,13 @@ class HarnessReport:
 
     def table(self) -> str:
         c = self.config
-        lines = [f"fault harness ({self.mode}, {self.database}): {self.workloads} workloads, "
-                 f"{self.faults} faults injected, seed {c.seed}, {self.steps} steps "
-                 f"({self.tasks_run} tasks run, {self.tasks_lost} lost), {self.elapsed_s:.0f} s wall, "
-                 f"{self.virtual_s / 3600:.1f} h broker time", ""]
+        lines = [
+            f"fault harness ({self.mode}, {self.database}): {self.workloads} workloads, "
+            f"{self.faults} faults injected, seed {c.seed}, {self.steps} steps "
+            f"({self.tasks_run} tasks run, {self.tasks_lost} lost), {self.elapsed_s:.0f} s wall, "
+            f"{self.virtual_s / 3600:.1f} h broker time",
+            "",
+        ]
         lines.append(f"| {'crash point':<34} | {'injected':>8} |")
         lines.append(f"|{'-' * 36}|{'-' * 10}:|")
         for point in CRASH_POINTS:

@@ -3,6 +3,7 @@
 The invariant counters compare the broker's database with this: a duplicate is two
 jobs at the destinations carrying one workload id, whatever the broker believes.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -16,9 +17,9 @@ class TruthJob:
     cluster: str
     job_id: str
     workload_id: str | None
-    active: bool          # pending or running, and not lost
+    active: bool  # pending or running, and not lost
     gpus: int
-    lost: bool = False    # the destination dropped it without a trace
+    lost: bool = False  # the destination dropped it without a trace
 
 
 class Truth(Protocol):
@@ -46,8 +47,16 @@ class SimTruth:
         out = []
         for name in self.cluster_names:
             for job in fleet.get(name).jobs():
-                out.append(TruthJob(cluster=name, job_id=job.job_id, workload_id=job.workload_id,
-                                    active=job.active, gpus=job.gpus, lost=job.lost))
+                out.append(
+                    TruthJob(
+                        cluster=name,
+                        job_id=job.job_id,
+                        workload_id=job.workload_id,
+                        active=job.active,
+                        gpus=job.gpus,
+                        lost=job.lost,
+                    )
+                )
         return out
 
 
@@ -60,7 +69,7 @@ class SlurmTruth:
 
         self.cluster, self.since, self.prefixes = cluster, since, tuple(prefixes)
         self.transport = CommandTransport(timeout_s=timeout_s)
-        self.extra_ids: set[str] = set()   # foreign jobs the harness submitted
+        self.extra_ids: set[str] = set()  # foreign jobs the harness submitted
         self._last: list[TruthJob] = []
 
     def _mine(self, name: str, comment: str, job_id: str) -> str | None:
@@ -89,8 +98,13 @@ class SlurmTruth:
             if wid is None and rec.job_id not in self.extra_ids:
                 continue
             state = parsers.map_job_state(rec.state)
-            jobs[rec.job_id] = TruthJob(self.cluster, rec.job_id, wid, not state.ended,
-                                        parsers.tres_gpus(rec.alloc_tres) or parsers.tres_gpus(rec.req_tres))
+            jobs[rec.job_id] = TruthJob(
+                self.cluster,
+                rec.job_id,
+                wid,
+                not state.ended,
+                parsers.tres_gpus(rec.alloc_tres) or parsers.tres_gpus(rec.req_tres),
+            )
         for job in self.transport.jobs():
             wid = self._mine(job.name, job.comment, job.job_id)
             if wid is None and job.job_id not in self.extra_ids:
@@ -109,9 +123,16 @@ class JournalTruth:
     def all_jobs(self) -> list[TruthJob]:
         from broker.faults.journal import Journal
 
-        return [TruthJob(cluster=j["cluster"], job_id=j["job_id"], workload_id=j["workload_id"],
-                         active=j["state"] in ("pending", "running"), gpus=j["gpus"])
-                for j in Journal(self.path).all_jobs()]
+        return [
+            TruthJob(
+                cluster=j["cluster"],
+                job_id=j["job_id"],
+                workload_id=j["workload_id"],
+                active=j["state"] in ("pending", "running"),
+                gpus=j["gpus"],
+            )
+            for j in Journal(self.path).all_jobs()
+        ]
 
 
 def utcnow() -> datetime:

@@ -11,6 +11,7 @@
   ``GPUBROKER_FAULTS_PAUSE_S``, 120 s) for ``$GPUBROKER_FAULTS_DIR/resume``.  The test
   kills the worker there, cuts its database connections, or restarts Redis.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,6 +31,7 @@ def pause_action(directory: str, limit_s: float = 120.0):
         deadline = time.monotonic() + limit_s
         while not (folder / "resume").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+
     return act
 
 
@@ -43,9 +45,15 @@ def install_from_env() -> None:
     pause = os.environ.get("GPUBROKER_FAULTS_PAUSE", "")
     plan = FaultPlan()
     if pause:
-        plan.arm("pause", hook=pause, times=int(os.environ.get("GPUBROKER_FAULTS_PAUSE_TIMES", "1")),
-                 action=pause_action(os.environ.get("GPUBROKER_FAULTS_DIR", "/tmp/gpubroker-faults"),
-                                     float(os.environ.get("GPUBROKER_FAULTS_PAUSE_S", "120"))))
+        plan.arm(
+            "pause",
+            hook=pause,
+            times=int(os.environ.get("GPUBROKER_FAULTS_PAUSE_TIMES", "1")),
+            action=pause_action(
+                os.environ.get("GPUBROKER_FAULTS_DIR", "/tmp/gpubroker-faults"),
+                float(os.environ.get("GPUBROKER_FAULTS_PAUSE_S", "120")),
+            ),
+        )
     builders = {"simulator": journal_builder(journal)} if journal else {}
     _installed.enter_context(faulty_backends(plan, builders))
     _installed.enter_context(service_hooks(plan))

@@ -1,4 +1,5 @@
 """The fleet as the broker knows it: GPU classes, clusters and their pools."""
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -54,13 +55,18 @@ class Cluster(models.Model):
     region = models.CharField(max_length=63)
     location = models.CharField(max_length=10, choices=Location.choices)
     price_per_gpu_hour = models.DecimalField(
-        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))])
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
     egress_per_gb = models.DecimalField(
-        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))])
+        max_digits=10, decimal_places=4, default=Decimal("0"), validators=[MinValueValidator(Decimal("0"))]
+    )
     config = models.JSONField(default=dict, blank=True, help_text="Backend settings; never secrets")
     credentials_ref = models.CharField(
-        max_length=300, blank=True, validators=[credentials_ref_validator],
-        help_text="Where the secret lives (env:VAR or file:/path); the secret itself is never stored")
+        max_length=300,
+        blank=True,
+        validators=[credentials_ref_validator],
+        help_text="Where the secret lives (env:VAR or file:/path); the secret itself is never stored",
+    )
     enabled = models.BooleanField(default=True)
     draining = models.BooleanField(default=False, help_text="No new placements; running jobs continue")
     health = models.CharField(max_length=20, choices=ClusterHealth.choices, default=ClusterHealth.UNKNOWN)
@@ -71,9 +77,11 @@ class Cluster(models.Model):
     queue_pending_gpus = models.PositiveIntegerField(default=0)
     throughput_gpu_hours_per_hour = models.FloatField(default=0.0)
     local_limits = models.JSONField(
-        default=dict, blank=True,
+        default=dict,
+        blank=True,
         help_text="What local admission allows, as last reported with the inventory: per-job caps "
-                  "(QoS, partition) and group quotas with their use (association, ClusterQueue, queue)")
+        "(QoS, partition) and group quotas with their use (association, ClusterQueue, queue)",
+    )
 
     class Meta:
         ordering = ["name"]
@@ -103,8 +111,10 @@ class GpuPool(models.Model):
     nodes = models.JSONField(default=list)
     taken_at = models.DateTimeField()
     held_for = models.CharField(
-        max_length=40, blank=True,
-        help_text="Workload uid of a long-waiting big gang this pool drains for (starvation guard)")
+        max_length=40,
+        blank=True,
+        help_text="Workload uid of a long-waiting big gang this pool drains for (starvation guard)",
+    )
 
     class Meta:
         ordering = ["cluster__name", "name", "gpu_model"]

@@ -1,4 +1,5 @@
 """What each user wants to be told about their own workloads, and every message sent."""
+
 from __future__ import annotations
 
 import secrets
@@ -14,8 +15,9 @@ def new_webhook_secret() -> str:
 
 
 class NotificationPreference(models.Model):
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                                related_name="notification_preference")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
+    )
     events = models.JSONField(default=list, blank=True, help_text=f"Any of {', '.join(EVENTS)}")
     long_wait_minutes = models.PositiveIntegerField(default=60)
     email = models.BooleanField(default=False)
@@ -54,5 +56,8 @@ class Notification(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["user", "workload", "event", "channel"],
-                                               name="notify_once_per_event_and_channel")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "workload", "event", "channel"], name="notify_once_per_event_and_channel"
+            )
+        ]

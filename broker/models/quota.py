@@ -1,4 +1,5 @@
 """Global quota per tenant x GPU class, and the reservations counted against it."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -16,13 +17,21 @@ class Quota(models.Model):
     limit_gpus = models.PositiveIntegerField()
     borrow_limit_gpus = models.PositiveIntegerField(default=0)
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="owned_quotas", help_text="Who answers for this quota")
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="owned_quotas",
+        help_text="Who answers for this quota",
+    )
     alert_share = models.FloatField(
-        default=0.8, validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
-        help_text="The owner gets an e-mail when use passes this share of the limit (once per crossing)")
+        default=0.8,
+        validators=[MinValueValidator(0.01), MaxValueValidator(1.0)],
+        help_text="The owner gets an e-mail when use passes this share of the limit (once per crossing)",
+    )
     alert_active = models.BooleanField(
-        default=False, help_text="Use is past the alert share and the owner was told; cleared below it")
+        default=False, help_text="Use is past the alert share and the owner was told; cleared below it"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -64,6 +73,8 @@ class Reservation(models.Model):
         constraints = [
             # at most one live reservation per workload: a retry never double-counts
             models.UniqueConstraint(
-                fields=["workload"], condition=models.Q(state__in=["active", "confirmed"]),
-                name="one_live_reservation_per_workload"),
+                fields=["workload"],
+                condition=models.Q(state__in=["active", "confirmed"]),
+                name="one_live_reservation_per_workload",
+            ),
         ]

@@ -1,4 +1,5 @@
 """A researcher's request for more GPUs of a class for a project, for a while."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -23,8 +24,13 @@ class QuotaRequest(models.Model):
     reason = models.TextField()
     ends_on = models.DateField(help_text="The raise lasts to the end of this day (UTC)")
     state = models.CharField(max_length=10, choices=QuotaRequestState.choices, default=QuotaRequestState.PENDING)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="quota_requests_decided")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="quota_requests_decided",
+    )
     decided_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, help_text="The owner's note with the decision")
     ended_at = models.DateTimeField(null=True, blank=True)

@@ -1,4 +1,5 @@
 """Workloads, the attempts to dispatch them, the audit trail and escalations."""
+
 from __future__ import annotations
 
 import uuid
@@ -46,15 +47,17 @@ class Workload(models.Model):
     uid = models.CharField(max_length=40, unique=True, default=new_workload_uid, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="workloads")
     project = models.ForeignKey(Project, on_delete=models.PROTECT, related_name="workloads")
-    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
-                                     related_name="workloads")
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="workloads"
+    )
     name = models.CharField(max_length=63)
     spec = models.JSONField()
     gpu_class = models.ForeignKey(GpuClass, null=True, on_delete=models.PROTECT, related_name="workloads")
     total_gpus = models.PositiveIntegerField()
     state = models.CharField(max_length=20, choices=WorkloadState.choices, default=WorkloadState.SUBMITTED)
-    reason = models.CharField(max_length=20, blank=True, choices=LocalReason.choices,
-                              help_text="Normalised local queue reason")
+    reason = models.CharField(
+        max_length=20, blank=True, choices=LocalReason.choices, help_text="Normalised local queue reason"
+    )
     raw_reason = models.TextField(blank=True, help_text="The scheduler's own words")
     cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="workloads")
     destination_job_id = models.CharField(max_length=200, blank=True)
@@ -62,26 +65,30 @@ class Workload(models.Model):
     placement = models.JSONField(default=dict, blank=True, help_text="Last ranked and excluded clusters")
     tried_clusters = models.JSONField(default=list, blank=True)
     policy_version = models.CharField(max_length=64, blank=True)
-    resubmit_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="resubmissions")
+    resubmit_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resubmissions"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     dispatched_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     run_seconds = models.FloatField(
-        null=True, blank=True,
-        help_text="Run time the cluster reports; empty: ended_at - started_at is all we know")
+        null=True, blank=True, help_text="Run time the cluster reports; empty: ended_at - started_at is all we know"
+    )
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # MultiKueue dispatcher mode: uid is the Kueue Workload's UID, external_ref its
     # namespace/name on the manager, nominated_at when the nomination in force was written.
     origin = models.CharField(max_length=20, choices=WorkloadOrigin.choices, default=WorkloadOrigin.BROKER)
-    external_ref = models.CharField(max_length=300, blank=True,
-                                    help_text="namespace/name of the object another control plane owns")
+    external_ref = models.CharField(
+        max_length=300, blank=True, help_text="namespace/name of the object another control plane owns"
+    )
     nominated_at = models.DateTimeField(null=True, blank=True)
     outcome = models.JSONField(
-        default=dict, blank=True,
-        help_text="How the job ended, as its scheduler said: summary, end_reason, exit_code, signal, worker")
+        default=dict,
+        blank=True,
+        help_text="How the job ended, as its scheduler said: summary, end_reason, exit_code, signal, worker",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -93,8 +100,10 @@ class Workload(models.Model):
         constraints = [
             # invariant 3 at the schema level: one destination job id per cluster
             models.UniqueConstraint(
-                fields=["cluster", "destination_job_id"], condition=~models.Q(destination_job_id=""),
-                name="one_workload_per_destination_job"),
+                fields=["cluster", "destination_job_id"],
+                condition=~models.Q(destination_job_id=""),
+                name="one_workload_per_destination_job",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -175,17 +184,20 @@ class Escalation(models.Model):
     outcome = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(auto_now_add=True)
-    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                        on_delete=models.SET_NULL, related_name="+")
-    resolved_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
-                                    on_delete=models.SET_NULL, related_name="+")
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     resolved_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["state", "-created_at"]
         constraints = [
-            models.UniqueConstraint(fields=["key"], condition=~models.Q(state="resolved"),
-                                    name="one_unresolved_escalation_per_key"),
+            models.UniqueConstraint(
+                fields=["key"], condition=~models.Q(state="resolved"), name="one_unresolved_escalation_per_key"
+            ),
         ]
 
 

@@ -20,34 +20,56 @@ A scheduling pass (build once per inventory refresh, then decide per workload)::
             if target:
                 fleet.hold(*target, holder=item.key)
 """
+
 from broker.placement.engine import place, place_prepared
 from broker.placement.facts import ClusterFacts
 from broker.placement.fairness import (
-                                       Pending,
-                                       hold_target,
-                                       order_pending,
-                                       priority,
-                                       should_hold_for_gang,
+    Pending,
+    hold_target,
+    order_pending,
+    priority,
+    should_hold_for_gang,
 )
 from broker.placement.fleet import PreparedFleet
 from broker.placement.packing import gang_capacity, pack_gang
 from broker.placement.policy import (
-                                       PRESETS,
-                                       TERMS,
-                                       Aging,
-                                       GpuClass,
-                                       Policy,
-                                       PolicyError,
-                                       QueueModel,
-                                       TenantPolicy,
+    PRESETS,
+    TERMS,
+    Aging,
+    GpuClass,
+    Policy,
+    PolicyError,
+    QueueModel,
+    TenantPolicy,
 )
 from broker.placement.policy_loader import load_policy, load_policy_file, policy_version
 from broker.placement.results import RULES, Candidate, Exclusion, PlacementResult
 
 __all__ = [
-    "Aging", "Candidate", "ClusterFacts", "Exclusion", "GpuClass", "PRESETS", "Pending",
-    "PlacementResult", "Policy", "PolicyError", "PreparedFleet", "QueueModel", "RULES",
-    "TERMS", "TenantPolicy", "gang_capacity", "hold_target", "load_policy",
-    "load_policy_file", "order_pending", "pack_gang", "place", "place_prepared",
-    "policy_version", "priority", "should_hold_for_gang",
+    "Aging",
+    "Candidate",
+    "ClusterFacts",
+    "Exclusion",
+    "GpuClass",
+    "PRESETS",
+    "Pending",
+    "PlacementResult",
+    "Policy",
+    "PolicyError",
+    "PreparedFleet",
+    "QueueModel",
+    "RULES",
+    "TERMS",
+    "TenantPolicy",
+    "gang_capacity",
+    "hold_target",
+    "load_policy",
+    "load_policy_file",
+    "order_pending",
+    "pack_gang",
+    "place",
+    "place_prepared",
+    "policy_version",
+    "priority",
+    "should_hold_for_gang",
 ]

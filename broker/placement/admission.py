@@ -5,40 +5,45 @@ the cluster is excluded with the rule and the numbers.  A job within the limit b
 what is left of a quota now waits locally until running jobs give GPUs back, so the
 shortfall is added to the queue-wait estimate instead.
 """
+
 from __future__ import annotations
 
 import math
 from typing import Iterable
 
-from broker.backends.base import PoolInventory, QueueStats
-from broker.backends.limits import GroupQuota, LocalLimits
+from broker.cluster_report import PoolInventory, QueueStats
+from broker.local_limits import GroupQuota, LocalLimits
 from broker.placement.policy import QueueModel
 from broker.placement.results import Exclusion
 from broker.spec import WorkloadSpec
 
 
-def never_admitted(limits: LocalLimits, pool: PoolInventory, spec: WorkloadSpec,
-                   scopes: Iterable[str] = ()) -> Exclusion | None:
+def never_admitted(
+    limits: LocalLimits, pool: PoolInventory, spec: WorkloadSpec, scopes: Iterable[str] = ()
+) -> Exclusion | None:
     """The first local rule the whole job breaks, whatever else is running."""
     scopes = tuple(scopes)
     need = spec.total_gpus
     for cap in limits.caps_for(pool.name, scopes):
         if cap.max_gpus is not None and need > cap.max_gpus:
-            return Exclusion("local_limit", f"{cap.source} caps a job at {cap.max_gpus} GPUs; "
-                             f"this job needs {need}")
+            return Exclusion("local_limit", f"{cap.source} caps a job at {cap.max_gpus} GPUs; this job needs {need}")
         nodes = nodes_needed(pool, spec)
         if cap.max_nodes is not None and nodes > cap.max_nodes:
-            return Exclusion("local_limit", f"{cap.source} caps a job at {cap.max_nodes} nodes; "
-                             f"this job needs {nodes}")
+            return Exclusion("local_limit", f"{cap.source} caps a job at {cap.max_nodes} nodes; this job needs {nodes}")
         asked = spec.time_limit_minutes * 60.0
         if cap.max_time_s is not None and asked > cap.max_time_s:
-            return Exclusion("local_limit", f"{cap.source} caps a job at "
-                             f"{cap.max_time_s / 60:g} minutes; this job asks for "
-                             f"{spec.time_limit_minutes} minutes")
+            return Exclusion(
+                "local_limit",
+                f"{cap.source} caps a job at "
+                f"{cap.max_time_s / 60:g} minutes; this job asks for "
+                f"{spec.time_limit_minutes} minutes",
+            )
     for quota in limits.quotas_for(pool.name, scopes):
         if quota.limit_gpus is not None and need > quota.limit_gpus:
-            return Exclusion("local_limit", f"{quota.source} admits at most {quota.limit_gpus} "
-                             f"GPUs{_split(quota)}; this job needs {need}")
+            return Exclusion(
+                "local_limit",
+                f"{quota.source} admits at most {quota.limit_gpus} GPUs{_split(quota)}; this job needs {need}",
+            )
         if quota.max_jobs == 0:
             return Exclusion("local_limit", f"{quota.source} admits no jobs (MaxJobs=0)")
     return None
@@ -57,8 +62,9 @@ def nodes_needed(pool: PoolInventory, spec: WorkloadSpec) -> int:
     return math.ceil(spec.workers / per_node) if per_node else spec.workers
 
 
-def quota_wait_s(limits: LocalLimits, pool: str, spec: WorkloadSpec, queue: QueueStats,
-                 model: QueueModel, scopes: Iterable[str] = ()) -> float:
+def quota_wait_s(
+    limits: LocalLimits, pool: str, spec: WorkloadSpec, queue: QueueStats, model: QueueModel, scopes: Iterable[str] = ()
+) -> float:
     """How long the job would wait for local quota to come free (0 when it fits now).
 
     The shortfall in GPUs, turned over at the cluster's throughput (GPU-hours per hour);

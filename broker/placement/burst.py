@@ -16,6 +16,7 @@ Rules (policy key ``burst``):
 Pure: the caller reads spend, budget and TCO from accounting and the wait from the
 estimator, and applies the verdict.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,16 +55,29 @@ def reassess_due(rule: Burst, cloud_spend: float, onprem_tco: float) -> bool:
     return onprem_tco > 0 and cloud_spend >= rule.reassess_share * onprem_tco
 
 
-def cloud_verdict(rule: Burst, *, onprem_wait_s: float | None, gpu_cost: float,
-                  budget: float | None, spent: float, reassess: bool = False) -> BurstVerdict:
+def cloud_verdict(
+    rule: Burst,
+    *,
+    onprem_wait_s: float | None,
+    gpu_cost: float,
+    budget: float | None,
+    spent: float,
+    reassess: bool = False,
+) -> BurstVerdict:
     """May this job burst to the cloud now?"""
     cost = cloud_cost(gpu_cost, rule)
     if budget is not None and spent + cost > budget:
-        return BurstVerdict(False, f"cloud budget: {spent:,.2f} spent this month + {cost:,.2f} "
-                                   f"expected (egress included) passes {budget:,.2f}")
+        return BurstVerdict(
+            False,
+            f"cloud budget: {spent:,.2f} spent this month + {cost:,.2f} "
+            f"expected (egress included) passes {budget:,.2f}",
+        )
     threshold = rule.min_onprem_wait_s * (2.0 if reassess else 1.0)
     if onprem_wait_s is not None and onprem_wait_s < threshold:
         why = " (doubled: cloud spend passed the TCO reassessment share)" if reassess else ""
-        return BurstVerdict(False, f"on-prem expected in {onprem_wait_s / 60:,.0f} min, under "
-                                   f"the burst threshold of {threshold / 60:,.0f} min{why}")
+        return BurstVerdict(
+            False,
+            f"on-prem expected in {onprem_wait_s / 60:,.0f} min, under "
+            f"the burst threshold of {threshold / 60:,.0f} min{why}",
+        )
     return BurstVerdict(True)

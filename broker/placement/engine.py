@@ -3,12 +3,13 @@
 The per-decision path reads the shape's cached static outcome, applies the three rules
 that depend on the moment (quota, freshness, topology), and ranks the fitting pools.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
-from broker.backends.base import InventorySnapshot, QueueStats
+from broker.cluster_report import InventorySnapshot, QueueStats
 from broker.placement import admission
 from broker.placement import filters as f
 from broker.placement import terms
@@ -20,24 +21,50 @@ from broker.placement.results import RULE_RANK, Candidate, Exclusion, PlacementR
 from broker.spec import WorkloadSpec
 
 
-def place(snapshots: Sequence[InventorySnapshot],
-          facts: Iterable[ClusterFacts] | Mapping[str, ClusterFacts],
-          spec: WorkloadSpec, *, tenant: str, quota_remaining: int, now: datetime,
-          policy: Policy, age_s: float = 0.0, runtime_hours: float | None = None,
-          limit: int | None = None, cloud_quota_remaining: int | None = None) -> PlacementResult:
+def place(
+    snapshots: Sequence[InventorySnapshot],
+    facts: Iterable[ClusterFacts] | Mapping[str, ClusterFacts],
+    spec: WorkloadSpec,
+    *,
+    tenant: str,
+    quota_remaining: int,
+    now: datetime,
+    policy: Policy,
+    age_s: float = 0.0,
+    runtime_hours: float | None = None,
+    limit: int | None = None,
+    cloud_quota_remaining: int | None = None,
+) -> PlacementResult:
     """One-off placement.  For many decisions against one inventory, build a
     PreparedFleet once and call ``place_prepared`` (or ``fleet.place``)."""
     fleet = PreparedFleet(snapshots, facts, policy)
-    return place_prepared(fleet, spec, tenant=tenant, quota_remaining=quota_remaining,
-                          now=now, age_s=age_s, runtime_hours=runtime_hours, limit=limit,
-                          cloud_quota_remaining=cloud_quota_remaining)
+    return place_prepared(
+        fleet,
+        spec,
+        tenant=tenant,
+        quota_remaining=quota_remaining,
+        now=now,
+        age_s=age_s,
+        runtime_hours=runtime_hours,
+        limit=limit,
+        cloud_quota_remaining=cloud_quota_remaining,
+    )
 
 
-def place_prepared(fleet: PreparedFleet, spec: WorkloadSpec, *, tenant: str,
-                   quota_remaining: int, now: datetime, age_s: float = 0.0,
-                   runtime_hours: float | None = None, limit: int | None = None,
-                   holder: str = "", cloud_quota_remaining: int | None = None,
-                   scopes: Sequence[str] = ()) -> PlacementResult:
+def place_prepared(
+    fleet: PreparedFleet,
+    spec: WorkloadSpec,
+    *,
+    tenant: str,
+    quota_remaining: int,
+    now: datetime,
+    age_s: float = 0.0,
+    runtime_hours: float | None = None,
+    limit: int | None = None,
+    holder: str = "",
+    cloud_quota_remaining: int | None = None,
+    scopes: Sequence[str] = (),
+) -> PlacementResult:
     """Rank the pools where the whole gang fits now; say why every other cluster is out.
 
     ``quota_remaining``: GPUs left in the tenant's global quota for the class, including
@@ -66,13 +93,13 @@ def place_prepared(fleet: PreparedFleet, spec: WorkloadSpec, *, tenant: str,
             continue
         excluded[name] = _misfit(fleet, group, spec, holder)
     weights = terms.aged_weights(policy.weights, age_s, policy.aging)
-    ranked = _rank([e for group in fitting.values() for e in group], spec, weights,
-                   runtime_hours, limit, extra)
+    ranked = _rank([e for group in fitting.values() for e in group], spec, weights, runtime_hours, limit, extra)
     return _result(ranked, excluded, policy, weights)
 
 
-def _quota_exclusions(fleet: PreparedFleet, spec: WorkloadSpec, remaining: int,
-                      cloud_remaining: int | None) -> dict[str, Exclusion]:
+def _quota_exclusions(
+    fleet: PreparedFleet, spec: WorkloadSpec, remaining: int, cloud_remaining: int | None
+) -> dict[str, Exclusion]:
     """The global quota: every cluster is out when it is short; with a burst allowance
     that covers the job, only the on-prem ones are."""
     quota = f.filter_quota(spec.total_gpus, remaining)
@@ -80,15 +107,20 @@ def _quota_exclusions(fleet: PreparedFleet, spec: WorkloadSpec, remaining: int,
         return {}
     if cloud_remaining is None or cloud_remaining < spec.total_gpus:
         return dict.fromkeys(fleet.clusters, quota)
-    burst = Exclusion("quota", f"{quota.message}; the tenant's burst allowance "
-                      f"({cloud_remaining} GPUs left) applies to cloud clusters only")
-    return {name: burst for name, c in fleet.clusters.items()
-            if not (c.facts and c.facts.location == "cloud")}
+    burst = Exclusion(
+        "quota",
+        f"{quota.message}; the tenant's burst allowance ({cloud_remaining} GPUs left) applies to cloud clusters only",
+    )
+    return {name: burst for name, c in fleet.clusters.items() if not (c.facts and c.facts.location == "cloud")}
 
 
-def _admissible(fleet: PreparedFleet, entries: list[Entry], spec: WorkloadSpec,
-                scopes: Sequence[str], out: set[str],
-                ) -> tuple[list[Entry], dict[Entry, float], dict[str, Exclusion]]:
+def _admissible(
+    fleet: PreparedFleet,
+    entries: list[Entry],
+    spec: WorkloadSpec,
+    scopes: Sequence[str],
+    out: set[str],
+) -> tuple[list[Entry], dict[Entry, float], dict[str, Exclusion]]:
     """Pools whose local limits could ever admit the job, the extra wait their quota's
     headroom means, and for clusters left with none: the rule that stops it."""
     kept: list[Entry] = []
@@ -104,9 +136,14 @@ def _admissible(fleet: PreparedFleet, entries: list[Entry], spec: WorkloadSpec,
             if exc is not None:
                 never.setdefault(entry.cluster, exc)
                 continue
-            wait = admission.quota_wait_s(cluster.limits, pool.name, spec,
-                                          cluster.snapshot.queue if cluster.snapshot else QueueStats(),
-                                          fleet.policy.queue, scopes)
+            wait = admission.quota_wait_s(
+                cluster.limits,
+                pool.name,
+                spec,
+                cluster.snapshot.queue if cluster.snapshot else QueueStats(),
+                fleet.policy.queue,
+                scopes,
+            )
             if wait:
                 extra[entry] = wait
         kept.append(entry)
@@ -114,8 +151,7 @@ def _admissible(fleet: PreparedFleet, entries: list[Entry], spec: WorkloadSpec,
     return kept, extra, {k: v for k, v in never.items() if k not in admitted}
 
 
-def _misfit(fleet: PreparedFleet, group: list[Entry], spec: WorkloadSpec,
-            holder: str) -> Exclusion:
+def _misfit(fleet: PreparedFleet, group: list[Entry], spec: WorkloadSpec, holder: str) -> Exclusion:
     """Why none of a cluster's pools takes the gang now: the pool closest to fitting, but
     'never fits' only when no pool could hold it even idle.  An autoscaling cluster may
     grow, so for it 'never' is only 'not now'."""
@@ -123,9 +159,14 @@ def _misfit(fleet: PreparedFleet, group: list[Entry], spec: WorkloadSpec,
     for entry in group:
         prepared = entry.prepared
         exc = f.filter_topology(
-            prepared.pool.name, prepared.index, prepared.idle_capacity(spec), spec,
-            prepared.held_by if prepared.held_by != holder else "", len(prepared.conflicted),
-            prepared.ever_capacity(spec))
+            prepared.pool.name,
+            prepared.index,
+            prepared.idle_capacity(spec),
+            spec,
+            prepared.held_by if prepared.held_by != holder else "",
+            len(prepared.conflicted),
+            prepared.ever_capacity(spec),
+        )
         if exc is not None:
             found.append(exc)
     waiting = [e for e in found if e.rule != "never_fits"]
@@ -146,8 +187,9 @@ def _overlay(excluded: dict[str, Exclusion], new: Mapping[str, Exclusion], rule:
             excluded[name] = exc
 
 
-def _fit(entries: list[Entry], spec: WorkloadSpec, stale: Mapping[str, Exclusion],
-         holder: str) -> tuple[dict[str, list[Entry]], dict[str, list[Entry]]]:
+def _fit(
+    entries: list[Entry], spec: WorkloadSpec, stale: Mapping[str, Exclusion], holder: str
+) -> tuple[dict[str, list[Entry]], dict[str, list[Entry]]]:
     """Split statically eligible pools into those the gang fits now and the rest (per
     cluster with no fitting pool: its pools, closest to fitting first)."""
     g, w = spec.gpus_per_worker, spec.workers
@@ -170,57 +212,85 @@ def _fit(entries: list[Entry], spec: WorkloadSpec, stale: Mapping[str, Exclusion
             fitting.setdefault(name, []).append(entry)
         else:
             misfits.setdefault(name, []).append((cap, entry))
-    return fitting, {name: [e for _, e in sorted(group, key=lambda x: -x[0])]
-                     for name, group in misfits.items() if name not in fitting}
+    return fitting, {
+        name: [e for _, e in sorted(group, key=lambda x: -x[0])]
+        for name, group in misfits.items()
+        if name not in fitting
+    }
 
 
-def _rank(entries: list[Entry], spec: WorkloadSpec, weights: dict[str, float],
-          runtime_hours: float | None, limit: int | None,
-          extra: Mapping[Entry, float]) -> list[Candidate]:
+def _rank(
+    entries: list[Entry],
+    spec: WorkloadSpec,
+    weights: dict[str, float],
+    runtime_hours: float | None,
+    limit: int | None,
+    extra: Mapping[Entry, float],
+) -> list[Candidate]:
     if not entries:
         return []
     size = spec.data_size_gb
     gpu_hours = spec.total_gpus * terms.runtime_hours(spec, runtime_hours)
     # raw terms in TERMS order: queue_wait_s, startup_s, gpu_cost, transfer_cost,
     # location, data_remote (the same formulas as terms.py, with constants hoisted)
-    rows = [(e.queue_wait + extra.get(e, 0.0), e.start_base + size * e.stage_per_gb if size else e.start_base,
-             e.price * gpu_hours, e.egress * size, e.location, e.remote) for e in entries]
+    rows = [
+        (
+            e.queue_wait + extra.get(e, 0.0),
+            e.start_base + size * e.stage_per_gb if size else e.start_base,
+            e.price * gpu_hours,
+            e.egress * size,
+            e.location,
+            e.remote,
+        )
+        for e in entries
+    ]
     scored = terms.combine(rows, weights)
-    order = sorted(range(len(entries)), key=lambda i: (
-        scored[i][0], entries[i].cluster, entries[i].prepared.pool.name))
+    order = sorted(range(len(entries)), key=lambda i: (scored[i][0], entries[i].cluster, entries[i].prepared.pool.name))
     if limit is not None:
         order = order[:limit]
-    return [_candidate(entries[i], rows[i], scored[i], spec, extra.get(entries[i], 0.0))
-            for i in order]
+    return [_candidate(entries[i], rows[i], scored[i], spec, extra.get(entries[i], 0.0)) for i in order]
 
 
-def _candidate(entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]],
-               spec: WorkloadSpec, quota_wait: float) -> Candidate:
+def _candidate(
+    entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]], spec: WorkloadSpec, quota_wait: float
+) -> Candidate:
     prepared = entry.prepared
     index = prepared.index
     same = spec.same_interconnect and spec.workers > 1
     nodes = index.assign(spec.gpus_per_worker, spec.workers, same)
     assert nodes is not None, "a fitting pool must pack"  # capacity table says it fits
     return Candidate(
-        cluster=entry.cluster, pool=prepared.pool.name, score=scored[0],
+        cluster=entry.cluster,
+        pool=prepared.pool.name,
+        score=scored[0],
         breakdown=dict(zip(TERMS, row, strict=True)),
         weighted=dict(zip(TERMS, scored[1], strict=True)),
-        assignment=tuple(map(index.names.__getitem__, nodes)), gpus_per_worker=spec.gpus_per_worker,
-        detail=_detail(entry, spec, quota_wait))
+        assignment=tuple(map(index.names.__getitem__, nodes)),
+        gpus_per_worker=spec.gpus_per_worker,
+        detail=_detail(entry, spec, quota_wait),
+    )
 
 
 def _detail(entry: Entry, spec: WorkloadSpec, quota_wait: float) -> dict[str, float | str]:
     out: dict[str, float | str] = {}
     if spec.data_size_gb and entry.remote:
-        out.update(staging_s=round(spec.data_size_gb * entry.stage_per_gb, 1),
-                   data_from=entry.source or "unknown owner", egress_per_gb=entry.egress)
+        out.update(
+            staging_s=round(spec.data_size_gb * entry.stage_per_gb, 1),
+            data_from=entry.source or "unknown owner",
+            egress_per_gb=entry.egress,
+        )
     if quota_wait:
         out["local_quota_wait_s"] = round(quota_wait, 1)
     return out
 
 
-def _result(ranked: list[Candidate], excluded: dict[str, Exclusion], policy: Policy,
-            weights: Mapping[str, float]) -> PlacementResult:
-    return PlacementResult(ranked=ranked, excluded=excluded,
-                           reason="" if ranked else no_fit_reason(excluded),
-                           policy_version=policy.version, weights=dict(weights))
+def _result(
+    ranked: list[Candidate], excluded: dict[str, Exclusion], policy: Policy, weights: Mapping[str, float]
+) -> PlacementResult:
+    return PlacementResult(
+        ranked=ranked,
+        excluded=excluded,
+        reason="" if ranked else no_fit_reason(excluded),
+        policy_version=policy.version,
+        weights=dict(weights),
+    )

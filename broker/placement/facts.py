@@ -3,6 +3,7 @@
 Inventory (``InventorySnapshot``) changes every sync; these facts change when an admin
 edits the cluster, so they are kept apart and passed in beside the snapshots.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -17,8 +18,8 @@ class ClusterFacts:
     name: str
     kind: str = "simulator"
     region: str = ""
-    location: str = "onprem"              # "onprem" or "cloud"
-    price_per_gpu_hour: float = 0.0       # on-prem: the internal chargeback rate
+    location: str = "onprem"  # "onprem" or "cloud"
+    price_per_gpu_hour: float = 0.0  # on-prem: the internal chargeback rate
     # Egress is paid where data *leaves*: the price per GB of moving data out of this
     # cluster's data locations to another region (an object store's egress fee; on-prem
     # storage usually 0).  egress_by_region overrides it per destination region.
@@ -29,7 +30,7 @@ class ClusterFacts:
     bandwidth_gbps: Mapping[str, float] = field(default_factory=dict)
     default_bandwidth_gbps: float = 1.0
     image_pull_s: float = 60.0
-    provisioning_s: float = 0.0           # node autoscaling / VM boot before the pods start
+    provisioning_s: float = 0.0  # node autoscaling / VM boot before the pods start
     healthy: bool = True
     draining: bool = False
     data_locations: tuple[str, ...] = ()  # data reachable directly, no staging needed

@@ -12,6 +12,7 @@ Two remedies, both policy-driven:
   Holds live in the PreparedFleet of one pass: the caller keeps them (with the gang's
   id) and re-applies them to each new fleet until the gang is placed or gives up.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ PRIORITY_POINTS = {"low": 0.0, "normal": 1.0, "high": 2.0}
 
 @dataclass(frozen=True)
 class Pending:
-    key: str                 # the workload id: the final, deterministic tie-break
+    key: str  # the workload id: the final, deterministic tie-break
     spec: WorkloadSpec
     tenant: str
     age_s: float = 0.0
@@ -49,20 +50,21 @@ def min_share_bonus(tenant: str, share_used: float, policy: Policy) -> float:
     return policy.aging.min_share_bonus if share_used < guaranteed else 0.0
 
 
-def priority(spec: WorkloadSpec, tenant: str, age_s: float, share_used: float,
-             policy: Policy) -> float:
+def priority(spec: WorkloadSpec, tenant: str, age_s: float, share_used: float, policy: Policy) -> float:
     """Higher goes first: spec priority + aging boost + minimum-share bonus."""
-    return (PRIORITY_POINTS.get(spec.priority, 1.0) + aging_boost(spec, age_s, policy.aging)
-            + min_share_bonus(tenant, share_used, policy))
+    return (
+        PRIORITY_POINTS.get(spec.priority, 1.0)
+        + aging_boost(spec, age_s, policy.aging)
+        + min_share_bonus(tenant, share_used, policy)
+    )
 
 
-def order_pending(items: Iterable[Pending], policy: Policy,
-                  shares: Mapping[str, float] | None = None) -> list[Pending]:
+def order_pending(items: Iterable[Pending], policy: Policy, shares: Mapping[str, float] | None = None) -> list[Pending]:
     """Placement order for a pass; ``shares``: each tenant's fraction of fleet GPUs in use."""
     shares = shares or {}
-    return sorted(items, key=lambda p: (
-        -priority(p.spec, p.tenant, p.age_s, shares.get(p.tenant, 0.0), policy),
-        -p.age_s, p.key))
+    return sorted(
+        items, key=lambda p: (-priority(p.spec, p.tenant, p.age_s, shares.get(p.tenant, 0.0), policy), -p.age_s, p.key)
+    )
 
 
 def should_hold_for_gang(spec: WorkloadSpec, age_s: float, aging: Aging) -> bool:
@@ -70,8 +72,7 @@ def should_hold_for_gang(spec: WorkloadSpec, age_s: float, aging: Aging) -> bool
     return is_big_gang(spec, aging) and age_s >= aging.hold_after_s
 
 
-def hold_target(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str,
-                now: datetime) -> tuple[str, str] | None:
+def hold_target(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, now: datetime) -> tuple[str, str] | None:
     """The eligible, fresh, unheld pool closest to fitting the gang (most workers fit
     now, then most free GPUs) among those that could hold it once idle: (cluster, pool),
     or None when no pool could ever hold it."""

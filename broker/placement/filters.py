@@ -4,12 +4,13 @@ Each returns an ``Exclusion`` naming its rule, or None when the candidate passes
 are pure and cheap; ``fleet`` runs the static ones once per request shape and caches the
 outcome, so only quota, freshness and topology run per decision.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from broker.backends.base import PoolInventory
+from broker.cluster_report import PoolInventory
 from broker.placement.facts import ClusterFacts
 from broker.placement.packing import PoolIndex
 from broker.placement.policy import GpuClass, Policy, TenantPolicy, model_key, region_matches
@@ -23,8 +24,8 @@ class Request:
 
     tenant: TenantPolicy
     gpu_class_name: str
-    gpu_class: GpuClass | None          # None when unset or not defined in the policy
-    model_keys: frozenset[str]          # spec.gpu_models, normalised
+    gpu_class: GpuClass | None  # None when unset or not defined in the policy
+    model_keys: frozenset[str]  # spec.gpu_models, normalised
     min_unit_memory_gb: int
     partitioning: str
     residency: tuple[str, ...]
@@ -60,29 +61,32 @@ def unit_memory_gb(pool: PoolInventory) -> int:
         return 0
 
 
-def filter_policy(req: Request, facts: ClusterFacts, pool: PoolInventory,
-                  pool_classes: tuple[str, ...]) -> Exclusion | None:
+def filter_policy(
+    req: Request, facts: ClusterFacts, pool: PoolInventory, pool_classes: tuple[str, ...]
+) -> Exclusion | None:
     """The tenant may use this region, the class it asked for and the pool's class."""
     tenant = req.tenant
     if not tenant.allows_region(facts.region):
-        return Exclusion("policy", f"tenant {tenant.name or '?'} may not use region "
-                         f"{facts.region or '(none)'}")
+        return Exclusion("policy", f"tenant {tenant.name or '?'} may not use region {facts.region or '(none)'}")
     if req.gpu_class_name and req.gpu_class is None and not req.model_keys:
         return Exclusion("policy", f"GPU class {req.gpu_class_name} is not defined by the policy")
     if req.gpu_class_name and not tenant.allows_class(req.gpu_class_name):
-        return Exclusion("policy", f"tenant {tenant.name or '?'} may not use GPU class "
-                         f"{req.gpu_class_name}")
+        return Exclusion("policy", f"tenant {tenant.name or '?'} may not use GPU class {req.gpu_class_name}")
     if not tenant.allows_any_class(pool_classes):
-        return Exclusion("policy", f"tenant {tenant.name or '?'} may not use {pool.gpu_model} "
-                         f"(pool {pool.name}, class {', '.join(pool_classes) or 'none'})")
+        return Exclusion(
+            "policy",
+            f"tenant {tenant.name or '?'} may not use {pool.gpu_model} "
+            f"(pool {pool.name}, class {', '.join(pool_classes) or 'none'})",
+        )
     return None
 
 
 def filter_quota(total_gpus: int, quota_remaining: int) -> Exclusion | None:
     """The tenant's remaining global quota for the class must cover the whole gang."""
     if quota_remaining < total_gpus:
-        return Exclusion("quota", f"needs {total_gpus} GPUs, {max(quota_remaining, 0)} left "
-                         f"in the tenant's global quota")
+        return Exclusion(
+            "quota", f"needs {total_gpus} GPUs, {max(quota_remaining, 0)} left in the tenant's global quota"
+        )
     return None
 
 
@@ -101,14 +105,22 @@ def filter_gpu_compat(req: Request, pool: PoolInventory) -> Exclusion | None:
 def filter_gpu_memory(req: Request, pool: PoolInventory) -> Exclusion | None:
     """Class minimum on the physical GPU; the spec's minimum on the unit (GPU or slice)."""
     key = model_key(pool.gpu_model)
-    if (_in_class(req, key) and key not in req.model_keys and req.gpu_class is not None
-            and pool.gpu_memory_gb < req.gpu_class.min_memory_gb):
-        return Exclusion("gpu_memory", f"pool {pool.name} GPUs have {pool.gpu_memory_gb} GB, "
-                         f"class {req.gpu_class_name} needs {req.gpu_class.min_memory_gb} GB")
+    if (
+        _in_class(req, key)
+        and key not in req.model_keys
+        and req.gpu_class is not None
+        and pool.gpu_memory_gb < req.gpu_class.min_memory_gb
+    ):
+        return Exclusion(
+            "gpu_memory",
+            f"pool {pool.name} GPUs have {pool.gpu_memory_gb} GB, "
+            f"class {req.gpu_class_name} needs {req.gpu_class.min_memory_gb} GB",
+        )
     unit = unit_memory_gb(pool)
     if unit < req.min_unit_memory_gb:
-        return Exclusion("gpu_memory", f"pool {pool.name} offers {unit} GB per GPU, "
-                         f"the job needs {req.min_unit_memory_gb} GB")
+        return Exclusion(
+            "gpu_memory", f"pool {pool.name} offers {unit} GB per GPU, the job needs {req.min_unit_memory_gb} GB"
+        )
     return None
 
 
@@ -116,15 +128,17 @@ def filter_partitioning(req: Request, pool: PoolInventory) -> Exclusion | None:
     """A MIG profile needs a pool of exactly that profile; whole GPUs need a whole pool."""
     if pool.partitioning.lower() == req.partitioning:
         return None
-    return Exclusion("partitioning", f"pool {pool.name} offers {pool.partitioning} GPUs, "
-                     f"the job needs {req.partitioning}")
+    return Exclusion(
+        "partitioning", f"pool {pool.name} offers {pool.partitioning} GPUs, the job needs {req.partitioning}"
+    )
 
 
 def filter_residency(req: Request, facts: ClusterFacts) -> Exclusion | None:
     if not req.residency or region_matches(facts.region, req.residency):
         return None
-    return Exclusion("residency", f"region {facts.region or '(none)'} is outside the job's "
-                     f"residency {', '.join(req.residency)}")
+    return Exclusion(
+        "residency", f"region {facts.region or '(none)'} is outside the job's residency {', '.join(req.residency)}"
+    )
 
 
 def filter_data_access(req: Request, facts: ClusterFacts) -> Exclusion | None:
@@ -142,8 +156,7 @@ def filter_health(facts: ClusterFacts) -> Exclusion | None:
     return None
 
 
-def filter_freshness(taken_at: datetime | None, now: datetime,
-                     limit_s: float) -> Exclusion | None:
+def filter_freshness(taken_at: datetime | None, now: datetime, limit_s: float) -> Exclusion | None:
     """Stale is not idle: an old report says nothing about free GPUs now."""
     if taken_at is None:
         return Exclusion("stale", "no inventory report from this cluster")
@@ -160,18 +173,24 @@ def _as_utc(moment: datetime) -> datetime:
     return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
-def filter_ownership(pool: PoolInventory, usable_nodes: int,
-                     conflicted: tuple[str, ...]) -> Exclusion | None:
+def filter_ownership(pool: PoolInventory, usable_nodes: int, conflicted: tuple[str, ...]) -> Exclusion | None:
     """Nodes claimed by two schedulers are left out; only if none remain is the pool out."""
     if conflicted and usable_nodes == 0:
-        return Exclusion("ownership", f"pool {pool.name}: every node is claimed by two "
-                         f"schedulers ({', '.join(conflicted[:5])})")
+        return Exclusion(
+            "ownership", f"pool {pool.name}: every node is claimed by two schedulers ({', '.join(conflicted[:5])})"
+        )
     return None
 
 
-def filter_topology(pool_name: str, index: PoolIndex, idle_capacity: int,
-                    spec: WorkloadSpec, blocked_by: str = "",
-                    conflicted: int = 0, ever_capacity: int | None = None) -> Exclusion | None:
+def filter_topology(
+    pool_name: str,
+    index: PoolIndex,
+    idle_capacity: int,
+    spec: WorkloadSpec,
+    blocked_by: str = "",
+    conflicted: int = 0,
+    ever_capacity: int | None = None,
+) -> Exclusion | None:
     """The whole gang fits in this pool now, each worker on one node (and one
     interconnect domain when asked).  ``idle_capacity``: workers of this shape the pool
     could host if all its allocatable GPUs were free (tells 'wait' from 'never');
@@ -184,14 +203,18 @@ def filter_topology(pool_name: str, index: PoolIndex, idle_capacity: int,
     if fits >= w:
         return None
     where = "in one interconnect domain " if same else ""
-    note = (f"; {conflicted} node(s) left out, claimed by two schedulers"
-            if conflicted else "")
+    note = f"; {conflicted} node(s) left out, claimed by two schedulers" if conflicted else ""
     if idle_capacity < w:
         ever = idle_capacity if ever_capacity is None else ever_capacity
         rule = "never_fits" if ever < w and not conflicted else "topology"
-        return Exclusion(rule, f"pool {pool_name} can never hold {w} x {g} GPUs "
-                         f"{where}(at most {idle_capacity} workers even when idle{note})")
+        return Exclusion(
+            rule,
+            f"pool {pool_name} can never hold {w} x {g} GPUs "
+            f"{where}(at most {idle_capacity} workers even when idle{note})",
+        )
     free = index.all.cap[1]
     split = ", but split across nodes" if free >= spec.total_gpus else ""
-    return Exclusion("topology", f"pool {pool_name}: {fits} of {w} workers of {g} GPUs fit "
-                     f"{where}now ({free} GPUs free{split}{note})")
+    return Exclusion(
+        "topology",
+        f"pool {pool_name}: {fits} of {w} workers of {g} GPUs fit {where}now ({free} GPUs free{split}{note})",
+    )

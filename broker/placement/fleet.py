@@ -6,14 +6,15 @@ filters (policy, hardware, residency, data access, health, ownership) depend onl
 request's shape, which repeats across a pending queue, so their outcome is cached per
 shape.  ``take`` records placements made within a pass so they are not double-booked.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
-from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory
-from broker.backends.limits import NO_LIMITS, LocalLimits
+from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventory
+from broker.local_limits import NO_LIMITS, LocalLimits
 from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
@@ -31,14 +32,14 @@ class PreparedPool:
     pool: PoolInventory
     index: PoolIndex
     node_index: dict[str, int]
-    idle_cap: list[int]          # per g: workers the usable nodes hold when idle
-    idle_cap_same: list[int]     # the same within one interconnect domain
-    ever_cap: list[int]          # per g: the same with every node in service again
+    idle_cap: list[int]  # per g: workers the usable nodes hold when idle
+    idle_cap_same: list[int]  # the same within one interconnect domain
+    ever_cap: list[int]  # per g: the same with every node in service again
     ever_cap_same: list[int]
     conflicted: tuple[str, ...]  # nodes left out: claimed by two schedulers
     classes: tuple[str, ...]
     price: float
-    held_by: str = ""            # a waiting gang this pool is held for
+    held_by: str = ""  # a waiting gang this pool is held for
 
     def idle_capacity(self, spec: WorkloadSpec) -> int:
         if not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
@@ -67,11 +68,27 @@ class PreparedCluster:
 class Entry:
     """A statically eligible pool with the per-cluster constants the ranking needs."""
 
-    __slots__ = ("cluster", "prepared", "queue_wait", "start_base", "stage_per_gb",
-                 "price", "egress", "location", "remote", "source")
+    __slots__ = (
+        "cluster",
+        "prepared",
+        "queue_wait",
+        "start_base",
+        "stage_per_gb",
+        "price",
+        "egress",
+        "location",
+        "remote",
+        "source",
+    )
 
-    def __init__(self, cluster: PreparedCluster, prepared: PreparedPool,
-                 req: f.Request, policy: Policy, source: ClusterFacts | None = None):
+    def __init__(
+        self,
+        cluster: PreparedCluster,
+        prepared: PreparedPool,
+        req: f.Request,
+        policy: Policy,
+        source: ClusterFacts | None = None,
+    ):
         facts = cluster.facts
         assert facts is not None
         self.cluster = cluster.name
@@ -98,8 +115,12 @@ class StaticResult:
 
 
 class PreparedFleet:
-    def __init__(self, snapshots: Sequence[InventorySnapshot],
-                 facts: Iterable[ClusterFacts] | Mapping[str, ClusterFacts], policy: Policy):
+    def __init__(
+        self,
+        snapshots: Sequence[InventorySnapshot],
+        facts: Iterable[ClusterFacts] | Mapping[str, ClusterFacts],
+        policy: Policy,
+    ):
         self.policy = policy
         facts_map = dict(facts) if isinstance(facts, Mapping) else {c.name: c for c in facts}
         snaps = {s.cluster: s for s in snapshots}
@@ -107,41 +128,50 @@ class PreparedFleet:
         self.sources = _data_sources(facts_map)
         self.clusters: dict[str, PreparedCluster] = {
             name: self._prepare(name, facts_map.get(name), snaps.get(name))
-            for name in sorted(set(facts_map) | set(snaps))}
+            for name in sorted(set(facts_map) | set(snaps))
+        }
         self._static: dict[tuple, StaticResult] = {}
         self._stale_now: datetime | None = None
         self._stale: dict[str, Exclusion] = {}
 
     # -- building -----------------------------------------------------------------
-    def _prepare(self, name: str, facts: ClusterFacts | None,
-                 snap: InventorySnapshot | None) -> PreparedCluster:
+    def _prepare(self, name: str, facts: ClusterFacts | None, snap: InventorySnapshot | None) -> PreparedCluster:
         pools: list[PreparedPool] = []
         if snap is not None:
-            domain = (facts.ownership_domain if facts else name)
-            pools = [self._prepare_pool(name, domain, facts, p)
-                     for p in sorted(snap.pools, key=lambda p: p.name)]
+            domain = facts.ownership_domain if facts else name
+            pools = [self._prepare_pool(name, domain, facts, p) for p in sorted(snap.pools, key=lambda p: p.name)]
         wait = terms.queue_wait_s(snap.queue, self.policy.queue) if snap else 0.0
-        return PreparedCluster(name, facts, snap, pools, wait,
-                               limits=snap.limits if snap else NO_LIMITS,
-                               autoscaling=name in self.policy.autoscaling)
+        return PreparedCluster(
+            name,
+            facts,
+            snap,
+            pools,
+            wait,
+            limits=snap.limits if snap else NO_LIMITS,
+            autoscaling=name in self.policy.autoscaling,
+        )
 
-    def _prepare_pool(self, cluster: str, domain: str, facts: ClusterFacts | None,
-                      pool: PoolInventory) -> PreparedPool:
+    def _prepare_pool(self, cluster: str, domain: str, facts: ClusterFacts | None, pool: PoolInventory) -> PreparedPool:
         usable: list[NodeInventory] = []
         conflicted: list[NodeInventory] = []
         for node in sorted(pool.nodes, key=lambda n: n.name):
             (conflicted if (domain, node.name) in self.conflicts else usable).append(node)
-        index = PoolIndex([n.name for n in usable], [n.gpus_free for n in usable],
-                          [n.interconnect_domain for n in usable])
+        index = PoolIndex(
+            [n.name for n in usable], [n.gpus_free for n in usable], [n.interconnect_domain for n in usable]
+        )
         idle = [n.gpus_allocatable if n.healthy and not n.draining else 0 for n in usable]
         ever = [max(n.gpus_allocatable, n.gpus_total) for n in usable]
         idle_cap, idle_cap_same = _capacity_tables(index.domains, idle)
         ever_cap, ever_cap_same = _capacity_tables(index.domains, ever)
         return PreparedPool(
-            cluster=cluster, pool=pool, index=index,
+            cluster=cluster,
+            pool=pool,
+            index=index,
             node_index={n: i for i, n in enumerate(index.names)},
-            idle_cap=idle_cap, idle_cap_same=idle_cap_same,
-            ever_cap=ever_cap, ever_cap_same=ever_cap_same,
+            idle_cap=idle_cap,
+            idle_cap_same=idle_cap_same,
+            ever_cap=ever_cap,
+            ever_cap_same=ever_cap_same,
             conflicted=tuple(n.name for n in conflicted),
             classes=self.policy.classes_of(pool.gpu_model, pool.gpu_memory_gb),
             price=facts.price_for(pool.name) if facts else 0.0,
@@ -149,14 +179,20 @@ class PreparedFleet:
 
     # -- the static filters, cached per request shape ------------------------------
     def static_for(self, spec: WorkloadSpec, tenant: str) -> StaticResult:
-        key = (tenant, spec.gpu_class, spec.gpu_models, spec.min_gpu_memory_gb,
-               spec.mig_profile, spec.residency, spec.data_location)
+        key = (
+            tenant,
+            spec.gpu_class,
+            spec.gpu_models,
+            spec.min_gpu_memory_gb,
+            spec.mig_profile,
+            spec.residency,
+            spec.data_location,
+        )
         found = self._static.get(key)
         if found is None:
             if len(self._static) >= _CACHE_LIMIT:
                 self._static.clear()
-            found = self._static[key] = self._run_static(f.make_request(spec, tenant,
-                                                                         self.policy))
+            found = self._static[key] = self._run_static(f.make_request(spec, tenant, self.policy))
         return found
 
     def _run_static(self, req: f.Request) -> StaticResult:
@@ -167,8 +203,7 @@ class PreparedFleet:
             for prepared in cluster.pools:
                 exc = _static_chain(req, cluster, prepared)
                 if exc is None:
-                    source = self.sources.get(req.data_location, {}).get(
-                        cluster.facts.region if cluster.facts else "")
+                    source = self.sources.get(req.data_location, {}).get(cluster.facts.region if cluster.facts else "")
                     out.entries.append(Entry(cluster, prepared, req, self.policy, source))
                     eligible += 1
                 elif worst is None or RULE_RANK[exc.rule] > RULE_RANK[worst.rule]:
@@ -213,32 +248,52 @@ class PreparedFleet:
                 if prepared.held_by == holder:
                     prepared.held_by = ""
 
-    def place(self, spec: WorkloadSpec, *, tenant: str, quota_remaining: int, now: datetime,
-              age_s: float = 0.0, runtime_hours: float | None = None,
-              limit: int | None = None, holder: str = "",
-              cloud_quota_remaining: int | None = None,
-              scopes: Sequence[str] = ()) -> PlacementResult:
+    def place(
+        self,
+        spec: WorkloadSpec,
+        *,
+        tenant: str,
+        quota_remaining: int,
+        now: datetime,
+        age_s: float = 0.0,
+        runtime_hours: float | None = None,
+        limit: int | None = None,
+        holder: str = "",
+        cloud_quota_remaining: int | None = None,
+        scopes: Sequence[str] = (),
+    ) -> PlacementResult:
         """``engine.place_prepared`` on this fleet (see there)."""
         from broker.placement.engine import place_prepared  # engine imports this module
-        return place_prepared(self, spec, tenant=tenant, quota_remaining=quota_remaining,
-                              now=now, age_s=age_s, runtime_hours=runtime_hours,
-                              limit=limit, holder=holder,
-                              cloud_quota_remaining=cloud_quota_remaining, scopes=scopes)
+
+        return place_prepared(
+            self,
+            spec,
+            tenant=tenant,
+            quota_remaining=quota_remaining,
+            now=now,
+            age_s=age_s,
+            runtime_hours=runtime_hours,
+            limit=limit,
+            holder=holder,
+            cloud_quota_remaining=cloud_quota_remaining,
+            scopes=scopes,
+        )
 
 
-def _static_chain(req: f.Request, cluster: PreparedCluster,
-                  prepared: PreparedPool) -> Exclusion | None:
+def _static_chain(req: f.Request, cluster: PreparedCluster, prepared: PreparedPool) -> Exclusion | None:
     facts, pool = cluster.facts, prepared.pool
     if facts is None:
         return Exclusion("policy", f"cluster {cluster.name} is not configured in the broker")
-    return (f.filter_policy(req, facts, pool, prepared.classes)
-            or f.filter_gpu_compat(req, pool)
-            or f.filter_gpu_memory(req, pool)
-            or f.filter_partitioning(req, pool)
-            or f.filter_residency(req, facts)
-            or f.filter_data_access(req, facts)
-            or f.filter_health(facts)
-            or f.filter_ownership(pool, len(prepared.index.names), prepared.conflicted))
+    return (
+        f.filter_policy(req, facts, pool, prepared.classes)
+        or f.filter_gpu_compat(req, pool)
+        or f.filter_gpu_memory(req, pool)
+        or f.filter_partitioning(req, pool)
+        or f.filter_residency(req, facts)
+        or f.filter_data_access(req, facts)
+        or f.filter_health(facts)
+        or f.filter_ownership(pool, len(prepared.index.names), prepared.conflicted)
+    )
 
 
 def _no_pools(cluster: PreparedCluster) -> Exclusion:
@@ -255,9 +310,10 @@ def _capacity_tables(domains: Sequence[str], gpus: Sequence[int]) -> tuple[list[
     for node_domain, n in zip(domains, gpus, strict=True):
         by_domain.setdefault(node_domain, []).append(n)
     gs = range(1, MAX_GPUS_PER_WORKER + 1)
-    return ([0] + [sum(x // g for x in gpus) for g in gs],
-            [0] + [max((sum(x // g for x in v) for v in by_domain.values()), default=0)
-                   for g in gs])
+    return (
+        [0] + [sum(x // g for x in gpus) for g in gs],
+        [0] + [max((sum(x // g for x in v) for v in by_domain.values()), default=0) for g in gs],
+    )
 
 
 def _data_sources(facts: Mapping[str, ClusterFacts]) -> dict[str, dict[str, ClusterFacts]]:
@@ -274,8 +330,9 @@ def _data_sources(facts: Mapping[str, ClusterFacts]) -> dict[str, dict[str, Clus
     return out
 
 
-def _ownership_conflicts(snaps: Mapping[str, InventorySnapshot],
-                         facts: Mapping[str, ClusterFacts]) -> dict[tuple[str, str], tuple]:
+def _ownership_conflicts(
+    snaps: Mapping[str, InventorySnapshot], facts: Mapping[str, ClusterFacts]
+) -> dict[tuple[str, str], tuple]:
     """(node domain, node) -> owners, for nodes two different schedulers claim.
 
     Such a node is an escalation, never capacity: which scheduler would really hand out

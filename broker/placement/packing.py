@@ -10,6 +10,7 @@ Assignment is best-fit: workers go to the nodes with the fewest free GPUs that s
 fit, which keeps large holes open for large workers.  With identical workers this is
 the same as best-fit decreasing, and it never fails when the sum says the gang fits.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -118,8 +119,7 @@ class PoolIndex:
         """Per g, the most workers any single interconnect domain can host."""
         if self._dirty:
             caps = [d.cap for d in self.by_domain.values()]
-            self._best = [max((c[g] for c in caps), default=0)
-                          for g in range(MAX_GPUS_PER_WORKER + 1)]
+            self._best = [max((c[g] for c in caps), default=0) for g in range(MAX_GPUS_PER_WORKER + 1)]
             self._dirty = False
         return self._best
 
@@ -130,15 +130,17 @@ class PoolIndex:
             return self.best_domain_cap()[gpus_per_worker]
         return self.all.cap[gpus_per_worker]
 
-    def assign(self, gpus_per_worker: int, workers: int,
-               same_domain: bool) -> list[int] | None:
+    def assign(self, gpus_per_worker: int, workers: int, same_domain: bool) -> list[int] | None:
         if self.capacity(gpus_per_worker, same_domain) < workers:
             return None
         if not same_domain or workers == 1:
             return self.all.assign(gpus_per_worker, workers)
         # best-fit over domains too: the smallest domain that holds the whole gang
-        fitting = [(idx.cap[gpus_per_worker], name) for name, idx in self.by_domain.items()
-                   if idx.cap[gpus_per_worker] >= workers]
+        fitting = [
+            (idx.cap[gpus_per_worker], name)
+            for name, idx in self.by_domain.items()
+            if idx.cap[gpus_per_worker] >= workers
+        ]
         if not fitting:
             return None
         return self.by_domain[min(fitting)[1]].assign(gpus_per_worker, workers)

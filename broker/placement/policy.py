@@ -4,6 +4,7 @@ A policy is plain data (frozen dataclasses) so the placement library stays pure;
 loader lives in ``policy_loader`` and produces the same objects.  The policy's version (a
 hash of its text) goes into every decision's audit record.
 """
+
 from __future__ import annotations
 
 import re
@@ -18,21 +19,54 @@ TERMS = ("queue_wait_s", "startup_s", "gpu_cost", "transfer_cost", "location", "
 # Presets are weight sets.  Terms are normalised to 0..1 across the candidates before
 # weighting, so a weight says how much that term matters relative to the others.
 PRESETS: dict[str, dict[str, float]] = {
-    "on-prem-first": {"queue_wait_s": 1.0, "startup_s": 0.5, "gpu_cost": 1.0,
-                      "transfer_cost": 0.5, "location": 4.0, "data_remote": 0.5},
-    "cloud-first": {"queue_wait_s": 1.0, "startup_s": 0.5, "gpu_cost": 1.0,
-                    "transfer_cost": 0.5, "location": 4.0, "data_remote": 0.5},
-    "cost": {"queue_wait_s": 0.5, "startup_s": 0.25, "gpu_cost": 4.0,
-             "transfer_cost": 4.0, "location": 0.0, "data_remote": 0.0},
-    "fastest": {"queue_wait_s": 4.0, "startup_s": 4.0, "gpu_cost": 0.5,
-                "transfer_cost": 0.25, "location": 0.0, "data_remote": 0.0},
-    "data-local": {"queue_wait_s": 1.0, "startup_s": 2.0, "gpu_cost": 1.0,
-                   "transfer_cost": 2.0, "location": 0.0, "data_remote": 4.0},
+    "on-prem-first": {
+        "queue_wait_s": 1.0,
+        "startup_s": 0.5,
+        "gpu_cost": 1.0,
+        "transfer_cost": 0.5,
+        "location": 4.0,
+        "data_remote": 0.5,
+    },
+    "cloud-first": {
+        "queue_wait_s": 1.0,
+        "startup_s": 0.5,
+        "gpu_cost": 1.0,
+        "transfer_cost": 0.5,
+        "location": 4.0,
+        "data_remote": 0.5,
+    },
+    "cost": {
+        "queue_wait_s": 0.5,
+        "startup_s": 0.25,
+        "gpu_cost": 4.0,
+        "transfer_cost": 4.0,
+        "location": 0.0,
+        "data_remote": 0.0,
+    },
+    "fastest": {
+        "queue_wait_s": 4.0,
+        "startup_s": 4.0,
+        "gpu_cost": 0.5,
+        "transfer_cost": 0.25,
+        "location": 0.0,
+        "data_remote": 0.0,
+    },
+    "data-local": {
+        "queue_wait_s": 1.0,
+        "startup_s": 2.0,
+        "gpu_cost": 1.0,
+        "transfer_cost": 2.0,
+        "location": 0.0,
+        "data_remote": 4.0,
+    },
 }
 # Which location the "location" term favours under each preset (None: the term is 0).
 PRESET_LOCATION: dict[str, str | None] = {
-    "on-prem-first": "onprem", "cloud-first": "cloud",
-    "cost": None, "fastest": None, "data-local": None,
+    "on-prem-first": "onprem",
+    "cloud-first": "cloud",
+    "cost": None,
+    "fastest": None,
+    "data-local": None,
 }
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]")
@@ -79,8 +113,8 @@ class TenantPolicy:
     name: str
     gpu_classes: tuple[str, ...] = ("*",)
     regions: tuple[str, ...] = ("*",)
-    min_share: float = 0.0   # fraction of the fleet's GPUs this tenant is guaranteed
-    burst_gpus: int = 0      # GPUs it may borrow above its global quota (reservation layer)
+    min_share: float = 0.0  # fraction of the fleet's GPUs this tenant is guaranteed
+    burst_gpus: int = 0  # GPUs it may borrow above its global quota (reservation layer)
 
     def allows_class(self, gpu_class: str) -> bool:
         return "*" in self.gpu_classes or gpu_class in self.gpu_classes
@@ -99,20 +133,20 @@ DENY_ALL = TenantPolicy(name="", gpu_classes=(), regions=())
 class QueueModel:
     """How queue wait is estimated from a cluster's QueueStats."""
 
-    assumed_job_hours: float = 1.0     # prior: GPU-hours per pending GPU, until starts are seen
-    max_wait_s: float = 7 * 86400.0    # cap, also used when throughput is unknown (0)
-    half_life_s: float = 6 * 3600.0    # learned waits: how fast old observations fade
+    assumed_job_hours: float = 1.0  # prior: GPU-hours per pending GPU, until starts are seen
+    max_wait_s: float = 7 * 86400.0  # cap, also used when throughput is unknown (0)
+    half_life_s: float = 6 * 3600.0  # learned waits: how fast old observations fade
 
 
 @dataclass(frozen=True)
 class Aging:
     """Starvation guards: waiting raises priority, big gangs may hold capacity."""
 
-    boost_per_hour: float = 1.0        # priority points per hour waited
+    boost_per_hour: float = 1.0  # priority points per hour waited
     max_boost: float = 10.0
-    big_gang_gpus: int = 16            # gangs this large age faster and may hold capacity
-    hold_after_s: float = 3600.0       # a big gang waiting this long may hold a pool
-    min_share_bonus: float = 2.0       # priority points for a tenant under its min share
+    big_gang_gpus: int = 16  # gangs this large age faster and may hold capacity
+    hold_after_s: float = 3600.0  # a big gang waiting this long may hold a pool
+    min_share_bonus: float = 2.0  # priority points for a tenant under its min share
     queue_weight_per_hour: float = 0.5  # waited hours raise the queue-wait weight by this
 
 
@@ -122,14 +156,13 @@ class MultiKueueDispatch:
     before the nomination goes to the next choice, and how many workers one lists."""
 
     admission_timeout_s: float = 300.0
-    nominate: int = 1                  # 1: one worker at a time; more: an ordered short list
+    nominate: int = 1  # 1: one worker at a time; more: an ordered short list
 
 
 @dataclass(frozen=True)
 class Policy:
     gpu_classes: Mapping[str, GpuClass] = field(default_factory=dict)
-    tenants: Mapping[str, TenantPolicy] = field(
-        default_factory=lambda: {"*": TenantPolicy("*")})
+    tenants: Mapping[str, TenantPolicy] = field(default_factory=lambda: {"*": TenantPolicy("*")})
     preset: str = "on-prem-first"
     weight_overrides: Mapping[str, float] = field(default_factory=dict)
     staleness_limit_s: float = 300.0
@@ -137,7 +170,7 @@ class Policy:
     queue: QueueModel = field(default_factory=QueueModel)
     aging: Aging = field(default_factory=Aging)
     multikueue: MultiKueueDispatch = field(default_factory=MultiKueueDispatch)
-    burst: Burst = field(default_factory=Burst)   # spend-aware bursting (placement.burst)
+    burst: Burst = field(default_factory=Burst)  # spend-aware bursting (placement.burst)
     prefer_location: str | None = None  # None: the preset's location
     # clusters that add nodes on demand: a job too large for them today is not "never"
     autoscaling: tuple[str, ...] = ()
@@ -148,8 +181,7 @@ class Policy:
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
-            raise PolicyError("preset", f"unknown preset {self.preset!r}; "
-                              f"choose one of {', '.join(PRESETS)}")
+            raise PolicyError("preset", f"unknown preset {self.preset!r}; choose one of {', '.join(PRESETS)}")
         for term in self.weight_overrides:
             if term not in TERMS:
                 raise PolicyError(f"weights.{term}", f"unknown term; known: {', '.join(TERMS)}")
@@ -171,5 +203,4 @@ class Policy:
         return self.tenants.get(name) or self.tenants.get("*") or DENY_ALL
 
     def classes_of(self, gpu_model: str, gpu_memory_gb: int) -> tuple[str, ...]:
-        return tuple(sorted(c.name for c in self.gpu_classes.values()
-                            if c.includes(gpu_model, gpu_memory_gb)))
+        return tuple(sorted(c.name for c in self.gpu_classes.values() if c.includes(gpu_model, gpu_memory_gb)))

@@ -3,6 +3,7 @@
 The file is policy-as-code kept in the repository; ``policy_version`` hashes its exact
 text so every placement decision can record which policy it was made under.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,9 +25,23 @@ from broker.placement.policy import (
     TenantPolicy,
 )
 
-_TOP_KEYS = {"version", "description", "preset", "weights", "staleness_limit_s",
-             "reservation_ttl_s", "prefer_location", "gpu_classes", "tenants", "queue", "aging",
-             "autoscaling_clusters", "policy_hold_withdraw_s", "multikueue", "burst"}
+_TOP_KEYS = {
+    "version",
+    "description",
+    "preset",
+    "weights",
+    "staleness_limit_s",
+    "reservation_ttl_s",
+    "prefer_location",
+    "gpu_classes",
+    "tenants",
+    "queue",
+    "aging",
+    "autoscaling_clusters",
+    "policy_hold_withdraw_s",
+    "multikueue",
+    "burst",
+}
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
 _TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "description"}
 
@@ -63,8 +78,7 @@ def load_policy(text: str) -> Policy:
         burst=_burst(top.get("burst", {})),
         prefer_location=prefer,
         autoscaling=_str_list("autoscaling_clusters", top.get("autoscaling_clusters", [])),
-        policy_hold_withdraw_s=_number("policy_hold_withdraw_s",
-                                       top.get("policy_hold_withdraw_s", 1800), 0),
+        policy_hold_withdraw_s=_number("policy_hold_withdraw_s", top.get("policy_hold_withdraw_s", 1800), 0),
         version=policy_version(text),
     )
 
@@ -99,8 +113,7 @@ def _tenants(raw: Any, classes: Mapping[str, GpuClass]) -> dict[str, TenantPolic
         allowed = _str_list(f"{path}.gpu_classes", body.get("gpu_classes", ["*"]))
         for gpu_class in allowed:
             if gpu_class != "*" and gpu_class not in classes:
-                raise PolicyError(f"{path}.gpu_classes",
-                                  f"unknown GPU class {gpu_class!r}; define it in gpu_classes")
+                raise PolicyError(f"{path}.gpu_classes", f"unknown GPU class {gpu_class!r}; define it in gpu_classes")
         out[str(name)] = TenantPolicy(
             name=str(name),
             gpu_classes=allowed,
@@ -125,8 +138,9 @@ def _queue(raw: Any) -> QueueModel:
     _known_keys("queue", body, {"assumed_job_hours", "max_wait_s", "half_life_s"})
     default = QueueModel()
     return QueueModel(
-        assumed_job_hours=_number("queue.assumed_job_hours",
-                                  body.get("assumed_job_hours", default.assumed_job_hours), 0),
+        assumed_job_hours=_number(
+            "queue.assumed_job_hours", body.get("assumed_job_hours", default.assumed_job_hours), 0
+        ),
         max_wait_s=_number("queue.max_wait_s", body.get("max_wait_s", default.max_wait_s), 1),
         half_life_s=_number("queue.half_life_s", body.get("half_life_s", default.half_life_s), 60),
     )
@@ -148,8 +162,14 @@ def _burst(raw: Any) -> Burst:
 def _aging(raw: Any) -> Aging:
     body = _mapping("aging", raw)
     default = Aging()
-    fields = ("boost_per_hour", "max_boost", "big_gang_gpus", "hold_after_s",
-              "min_share_bonus", "queue_weight_per_hour")
+    fields = (
+        "boost_per_hour",
+        "max_boost",
+        "big_gang_gpus",
+        "hold_after_s",
+        "min_share_bonus",
+        "queue_weight_per_hour",
+    )
     _known_keys("aging", body, set(fields))
     values = {f: _number(f"aging.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
     big_gang = int(values.pop("big_gang_gpus"))
@@ -160,8 +180,7 @@ def _multikueue(raw: Any) -> MultiKueueDispatch:
     body = _mapping("multikueue", raw)
     _known_keys("multikueue", body, {"admission_timeout_s", "nominate"})
     default = MultiKueueDispatch()
-    timeout = _number("multikueue.admission_timeout_s",
-                      body.get("admission_timeout_s", default.admission_timeout_s), 1)
+    timeout = _number("multikueue.admission_timeout_s", body.get("admission_timeout_s", default.admission_timeout_s), 1)
     # Kueue keeps at most 20 names in status.nominatedClusterNames
     count = _number("multikueue.nominate", body.get("nominate", default.nominate), 1, 20)
     if count != int(count):
@@ -200,6 +219,5 @@ def _str_list(path: str, raw: Any) -> tuple[str, ...]:
 
 def _choice(path: str, raw: Any, choices: tuple[str, ...]) -> str:
     if raw not in choices:
-        raise PolicyError(path, f"must be one of {', '.join(repr(c) for c in choices)}, "
-                          f"not {raw!r}")
+        raise PolicyError(path, f"must be one of {', '.join(repr(c) for c in choices)}, not {raw!r}")
     return str(raw)

@@ -1,4 +1,5 @@
 """What a placement decision returns: ranked candidates, exclusions, and why."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,9 +7,22 @@ from typing import Any, Mapping
 
 # Filter rules in the order they are applied; a cluster's exclusion names the first one
 # that stopped it (for clusters with several pools: the pool that got furthest).
-RULES = ("policy", "quota", "gpu_compat", "gpu_memory", "partitioning", "residency",
-         "data_access", "health", "draining", "stale", "ownership", "local_limit", "never_fits",
-         "topology")
+RULES = (
+    "policy",
+    "quota",
+    "gpu_compat",
+    "gpu_memory",
+    "partitioning",
+    "residency",
+    "data_access",
+    "health",
+    "draining",
+    "stale",
+    "ownership",
+    "local_limit",
+    "never_fits",
+    "topology",
+)
 RULE_RANK = {rule: i for i, rule in enumerate(RULES)}
 # Passing every rule before these means the cluster is compatible by policy.
 UNAVAILABLE_RULES = frozenset({"health", "draining", "stale", "ownership"})
@@ -17,8 +31,8 @@ CAPACITY_RULES = frozenset({"topology"})
 # too small even when idle: waiting will not change these.
 NEVER_RULES = frozenset({"local_limit", "never_fits"})
 
-REASON_CAPACITY = "capacity"        # compatible somewhere, but the gang does not fit now
-REASON_POLICY = "policy"            # policy, quota, residency or hardware rule it out
+REASON_CAPACITY = "capacity"  # compatible somewhere, but the gang does not fit now
+REASON_POLICY = "policy"  # policy, quota, residency or hardware rule it out
 REASON_UNAVAILABLE = "unavailable"  # the compatible clusters are stale, unhealthy, draining
 
 
@@ -32,27 +46,33 @@ class Exclusion:
 class Candidate:
     cluster: str
     pool: str
-    score: float                       # lower is better; the sum of ``weighted``
-    breakdown: Mapping[str, float]     # each term's estimate in its unit (see TERMS)
-    weighted: Mapping[str, float]      # each term normalised across candidates x weight
-    assignment: tuple[str, ...]        # the node of each worker, by worker rank
+    score: float  # lower is better; the sum of ``weighted``
+    breakdown: Mapping[str, float]  # each term's estimate in its unit (see TERMS)
+    weighted: Mapping[str, float]  # each term normalised across candidates x weight
+    assignment: tuple[str, ...]  # the node of each worker, by worker rank
     gpus_per_worker: int = 1
     # how the terms came about: staging time, where the data leaves from and its egress
     # price, the local quota's share of the queue wait
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "pool": self.pool, "score": round(self.score, 6),
-                "breakdown": dict(self.breakdown), "weighted": dict(self.weighted),
-                "assignment": list(self.assignment), "gpus_per_worker": self.gpus_per_worker,
-                "detail": dict(self.detail)}
+        return {
+            "cluster": self.cluster,
+            "pool": self.pool,
+            "score": round(self.score, 6),
+            "breakdown": dict(self.breakdown),
+            "weighted": dict(self.weighted),
+            "assignment": list(self.assignment),
+            "gpus_per_worker": self.gpus_per_worker,
+            "detail": dict(self.detail),
+        }
 
 
 @dataclass(frozen=True)
 class PlacementResult:
     ranked: list[Candidate]
     excluded: dict[str, Exclusion]
-    reason: str = ""                   # set only when nothing is eligible
+    reason: str = ""  # set only when nothing is eligible
     policy_version: str = ""
     weights: Mapping[str, float] = field(default_factory=dict)
 
@@ -67,8 +87,7 @@ class PlacementResult:
             "reason": self.reason,
             "weights": dict(self.weights),
             "ranked": [c.to_dict() for c in self.ranked],
-            "excluded": {k: {"rule": v.rule, "message": v.message}
-                         for k, v in sorted(self.excluded.items())},
+            "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(self.excluded.items())},
         }
 
 

@@ -4,12 +4,13 @@ Every term is "lower is better".  Terms are normalised by dividing by their larg
 value among the eligible candidates, so each lies in 0..1 and a preset's weights say
 how much each matters; a term that is 0 everywhere contributes nothing.
 """
+
 from __future__ import annotations
 
 from operator import mul
 from typing import Sequence
 
-from broker.backends.base import QueueStats
+from broker.cluster_report import QueueStats
 from broker.placement.facts import ClusterFacts
 from broker.placement.policy import TERMS, Aging, QueueModel
 from broker.spec import WorkloadSpec
@@ -53,8 +54,9 @@ def gpu_cost(price_per_gpu_hour: float, total_gpus: int, hours: float) -> float:
     return price_per_gpu_hour * total_gpus * hours
 
 
-def transfer_cost(facts: ClusterFacts, data_location: str, data_size_gb: float,
-                  source: ClusterFacts | None = None) -> float:
+def transfer_cost(
+    facts: ClusterFacts, data_location: str, data_size_gb: float, source: ClusterFacts | None = None
+) -> float:
     """Egress for moving the data here, priced where it leaves: the storage's owner
     (``source``, the cluster that lists the location as local) charges per GB to this
     cluster's region.  Nothing when the data is already local or its owner is unknown."""
@@ -82,8 +84,7 @@ def aged_weights(weights: dict[str, float], age_s: float, aging: Aging) -> dict[
     return out
 
 
-def combine(rows: Sequence[Sequence[float]],
-            weights: dict[str, float]) -> list[tuple[float, tuple[float, ...]]]:
+def combine(rows: Sequence[Sequence[float]], weights: dict[str, float]) -> list[tuple[float, tuple[float, ...]]]:
     """Normalise each term column by its maximum and weight it.
 
     ``rows`` hold the raw terms in TERMS order; returns (score, weighted terms) per row."""

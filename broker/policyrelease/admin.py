@@ -1,4 +1,5 @@
 """Read-only: versions and their transitions are written by the release services only."""
+
 from django.contrib import admin
 
 from broker.admin import ReadOnlyAdmin

@@ -1,4 +1,5 @@
 """Input of the release pages; the policy itself is checked by ``validation.check_policy``."""
+
 from __future__ import annotations
 
 from django import forms
@@ -7,13 +8,18 @@ from django.contrib.auth.models import User
 
 
 class ProposeForm(forms.Form):
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 30, "cols": 100, "spellcheck": "false"}),
-                              strip=False, label="Policy (YAML)")
+    content = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 30, "cols": 100, "spellcheck": "false"}),
+        strip=False,
+        label="Policy (YAML)",
+    )
     owner: forms.ModelChoiceField[User] = forms.ModelChoiceField(
-        queryset=None, empty_label="(choose the owner who approves)", help_text="A platform operator other than you")
+        queryset=None, empty_label="(choose the owner who approves)", help_text="A platform operator other than you"
+    )
     summary = forms.CharField(max_length=300, required=False, help_text="What changes and why")
 
     def __init__(self, *args, user, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["owner"].queryset = (get_user_model().objects.filter(is_staff=True, is_active=True)
-                                         .exclude(pk=user.pk).order_by("username"))
+        self.fields["owner"].queryset = (
+            get_user_model().objects.filter(is_staff=True, is_active=True).exclude(pk=user.pk).order_by("username")
+        )

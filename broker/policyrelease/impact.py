@@ -4,6 +4,7 @@ proposed policy, through the trace replay's own loop, simulator and broker servi
 Scored per tenant from the replay's ground truth (the tracker's starts, the simulator's
 usage), as ``broker.replay.metrics`` scores a whole run.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -39,21 +40,37 @@ def per_tenant(run: ReplayRun, fleet: FleetDescription) -> dict[str, dict]:
         ttfg[tenant].append(o.wait_s + startup_s(fleet, o.cluster))
         ran = min(o.job.duration_s, max(0.0, run.end_s - o.start_s))
         hours[tenant][o.cluster] += o.job.total_gpus * ran / 3600.0
-    return {t: {"jobs": sum(1 for o in run.outcomes.values() if o.job.tenant == t),
-                "p95_wait_s": percentile(waits[t], 95), "p95_ttfg_s": percentile(ttfg[t], 95),
-                "failed_placements": failed[t],
-                "gpu_hours": {c: round(h, 2) for c, h in sorted(hours[t].items())},
-                "cloud_spend": round(sum(h * prices.get(c, 0.0) for c, h in hours[t].items()), 2)}
-            for t in sorted(tenants)}
+    return {
+        t: {
+            "jobs": sum(1 for o in run.outcomes.values() if o.job.tenant == t),
+            "p95_wait_s": percentile(waits[t], 95),
+            "p95_ttfg_s": percentile(ttfg[t], 95),
+            "failed_placements": failed[t],
+            "gpu_hours": {c: round(h, 2) for c, h in sorted(hours[t].items())},
+            "cloud_spend": round(sum(h * prices.get(c, 0.0) for c, h in hours[t].items()), 2),
+        }
+        for t in sorted(tenants)
+    }
 
 
 def _empty() -> dict:
-    return {"jobs": 0, "p95_wait_s": 0.0, "p95_ttfg_s": 0.0, "failed_placements": 0, "gpu_hours": {},
-            "cloud_spend": 0.0}
+    return {
+        "jobs": 0,
+        "p95_wait_s": 0.0,
+        "p95_ttfg_s": 0.0,
+        "failed_placements": 0,
+        "gpu_hours": {},
+        "cloud_spend": 0.0,
+    }
 
 
-def compare(jobs: Sequence[ReplayJob], fleet: FleetDescription, policies: dict[str, str],
-            progress: Callable[[int, str], None] = lambda pct, msg: None, seed: int = 7) -> dict:
+def compare(
+    jobs: Sequence[ReplayJob],
+    fleet: FleetDescription,
+    policies: dict[str, str],
+    progress: Callable[[int, str], None] = lambda pct, msg: None,
+    seed: int = 7,
+) -> dict:
     """{label: per-tenant figures} for each policy text, in the order given."""
     out: dict[str, dict] = {}
     for i, (label, text) in enumerate(policies.items()):

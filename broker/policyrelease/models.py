@@ -4,6 +4,7 @@ The lifecycle is the table in ``TRANSITIONS``; every move is one ``PolicyTransit
 (and one audit record), so who proposed, approved, activated and retired what stays on file.
 The one ACTIVE version is the policy in force.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -33,16 +34,25 @@ TRANSITIONS: dict[str, frozenset[str]] = {
 class PolicyRelease(models.Model):
     number = models.PositiveIntegerField(unique=True, help_text="1, 2, 3... in order of creation")
     content = models.TextField(editable=False)
-    version = models.CharField(max_length=64, db_index=True, editable=False,
-                               help_text="Content hash, recorded on every placement decision")
+    version = models.CharField(
+        max_length=64, db_index=True, editable=False, help_text="Content hash, recorded on every placement decision"
+    )
     summary = models.CharField(max_length=300, blank=True)
     source = models.CharField(max_length=300, blank=True, help_text="File it was seeded or imported from")
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                               related_name="+")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                              related_name="owned_policy_releases", help_text="Who must approve it")
-    approver = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                 related_name="+")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="owned_policy_releases",
+        help_text="Who must approve it",
+    )
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     state = models.CharField(max_length=20, choices=ReleaseState.choices, default=ReleaseState.DRAFT)
     was_active = models.BooleanField(default=False, help_text="Has been in force: a rollback target")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -54,8 +64,9 @@ class PolicyRelease(models.Model):
     class Meta:
         ordering = ["-number"]
         constraints = [
-            models.UniqueConstraint(fields=["state"], condition=models.Q(state="active"),
-                                    name="one_active_policy_release"),
+            models.UniqueConstraint(
+                fields=["state"], condition=models.Q(state="active"), name="one_active_policy_release"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -68,8 +79,9 @@ class PolicyTransition(models.Model):
     release = models.ForeignKey(PolicyRelease, on_delete=models.PROTECT, related_name="transitions")
     from_state = models.CharField(max_length=20, choices=ReleaseState.choices, blank=True)
     to_state = models.CharField(max_length=20, choices=ReleaseState.choices)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                              related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     message = models.CharField(max_length=300, blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
@@ -89,8 +101,7 @@ class ImpactReplay(models.Model):
 
     release = models.ForeignKey(PolicyRelease, on_delete=models.CASCADE, related_name="impacts")
     baseline = models.ForeignKey(PolicyRelease, null=True, on_delete=models.SET_NULL, related_name="+")
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL,
-                                     related_name="+")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     state = models.CharField(max_length=20, choices=ImpactState.choices, default=ImpactState.QUEUED)
     progress = models.PositiveSmallIntegerField(default=0, help_text="percent")
     message = models.CharField(max_length=500, blank=True)

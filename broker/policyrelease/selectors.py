@@ -1,5 +1,6 @@
 """Reads of policy releases.  Policy is fleet-wide: platform operators see every version,
 everyone else none (the views answer 404)."""
+
 from __future__ import annotations
 
 import difflib
@@ -32,13 +33,15 @@ def release_diff(release: PolicyRelease, against: PolicyRelease | None) -> list[
     """Unified diff of ``against`` (the version in force) -> ``release``."""
     old = against.content.splitlines() if against else []
     name = f"v{against.number} (active)" if against else "(none)"
-    return list(difflib.unified_diff(old, release.content.splitlines(), fromfile=name,
-                                     tofile=f"v{release.number}", lineterm=""))
+    return list(
+        difflib.unified_diff(old, release.content.splitlines(), fromfile=name, tofile=f"v{release.number}", lineterm="")
+    )
 
 
 def text_diff(old: str, new: str) -> list[str]:
-    return list(difflib.unified_diff(old.splitlines(), new.splitlines(), fromfile="active",
-                                     tofile="proposed", lineterm=""))
+    return list(
+        difflib.unified_diff(old.splitlines(), new.splitlines(), fromfile="active", tofile="proposed", lineterm="")
+    )
 
 
 def impact_latest(*, release: PolicyRelease) -> ImpactReplay | None:
@@ -56,5 +59,7 @@ def impact_rows(impact: ImpactReplay | None) -> list[dict]:
     if impact is None or not impact.result:
         return []
     active, proposed = impact.result.get("active", {}), impact.result.get("proposed", {})
-    return [{"tenant": t, "active": active.get(t, {}), "proposed": proposed.get(t, {})}
-            for t in sorted(set(active) | set(proposed))]
+    return [
+        {"tenant": t, "active": active.get(t, {}), "proposed": proposed.get(t, {})}
+        for t in sorted(set(active) | set(proposed))
+    ]

@@ -1,4 +1,5 @@
 """The impact replay as a background task (thin: one service call)."""
+
 from __future__ import annotations
 
 from celery import shared_task

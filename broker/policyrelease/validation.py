@@ -4,6 +4,7 @@ The placement library's loader names the dotted key of the first problem; the li
 from the YAML node tree (``yaml.compose`` keeps each node's start mark), so an editor can
 point at it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,4 +71,3 @@ def line_of(root: yaml.Node | None, dotted: str) -> int | None:
         else:
             break
     return line
-

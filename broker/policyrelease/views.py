@@ -1,4 +1,5 @@
 """Policy release pages (platform operators).  Thin: selectors read, services write."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -33,16 +34,18 @@ def _operator(request: HttpRequest) -> None:
 @login_required
 def release_list(request: HttpRequest) -> HttpResponse:
     _operator(request)
-    return render(request, "policyrelease/release_list.html",
-                  {"releases": selectors.release_list(user=request.user)})
+    return render(request, "policyrelease/release_list.html", {"releases": selectors.release_list(user=request.user)})
 
 
 @login_required
 def release_propose(request: HttpRequest) -> HttpResponse:
     _operator(request)
     active = selectors.release_active()
-    form = ProposeForm(request.POST if request.method == "POST" else None, user=request.user,
-                       initial={"content": active.content if active else ""})
+    form = ProposeForm(
+        request.POST if request.method == "POST" else None,
+        user=request.user,
+        initial={"content": active.content if active else ""},
+    )
     diff, problem = [], None
     if request.method == "POST" and form.is_valid():
         content = form.cleaned_data["content"]
@@ -51,11 +54,15 @@ def release_propose(request: HttpRequest) -> HttpResponse:
             check_policy(content)
             if "preview" not in request.POST:
                 release = release_services.release_propose(
-                    actor=request.user, content=content, owner=form.cleaned_data["owner"],
-                    summary=form.cleaned_data["summary"])
+                    actor=request.user,
+                    content=content,
+                    owner=form.cleaned_data["owner"],
+                    summary=form.cleaned_data["summary"],
+                )
                 assert release.owner is not None  # proposing names the owner
-                messages.success(request, f"Version {release.number} proposed; "
-                                          f"{release.owner.get_username()} approves it.")
+                messages.success(
+                    request, f"Version {release.number} proposed; {release.owner.get_username()} approves it."
+                )
                 return redirect("policy-detail", release_id=release.id)
         except PolicyInvalid as exc:
             problem = exc.problem
@@ -63,8 +70,12 @@ def release_propose(request: HttpRequest) -> HttpResponse:
         except release_services.ReleaseRefused as exc:
             form.add_error(exc.field if exc.field in form.fields else None, str(exc))
     status = 400 if request.method == "POST" and (form.errors or problem) else 200
-    return render(request, "policyrelease/release_propose.html",
-                  {"form": form, "diff": diff, "problem": problem, "active": active}, status=status)
+    return render(
+        request,
+        "policyrelease/release_propose.html",
+        {"form": form, "diff": diff, "problem": problem, "active": active},
+        status=status,
+    )
 
 
 @login_required
@@ -72,10 +83,15 @@ def release_detail(request: HtmxHttpRequest, release_id: int) -> HttpResponse:
     release = selectors.release_get(user=request.user, release_id=release_id)
     active = selectors.release_active()
     impact = selectors.impact_latest(release=release)
-    context = {"release": release, "active": active, "impact": impact, "columns": COLUMNS,
-               "diff": selectors.release_diff(release, active) if active and active.id != release.id else [],
-               "transitions": release.transitions.select_related("actor"),
-               "impact_rows": selectors.impact_rows(impact)}
+    context = {
+        "release": release,
+        "active": active,
+        "impact": impact,
+        "columns": COLUMNS,
+        "diff": selectors.release_diff(release, active) if active and active.id != release.id else [],
+        "transitions": release.transitions.select_related("actor"),
+        "impact_rows": selectors.impact_rows(impact),
+    }
     template = "policyrelease/release_detail.html"
     return render(request, f"{template}#impact" if request.htmx else template, context)
 
@@ -90,12 +106,20 @@ def release_action(request: HttpRequest, release_id: int, action: str) -> HttpRe
     try:
         service(actor=request.user, release_id=release.id)
     except release_services.ReleaseRefused as exc:
-        return render(request, "policyrelease/refused.html", {"release": release, "message": str(exc)},
-                      status=403 if exc.field == "approver" else 409)
+        return render(
+            request,
+            "policyrelease/refused.html",
+            {"release": release, "message": str(exc)},
+            status=403 if exc.field == "approver" else 409,
+        )
     messages.success(request, _DONE[action].format(n=release.number))
     return redirect("policy-detail", release_id=release.id)
 
 
-_DONE = {"approve": "Version {n} approved.", "activate": "Version {n} is now in force.",
-         "rollback": "Rolled back: version {n} is in force again.", "withdraw": "Version {n} withdrawn.",
-         "impact": "Impact replay of version {n} started."}
+_DONE = {
+    "approve": "Version {n} approved.",
+    "activate": "Version {n} is now in force.",
+    "rollback": "Rolled back: version {n} is in force again.",
+    "withdraw": "Version {n} withdrawn.",
+    "impact": "Impact replay of version {n} started.",
+}

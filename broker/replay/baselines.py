@@ -23,6 +23,7 @@ All three know what a cluster could *ever* run (class, memory, node size, local 
 and QoS caps), so none sends a job where it can never start.  The first two hold jobs
 that fit nowhere at the broker and retry them oldest-first, as the broker does.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -39,8 +40,7 @@ WORKLOAD_PREFIX = "wl-replay-"
 
 def identity_for_tenant(tenant: str) -> ProjectIdentity:
     account = f"replay-{tenant}"
-    return ProjectIdentity(tenant=account, project=account, slurm_account=account,
-                           k8s_namespace=account)
+    return ProjectIdentity(tenant=account, project=account, slurm_account=account, k8s_namespace=account)
 
 
 class _Baseline:
@@ -52,8 +52,7 @@ class _Baseline:
     def step(self, now: float, arrivals: Sequence[ReplayJob]) -> tuple[list[Start], set[str]]:
         raise NotImplementedError
 
-    def _submit(self, job: ReplayJob, cluster: str,
-                now: float) -> tuple[str, Start | None] | None:
+    def _submit(self, job: ReplayJob, cluster: str, now: float) -> tuple[str, Start | None] | None:
         """Create the destination job: (its id, its Start if it runs at once), or None
         when the cluster refused it."""
         workload_id = WORKLOAD_PREFIX + job.key
@@ -126,8 +125,9 @@ class OnpremFirstNoGang(_SummedFree):
     def order(self, job: ReplayJob) -> list[str]:
         view = self.env.view
         eligible = view.eligible(job)
-        return sorted(eligible, key=lambda c: (view.desc(c).location != "onprem",
-                                               -view.summed_free(c, job), eligible.index(c)))
+        return sorted(
+            eligible, key=lambda c: (view.desc(c).location != "onprem", -view.summed_free(c, job), eligible.index(c))
+        )
 
 
 class MultiKueueRace(_Baseline):
@@ -171,8 +171,8 @@ class MultiKueueRace(_Baseline):
         return {"copies left waiting": sum(len(v) for v in self.copies.values())}
 
 
-ROUND_SIZE = 1        # workers nominated per round (Kueue: 3; see the module docstring)
-ROUND_S = 300.0       # Kueue's round length: 5 minutes
+ROUND_SIZE = 1  # workers nominated per round (Kueue: 3; see the module docstring)
+ROUND_S = 300.0  # Kueue's round length: 5 minutes
 
 
 class MultiKueueIncremental(MultiKueueRace):
@@ -186,8 +186,7 @@ class MultiKueueIncremental(MultiKueueRace):
     def order(self, job: ReplayJob) -> list[str]:
         view = self.env.view
         eligible = view.eligible(job)
-        return sorted(eligible, key=lambda c: (view.desc(c).location != "onprem",
-                                               eligible.index(c)))
+        return sorted(eligible, key=lambda c: (view.desc(c).location != "onprem", eligible.index(c)))
 
     def next_wake(self) -> float | None:
         """The next round due: the loop wakes the strategy then, as Kueue's timer does."""
@@ -219,9 +218,10 @@ class MultiKueueIncremental(MultiKueueRace):
 
 def _oracle() -> type[_Baseline]:
     from broker.replay.oracle import Oracle  # it builds on _Baseline above
+
     return Oracle
 
 
 BASELINES: dict[str, type[_Baseline]] = {
-    cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace, MultiKueueIncremental,
-                              _oracle())}
+    cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace, MultiKueueIncremental, _oracle())
+}

@@ -31,6 +31,7 @@ harness adds nothing to its decisions.  What the replay arranges around it:
 Tenants are ``replay-<name>``, each with one project and a global quota so large it
 never binds (quota is not what this replay measures).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -62,7 +63,7 @@ from portal.tenancy.models import Membership, Project, Role, Tenant
 TENANT_PREFIX = "replay-"
 BOT_USERNAME = "replay-bot"
 UNLIMITED_GPUS = 1_000_000
-RESYNC_AFTER_S = 240.0   # inside the default policy's 300 s staleness limit
+RESYNC_AFTER_S = 240.0  # inside the default policy's 300 s staleness limit
 POLL_EVERY_S = 300.0
 PLACEABLE = (WorkloadState.SUBMITTED, WorkloadState.WAITING)
 
@@ -99,8 +100,7 @@ def broker_context(clock: SimClock, preset: str | None, policy_text: str | None 
 
 def policy_with_preset(preset: str, text: str) -> str:
     """The policy text with only its ``preset:`` line changed."""
-    lines = [f"preset: {preset}" if line.startswith("preset:") else line
-             for line in text.splitlines()]
+    lines = [f"preset: {preset}" if line.startswith("preset:") else line for line in text.splitlines()]
     if lines == text.splitlines() and f"preset: {preset}" not in lines:
         lines.append(f"preset: {preset}")
     return "\n".join(lines) + "\n"
@@ -116,8 +116,14 @@ def clear_replay_rows(fleet: FleetDescription, prefix: str = TENANT_PREFIX) -> N
 class BrokerPreset:
     """A placement preset of the broker (None: the policy file as it stands)."""
 
-    def __init__(self, name: str, fleet: FleetDescription, preset: str | None = None,
-                 policy_text: str | None = None, tenant_prefix: str = TENANT_PREFIX):
+    def __init__(
+        self,
+        name: str,
+        fleet: FleetDescription,
+        preset: str | None = None,
+        policy_text: str | None = None,
+        tenant_prefix: str = TENANT_PREFIX,
+    ):
         self.name, self.fleet, self.preset, self.policy_text = name, fleet, preset, policy_text
         # "" (a throwaway database only): tenants keep their own names, so the policy's
         # per-tenant rules apply to them
@@ -161,8 +167,7 @@ class BrokerPreset:
 
     def _may_fit(self, job: ReplayJob) -> bool:
         view = self.env.view
-        return any(view.summed_free(c, job) >= job.total_gpus and view.packs_now(c, job)
-                   for c in view.names)
+        return any(view.summed_free(c, job) >= job.total_gpus and view.packs_now(c, job) for c in view.names)
 
     def _refresh_view(self, now: float) -> None:
         """Sync (and now and then poll) the clusters the broker's view of is out of date."""
@@ -178,14 +183,14 @@ class BrokerPreset:
             self._synced[name] = (tracker.changes(name), now, polled_at)
 
     def _submit(self, job: ReplayJob) -> int:
-        workload = workload_submit(user=self.user, project_id=self._project(job.tenant),
-                                   spec_data=job.spec_data())
+        workload = workload_submit(user=self.user, project_id=self._project(job.tenant), spec_data=job.spec_data())
         # registered before the job can reach a cluster: it runs as long as in the trace
         self.env.sim.set_duration(workload.uid, job.duration_s, job.final_state)
         return workload.id
 
-    def _after(self, workload: Workload, job: ReplayJob, now: float, starts: list[Start],
-               still: list[tuple[int, ReplayJob]]) -> None:
+    def _after(
+        self, workload: Workload, job: ReplayJob, now: float, starts: list[Start], still: list[tuple[int, ReplayJob]]
+    ) -> None:
         """Dispatch a reserved workload, then record where it went (or that it waits)."""
         if workload.state == WorkloadState.RESERVED:
             # a local rejection releases the hold and re-places it on the next cluster
@@ -195,13 +200,11 @@ class BrokerPreset:
                 if workload.state != WorkloadState.RESERVED:
                     break
         if workload.tried_clusters:
-            self.env.tracker.outcomes[job.key].rejected = workload.attempts.filter(
-                state=AttemptState.REJECTED).count()
+            self.env.tracker.outcomes[job.key].rejected = workload.attempts.filter(state=AttemptState.REJECTED).count()
         if workload.state in PLACEABLE:
             still.append((workload.id, job))
         elif workload.destination_job_id and workload.cluster is not None:
-            start = self.env.tracker.dispatched(job.key, workload.cluster.name,
-                                                workload.destination_job_id, now)
+            start = self.env.tracker.dispatched(job.key, workload.cluster.name, workload.destination_job_id, now)
             if start is not None:
                 starts.append(start)
 
@@ -219,10 +222,15 @@ class BrokerPreset:
         extra = {"held at broker": len(self.waiting), "rejected by broker": rejected}
         error = wait_estimate_error(mine)
         if error is not None:  # the learned wait estimator against the waits that followed
-            extra.update({"estimator n": error.count, "estimator MAE s": round(error.mean_abs_s),
-                          "estimator p50 s": round(error.p50_abs_s),
-                          "estimator p90 s": round(error.p90_abs_s),
-                          "estimator bias s": round(error.mean_signed_s)})
+            extra.update(
+                {
+                    "estimator n": error.count,
+                    "estimator MAE s": round(error.mean_abs_s),
+                    "estimator p50 s": round(error.p50_abs_s),
+                    "estimator p90 s": round(error.p90_abs_s),
+                    "estimator bias s": round(error.mean_signed_s),
+                }
+            )
         return extra
 
 
@@ -239,11 +247,11 @@ def _tenant_project(tenant: str, user: AbstractBaseUser, prefix: str = TENANT_PR
     slug = f"{prefix}{tenant}"
     tenant_row, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": f"Replay {tenant}"})
     project, _ = Project.objects.get_or_create(
-        tenant=tenant_row, slug="main",
-        defaults={"name": f"Replay {tenant}", "slurm_account": slug, "k8s_namespace": slug})
-    Membership.objects.get_or_create(user_id=user.pk, tenant=tenant_row, project=None,
-                                     role=Role.RESEARCHER)
+        tenant=tenant_row,
+        slug="main",
+        defaults={"name": f"Replay {tenant}", "slurm_account": slug, "k8s_namespace": slug},
+    )
+    Membership.objects.get_or_create(user_id=user.pk, tenant=tenant_row, project=None, role=Role.RESEARCHER)
     for gpu_class in GpuClass.objects.all():
-        Quota.objects.update_or_create(tenant=tenant_row, gpu_class=gpu_class,
-                                       defaults={"limit_gpus": UNLIMITED_GPUS})
+        Quota.objects.update_or_create(tenant=tenant_row, gpu_class=gpu_class, defaults={"limit_gpus": UNLIMITED_GPUS})
     return project.id

@@ -5,19 +5,20 @@ A10); the replay fleet has other hardware.  The table maps each trace type to th
 class (``broker/policy/default.yaml``) of the fleet GPU that plays its part: same role
 and at least the same memory.  It is explicit so a reader can disagree with one line.
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping
 
 # trace GPU type -> policy GPU class; why on each line
 GPU_TYPE_CLASS: Mapping[str, str] = {
-    "T4": "l4",          # 16 GB inference card; the demo fleet has none, L4 is its successor
-    "A10": "l4",         # 24 GB inference/light training, same tier and memory as L4
+    "T4": "l4",  # 16 GB inference card; the demo fleet has none, L4 is its successor
+    "A10": "l4",  # 24 GB inference/light training, same tier and memory as L4
     "P100": "a100-40gb",  # 16 GB training cards: any A100 (40 or 80 GB) serves them
     "V100M16": "a100-40gb",
     "V100M32": "a100-40gb",  # 32 GB: needs at least the 40 GB A100
-    "G1": "a100-80gb",   # anonymised types of the openb trace; treated as the large
-    "G2": "a100-80gb",   # training GPUs of that cluster, hence the 80 GB A100s
+    "G1": "a100-80gb",  # anonymised types of the openb trace; treated as the large
+    "G2": "a100-80gb",  # training GPUs of that cluster, hence the 80 GB A100s
     "G3": "a100-80gb",
 }
 # A job that names no type may run on any A100: the class every cluster of the demo

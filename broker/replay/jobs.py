@@ -14,6 +14,7 @@ Time handling (stated in every table header):
 Rows that cannot be replayed are skipped and counted: CPU-only rows (0 GPUs), rows with
 no duration (pods the trace never saw start), and GPU types the mapping does not know.
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,8 @@ _FINAL = {"failed": JobState.FAILED}  # every other trace status ends as complet
 
 @dataclass(frozen=True)
 class TimeOptions:
-    time_compress: float = 1.0        # arrivals X times denser; durations unchanged
-    max_duration_s: float = 86400.0   # cap on a job's run time
+    time_compress: float = 1.0  # arrivals X times denser; durations unchanged
+    max_duration_s: float = 86400.0  # cap on a job's run time
 
     def __post_init__(self) -> None:
         if self.time_compress <= 0:
@@ -44,14 +45,16 @@ class TimeOptions:
             raise ValueError("max_duration_s: must be positive and under 30 days")
 
     def describe(self) -> str:
-        return (f"arrivals compressed x{self.time_compress:g}, durations capped at "
-                f"{self.max_duration_s / 3600:g} h (not compressed)")
+        return (
+            f"arrivals compressed x{self.time_compress:g}, durations capped at "
+            f"{self.max_duration_s / 3600:g} h (not compressed)"
+        )
 
 
 @dataclass(frozen=True)
 class ReplayJob:
-    key: str                 # the trace's job id: unique within the replay
-    submit_s: float          # replay seconds
+    key: str  # the trace's job id: unique within the replay
+    submit_s: float  # replay seconds
     tenant: str
     gpu_class: str
     min_memory_gb: int
@@ -77,10 +80,15 @@ class ReplayJob:
         it never cuts a job short.  Gangs do not ask for one interconnect domain: the
         trace says nothing about it, and the demo fleet's L4 nodes declare none."""
         hours = max(1, math.ceil(self.duration_s / 3600))
-        return {"name": self.name, "command": "replay", "gpu_class": self.gpu_class,
-                "gpus_per_worker": self.gpus_per_worker, "workers": self.workers,
-                "min_gpu_memory_gb": self.min_memory_gb,
-                "time_limit_minutes": min(hours * 60, MAX_TIME_LIMIT_MIN)}
+        return {
+            "name": self.name,
+            "command": "replay",
+            "gpu_class": self.gpu_class,
+            "gpus_per_worker": self.gpus_per_worker,
+            "workers": self.workers,
+            "min_gpu_memory_gb": self.min_memory_gb,
+            "time_limit_minutes": min(hours * 60, MAX_TIME_LIMIT_MIN),
+        }
 
 
 @dataclass
@@ -88,18 +96,18 @@ class Skipped:
     cpu_only: int = 0
     no_duration: int = 0
     unknown_gpu: Counter = field(default_factory=Counter)
-    capped: int = 0                  # replayed, with the duration cut to the cap
+    capped: int = 0  # replayed, with the duration cut to the cap
 
     def describe(self) -> str:
         parts = [f"{self.cpu_only} CPU-only", f"{self.no_duration} never started in the trace"]
         if self.unknown_gpu:
-            parts.append(f"{sum(self.unknown_gpu.values())} unknown GPU type "
-                         f"({', '.join(sorted(self.unknown_gpu))})")
+            parts.append(f"{sum(self.unknown_gpu.values())} unknown GPU type ({', '.join(sorted(self.unknown_gpu))})")
         return "skipped " + ", ".join(parts) + f"; {self.capped} durations capped"
 
 
-def prepare(rows: Sequence[TraceRow], classes: Mapping[str, GpuClass],
-            options: TimeOptions) -> tuple[list[ReplayJob], Skipped]:
+def prepare(
+    rows: Sequence[TraceRow], classes: Mapping[str, GpuClass], options: TimeOptions
+) -> tuple[list[ReplayJob], Skipped]:
     """Replayable jobs in arrival order (ties in trace order), and what was skipped."""
     skipped = Skipped()
     if not rows:
@@ -113,8 +121,9 @@ def prepare(rows: Sequence[TraceRow], classes: Mapping[str, GpuClass],
     return jobs, skipped
 
 
-def _job(row: TraceRow, origin: int, classes: Mapping[str, GpuClass], options: TimeOptions,
-         skipped: Skipped) -> ReplayJob | None:
+def _job(
+    row: TraceRow, origin: int, classes: Mapping[str, GpuClass], options: TimeOptions, skipped: Skipped
+) -> ReplayJob | None:
     if row.gpus_per_worker == 0:
         skipped.cpu_only += 1
         return None
@@ -134,7 +143,13 @@ def _job(row: TraceRow, origin: int, classes: Mapping[str, GpuClass], options: T
     return ReplayJob(
         # whole seconds: every simulated instant stays an exact float, so a job's end
         # computed here is the very instant the simulator ends it
-        key=row.job_id, submit_s=float(round((row.submit_time_s - origin) / options.time_compress)),
-        tenant=row.tenant, gpu_class=gpu_class, min_memory_gb=classes[gpu_class].min_memory_gb,
-        gpus_per_worker=row.gpus_per_worker, workers=row.workers, duration_s=duration,
-        final_state=_FINAL.get(row.status.lower(), JobState.COMPLETED))
+        key=row.job_id,
+        submit_s=float(round((row.submit_time_s - origin) / options.time_compress)),
+        tenant=row.tenant,
+        gpu_class=gpu_class,
+        min_memory_gb=classes[gpu_class].min_memory_gb,
+        gpus_per_worker=row.gpus_per_worker,
+        workers=row.workers,
+        duration_s=duration,
+        final_state=_FINAL.get(row.status.lower(), JobState.COMPLETED),
+    )

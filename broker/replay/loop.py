@@ -13,6 +13,7 @@ arrival, or the next job end), and at each instant does, in this order:
 Nothing can start between two events, since only an end, an arrival or a withdrawal
 changes a cluster, so every start is seen at the instant it happens.
 """
+
 from __future__ import annotations
 
 import random
@@ -32,7 +33,7 @@ class ReplayEnv:
     sim: SimulatorFleet
     view: FleetView
     tracker: Tracker
-    rng: random.Random          # for the strategies' own random choices (race ties)
+    rng: random.Random  # for the strategies' own random choices (race ties)
 
     @property
     def now_s(self) -> float:
@@ -74,8 +75,11 @@ def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) ->
     i, now = 0, env.now_s
     while True:
         wake = getattr(strategy, "next_wake", None)  # a strategy with timers of its own
-        upcoming = [t for t in (jobs[i].submit_s if i < len(jobs) else None,
-                                tracker.next_end(), wake() if wake else None) if t is not None]
+        upcoming = [
+            t
+            for t in (jobs[i].submit_s if i < len(jobs) else None, tracker.next_end(), wake() if wake else None)
+            if t is not None
+        ]
         if not upcoming:
             break
         now = max(min(upcoming), now)
@@ -92,8 +96,7 @@ def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) ->
     return _collect(strategy.name, env, now, extra)
 
 
-def _settle(strategy: Strategy, tracker: Tracker, starts: list[Start], touched: set[str],
-            now: float) -> None:
+def _settle(strategy: Strategy, tracker: Tracker, starts: list[Start], touched: set[str], now: float) -> None:
     while starts or touched:
         starts = starts + tracker.refresh(touched, now)
         touched = strategy.on_started(starts, now) if starts else set()
@@ -110,7 +113,6 @@ def _collect(name: str, env: ReplayEnv, end_s: float, extra: dict[str, int]) -> 
             total += record.gpu_seconds
             if record.gpu_seconds:
                 end = record.end or clock.now()
-                run.usage.append((cluster_name, clock.to_seconds(record.start),
-                                  clock.to_seconds(end), record.gpus))
+                run.usage.append((cluster_name, clock.to_seconds(record.start), clock.to_seconds(end), record.gpus))
         run.gpu_seconds[cluster_name] = total
     return run

@@ -19,6 +19,7 @@
 * by group: the same waits per GPU class, single jobs and gangs apart, because a mean
   over 3,000 one-GPU jobs hides what happens to the few hundred gangs.
 """
+
 from __future__ import annotations
 
 import math
@@ -72,8 +73,7 @@ def startup_s(fleet: FleetDescription, cluster: str) -> float:
 
 
 def whole_gpus(fleet: FleetDescription) -> int:
-    return sum(g.count * g.gpus_per_node for c in fleet.clusters for g in c.node_groups
-               if g.partitioning == "whole")
+    return sum(g.count * g.gpus_per_node for c in fleet.clusters for g in c.node_groups if g.partitioning == "whole")
 
 
 def busy_window(jobs: Sequence[ReplayJob]) -> tuple[float, float]:
@@ -122,16 +122,24 @@ def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
     failed = sum(o.fragmented or o.rejected > 0 for o in outcomes)
     held = sum(o.held_at_destination and not o.fragmented for o in outcomes)
     hours = {name: run.gpu_seconds.get(name, 0.0) / 3600.0 for name in fleet.names}
-    spend = sum(hours[c.name] * c.price_per_gpu_hour for c in fleet.clusters
-                if c.location == "cloud")
+    spend = sum(hours[c.name] * c.price_per_gpu_hour for c in fleet.clusters if c.location == "cloud")
     return Metrics(
-        policy=run.strategy, jobs=len(outcomes), started=len(started),
-        mean_wait_s=mean(waits), p95_wait_s=percentile(waits, 95),
+        policy=run.strategy,
+        jobs=len(outcomes),
+        started=len(started),
+        mean_wait_s=mean(waits),
+        p95_wait_s=percentile(waits, 95),
         p95_gang_wait_s=percentile(gang_waits, 95),
-        mean_ttfg_s=mean(ttfg), p95_ttfg_s=percentile(ttfg, 95),
-        failed_at_destination=failed, fragmented=fragmented, rejected=rejected,
-        held_at_destination=held, never_placed=len(outcomes) - len(started),
-        gpu_hours=hours, cloud_spend=spend,
+        mean_ttfg_s=mean(ttfg),
+        p95_ttfg_s=percentile(ttfg, 95),
+        failed_at_destination=failed,
+        fragmented=fragmented,
+        rejected=rejected,
+        held_at_destination=held,
+        never_placed=len(outcomes) - len(started),
+        gpu_hours=hours,
+        cloud_spend=spend,
         utilisation=utilisation(run, fleet, busy_window([o.job for o in outcomes])),
         extra=dict(run.extra),
-        by_group=by_group(outcomes))
+        by_group=by_group(outcomes),
+    )

@@ -16,6 +16,7 @@ It sends a job to a cluster only when it starts there at once, so the local queu
 never hold anything of its.  Its p95 wait is what a broker could approach with perfect
 knowledge; its cloud spend is not a bound (it uses the cloud whenever that is sooner).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from broker.replay.tracker import Start
 class _Reservation:
     shadow_s: float
     cluster: str
-    free_at_shadow: dict[str, int]   # node -> GPUs free then
+    free_at_shadow: dict[str, int]  # node -> GPUs free then
     job: ReplayJob
 
 
@@ -51,8 +52,8 @@ class Oracle(_Baseline):
         self.running = {k: v for k, v in self.running.items() if v[0] > now}
         starts: list[Start] = []
         still: list[ReplayJob] = []
-        reserved: dict[str, _Reservation | None] = {}   # GPU class -> its reservation
-        stuck: set[tuple] = set()                        # shapes that pack nowhere now
+        reserved: dict[str, _Reservation | None] = {}  # GPU class -> its reservation
+        stuck: set[tuple] = set()  # shapes that pack nowhere now
         for job in [*self.waiting, *arrivals]:
             if not self.env.view.eligible(job):
                 continue  # can never run anywhere: never placed (as every baseline)
@@ -91,23 +92,20 @@ class Oracle(_Baseline):
                     continue
                 placement = pack([n for n in nodes if n.pool == pool], req)
                 if placement is not None:
-                    out.append((view.desc(name).price_per_gpu_hour, eligible.index(name),
-                                name, placement))
+                    out.append((view.desc(name).price_per_gpu_hour, eligible.index(name), name, placement))
                     break
         return [(name, placement) for _, _, name, placement in sorted(out)]
 
     def _packs_nowhere(self, job: ReplayJob) -> bool:
         return not self._options(job)
 
-    def _where(self, job: ReplayJob, now: float,
-               reservation: _Reservation | None) -> tuple[str, Placement] | None:
+    def _where(self, job: ReplayJob, now: float, reservation: _Reservation | None) -> tuple[str, Placement] | None:
         for cluster, placement in self._options(job):
             if reservation is None or self._spares(reservation, job, cluster, placement, now):
                 return cluster, placement
         return None
 
-    def _spares(self, r: _Reservation, job: ReplayJob, cluster: str, placement: Placement,
-                now: float) -> bool:
+    def _spares(self, r: _Reservation, job: ReplayJob, cluster: str, placement: Placement, now: float) -> bool:
         """Starting ``job`` there now does not push back the reserved job."""
         if cluster != r.cluster or now + job.duration_s <= r.shadow_s:
             return True
@@ -129,8 +127,7 @@ class Oracle(_Baseline):
     def _earliest(self, job: ReplayJob, cluster: str, now: float) -> _Reservation | None:
         nodes = self.env.view.clusters[cluster].nodes
         free = {n.name: n.free for n in nodes}
-        ends = sorted((end, placement) for (name, _), (end, placement) in self.running.items()
-                      if name == cluster)
+        ends = sorted((end, placement) for (name, _), (end, placement) in self.running.items() if name == cluster)
         for end, placement in ends:
             for node, gpus in placement:
                 free[node] = free.get(node, 0) + gpus

@@ -4,6 +4,7 @@ load, the MultiKueue race's target box shaded.
 matplotlib is an optional (dev) dependency: only this module needs it, and only when a
 picture is asked for.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,7 @@ from broker.replay.sweep import RACE, SPEND_TARGET, WAIT_TARGET, Summary
 
 def frontier(points: Sequence[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
     """The points no other point beats on both axes (lower is better on each)."""
-    return sorted(p for p in points
-                  if not any(q[0] <= p[0] and q[1] <= p[1] and q[:2] != p[:2] for q in points))
+    return sorted(p for p in points if not any(q[0] <= p[0] and q[1] <= p[1] and q[:2] != p[:2] for q in points))
 
 
 def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
@@ -23,6 +23,7 @@ def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
     point (mean over the seeds), the frontier dotted, the target box (p95 <= 0.7x and spend
     <= 1.0x the race's) shaded."""
     import matplotlib  # noqa: PLC0415 - optional dependency
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
@@ -30,16 +31,22 @@ def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
     loads = sorted({s.compress for s in summaries})
     policies = sorted({s.policy for s in summaries})
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
-    fig, axes = plt.subplots(len(traces), len(loads), figsize=(4.6 * len(loads), 4.0 * len(traces)),
-                             squeeze=False)
+    fig, axes = plt.subplots(len(traces), len(loads), figsize=(4.6 * len(loads), 4.0 * len(traces)), squeeze=False)
     for row, trace in enumerate(traces):
         for col, compress in enumerate(loads):
             ax = axes[row][col]
             mine = [s for s in summaries if s.trace == trace and s.compress == compress]
             if not mine:
                 ax.axis("off")
-                ax.text(0.5, 0.5, f"{trace.replace('-dev.csv', '')} x{compress:g}: not run",
-                        ha="center", va="center", fontsize=9, transform=ax.transAxes)
+                ax.text(
+                    0.5,
+                    0.5,
+                    f"{trace.replace('-dev.csv', '')} x{compress:g}: not run",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    transform=ax.transAxes,
+                )
                 continue
             _panel(ax, mine, colours)
             load = f", load {mine[0].load_share:.0%}, {mine[0].seeds} seed(s)" if mine else ""
@@ -47,12 +54,14 @@ def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
             ax.set_xlabel("cloud spend (price units)", fontsize=8)
             ax.set_ylabel("p95 queue wait (min)", fontsize=8)
             ax.tick_params(labelsize=7)
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[p], label=p)
-               for p in policies]
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=colours[p], label=p) for p in policies]
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=8)
-    fig.suptitle(title or "Held-out second halves: p95 wait against cloud spend (green: the "
-                 "target, p95 <= 0.7x and spend <= 1.0x the race; dotted: the frontier)",
-                 fontsize=9)
+    fig.suptitle(
+        title
+        or "Held-out second halves: p95 wait against cloud spend (green: the "
+        "target, p95 <= 0.7x and spend <= 1.0x the race; dotted: the frontier)",
+        fontsize=9,
+    )
     fig.tight_layout(rect=(0, 0.05, 1, 0.96))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -63,11 +72,9 @@ def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
 def _panel(ax, mine: Sequence[Summary], colours: dict) -> None:
     race = next((s for s in mine if s.policy == RACE), None)
     if race is not None:
-        ax.fill_between([0, race.spend * SPEND_TARGET], 0, race.p95_wait_min * WAIT_TARGET,
-                        color="green", alpha=0.12)
+        ax.fill_between([0, race.spend * SPEND_TARGET], 0, race.p95_wait_min * WAIT_TARGET, color="green", alpha=0.12)
     for s in mine:
-        ax.scatter(s.spend, s.p95_wait_min, color=colours[s.policy], s=45, edgecolors="black",
-                   linewidths=0.5, zorder=3)
+        ax.scatter(s.spend, s.p95_wait_min, color=colours[s.policy], s=45, edgecolors="black", linewidths=0.5, zorder=3)
     pts = frontier([(s.spend, s.p95_wait_min, s.policy) for s in mine])
     ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=":", color="grey", linewidth=1)
     ax.set_xlim(left=0)

@@ -4,6 +4,7 @@ Every policy sees the same jobs (same tenants, gangs, arrival times, durations) 
 identical, empty fleet whose clock starts at the same instant, so the table compares
 the policies and nothing else.
 """
+
 from __future__ import annotations
 
 import random
@@ -30,12 +31,19 @@ from broker.replay.trace import read_trace
 from broker.services.policy import current_policy
 from broker.replay.tracker import Tracker
 
-DEFAULT_POLICIES = ("default", "cost", "first-fit", "onprem-first-nogang", "multikueue-race",
-                    "multikueue-incremental", "oracle")
+DEFAULT_POLICIES = (
+    "default",
+    "cost",
+    "first-fit",
+    "onprem-first-nogang",
+    "multikueue-race",
+    "multikueue-incremental",
+    "oracle",
+)
 # first: the half of the jobs (in arrival order) that settings may be tuned on; second:
 # the held-out half, reported on and never tuned on; all: the whole trace
 WINDOWS = ("all", "first", "second")
-LOCAL_QUEUEING = "backfill"   # what real local schedulers do by default
+LOCAL_QUEUEING = "backfill"  # what real local schedulers do by default
 # A fixed origin: the same trace gives the same timestamps in every run.
 ORIGIN = datetime(2023, 1, 1, tzinfo=timezone.utc)
 
@@ -122,8 +130,7 @@ def window_of(jobs: Sequence[ReplayJob], window: str) -> list[ReplayJob]:
     return [replace(j, submit_s=j.submit_s - origin) for j in part]
 
 
-def run_policies(config: ReplayConfig,
-                 progress: Callable[[str], None] | None = None) -> ReplayReport:
+def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = None) -> ReplayReport:
     """Replay the trace under each policy; needs a database for the broker's presets."""
     for name in config.policies:
         make_strategy(name, FleetDescription(clusters=()))  # fail before any work
@@ -132,24 +139,33 @@ def run_policies(config: ReplayConfig,
     report = ReplayReport(config, rows, jobs, skipped, synth, fleet)
     for name in config.policies:
         began = time.perf_counter()
-        report.metrics.append(run_one(name, jobs, fleet, seed=config.synth.seed,
-                                      queueing=config.queueing))
+        report.metrics.append(run_one(name, jobs, fleet, seed=config.synth.seed, queueing=config.queueing))
         report.seconds[name] = time.perf_counter() - began
         if progress:
             progress(f"{name}: {report.seconds[name]:.1f} s")
     return report
 
 
-def run_one(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
-            seed: int, strategy: Strategy | None = None,
-            queueing: str = LOCAL_QUEUEING) -> Metrics:
+def run_one(
+    name: str,
+    jobs: Sequence[ReplayJob],
+    fleet: FleetDescription,
+    seed: int,
+    strategy: Strategy | None = None,
+    queueing: str = LOCAL_QUEUEING,
+) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
     return compute(replay_run(name, jobs, fleet, seed, strategy, queueing), fleet)
 
 
-def replay_run(name: str, jobs: Sequence[ReplayJob], fleet: FleetDescription,
-               seed: int, strategy: Strategy | None = None,
-               queueing: str = LOCAL_QUEUEING) -> ReplayRun:
+def replay_run(
+    name: str,
+    jobs: Sequence[ReplayJob],
+    fleet: FleetDescription,
+    seed: int,
+    strategy: Strategy | None = None,
+    queueing: str = LOCAL_QUEUEING,
+) -> ReplayRun:
     """The raw run (outcomes per job, usage per cluster) behind ``run_one``; the local
     queues backfill unless ``queueing`` is "strict"."""
     clock = SimClock(origin=ORIGIN)

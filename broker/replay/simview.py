@@ -6,6 +6,7 @@ same way, and the baselines work on it directly: which clusters could ever run a
 how many GPUs are free for it (summed over nodes, which is what naive schedulers look
 at), and why a job sent somewhere did not start there at once.
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -21,11 +22,11 @@ from broker.replay.jobs import ReplayJob
 from broker.spec import WorkloadSpec, validate_spec
 
 # Why a job sent to a cluster did not start there at once (first matching rule).
-LOCAL_POLICY = "local policy"     # the cluster's own rules hold it (Slurm QoS, Kueue max)
-LOCAL_QUOTA = "local quota"       # Kueue quota of the flavors is used up
-CAPACITY = "capacity"             # fewer free GPUs than the job needs, even summed
-FRAGMENTATION = "fragmentation"   # enough free GPUs summed, but the gang cannot be packed
-QUEUE = "queue"                   # it would pack, but earlier jobs wait ahead (strict FIFO)
+LOCAL_POLICY = "local policy"  # the cluster's own rules hold it (Slurm QoS, Kueue max)
+LOCAL_QUOTA = "local quota"  # Kueue quota of the flavors is used up
+CAPACITY = "capacity"  # fewer free GPUs than the job needs, even summed
+FRAGMENTATION = "fragmentation"  # enough free GPUs summed, but the gang cannot be packed
+QUEUE = "queue"  # it would pack, but earlier jobs wait ahead (strict FIFO)
 
 REPLAY_PROJECT = "replay"
 
@@ -71,8 +72,7 @@ class FleetView:
         found = self._eligible.get(key)
         if found is None:
             req = self.request(job)
-            found = self._eligible[key] = [n for n in self.names
-                                           if _could_ever_run(self.clusters[n], req)]
+            found = self._eligible[key] = [n for n in self.names if _could_ever_run(self.clusters[n], req)]
         return found
 
     # -- dynamic: free GPUs now ------------------------------------------------------
@@ -100,8 +100,7 @@ class FleetView:
         if cached is not None and cached[0] == version:
             return cached[1]
         nodes, req = self.clusters[name].nodes, self.request(job)
-        fits = any(pack([n for n in nodes if n.pool == p], req) is not None
-                   for p in matching_pools(nodes, req))
+        fits = any(pack([n for n in nodes if n.pool == p], req) is not None for p in matching_pools(nodes, req))
         self._packs[key] = (version, fits)
         return fits
 
@@ -112,8 +111,7 @@ class FleetView:
             return LOCAL_POLICY
         cluster, req = self.clusters[name], self.request(job)
         nodes = _candidate_nodes(cluster, req)
-        pools = [p for p in matching_pools(nodes, req)
-                 if _quota_room(cluster, nodes, p) >= req.total_gpus]
+        pools = [p for p in matching_pools(nodes, req) if _quota_room(cluster, nodes, p) >= req.total_gpus]
         if not pools:
             return LOCAL_QUOTA
         if sum(n.free for n in nodes if n.pool in pools) < req.total_gpus:

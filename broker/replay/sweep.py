@@ -4,6 +4,7 @@ summarised against the MultiKueue race (the baseline to beat) and the oracle (th
 Results go to a JSON file after every cell, so a long sweep can be stopped and resumed
 (cells already in the file are skipped) and the summary re-rendered without rerunning.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,12 +39,19 @@ def cell_key(trace: Path | str, compress: float, seed: int) -> str:
 
 
 def metrics_row(m: Metrics) -> dict[str, Any]:
-    return {"p95_wait_s": m.p95_wait_s, "mean_wait_s": m.mean_wait_s,
-            "p95_gang_wait_s": m.p95_gang_wait_s, "cloud_spend": m.cloud_spend,
-            "failed_at_destination": m.failed_at_destination,
-            "held_at_destination": m.held_at_destination, "never_placed": m.never_placed,
-            "jobs": m.jobs, "started": m.started, "utilisation": m.utilisation,
-            "extra": dict(m.extra)}
+    return {
+        "p95_wait_s": m.p95_wait_s,
+        "mean_wait_s": m.mean_wait_s,
+        "p95_gang_wait_s": m.p95_gang_wait_s,
+        "cloud_spend": m.cloud_spend,
+        "failed_at_destination": m.failed_at_destination,
+        "held_at_destination": m.held_at_destination,
+        "never_placed": m.never_placed,
+        "jobs": m.jobs,
+        "started": m.started,
+        "utilisation": m.utilisation,
+        "extra": dict(m.extra),
+    }
 
 
 def load_results(path: Path) -> dict[str, Any]:
@@ -52,8 +60,7 @@ def load_results(path: Path) -> dict[str, Any]:
     return {"cells": {}}
 
 
-def run_sweep(plan: SweepPlan, out: Path,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_sweep(plan: SweepPlan, out: Path, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every cell not yet in ``out`` (needs a database: the broker's presets)."""
     results = load_results(out)
     results["window"], results["queueing"] = plan.window, plan.queueing
@@ -73,27 +80,35 @@ def run_sweep(plan: SweepPlan, out: Path,
     return results
 
 
-def _run_cell(plan: SweepPlan, results: dict[str, Any], key: str,
-              cell: tuple[Path, float, int], policy: str) -> None:
+def _run_cell(plan: SweepPlan, results: dict[str, Any], key: str, cell: tuple[Path, float, int], policy: str) -> None:
     trace, compress, seed = cell
     config = ReplayConfig(
-        trace=trace, fleet=plan.fleet, policies=(policy,),
-        synth=SynthOptions(seed=seed), time=TimeOptions(time_compress=compress),
-        window=plan.window, queueing=plan.queueing)
+        trace=trace,
+        fleet=plan.fleet,
+        policies=(policy,),
+        synth=SynthOptions(seed=seed),
+        time=TimeOptions(time_compress=compress),
+        window=plan.window,
+        queueing=plan.queueing,
+    )
     report = run_policies(config)
     gpus = whole_gpus(report.fleet)
     load = offered_load(report.jobs)
     before = results["cells"].get(key, {})
     results["cells"][key] = {
-        "trace": Path(trace).name, "compress": compress, "seed": seed,
-        "jobs": len(report.jobs), "offered_load_gpus": load,
+        "trace": Path(trace).name,
+        "compress": compress,
+        "seed": seed,
+        "jobs": len(report.jobs),
+        "offered_load_gpus": load,
         "offered_load_share": load / gpus if gpus else 0.0,
-        "policies": {**before.get("policies", {}),
-                     **{m.policy: metrics_row(m) for m in report.metrics}},
-        "seconds": {**before.get("seconds", {}), **report.seconds}}
+        "policies": {**before.get("policies", {}), **{m.policy: metrics_row(m) for m in report.metrics}},
+        "seconds": {**before.get("seconds", {}), **report.seconds},
+    }
 
 
 # -- the summary ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Summary:
@@ -103,8 +118,8 @@ class Summary:
     compress: float
     policy: str
     load_share: float
-    p95_wait_min: float        # mean over seeds
-    wait_vs_race: float        # mean p95 / the race's mean p95
+    p95_wait_min: float  # mean over seeds
+    wait_vs_race: float  # mean p95 / the race's mean p95
     spend: float
     spend_vs_race: float
     wait_over_oracle_min: float
@@ -143,25 +158,36 @@ def summarise(results: dict[str, Any]) -> list[Summary]:
 def _summary(trace: str, compress: float, name: str, cells: Sequence[dict[str, Any]]) -> Summary:
     def avg(policy: str, key: str) -> float:
         return mean([c["policies"][policy][key] for c in cells])
+
     wait, spend = avg(name, "p95_wait_s"), avg(name, "cloud_spend")
     with_oracle = [c for c in cells if ORACLE in c["policies"]]
     oracle = mean([c["policies"][ORACLE]["p95_wait_s"] for c in with_oracle]) if with_oracle else 0.0
     own = mean([c["policies"][name]["p95_wait_s"] for c in with_oracle]) if with_oracle else wait
     return Summary(
-        trace=trace, compress=compress, policy=name,
+        trace=trace,
+        compress=compress,
+        policy=name,
         load_share=mean([c["offered_load_share"] for c in cells]),
-        p95_wait_min=wait / 60, wait_vs_race=_ratio(wait, avg(RACE, "p95_wait_s")),
-        spend=spend, spend_vs_race=_ratio(spend, avg(RACE, "cloud_spend")),
+        p95_wait_min=wait / 60,
+        wait_vs_race=_ratio(wait, avg(RACE, "p95_wait_s")),
+        spend=spend,
+        spend_vs_race=_ratio(spend, avg(RACE, "cloud_spend")),
         wait_over_oracle_min=(own - oracle) / 60 if with_oracle else float("nan"),
-        failed=avg(name, "failed_at_destination"), held=avg(name, "held_at_destination"),
-        never_placed=avg(name, "never_placed"), seeds=len(cells))
+        failed=avg(name, "failed_at_destination"),
+        held=avg(name, "held_at_destination"),
+        never_placed=avg(name, "never_placed"),
+        seeds=len(cells),
+    )
 
 
 def markdown(summaries: Iterable[Summary]) -> str:
-    lines = ["| trace | compress | load | policy | p95 wait (min) | p95 vs race | cloud spend "
-             "| spend vs race | p95 over oracle (min) | failed at dest | held at dest "
-             "| never placed | seeds | dominates race |",
-             "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| trace | compress | load | policy | p95 wait (min) | p95 vs race | cloud spend "
+        "| spend vs race | p95 over oracle (min) | failed at dest | held at dest "
+        "| never placed | seeds | dominates race |",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+
     def times(x: float) -> str:
         return "n/a (race 0)" if x == float("inf") else f"{x:.2f}x"
 
@@ -172,5 +198,6 @@ def markdown(summaries: Iterable[Summary]) -> str:
             f"| {s.p95_wait_min:,.1f} | {times(s.wait_vs_race)} | {s.spend:,.0f} "
             f"| {times(s.spend_vs_race)} | {over} | {s.failed:,.1f} "
             f"| {s.held:,.1f} | {s.never_placed:,.1f} | {s.seeds} "
-            f"| {'yes' if s.dominates_race else 'no' if s.policy != RACE else '-'} |")
+            f"| {'yes' if s.dominates_race else 'no' if s.policy != RACE else '-'} |"
+        )
     return "\n".join(lines)

@@ -1,4 +1,5 @@
 """The replay report as a Markdown table, with a header that says how it was made."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,9 +8,17 @@ from typing import Sequence
 from broker.replay.metrics import Metrics, busy_window, offered_load, whole_gpus
 from broker.replay.runner import ReplayReport
 
-COLUMNS = ("policy", "mean wait (min)", "p95 wait (min)", "p95 wait gangs (min)",
-           "mean TTFG (min)", "p95 TTFG (min)", "failed at dest (frag+rej)", "held at dest",
-           "never placed")
+COLUMNS = (
+    "policy",
+    "mean wait (min)",
+    "p95 wait (min)",
+    "p95 wait gangs (min)",
+    "mean TTFG (min)",
+    "p95 TTFG (min)",
+    "failed at dest (frag+rej)",
+    "held at dest",
+    "never placed",
+)
 
 
 def _minutes(seconds: float) -> str:
@@ -37,16 +46,25 @@ def header(report: ReplayReport) -> list[str]:
 def _row(m: Metrics, clusters: Sequence[str]) -> list[str]:
     failed = f"{m.failed_at_destination:,} ({m.fragmented:,}+{m.rejected:,})"
     waits = (m.mean_wait_s, m.p95_wait_s, m.p95_gang_wait_s, m.mean_ttfg_s, m.p95_ttfg_s)
-    return [m.policy, *map(_minutes, waits), failed, f"{m.held_at_destination:,}",
-            f"{m.never_placed:,}", *(f"{m.gpu_hours.get(c, 0.0):,.0f}" for c in clusters),
-            f"{m.cloud_spend:,.0f}", f"{m.utilisation:.1%}"]
+    return [
+        m.policy,
+        *map(_minutes, waits),
+        failed,
+        f"{m.held_at_destination:,}",
+        f"{m.never_placed:,}",
+        *(f"{m.gpu_hours.get(c, 0.0):,.0f}" for c in clusters),
+        f"{m.cloud_spend:,.0f}",
+        f"{m.utilisation:.1%}",
+    ]
 
 
 def markdown_table(report: ReplayReport) -> str:
     clusters = report.fleet.names
     columns = [*COLUMNS, *(f"GPU-h {c}" for c in clusters), "cloud spend", "GPU util"]
-    lines = ["| " + " | ".join(columns) + " |",
-             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|"]
+    lines = [
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---" if i == 0 else "---:" for i in range(len(columns))) + "|",
+    ]
     lines += ["| " + " | ".join(_row(m, clusters)) + " |" for m in report.metrics]
     return "\n".join(lines)
 
@@ -54,8 +72,7 @@ def markdown_table(report: ReplayReport) -> str:
 def breakdown_table(report: ReplayReport) -> str:
     """Waits per GPU class, single jobs and gangs apart: jobs, mean and p95 (min)."""
     groups = sorted({g for m in report.metrics for g in m.by_group})
-    lines = ["| policy | " + " | ".join(f"{g}: n / mean / p95" for g in groups) + " |",
-             "|---|" + "---:|" * len(groups)]
+    lines = ["| policy | " + " | ".join(f"{g}: n / mean / p95" for g in groups) + " |", "|---|" + "---:|" * len(groups)]
     for m in report.metrics:
         cells = []
         for g in groups:

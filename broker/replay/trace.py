@@ -4,6 +4,7 @@ Columns: job_id, submit_time_s, tenant, gpu_type, gpus_per_worker, workers, dura
 status.  Every problem is reported with its line and column, all at once (up to a
 limit), because a trace is usually fixed in one pass by whoever converted it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -11,21 +12,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-COLUMNS = ("job_id", "submit_time_s", "tenant", "gpu_type", "gpus_per_worker", "workers",
-           "duration_s", "status")
+COLUMNS = ("job_id", "submit_time_s", "tenant", "gpu_type", "gpus_per_worker", "workers", "duration_s", "status")
 MAX_REPORTED = 20  # a broken converter breaks every line: the first few say enough
 
 
 @dataclass(frozen=True)
 class TraceRow:
-    line: int                 # line in the file (the header is line 1)
+    line: int  # line in the file (the header is line 1)
     job_id: str
     submit_time_s: int
-    tenant: str               # "" when the trace has none
+    tenant: str  # "" when the trace has none
     gpu_types: tuple[str, ...]  # any of these; () = unconstrained
-    gpus_per_worker: int      # 0 = CPU-only
+    gpus_per_worker: int  # 0 = CPU-only
     workers: int
-    duration_s: int | None    # None: never ran (or still running) in the trace
+    duration_s: int | None  # None: never ran (or still running) in the trace
     status: str
 
 
@@ -47,8 +47,9 @@ class TraceError(ValueError):
         super().__init__(f"invalid trace {source}:\n  " + "\n  ".join(lines))
 
 
-def _int(raw: str, column: str, line: int, problems: list[TraceProblem], *,
-         minimum: int, empty_ok: bool = False) -> int | None:
+def _int(
+    raw: str, column: str, line: int, problems: list[TraceProblem], *, minimum: int, empty_ok: bool = False
+) -> int | None:
     text = raw.strip()
     if not text:
         if not empty_ok:
@@ -70,8 +71,7 @@ def _gpu_types(raw: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.strip() for t in raw.split("|") if t.strip()))
 
 
-def parse_row(values: dict[str, str], line: int,
-              problems: list[TraceProblem]) -> TraceRow | None:
+def parse_row(values: dict[str, str], line: int, problems: list[TraceProblem]) -> TraceRow | None:
     """One CSV record, or None (with the reasons appended to ``problems``)."""
     before = len(problems)
     job_id = (values.get("job_id") or "").strip()
@@ -80,31 +80,34 @@ def parse_row(values: dict[str, str], line: int,
     submit = _int(values.get("submit_time_s") or "", "submit_time_s", line, problems, minimum=0)
     gpus = _int(values.get("gpus_per_worker") or "", "gpus_per_worker", line, problems, minimum=0)
     workers = _int(values.get("workers") or "", "workers", line, problems, minimum=1)
-    duration = _int(values.get("duration_s") or "", "duration_s", line, problems, minimum=0,
-                    empty_ok=True)
+    duration = _int(values.get("duration_s") or "", "duration_s", line, problems, minimum=0, empty_ok=True)
     if len(problems) > before:
         return None
     assert submit is not None and gpus is not None and workers is not None
-    return TraceRow(line=line, job_id=job_id, submit_time_s=submit,
-                    tenant=(values.get("tenant") or "").strip(),
-                    gpu_types=_gpu_types(values.get("gpu_type") or ""),
-                    gpus_per_worker=gpus, workers=workers, duration_s=duration,
-                    status=(values.get("status") or "").strip())
+    return TraceRow(
+        line=line,
+        job_id=job_id,
+        submit_time_s=submit,
+        tenant=(values.get("tenant") or "").strip(),
+        gpu_types=_gpu_types(values.get("gpu_type") or ""),
+        gpus_per_worker=gpus,
+        workers=workers,
+        duration_s=duration,
+        status=(values.get("status") or "").strip(),
+    )
 
 
 def _records(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, str]]]:
     reader = csv.DictReader(lines)
     missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
     if missing:
-        raise TraceError(source, [TraceProblem(1, c, "column missing from the header")
-                                  for c in missing])
+        raise TraceError(source, [TraceProblem(1, c, "column missing from the header") for c in missing])
     for values in reader:
         # line_num is the physical line just read: right for records without newlines
         yield reader.line_num, values
 
 
-def parse_trace(lines: Iterable[str], source: str = "<trace>",
-                limit: int | None = None) -> list[TraceRow]:
+def parse_trace(lines: Iterable[str], source: str = "<trace>", limit: int | None = None) -> list[TraceRow]:
     """Parse CSV lines; ``limit`` keeps the first N records.  Raises TraceError."""
     rows: list[TraceRow] = []
     problems: list[TraceProblem] = []
@@ -119,8 +122,7 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>",
         if row is None:
             continue
         if row.job_id in seen:
-            problems.append(TraceProblem(line, "job_id", f"{row.job_id!r} repeats line "
-                                         f"{seen[row.job_id]}"))
+            problems.append(TraceProblem(line, "job_id", f"{row.job_id!r} repeats line {seen[row.job_id]}"))
             continue
         seen[row.job_id] = line
         rows.append(row)

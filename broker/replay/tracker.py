@@ -6,6 +6,7 @@ when they end.  Jobs start only at instants when something changes at their clus
 job ends, arrives or is withdrawn), so checking the pending jobs of exactly those
 clusters at exactly those instants sees every start at the moment it happens.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -18,10 +19,10 @@ from broker.replay.simview import FRAGMENTATION, FleetView
 
 @dataclass(frozen=True)
 class Start:
-    key: str          # the replay job
+    key: str  # the replay job
     cluster: str
-    job_id: str       # the destination job
-    at: float         # replay seconds
+    job_id: str  # the destination job
+    at: float  # replay seconds
 
 
 @dataclass
@@ -30,10 +31,10 @@ class Outcome:
 
     job: ReplayJob
     start_s: float | None = None
-    cluster: str = ""                 # where it ran
-    rejected: int = 0                 # dispatches the destination refused
+    cluster: str = ""  # where it ran
+    rejected: int = 0  # dispatches the destination refused
     issues: list[str] = field(default_factory=list)  # why a dispatch did not start at once
-    copies: int = 0                   # destination jobs created (the race makes several)
+    copies: int = 0  # destination jobs created (the race makes several)
     dispatched_s: float | None = None  # when its first destination job was created
 
     @property
@@ -132,8 +133,7 @@ class Tracker:
             if not pending:
                 continue
             views = self.view.clusters[cluster].status(list(pending))
-            started = [job_id for job_id in pending
-                       if job_id in views and views[job_id].state is not JobState.PENDING]
+            started = [job_id for job_id in pending if job_id in views and views[job_id].state is not JobState.PENDING]
             for job_id in started:
                 starts.append(Start(pending.pop(job_id), cluster, job_id, now))
             if started:

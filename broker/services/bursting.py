@@ -8,6 +8,7 @@ to the cloud candidates.  The prediction made at a workload's first decision is 
 its placement record (``predicted_wait_s``), so ``/fleet/`` can show the estimator's error
 against the wait that followed.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from broker.spec import WorkloadSpec
 from broker.wait_estimator import WaitEstimator
 from portal.metrics.readings import cloud_spend_month
 
-HISTORY_HALF_LIVES = 4   # older starts weigh under 1/16: not worth reading
+HISTORY_HALF_LIVES = 4  # older starts weigh under 1/16: not worth reading
 HOURS_PER_MONTH = 730.0
 
 
@@ -57,34 +58,42 @@ def learned_waits(*, now: datetime, policy: Policy) -> WaitEstimator:
 
 def _learn(starts: QuerySet[Workload], *, half_life: float) -> WaitEstimator:
     estimator = WaitEstimator(half_life_s=half_life)
-    rows = (starts
-            .values_list("cluster__name", "gpu_class__slug", "created_at", "started_at", "total_gpus"))
+    rows = starts.values_list("cluster__name", "gpu_class__slug", "created_at", "started_at", "total_gpus")
     for cluster, gpu_class, created, started, gpus in rows.iterator():
         if started is None or created is None:
             continue  # (the filter excludes it: for the type checker)
-        estimator.observe((cluster, gpu_class or ""), _s(started),
-                          (started - created).total_seconds(), gpus)
+        estimator.observe((cluster, gpu_class or ""), _s(started), (started - created).total_seconds(), gpus)
     return estimator
 
 
 @dataclass(frozen=True)
 class BurstOutcome:
-    ranked: list                 # the candidates left (cloud ones removed when held back)
-    held_back: str               # why the cloud was refused; "" when it was not
+    ranked: list  # the candidates left (cloud ones removed when held back)
+    held_back: str  # why the cloud was refused; "" when it was not
     onprem_wait_s: float | None  # predicted on-prem wait (None: no on-prem cluster could run it)
 
 
 def could_run(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, location: str = "") -> list[str]:
     """Clusters (of ``location``, or any) the static filters let the job through to."""
     static = fleet.static_for(spec, tenant)
-    return [name for name, c in fleet.clusters.items()
-            if c.facts is not None and (not location or c.facts.location == location)
-            and name not in static.excluded]
+    return [
+        name
+        for name, c in fleet.clusters.items()
+        if c.facts is not None and (not location or c.facts.location == location) and name not in static.excluded
+    ]
 
 
-def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: WorkloadSpec, ranked: Sequence,
-                     clusters: Sequence[str], estimator: WaitEstimator, now: datetime,
-                     ahead_gpus: Callable[[], int] | None = None) -> float | None:
+def predicted_wait_s(
+    *,
+    workload: Workload,
+    fleet: PreparedFleet,
+    spec: WorkloadSpec,
+    ranked: Sequence,
+    clusters: Sequence[str],
+    estimator: WaitEstimator,
+    now: datetime,
+    ahead_gpus: Callable[[], int] | None = None,
+) -> float | None:
     """The wait for a pool of ``clusters``: what jobs sent there lately waited when one
     fits now; else the GPUs queued ahead of it (older work held at the broker for its
     class, and those clusters' local queues) over the learned rate at which they start
@@ -96,10 +105,18 @@ def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: Workload
     fitting = [c.cluster for c in ranked if c.cluster in clusters]
     if fitting:
         return min(estimator.mean_wait_s((n, cls), _s(now)) for n in fitting)
-    ahead = ahead_gpus() if ahead_gpus is not None else (
-        Workload.objects.filter(gpu_class_id=workload.gpu_class_id, state__in=PLACEABLE_STATES,
-                                created_at__lt=workload.created_at)
-        .exclude(id=workload.id).aggregate(gpus=Sum("total_gpus"))["gpus"] or 0)
+    ahead = (
+        ahead_gpus()
+        if ahead_gpus is not None
+        else (
+            Workload.objects.filter(
+                gpu_class_id=workload.gpu_class_id, state__in=PLACEABLE_STATES, created_at__lt=workload.created_at
+            )
+            .exclude(id=workload.id)
+            .aggregate(gpus=Sum("total_gpus"))["gpus"]
+            or 0
+        )
+    )
     snapshots = [fleet.clusters[n].snapshot for n in clusters]
     queued = sum(snap.queue.pending_gpus for snap in snapshots if snap is not None)
     rate = sum(estimator.start_rate((n, cls), _s(now)) for n in clusters)
@@ -110,9 +127,17 @@ def predicted_wait_s(*, workload: Workload, fleet: PreparedFleet, spec: Workload
     return min(cap, (ahead + queued + spec.total_gpus) / rate)
 
 
-def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: WorkloadSpec,
-               now: datetime, estimator: WaitEstimator, ahead_gpus: Callable[[], int] | None = None,
-               spend: Callable[[], tuple[Mapping, float]] | None = None) -> BurstOutcome:
+def burst_gate(
+    *,
+    workload: Workload,
+    ranked: list,
+    fleet: PreparedFleet,
+    spec: WorkloadSpec,
+    now: datetime,
+    estimator: WaitEstimator,
+    ahead_gpus: Callable[[], int] | None = None,
+    spend: Callable[[], tuple[Mapping, float]] | None = None,
+) -> BurstOutcome:
     """Keep or drop the cloud candidates by the policy's burst rule.  ``spend``: the month's
     cloud spend and on-prem TCO as a placement pass read them once (else read here)."""
     policy = fleet.policy
@@ -124,16 +149,29 @@ def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: 
     if rule.min_onprem_wait_s <= 0 and budget is None:
         return BurstOutcome(ranked, "", None)  # the rule is off and nothing caps spend
     onprem = could_run(fleet, spec, workload.tenant.slug, Location.ONPREM)
-    wait = predicted_wait_s(workload=workload, fleet=fleet, spec=spec, ranked=ranked, clusters=onprem,
-                            estimator=estimator, now=now, ahead_gpus=ahead_gpus)
+    wait = predicted_wait_s(
+        workload=workload,
+        fleet=fleet,
+        spec=spec,
+        ranked=ranked,
+        clusters=onprem,
+        estimator=estimator,
+        now=now,
+        ahead_gpus=ahead_gpus,
+    )
     if wait is not None and any(c.cluster in onprem for c in ranked):
         wait = 0.0  # an on-prem pool fits now
     month, tco = spend() if spend is not None else (cloud_spend_month(now), onprem_tco_month())
     spent = float(sum(v for (tenant, _), v in month.items() if tenant == workload.tenant_id))
     reassess = reassess_due(rule, float(sum(month.values())), tco)
-    verdict = cloud_verdict(rule, onprem_wait_s=wait, gpu_cost=float(cloud[0].breakdown["gpu_cost"]),
-                            budget=float(budget) if budget is not None else None, spent=spent,
-                            reassess=reassess)
+    verdict = cloud_verdict(
+        rule,
+        onprem_wait_s=wait,
+        gpu_cost=float(cloud[0].breakdown["gpu_cost"]),
+        budget=float(budget) if budget is not None else None,
+        spent=spent,
+        reassess=reassess,
+    )
     if verdict.allowed:
         return BurstOutcome(ranked, "", wait)
     left = [c for c in ranked if c not in cloud]
@@ -141,23 +179,38 @@ def burst_gate(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: 
     return BurstOutcome(left, "" if left else verdict.reason, wait)
 
 
-def first_prediction(*, workload: Workload, ranked: list, fleet: PreparedFleet, spec: WorkloadSpec,
-                     now: datetime, estimator: WaitEstimator,
-                     ahead_gpus: Callable[[], int] | None = None) -> float | None:
+def first_prediction(
+    *,
+    workload: Workload,
+    ranked: list,
+    fleet: PreparedFleet,
+    spec: WorkloadSpec,
+    now: datetime,
+    estimator: WaitEstimator,
+    ahead_gpus: Callable[[], int] | None = None,
+) -> float | None:
     """The wait predicted at the workload's first decision (kept from then on)."""
     earlier = (workload.placement or {}).get("predicted_wait_s")
     if earlier is not None:
         return float(earlier)
-    return predicted_wait_s(workload=workload, fleet=fleet, spec=spec, ranked=ranked,
-                            clusters=could_run(fleet, spec, workload.tenant.slug),
-                            estimator=estimator, now=now, ahead_gpus=ahead_gpus)
+    return predicted_wait_s(
+        workload=workload,
+        fleet=fleet,
+        spec=spec,
+        ranked=ranked,
+        clusters=could_run(fleet, spec, workload.tenant.slug),
+        estimator=estimator,
+        now=now,
+        ahead_gpus=ahead_gpus,
+    )
 
 
 def onprem_tco_month() -> float:
     """What owning the on-prem GPUs costs in a month: every on-prem GPU for the month's
     hours at its cluster's on-prem rate (the accounting's TCO-derived price per GPU-hour)."""
     rows = GpuPool.objects.filter(cluster__location=Location.ONPREM, cluster__enabled=True).values_list(
-        "gpus_total", "cluster__price_per_gpu_hour")
+        "gpus_total", "cluster__price_per_gpu_hour"
+    )
     return float(sum(gpus * float(price) for gpus, price in rows)) * HOURS_PER_MONTH
 
 

@@ -1,4 +1,5 @@
 """Propagate a stored cancellation to the destination until it confirms."""
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -25,8 +26,12 @@ def cancel_propagate(*, workload_id: int) -> Workload:
             return workload  # a dispatch may still be in flight: try again later
         confirmed = bool(job_id) and backend.cancel(job_id)
     except Unavailable as exc:
-        audit(action="cancel.retrying", workload=workload, cluster=workload.placed_cluster.name,
-              message=f"destination did not confirm ({exc}); will retry")
+        audit(
+            action="cancel.retrying",
+            workload=workload,
+            cluster=workload.placed_cluster.name,
+            message=f"destination did not confirm ({exc}); will retry",
+        )
         return workload
     if job_id and not confirmed:
         return workload
@@ -48,10 +53,19 @@ def _look_up(workload: Workload, backend) -> str | None:
 @transaction.atomic
 def _cancelled(workload: Workload, job_id: str) -> Workload:
     transition(
-        Workload, workload.id, to=WorkloadState.CANCELLED, from_=(WorkloadState.CANCELLING,),
-        reason=TransitionReason.CANCEL_CONFIRMED, fields={"ended_at": timezone.now()},
+        Workload,
+        workload.id,
+        to=WorkloadState.CANCELLED,
+        from_=(WorkloadState.CANCELLING,),
+        reason=TransitionReason.CANCEL_CONFIRMED,
+        fields={"ended_at": timezone.now()},
         then=lambda: reservation_release(workload=workload, reason="cancelled"),
-        note=Note(action="workload.cancelled", workload=workload, cluster=workload.placed_cluster.name,
-                  destination_job_id=job_id, message="destination confirmed the cancellation" if job_id
-                  else "nothing had reached the destination"))
+        note=Note(
+            action="workload.cancelled",
+            workload=workload,
+            cluster=workload.placed_cluster.name,
+            destination_job_id=job_id,
+            message="destination confirmed the cancellation" if job_id else "nothing had reached the destination",
+        ),
+    )
     return Workload.objects.get(id=workload.id)

@@ -1,5 +1,6 @@
 """Seed the demo: tenants, projects, one user per role, GPU classes, quotas, the
 simulated fleet.  Safe to run again: every write is get-or-create."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,12 +33,30 @@ class DemoSeed:
 def demo_seed() -> DemoSeed:
     physics = tenant_ensure(slug="physics", name="Physics Institute")
     biology = tenant_ensure(slug="biology", name="Biology Lab")
-    lattice = project_ensure(tenant=physics, slug="lattice-qcd", name="Lattice QCD", slurm_account="lattice",
-                             k8s_namespace="lattice-qcd", cost_centre="PHY-100")
-    project_ensure(tenant=physics, slug="cosmo-sim", name="Cosmology simulations", slurm_account="cosmo",
-                   k8s_namespace="cosmo-sim", cost_centre="PHY-200")
-    project_ensure(tenant=biology, slug="protein-fold", name="Protein folding", slurm_account="protein",
-                   k8s_namespace="protein-fold", cost_centre="BIO-300")
+    lattice = project_ensure(
+        tenant=physics,
+        slug="lattice-qcd",
+        name="Lattice QCD",
+        slurm_account="lattice",
+        k8s_namespace="lattice-qcd",
+        cost_centre="PHY-100",
+    )
+    project_ensure(
+        tenant=physics,
+        slug="cosmo-sim",
+        name="Cosmology simulations",
+        slurm_account="cosmo",
+        k8s_namespace="cosmo-sim",
+        cost_centre="PHY-200",
+    )
+    project_ensure(
+        tenant=biology,
+        slug="protein-fold",
+        name="Protein folding",
+        slurm_account="protein",
+        k8s_namespace="protein-fold",
+        cost_centre="BIO-300",
+    )
     users: list[tuple[str, str, str]] = []
     for username, password, role, staff in DEMO_USERS:
         user = user_ensure(username=username, password=password, is_staff=staff)

@@ -6,6 +6,7 @@ the attempt row is written and committed *before* the cluster is called; a retry
 unique (workload, attempt number) pair means two workers racing on the same
 retry cannot both get to call the cluster.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -34,8 +35,14 @@ def attempt_lease_s() -> float:
 
 def workload_dispatch(*, workload_id: int) -> Workload:
     workload = Workload.objects.select_related("cluster", "project", "submitted_by").get(id=workload_id)
-    moved = transition(Workload, workload_id, to=WorkloadState.DISPATCHING, from_=(WorkloadState.RESERVED,),
-                       reason=TransitionReason.DISPATCH_STARTED, note=None)
+    moved = transition(
+        Workload,
+        workload_id,
+        to=WorkloadState.DISPATCHING,
+        from_=(WorkloadState.RESERVED,),
+        reason=TransitionReason.DISPATCH_STARTED,
+        note=None,
+    )
     if not moved and workload.state not in (WorkloadState.DISPATCHING, WorkloadState.CANCELLING):
         return workload  # another worker got there first, or nothing left to dispatch
     if workload.destination_job_id:
@@ -47,8 +54,11 @@ def workload_dispatch(*, workload_id: int) -> Workload:
 
 
 def _in_flight(attempt: DispatchAttempt | None) -> bool:
-    return bool(attempt and attempt.state == AttemptState.STARTED
-                and timezone.now() - attempt.created_at < timedelta(seconds=attempt_lease_s()))
+    return bool(
+        attempt
+        and attempt.state == AttemptState.STARTED
+        and timezone.now() - attempt.created_at < timedelta(seconds=attempt_lease_s())
+    )
 
 
 def attempt_in_flight(workload: Workload) -> bool:
@@ -65,7 +75,8 @@ def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
     try:
         with transaction.atomic():
             return DispatchAttempt.objects.create(
-                workload=workload, cluster=workload.placed_cluster, number=(last.number + 1) if last else 1)
+                workload=workload, cluster=workload.placed_cluster, number=(last.number + 1) if last else 1
+            )
     except IntegrityError:
         return None  # a concurrent worker claimed this attempt number
 
@@ -75,8 +86,9 @@ def targeted_spec(workload: Workload) -> WorkloadSpec:
     class-only request reaches the scheduler as the model (GRES type, node label) it has."""
     spec = validate_spec(workload.spec)
     pool = (workload.placement or {}).get("chosen", {}).get("pool", "")
-    model = GpuPool.objects.filter(cluster=workload.placed_cluster, name=pool).values_list(
-        "gpu_model", flat=True).first()
+    model = (
+        GpuPool.objects.filter(cluster=workload.placed_cluster, name=pool).values_list("gpu_model", flat=True).first()
+    )
     return replace(spec, gpu_models=(model,)) if model else spec
 
 
@@ -94,8 +106,8 @@ def workload_adopt(*, workload_id: int, found: DestinationJob) -> Workload:
 
 def _earlier_attempt_may_have_landed(workload: Workload, attempt: DispatchAttempt) -> bool:
     return workload.attempts.filter(
-        cluster=workload.cluster, number__lt=attempt.number,
-        state__in=LIVE_ATTEMPT_STATES).exists()
+        cluster=workload.cluster, number__lt=attempt.number, state__in=LIVE_ATTEMPT_STATES
+    ).exists()
 
 
 def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
@@ -119,9 +131,13 @@ def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
 
 
 def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) -> Workload:
-    audit(action="dispatch.adopted", workload=workload, cluster=workload.placed_cluster.name,
-          destination_job_id=found.job_id,
-          message="found at the destination after a lost reply; not submitted again")
+    audit(
+        action="dispatch.adopted",
+        workload=workload,
+        cluster=workload.placed_cluster.name,
+        destination_job_id=found.job_id,
+        message="found at the destination after a lost reply; not submitted again",
+    )
     return _accepted(workload, attempt, found.job_id, AttemptState.ADOPTED)
 
 
@@ -129,22 +145,40 @@ def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) 
 def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: str) -> Workload:
     now = timezone.now()
     why = TransitionReason.ADOPTED if state == AttemptState.ADOPTED else TransitionReason.ACCEPTED
-    transition(DispatchAttempt, attempt.id, to=state, reason=why, note=None,
-               fields={"destination_job_id": job_id, "finished_at": now})
+    transition(
+        DispatchAttempt,
+        attempt.id,
+        to=state,
+        reason=why,
+        note=None,
+        fields={"destination_job_id": job_id, "finished_at": now},
+    )
     if state == AttemptState.ADOPTED:
         # the earlier attempt whose reply was lost is the one that created this job
-        transition(DispatchAttempt, to=AttemptState.ACCEPTED, from_=LIVE_ATTEMPT_STATES, reason=why,
-                   where={"workload": workload}, exclude={"id": attempt.id}, note=None,
-                   fields={"destination_job_id": job_id, "finished_at": now})
-    Workload.objects.filter(id=workload.id, destination_job_id="").update(
-        destination_job_id=job_id, dispatched_at=now)
-    transition(Workload, workload.id, to=WorkloadState.QUEUED, from_=(WorkloadState.DISPATCHING,), reason=why,
-               note=None)
+        transition(
+            DispatchAttempt,
+            to=AttemptState.ACCEPTED,
+            from_=LIVE_ATTEMPT_STATES,
+            reason=why,
+            where={"workload": workload},
+            exclude={"id": attempt.id},
+            note=None,
+            fields={"destination_job_id": job_id, "finished_at": now},
+        )
+    Workload.objects.filter(id=workload.id, destination_job_id="").update(destination_job_id=job_id, dispatched_at=now)
+    transition(
+        Workload, workload.id, to=WorkloadState.QUEUED, from_=(WorkloadState.DISPATCHING,), reason=why, note=None
+    )
     reservation_confirm(workload=workload, cluster=workload.placed_cluster, now=now)
     audit_link_destination(workload=workload, cluster=workload.placed_cluster.name, destination_job_id=job_id)
     if state == AttemptState.ACCEPTED:
-        audit(action="dispatch.accepted", workload=workload, cluster=workload.placed_cluster.name,
-              destination_job_id=job_id, message=f"attempt {attempt.number}")
+        audit(
+            action="dispatch.accepted",
+            workload=workload,
+            cluster=workload.placed_cluster.name,
+            destination_job_id=job_id,
+            message=f"attempt {attempt.number}",
+        )
     workload.refresh_from_db()
     if workload.state == WorkloadState.CANCELLING:
         tasks_bridge.enqueue_cancel(workload.id)
@@ -153,8 +187,14 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
 
 @transaction.atomic
 def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -> Workload:
-    transition(DispatchAttempt, attempt.id, to=AttemptState.NOT_SENT, reason=TransitionReason.CANCEL_REQUESTED,
-               note=None, fields={"error": "cancelled before it was sent", "finished_at": timezone.now()})
+    transition(
+        DispatchAttempt,
+        attempt.id,
+        to=AttemptState.NOT_SENT,
+        reason=TransitionReason.CANCEL_REQUESTED,
+        note=None,
+        fields={"error": "cancelled before it was sent", "finished_at": timezone.now()},
+    )
     tasks_bridge.enqueue_cancel(workload.id)
     return workload
 
@@ -163,24 +203,48 @@ def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -
 def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
     """No live reservation (a crash between releasing or expiring it and re-placing the
     workload): nothing is sent without one; the workload goes back to placement."""
-    transition(DispatchAttempt, attempt.id, to=AttemptState.NOT_SENT, reason=TransitionReason.RESERVATION_LOST,
-               note=None, fields={"error": "not sent: no live quota reservation", "finished_at": timezone.now()})
-    if transition(Workload, workload.id, to=WorkloadState.WAITING, from_=(WorkloadState.DISPATCHING,),
-                  reason=TransitionReason.RESERVATION_LOST,
-                  fields={"reason": LocalReason.OTHER,
-                          "raw_reason": "its quota reservation ended before dispatch; placed again"},
-                  note=Note(action="dispatch.unreserved", workload=workload, cluster=workload.placed_cluster.name,
-                            message="not sent: the quota reservation had ended; placing again")):
+    transition(
+        DispatchAttempt,
+        attempt.id,
+        to=AttemptState.NOT_SENT,
+        reason=TransitionReason.RESERVATION_LOST,
+        note=None,
+        fields={"error": "not sent: no live quota reservation", "finished_at": timezone.now()},
+    )
+    if transition(
+        Workload,
+        workload.id,
+        to=WorkloadState.WAITING,
+        from_=(WorkloadState.DISPATCHING,),
+        reason=TransitionReason.RESERVATION_LOST,
+        fields={"reason": LocalReason.OTHER, "raw_reason": "its quota reservation ended before dispatch; placed again"},
+        note=Note(
+            action="dispatch.unreserved",
+            workload=workload,
+            cluster=workload.placed_cluster.name,
+            message="not sent: the quota reservation had ended; placing again",
+        ),
+    ):
         tasks_bridge.enqueue_place(workload.id)
     return workload
 
 
 @transaction.atomic
 def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Workload:
-    transition(DispatchAttempt, attempt.id, to=AttemptState.UNKNOWN, reason=TransitionReason.NO_ANSWER,
-               note=None, fields={"error": error[:2000], "finished_at": timezone.now()})
-    audit(action="dispatch.unknown", workload=workload, cluster=workload.placed_cluster.name,
-          message=f"no answer ({error}); the workload will be looked up before any retry")
+    transition(
+        DispatchAttempt,
+        attempt.id,
+        to=AttemptState.UNKNOWN,
+        reason=TransitionReason.NO_ANSWER,
+        note=None,
+        fields={"error": error[:2000], "finished_at": timezone.now()},
+    )
+    audit(
+        action="dispatch.unknown",
+        workload=workload,
+        cluster=workload.placed_cluster.name,
+        message=f"no answer ({error}); the workload will be looked up before any retry",
+    )
     return workload
 
 
@@ -188,11 +252,22 @@ def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Wo
     from broker.services.placing import workload_retry_elsewhere
 
     with transaction.atomic():
-        transition(DispatchAttempt, attempt.id, to=AttemptState.REJECTED,
-                   reason=TransitionReason.REJECTED_BY_DESTINATION, note=None,
-                   fields={"error": exc.raw[:2000], "finished_at": timezone.now()})
-        audit(action="dispatch.rejected", workload=workload, cluster=workload.placed_cluster.name,
-              message=exc.reason, inputs={"raw": exc.raw})
+        transition(
+            DispatchAttempt,
+            attempt.id,
+            to=AttemptState.REJECTED,
+            reason=TransitionReason.REJECTED_BY_DESTINATION,
+            note=None,
+            fields={"error": exc.raw[:2000], "finished_at": timezone.now()},
+        )
+        audit(
+            action="dispatch.rejected",
+            workload=workload,
+            cluster=workload.placed_cluster.name,
+            message=exc.reason,
+            inputs={"raw": exc.raw},
+        )
         reservation_release(workload=workload, reason=f"rejected by {workload.placed_cluster.name}: {exc.reason}")
-    return workload_retry_elsewhere(workload_id=workload.id, rejected_by=workload.placed_cluster.name,
-                                    reason=exc.reason)
+    return workload_retry_elsewhere(
+        workload_id=workload.id, rejected_by=workload.placed_cluster.name, reason=exc.reason
+    )

@@ -1,4 +1,5 @@
 """Escalations: allocations nobody can explain, kept until an admin decides."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -13,9 +14,17 @@ from broker.services.audit import audit
 from broker.services.transitions import Note, transition
 
 
-def escalation_open(*, kind: str, key: str, cluster: Cluster, evidence: dict[str, Any],
-                    workload: Workload | None = None, tenant_id: int | None = None,
-                    destination_job_id: str = "", gpus: int = 0) -> Escalation:
+def escalation_open(
+    *,
+    kind: str,
+    key: str,
+    cluster: Cluster,
+    evidence: dict[str, Any],
+    workload: Workload | None = None,
+    tenant_id: int | None = None,
+    destination_job_id: str = "",
+    gpus: int = 0,
+) -> Escalation:
     """Open one escalation per problem; seeing it again only refreshes last_seen_at."""
     now = timezone.now()
     existing = Escalation.objects.filter(key=key).exclude(state=EscalationState.RESOLVED).first()
@@ -25,12 +34,24 @@ def escalation_open(*, kind: str, key: str, cluster: Cluster, evidence: dict[str
     try:
         with transaction.atomic():
             esc = Escalation.objects.create(
-                kind=kind, key=key, cluster=cluster, workload=workload,
+                kind=kind,
+                key=key,
+                cluster=cluster,
+                workload=workload,
                 tenant_id=tenant_id or (workload.tenant_id if workload else None),
-                destination_job_id=destination_job_id, gpus=gpus, evidence=evidence)
-            audit(action="escalation.opened", workload=workload, tenant_id=esc.tenant_id,
-                  cluster=cluster.name, destination_job_id=destination_job_id,
-                  message=f"{esc.get_kind_display()}: {key}", inputs=evidence)
+                destination_job_id=destination_job_id,
+                gpus=gpus,
+                evidence=evidence,
+            )
+            audit(
+                action="escalation.opened",
+                workload=workload,
+                tenant_id=esc.tenant_id,
+                cluster=cluster.name,
+                destination_job_id=destination_job_id,
+                message=f"{esc.get_kind_display()}: {key}",
+                inputs=evidence,
+            )
             return esc
     except IntegrityError:
         return Escalation.objects.filter(key=key).exclude(state=EscalationState.RESOLVED).get()
@@ -39,10 +60,21 @@ def escalation_open(*, kind: str, key: str, cluster: Cluster, evidence: dict[str
 @transaction.atomic
 def escalation_acknowledge(*, user, escalation_id: int) -> Escalation:
     esc = escalation_get(user=user, escalation_id=escalation_id)
-    transition(Escalation, esc.id, to=EscalationState.ACKNOWLEDGED, reason=TransitionReason.ACKNOWLEDGED,
-               actor=user, fields={"acknowledged_by": user},
-               note=Note(action="escalation.acknowledged", workload=esc.workload, tenant_id=esc.tenant_id,
-                         cluster=esc.cluster.name, message=esc.key))
+    transition(
+        Escalation,
+        esc.id,
+        to=EscalationState.ACKNOWLEDGED,
+        reason=TransitionReason.ACKNOWLEDGED,
+        actor=user,
+        fields={"acknowledged_by": user},
+        note=Note(
+            action="escalation.acknowledged",
+            workload=esc.workload,
+            tenant_id=esc.tenant_id,
+            cluster=esc.cluster.name,
+            message=esc.key,
+        ),
+    )
     esc.refresh_from_db()
     return esc
 
@@ -56,12 +88,22 @@ def escalation_resolve(*, user, escalation_id: int, outcome: str, old_run_dead: 
     esc = escalation_get(user=user, escalation_id=escalation_id)
     with transaction.atomic():
         if not transition(
-                Escalation, esc.id, to=EscalationState.RESOLVED, from_=UNRESOLVED_ESCALATION_STATES,
-                reason=TransitionReason.RESOLVED, actor=user,
-                fields={"resolved_by": user, "resolved_at": timezone.now(), "outcome": outcome.strip()},
-                note=Note(action="escalation.resolved", workload=esc.workload, tenant_id=esc.tenant_id,
-                          cluster=esc.cluster.name, message=outcome.strip(),
-                          inputs={"old_run_dead": old_run_dead})):
+            Escalation,
+            esc.id,
+            to=EscalationState.RESOLVED,
+            from_=UNRESOLVED_ESCALATION_STATES,
+            reason=TransitionReason.RESOLVED,
+            actor=user,
+            fields={"resolved_by": user, "resolved_at": timezone.now(), "outcome": outcome.strip()},
+            note=Note(
+                action="escalation.resolved",
+                workload=esc.workload,
+                tenant_id=esc.tenant_id,
+                cluster=esc.cluster.name,
+                message=outcome.strip(),
+                inputs={"old_run_dead": old_run_dead},
+            ),
+        ):
             return esc
     if old_run_dead and esc.kind == EscalationKind.LOST_JOB and esc.workload_id:
         from broker.services.recovery import workload_declare_dead

@@ -1,12 +1,13 @@
 """The fleet as placement sees it: each cluster's stored report, with what the broker has
 promised since (``capacity_selectors.promised_gpus``) taken off the nodes and added to the
 local quotas' use, and the cluster's local limits."""
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
 
 from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats
-from broker.backends.limits import LocalLimits, add_use
+from broker.local_limits import LocalLimits, add_use
 from broker.capacity_selectors import Promised, promised_gpus
 from broker.models import Cluster, GpuPool
 from portal.tenancy.models import Project
@@ -24,24 +25,41 @@ def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) 
     taken_at = min(p.taken_at for p in pools)
     out = []
     for pool in pools:
-        nodes = tuple(NodeInventory(
-            name=n["name"], gpu_model=n.get("gpu_model", pool.gpu_model),
-            gpu_memory_gb=n.get("gpu_memory_gb", pool.gpu_memory_gb), gpus_total=n["total"],
-            gpus_allocatable=n["allocatable"],
-            gpus_allocated=min(n["allocatable"], n["allocated"] + promised.nodes.get(n["name"], 0)),
-            partitioning=n.get("partitioning", pool.partitioning), healthy=n.get("healthy", True),
-            draining=n.get("draining", False), interconnect_domain=n.get("domain", ""),
-            owner=n.get("owner", pool.owner)) for n in pool.nodes)
-        out.append(PoolInventory(name=pool.name, gpu_model=pool.gpu_model, gpu_memory_gb=pool.gpu_memory_gb,
-                                 partitioning=pool.partitioning, owner=pool.owner, nodes=nodes))
-    queue = QueueStats(pending_jobs=cluster.queue_pending_jobs, pending_gpus=cluster.queue_pending_gpus,
-                       gpu_hours_per_hour=cluster.throughput_gpu_hours_per_hour)
+        nodes = tuple(
+            NodeInventory(
+                name=n["name"],
+                gpu_model=n.get("gpu_model", pool.gpu_model),
+                gpu_memory_gb=n.get("gpu_memory_gb", pool.gpu_memory_gb),
+                gpus_total=n["total"],
+                gpus_allocatable=n["allocatable"],
+                gpus_allocated=min(n["allocatable"], n["allocated"] + promised.nodes.get(n["name"], 0)),
+                partitioning=n.get("partitioning", pool.partitioning),
+                healthy=n.get("healthy", True),
+                draining=n.get("draining", False),
+                interconnect_domain=n.get("domain", ""),
+                owner=n.get("owner", pool.owner),
+            )
+            for n in pool.nodes
+        )
+        out.append(
+            PoolInventory(
+                name=pool.name,
+                gpu_model=pool.gpu_model,
+                gpu_memory_gb=pool.gpu_memory_gb,
+                partitioning=pool.partitioning,
+                owner=pool.owner,
+                nodes=nodes,
+            )
+        )
+    queue = QueueStats(
+        pending_jobs=cluster.queue_pending_jobs,
+        pending_gpus=cluster.queue_pending_gpus,
+        gpu_hours_per_hour=cluster.throughput_gpu_hours_per_hour,
+    )
     limits = add_use(LocalLimits.from_json(cluster.local_limits), dict(promised.pools), promised.jobs)
-    return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue,
-                             limits=limits)
+    return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue, limits=limits)
 
 
 def identity_scopes(project: Project) -> tuple[str, ...]:
     """The accounts and queues a project's jobs run under, for limits of one account only."""
-    return tuple(s for s in (project.slurm_account, project.k8s_namespace,
-                             project.k8s_queue) if s)
+    return tuple(s for s in (project.slurm_account, project.k8s_namespace, project.k8s_queue) if s)

@@ -1,5 +1,6 @@
 """The project identity on the control planes: make sure each project's Slurm account
 exists on each Slurm cluster, or say that it is missing."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,9 +41,13 @@ def _people_of(project: Project) -> tuple[str, ...]:
     if project.run_as != RunAs.PERSON:
         return ()
     members = Membership.objects.filter(tenant_id=project.tenant_id, role=Role.RESEARCHER).filter(
-        Q(project__isnull=True) | Q(project=project))
-    return tuple(sorted(ClusterIdentity.objects.filter(user_id__in=members.values("user_id"))
-                        .values_list("posix_user", flat=True)))
+        Q(project__isnull=True) | Q(project=project)
+    )
+    return tuple(
+        sorted(
+            ClusterIdentity.objects.filter(user_id__in=members.values("user_id")).values_list("posix_user", flat=True)
+        )
+    )
 
 
 def _one(backend, cluster: Cluster, project: Project, create: bool, actor) -> AccountCheck:
@@ -50,12 +55,17 @@ def _one(backend, cluster: Cluster, project: Project, create: bool, actor) -> Ac
         # the broker's submitting user needs an association with the account, or sbatch refuses;
         # so does each person a run-as-person project submits as
         users = tuple(u for u in [(cluster.config or {}).get("submit_user", "")] if u) + _people_of(project)
-        status = backend.ensure_account(project.slurm_account, users, create=create,
-                                        description=project.name[:60], organization=project.tenant.slug)
+        status = backend.ensure_account(
+            project.slurm_account, users, create=create, description=project.name[:60], organization=project.tenant.slug
+        )
     except BackendError as exc:
         return AccountCheck(str(project), cluster.name, project.slurm_account, False, False, str(exc))
     if status.created:
-        audit(action="identity.slurm_account_created", tenant_id=project.tenant_id, actor=actor,
-              cluster=cluster.name, message=f"account {project.slurm_account} for {project}")
-    return AccountCheck(str(project), cluster.name, project.slurm_account, status.exists, status.created,
-                        status.detail)
+        audit(
+            action="identity.slurm_account_created",
+            tenant_id=project.tenant_id,
+            actor=actor,
+            cluster=cluster.name,
+            message=f"account {project.slurm_account} for {project}",
+        )
+    return AccountCheck(str(project), cluster.name, project.slurm_account, status.exists, status.created, status.detail)

@@ -3,6 +3,7 @@
 A cluster that does not answer is marked stale, never idle: its pools keep
 their last numbers and their taken_at, and placement refuses them for age.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -32,10 +33,16 @@ def cluster_sync_inventory(*, cluster_id: int) -> Cluster:
 def cluster_mark_stale(*, cluster: Cluster, error: str) -> None:
     now = timezone.now()
     with transaction.atomic():
-        if Cluster.objects.filter(id=cluster.id).exclude(health=ClusterHealth.STALE).update(
-                health=ClusterHealth.STALE, stale_since=now, last_error=error[:2000]):
-            audit(action="cluster.stale", cluster=cluster.name,
-                  message=f"no answer: {error}; no new placements, its jobs are left as they were")
+        if (
+            Cluster.objects.filter(id=cluster.id)
+            .exclude(health=ClusterHealth.STALE)
+            .update(health=ClusterHealth.STALE, stale_since=now, last_error=error[:2000])
+        ):
+            audit(
+                action="cluster.stale",
+                cluster=cluster.name,
+                message=f"no answer: {error}; no new placements, its jobs are left as they were",
+            )
         else:
             Cluster.objects.filter(id=cluster.id).update(last_error=error[:2000])
 
@@ -43,39 +50,62 @@ def cluster_mark_stale(*, cluster: Cluster, error: str) -> None:
 @transaction.atomic
 def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
     # what the broker promised since this report was taken: the same read placement uses
-    promised = promised_gpus(cluster_ids=[cluster.id], taken_at={
-        (cluster.id, p.name): snapshot.taken_at for p in snapshot.pools})[cluster.id]
+    promised = promised_gpus(
+        cluster_ids=[cluster.id], taken_at={(cluster.id, p.name): snapshot.taken_at for p in snapshot.pools}
+    )[cluster.id]
     reserved = promised.pools
     keep: list[int] = []
     for pool in snapshot.pools:
         allocatable, allocated = pool.gpus_allocatable, pool.gpus_allocated
         held = min(reserved.get(pool.name, 0), max(0, allocatable - allocated))
         row, _ = GpuPool.objects.update_or_create(
-            cluster=cluster, name=pool.name, gpu_model=pool.gpu_model, partitioning=pool.partitioning,
+            cluster=cluster,
+            name=pool.name,
+            gpu_model=pool.gpu_model,
+            partitioning=pool.partitioning,
             defaults=dict(
-                gpu_memory_gb=pool.gpu_memory_gb, owner=pool.owner, gpus_total=pool.gpus_total,
-                gpus_allocatable=allocatable, gpus_allocated=allocated, gpus_reserved=held,
-                gpus_idle=max(0, pool.gpus_free - held), nodes=[_node_dict(n) for n in pool.nodes],
-                taken_at=snapshot.taken_at))
+                gpu_memory_gb=pool.gpu_memory_gb,
+                owner=pool.owner,
+                gpus_total=pool.gpus_total,
+                gpus_allocatable=allocatable,
+                gpus_allocated=allocated,
+                gpus_reserved=held,
+                gpus_idle=max(0, pool.gpus_free - held),
+                nodes=[_node_dict(n) for n in pool.nodes],
+                taken_at=snapshot.taken_at,
+            ),
+        )
         keep.append(row.id)
     GpuPool.objects.filter(cluster=cluster).exclude(id__in=keep).delete()
     was_stale = cluster.health == ClusterHealth.STALE
     Cluster.objects.filter(id=cluster.id).update(
         health=ClusterHealth.DRAINING if cluster.draining else ClusterHealth.HEALTHY,
-        last_inventory_at=snapshot.taken_at, stale_since=None, last_error="",
-        queue_pending_jobs=snapshot.queue.pending_jobs, queue_pending_gpus=snapshot.queue.pending_gpus,
+        last_inventory_at=snapshot.taken_at,
+        stale_since=None,
+        last_error="",
+        queue_pending_jobs=snapshot.queue.pending_jobs,
+        queue_pending_gpus=snapshot.queue.pending_gpus,
         throughput_gpu_hours_per_hour=snapshot.queue.gpu_hours_per_hour,
-        local_limits=snapshot.limits.to_json())
+        local_limits=snapshot.limits.to_json(),
+    )
     if was_stale:
         audit(action="cluster.fresh", cluster=cluster.name, message="answering again")
 
 
 def _node_dict(node) -> dict:
-    return {"name": node.name, "gpu_model": node.gpu_model, "gpu_memory_gb": node.gpu_memory_gb,
-            "total": node.gpus_total, "allocatable": node.gpus_allocatable,
-            "allocated": node.gpus_allocated, "partitioning": node.partitioning,
-            "healthy": node.healthy, "draining": node.draining,
-            "domain": node.interconnect_domain, "owner": node.owner}
+    return {
+        "name": node.name,
+        "gpu_model": node.gpu_model,
+        "gpu_memory_gb": node.gpu_memory_gb,
+        "total": node.gpus_total,
+        "allocatable": node.gpus_allocatable,
+        "allocated": node.gpus_allocated,
+        "partitioning": node.partitioning,
+        "healthy": node.healthy,
+        "draining": node.draining,
+        "domain": node.interconnect_domain,
+        "owner": node.owner,
+    }
 
 
 def _escalate_double_claims(cluster: Cluster, snapshot: InventorySnapshot) -> None:
@@ -88,6 +118,12 @@ def _escalate_double_claims(cluster: Cluster, snapshot: InventorySnapshot) -> No
     for node_name, claimed_by in sorted(owners.items()):
         if len(claimed_by) > 1:
             escalation_open(
-                kind=EscalationKind.DOUBLE_CLAIM, key=f"double:{cluster.name}:{node_name}", cluster=cluster,
-                evidence={"node": node_name, "claimed_by": sorted(claimed_by),
-                          "taken_at": snapshot.taken_at.isoformat()})
+                kind=EscalationKind.DOUBLE_CLAIM,
+                key=f"double:{cluster.name}:{node_name}",
+                cluster=cluster,
+                evidence={
+                    "node": node_name,
+                    "claimed_by": sorted(claimed_by),
+                    "taken_at": snapshot.taken_at.isoformat(),
+                },
+            )

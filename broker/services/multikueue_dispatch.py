@@ -11,6 +11,7 @@ idempotent: running it twice, or again after a crash, changes nothing that the f
 finished and finishes what it did not.  A manager that does not answer is marked stale and
 nothing changes: its Workloads stay pending (MultiKueue waits) until the broker is back.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,7 +46,7 @@ _FINISHED = {True: WorkloadState.COMPLETED, False: WorkloadState.FAILED}
 @dataclass
 class DispatchReport:
     manager: str
-    nominated: list[str] = field(default_factory=list)     # "ns/name -> worker,..."
+    nominated: list[str] = field(default_factory=list)  # "ns/name -> worker,..."
     renominated: list[str] = field(default_factory=list)
     adopted: list[str] = field(default_factory=list)
     admitted: int = 0
@@ -65,8 +66,9 @@ def dispatcher_managers() -> list[int]:
     return [c.id for c in Cluster.objects.filter(kind="multikueue", enabled=True) if nom.dispatcher_config(c)]
 
 
-def multikueue_dispatch(*, cluster_id: int, now: datetime | None = None,
-                        client: MultiKueueDispatcherClient | None = None) -> DispatchReport:
+def multikueue_dispatch(
+    *, cluster_id: int, now: datetime | None = None, client: MultiKueueDispatcherClient | None = None
+) -> DispatchReport:
     manager = Cluster.objects.get(id=cluster_id)
     cfg = nom.dispatcher_config(manager)
     report = DispatchReport(manager=manager.name)
@@ -102,8 +104,15 @@ def multikueue_dispatch(*, cluster_id: int, now: datetime | None = None,
     return report
 
 
-def _one(wl: ManagerWorkload, view: ManagerView, cfg: nom.DispatcherConfig, manager: Cluster,
-         client: MultiKueueDispatcherClient, report: DispatchReport, now: datetime) -> None:
+def _one(
+    wl: ManagerWorkload,
+    view: ManagerView,
+    cfg: nom.DispatcherConfig,
+    manager: Cluster,
+    client: MultiKueueDispatcherClient,
+    report: DispatchReport,
+    now: datetime,
+) -> None:
     if not wl.pod_sets or all(p.gpus_per_pod == 0 for p in wl.pod_sets):
         raise nom.NotMapped("asks for no GPUs")
     record = nom.ensure_record(wl, cfg, manager)
@@ -117,8 +126,15 @@ def _one(wl: ManagerWorkload, view: ManagerView, cfg: nom.DispatcherConfig, mana
         _nominate_or_wait(record, wl, view, cfg, client, report, now)
 
 
-def _nominate_or_wait(record: Workload, wl: ManagerWorkload, view: ManagerView, cfg: nom.DispatcherConfig,
-                      client: MultiKueueDispatcherClient, report: DispatchReport, now: datetime) -> None:
+def _nominate_or_wait(
+    record: Workload,
+    wl: ManagerWorkload,
+    view: ManagerView,
+    cfg: nom.DispatcherConfig,
+    client: MultiKueueDispatcherClient,
+    report: DispatchReport,
+    now: datetime,
+) -> None:
     ours = list(((record.placement or {}).get("nomination") or {}).get("workers") or [])
     if wl.nominated and ours != list(wl.nominated):
         nom.adopt_nomination(record, wl, cfg, now=now)
@@ -158,10 +174,18 @@ def _note_wait(record: Workload, reason: str, raw: str, decision: dict) -> None:
         return
     with transaction.atomic():
         Workload.objects.filter(id=record.id).exclude(state__in=TERMINAL_STATES).update(
-            reason=reason, raw_reason=raw, placement={**(record.placement or {}), **decision, "chosen": {}},
-            policy_version=decision["policy_version"])
-        audit(action="multikueue.waiting", workload=record, policy_version=decision["policy_version"],
-              message=f"{reason}: {raw}", inputs={"excluded": decision["excluded"]})
+            reason=reason,
+            raw_reason=raw,
+            placement={**(record.placement or {}), **decision, "chosen": {}},
+            policy_version=decision["policy_version"],
+        )
+        audit(
+            action="multikueue.waiting",
+            workload=record,
+            policy_version=decision["policy_version"],
+            message=f"{reason}: {raw}",
+            inputs={"excluded": decision["excluded"]},
+        )
 
 
 def _worker_cluster(cfg: nom.DispatcherConfig, mk_name: str) -> Cluster | None:
@@ -171,22 +195,41 @@ def _worker_cluster(cfg: nom.DispatcherConfig, mk_name: str) -> Cluster | None:
 def _admitted(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> int:
     """A worker admitted it: running there from Kueue's admission time."""
     cluster = _worker_cluster(cfg, wl.cluster_name)
-    fields = {"worker_cluster": wl.cluster_name, "started_at": wl.admitted_at or timezone.now(),
-              "reason": "none", "raw_reason": f"admitted by {wl.cluster_name}"}
+    fields = {
+        "worker_cluster": wl.cluster_name,
+        "started_at": wl.admitted_at or timezone.now(),
+        "reason": "none",
+        "raw_reason": f"admitted by {wl.cluster_name}",
+    }
     if cluster is not None:
         fields["cluster"] = cluster
         if wl.job_name:
             fields["destination_job_id"] = f"{wl.namespace}/{wl.job_name}"
     try:
-        return transition(Workload, record.id, to=WorkloadState.RUNNING, from_=(WorkloadState.QUEUED,),
-                          reason=TransitionReason.STARTED_AT_DESTINATION, fields=fields,
-                          note=Note(action="workload.running", workload=record,
-                                    cluster=cluster.name if cluster else wl.cluster_name,
-                                    message=f"MultiKueue worker {wl.cluster_name} admitted {wl.ref}"))
+        return transition(
+            Workload,
+            record.id,
+            to=WorkloadState.RUNNING,
+            from_=(WorkloadState.QUEUED,),
+            reason=TransitionReason.STARTED_AT_DESTINATION,
+            fields=fields,
+            note=Note(
+                action="workload.running",
+                workload=record,
+                cluster=cluster.name if cluster else wl.cluster_name,
+                message=f"MultiKueue worker {wl.cluster_name} admitted {wl.ref}",
+            ),
+        )
     except IntegrityError:  # an older record holds that job name on that worker
         fields.pop("destination_job_id", None)
-        return transition(Workload, record.id, to=WorkloadState.RUNNING, from_=(WorkloadState.QUEUED,),
-                          reason=TransitionReason.STARTED_AT_DESTINATION, fields=fields)
+        return transition(
+            Workload,
+            record.id,
+            to=WorkloadState.RUNNING,
+            from_=(WorkloadState.QUEUED,),
+            reason=TransitionReason.STARTED_AT_DESTINATION,
+            fields=fields,
+        )
 
 
 def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> int:
@@ -198,11 +241,19 @@ def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> 
     started = record.started_at or wl.admitted_at
     run_s = max(0.0, (ended - started).total_seconds()) if started else None
     moved = transition(
-        Workload, record.id, to=to, reason=TransitionReason.ENDED_AT_DESTINATION,
+        Workload,
+        record.id,
+        to=to,
+        reason=TransitionReason.ENDED_AT_DESTINATION,
         fields={"ended_at": ended, "run_seconds": run_s, "reason": "none", "raw_reason": wl.finish_message[:4000]},
         then=lambda: reservation_release(workload=record, reason=f"MultiKueue Workload ended: {to}"),
-        note=Note(action=f"workload.{to}", workload=record, cluster=record.cluster.name if record.cluster else "",
-                  message=wl.finish_message[:500]))
+        note=Note(
+            action=f"workload.{to}",
+            workload=record,
+            cluster=record.cluster.name if record.cluster else "",
+            message=wl.finish_message[:500],
+        ),
+    )
     if moved and started and record.cluster is not None:
         _record_usage(record, record.cluster, wl, started, ended)
     return moved
@@ -215,25 +266,51 @@ def _record_usage(record: Workload, worker: Cluster, wl: ManagerWorkload, start:
 
     gpus = record.total_gpus
     model = (record.spec.get("gpu_models") or [""])[0]
-    usage_ingest(cluster=worker, records=[UsageRecord(
-        source="kueue", cluster=worker.name, job_id=record.destination_job_id or wl.ref,
-        workload_id=record.uid, account=wl.namespace, gpu_model=model, gpus=gpus, start=start, end=end,
-        gpu_seconds=int((end - start).total_seconds()) * gpus, state="Finished")])
+    usage_ingest(
+        cluster=worker,
+        records=[
+            UsageRecord(
+                source="kueue",
+                cluster=worker.name,
+                job_id=record.destination_job_id or wl.ref,
+                workload_id=record.uid,
+                account=wl.namespace,
+                gpu_model=model,
+                gpus=gpus,
+                start=start,
+                end=end,
+                gpu_seconds=int((end - start).total_seconds()) * gpus,
+                state="Finished",
+            )
+        ],
+    )
 
 
 def _gone(manager: Cluster, seen: set[str]) -> int:
     """Records whose Workload the manager no longer has: deleted there, so ended here."""
-    live = Workload.objects.filter(origin=WorkloadOrigin.MULTIKUEUE, placement__manager=manager.name).exclude(
-        state__in=TERMINAL_STATES).exclude(uid__in=seen)
+    live = (
+        Workload.objects.filter(origin=WorkloadOrigin.MULTIKUEUE, placement__manager=manager.name)
+        .exclude(state__in=TERMINAL_STATES)
+        .exclude(uid__in=seen)
+    )
     count = 0
     for record in live:
+
         def release(r: Workload = record) -> object:
             return reservation_release(workload=r, reason="MultiKueue Workload deleted")
 
         count += transition(
-            Workload, record.id, to=WorkloadState.CANCELLED, reason=TransitionReason.WORKLOAD_ENDED,
+            Workload,
+            record.id,
+            to=WorkloadState.CANCELLED,
+            reason=TransitionReason.WORKLOAD_ENDED,
             fields={"ended_at": timezone.now(), "raw_reason": "the Workload was deleted on the MultiKueue manager"},
             then=release,
-            note=Note(action="workload.cancelled", workload=record, cluster=manager.name,
-                      message=f"{record.external_ref} deleted on {manager.name}"))
+            note=Note(
+                action="workload.cancelled",
+                workload=record,
+                cluster=manager.name,
+                message=f"{record.external_ref} deleted on {manager.name}",
+            ),
+        )
     return count

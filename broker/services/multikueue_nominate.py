@@ -13,6 +13,7 @@ nomination on the manager and nothing here, and the next pass adopts what it fin
 (never nominating a second time).  The apply carries the Workload's resourceVersion, so
 it can never replace a nomination it did not see.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -57,10 +58,10 @@ class DispatcherConfig:
     """``Cluster.config["dispatcher"]`` of a MultiKueue manager in dispatcher mode."""
 
     name: str
-    workers: Mapping[str, str]            # MultiKueueCluster name -> broker cluster name
+    workers: Mapping[str, str]  # MultiKueueCluster name -> broker cluster name
     queues: Mapping[str, Mapping[str, str]]  # "namespace/localqueue" -> {project, gpu_class}
-    priorities: Mapping[str, str]         # Kueue priority class -> broker priority
-    model_names: Mapping[str, str]        # node product label -> broker model name
+    priorities: Mapping[str, str]  # Kueue priority class -> broker priority
+    model_names: Mapping[str, str]  # node product label -> broker model name
     refresh_inventory: bool = True
 
     @property
@@ -81,10 +82,13 @@ def dispatcher_config(cluster: Cluster) -> DispatcherConfig | None:
     if not raw:
         return None
     return DispatcherConfig(
-        name=str(raw.get("name", "gpubroker.io/dispatcher")), workers=dict(raw.get("workers") or {}),
+        name=str(raw.get("name", "gpubroker.io/dispatcher")),
+        workers=dict(raw.get("workers") or {}),
         queues={str(k): dict(v) for k, v in (raw.get("queues") or {}).items()},
-        priorities=dict(raw.get("priorities") or {}), model_names=dict(raw.get("model_names") or {}),
-        refresh_inventory=bool(raw.get("refresh_inventory", True)))
+        priorities=dict(raw.get("priorities") or {}),
+        model_names=dict(raw.get("model_names") or {}),
+        refresh_inventory=bool(raw.get("refresh_inventory", True)),
+    )
 
 
 def _gpu_ask(wl: ManagerWorkload) -> PodSetAsk:
@@ -92,9 +96,14 @@ def _gpu_ask(wl: ManagerWorkload) -> PodSetAsk:
     if not gpu_sets:
         raise NotMapped("asks for no GPUs")
     widest = max(gpu_sets, key=lambda p: p.gpus_per_pod)
-    return PodSetAsk(name=widest.name, count=sum(p.count for p in gpu_sets), gpus_per_pod=widest.gpus_per_pod,
-                     gpu_resource=widest.gpu_resource, node_selector=widest.node_selector,
-                     tolerations=widest.tolerations)
+    return PodSetAsk(
+        name=widest.name,
+        count=sum(p.count for p in gpu_sets),
+        gpus_per_pod=widest.gpus_per_pod,
+        gpu_resource=widest.gpu_resource,
+        node_selector=widest.node_selector,
+        tolerations=widest.tolerations,
+    )
 
 
 def _spec_name(name: str) -> str:
@@ -122,11 +131,18 @@ def build_spec(wl: ManagerWorkload, cfg: DispatcherConfig) -> tuple[Project, Gpu
     if gpu_class is None:
         raise NotMapped(f"queue {wl.queue_key}: no GPU class for product {product!r}")
     spec: dict[str, Any] = {
-        "project": project.slug, "name": _spec_name(wl.name), "command": f"(MultiKueue Workload {wl.ref})",
-        "gpus_per_worker": ask.gpus_per_pod, "workers": ask.count, "gpu_class": gpu_class.slug,
-        "gpu_models": [model] if model else [], "mig_profile": ask.mig_profile,
+        "project": project.slug,
+        "name": _spec_name(wl.name),
+        "command": f"(MultiKueue Workload {wl.ref})",
+        "gpus_per_worker": ask.gpus_per_pod,
+        "workers": ask.count,
+        "gpu_class": gpu_class.slug,
+        "gpu_models": [model] if model else [],
+        "mig_profile": ask.mig_profile,
         "priority": cfg.priorities.get(wl.priority_class, "normal"),
-        "data_location": wl.data_location, "data_size_gb": wl.data_size_gb}
+        "data_location": wl.data_location,
+        "data_size_gb": wl.data_size_gb,
+    }
     try:
         validate_spec(spec)
     except SpecError as exc:
@@ -143,22 +159,39 @@ def ensure_record(wl: ManagerWorkload, cfg: DispatcherConfig, manager: Cluster) 
     try:
         with transaction.atomic():
             record = Workload.objects.create(
-                uid=wl.uid, origin=WorkloadOrigin.MULTIKUEUE, external_ref=wl.ref, tenant=project.tenant,
-                project=project, name=wl.name[:63], spec=spec, gpu_class=gpu_class,
-                total_gpus=spec["gpus_per_worker"] * spec["workers"], state=WorkloadState.QUEUED,
-                reason="other", raw_reason="pending on the MultiKueue manager",
-                placement={"manager": manager.name})
-            audit(action="multikueue.adopted", workload=record, cluster=manager.name,
-                  message=f"MultiKueue Workload {wl.ref} (uid {wl.uid}) on {manager.name}",
-                  inputs={"pod_sets": [p.__dict__ for p in wl.pod_sets], "queue": wl.queue_key,
-                          "priority_class": wl.priority_class})
+                uid=wl.uid,
+                origin=WorkloadOrigin.MULTIKUEUE,
+                external_ref=wl.ref,
+                tenant=project.tenant,
+                project=project,
+                name=wl.name[:63],
+                spec=spec,
+                gpu_class=gpu_class,
+                total_gpus=spec["gpus_per_worker"] * spec["workers"],
+                state=WorkloadState.QUEUED,
+                reason="other",
+                raw_reason="pending on the MultiKueue manager",
+                placement={"manager": manager.name},
+            )
+            audit(
+                action="multikueue.adopted",
+                workload=record,
+                cluster=manager.name,
+                message=f"MultiKueue Workload {wl.ref} (uid {wl.uid}) on {manager.name}",
+                inputs={
+                    "pod_sets": [p.__dict__ for p in wl.pod_sets],
+                    "queue": wl.queue_key,
+                    "priority_class": wl.priority_class,
+                },
+            )
             return record
     except IntegrityError:
         return Workload.objects.get(uid=wl.uid)  # another pass made it first
 
 
-def _worker_exclusions(view: ManagerView, cfg: DispatcherConfig, clusters: Mapping[str, Cluster]
-                       ) -> dict[str, Exclusion]:
+def _worker_exclusions(
+    view: ManagerView, cfg: DispatcherConfig, clusters: Mapping[str, Cluster]
+) -> dict[str, Exclusion]:
     """Workers the manager cannot reach, or whose inventory is not fresh, are out: a stale
     worker is never nominated (stale is not idle)."""
     out: dict[str, Exclusion] = {}
@@ -170,13 +203,15 @@ def _worker_exclusions(view: ManagerView, cfg: DispatcherConfig, clusters: Mappi
             why = view.inactive_workers.get(mk_name, "no MultiKueueCluster of that name")
             out[broker_name] = Exclusion("stale", f"MultiKueue reports {mk_name} inactive: {why}")
         elif cluster.health != ClusterHealth.HEALTHY:
-            out[broker_name] = Exclusion("stale", f"inventory not fresh ({cluster.health}): "
-                                                  f"{cluster.last_error[:200]}; stale is not idle")
+            out[broker_name] = Exclusion(
+                "stale", f"inventory not fresh ({cluster.health}): {cluster.last_error[:200]}; stale is not idle"
+            )
     return out
 
 
-def rank_workers(record: Workload, view: ManagerView, cfg: DispatcherConfig, *, now: datetime,
-                 skip: tuple[str, ...] = ()) -> dict[str, Any]:
+def rank_workers(
+    record: Workload, view: ManagerView, cfg: DispatcherConfig, *, now: datetime, skip: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The placement library over the manager's workers only; returns the decision record."""
     loaded = current_policy()
     spec = validate_spec(record.spec)
@@ -190,16 +225,27 @@ def rank_workers(record: Workload, view: ManagerView, cfg: DispatcherConfig, *, 
     snapshots = [s for s in snapshots if s.cluster in workers and s.cluster not in forced]
     facts = {k: v for k, v in facts.items() if k in workers}
     use = quota_use(tenant_id=record.tenant_id, gpu_class_id=int(record.gpu_class_id or 0))
-    result = place_prepared(PreparedFleet(snapshots, facts, loaded.policy), spec, tenant=record.tenant.slug,
-                            quota_remaining=use.remaining + _held(record), now=now,
-                            age_s=(now - record.created_at).total_seconds(), holder=record.uid)
+    result = place_prepared(
+        PreparedFleet(snapshots, facts, loaded.policy),
+        spec,
+        tenant=record.tenant.slug,
+        quota_remaining=use.remaining + _held(record),
+        now=now,
+        age_s=(now - record.created_at).total_seconds(),
+        holder=record.uid,
+    )
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
-    return {**result.to_dict(), "manager": (record.placement or {}).get("manager", ""),
-            "policy_version": loaded.version, "ranked": [c.to_dict() for c in ranked],
-            "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
-            "quota_remaining": use.remaining, "nominate": loaded.policy.multikueue.nominate,
-            "admission_timeout_s": loaded.policy.multikueue.admission_timeout_s}
+    return {
+        **result.to_dict(),
+        "manager": (record.placement or {}).get("manager", ""),
+        "policy_version": loaded.version,
+        "ranked": [c.to_dict() for c in ranked],
+        "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
+        "quota_remaining": use.remaining,
+        "nominate": loaded.policy.multikueue.nominate,
+        "admission_timeout_s": loaded.policy.multikueue.admission_timeout_s,
+    }
 
 
 def _held(record: Workload) -> int:
@@ -212,16 +258,31 @@ def write_nomination(client: MultiKueueDispatcherClient, wl: ManagerWorkload, wo
     return client.nominate(wl, workers)
 
 
-def nominate(record: Workload, wl: ManagerWorkload, client: MultiKueueDispatcherClient, cfg: DispatcherConfig,
-             decision: dict[str, Any], *, now: datetime, action: str = "multikueue.nominated") -> list[str]:
+def nominate(
+    record: Workload,
+    wl: ManagerWorkload,
+    client: MultiKueueDispatcherClient,
+    cfg: DispatcherConfig,
+    decision: dict[str, Any],
+    *,
+    now: datetime,
+    action: str = "multikueue.nominated",
+) -> list[str]:
     """Reserve, record and apply the nomination of ``decision``'s best workers (atomic);
     returns the nominated MultiKueue worker names, empty when the Workload changed meanwhile."""
     ranked = decision["ranked"]
     chosen = ranked[: max(1, int(decision.get("nominate", 1)))]
     mk_names = [cfg.by_broker_name[c["cluster"]] for c in chosen]
-    decision = {**decision, "chosen": chosen[0],
-                "nomination": {"workers": mk_names, "clusters": [c["cluster"] for c in chosen],
-                               "at": now.isoformat(), "previous": list(wl.nominated)}}
+    decision = {
+        **decision,
+        "chosen": chosen[0],
+        "nomination": {
+            "workers": mk_names,
+            "clusters": [c["cluster"] for c in chosen],
+            "at": now.isoformat(),
+            "previous": list(wl.nominated),
+        },
+    }
     first = Cluster.objects.get(name=chosen[0]["cluster"])
     tried = sorted(set(record.tried_clusters) | {c["cluster"] for c in chosen})
     try:
@@ -231,15 +292,33 @@ def nominate(record: Workload, wl: ManagerWorkload, client: MultiKueueDispatcher
             Reservation.objects.filter(workload=record, state__in=LIVE_RESERVATION_STATES).update(cluster=first)
             Workload.objects.filter(id=record.id).update(
                 # dispatched_at: counted as promised on its nodes until an inventory shows it
-                cluster=first, worker_cluster=mk_names[0], nominated_at=now, dispatched_at=now, placement=decision,
-                policy_version=decision["policy_version"], tried_clusters=tried, reason="other",
-                raw_reason=f"nominated to {', '.join(mk_names)}; waiting for the worker to admit it")
-            audit(action=action, workload=record, policy_version=decision["policy_version"], cluster=first.name,
-                  score_breakdown=chosen[0],
-                  inputs={"spec": record.spec, "workers": mk_names, "previous": list(wl.nominated),
-                          "candidates": [c["cluster"] for c in ranked], "excluded": decision["excluded"],
-                          "kueue_workload": wl.ref, "resource_version": wl.resource_version},
-                  message=f"{wl.ref} -> {', '.join(mk_names)} (score {chosen[0]['score']:.3f})")
+                cluster=first,
+                worker_cluster=mk_names[0],
+                nominated_at=now,
+                dispatched_at=now,
+                placement=decision,
+                policy_version=decision["policy_version"],
+                tried_clusters=tried,
+                reason="other",
+                raw_reason=f"nominated to {', '.join(mk_names)}; waiting for the worker to admit it",
+            )
+            audit(
+                action=action,
+                workload=record,
+                policy_version=decision["policy_version"],
+                cluster=first.name,
+                score_breakdown=chosen[0],
+                inputs={
+                    "spec": record.spec,
+                    "workers": mk_names,
+                    "previous": list(wl.nominated),
+                    "candidates": [c["cluster"] for c in ranked],
+                    "excluded": decision["excluded"],
+                    "kueue_workload": wl.ref,
+                    "resource_version": wl.resource_version,
+                },
+                message=f"{wl.ref} -> {', '.join(mk_names)} (score {chosen[0]['score']:.3f})",
+            )
             if not write_nomination(client, wl, mk_names):
                 raise _Changed
     except _Changed:
@@ -255,18 +334,32 @@ def adopt_nomination(record: Workload, wl: ManagerWorkload, cfg: DispatcherConfi
     with transaction.atomic():
         if first is not None:
             try:
-                reservation_create(workload=record, cluster=first,
-                                   ttl_s=int(current_policy().policy.reservation_ttl_s))
+                reservation_create(workload=record, cluster=first, ttl_s=int(current_policy().policy.reservation_ttl_s))
                 reservation_confirm(workload=record, cluster=first)
             except QuotaExceeded as exc:
                 audit(action="multikueue.quota_over", workload=record, message=str(exc))
-        placement = {**(record.placement or {}),
-                     "nomination": {"workers": list(wl.nominated), "clusters": broker_names,
-                                    "at": now.isoformat(), "adopted": True}}
+        placement = {
+            **(record.placement or {}),
+            "nomination": {
+                "workers": list(wl.nominated),
+                "clusters": broker_names,
+                "at": now.isoformat(),
+                "adopted": True,
+            },
+        }
         Workload.objects.filter(id=record.id).update(
-            cluster=first, worker_cluster=wl.nominated[0], nominated_at=now, dispatched_at=now, placement=placement,
+            cluster=first,
+            worker_cluster=wl.nominated[0],
+            nominated_at=now,
+            dispatched_at=now,
+            placement=placement,
             tried_clusters=sorted(set(record.tried_clusters) | set(broker_names)),
-            raw_reason=f"nominated to {', '.join(wl.nominated)}; waiting for the worker to admit it")
-        audit(action="multikueue.nomination_adopted", workload=record, cluster=first.name if first else "",
-              message=f"{wl.ref} already nominated to {', '.join(wl.nominated)}: recorded, not renominated",
-              inputs={"workers": list(wl.nominated)})
+            raw_reason=f"nominated to {', '.join(wl.nominated)}; waiting for the worker to admit it",
+        )
+        audit(
+            action="multikueue.nomination_adopted",
+            workload=record,
+            cluster=first.name if first else "",
+            message=f"{wl.ref} already nominated to {', '.join(wl.nominated)}: recorded, not renominated",
+            inputs={"workers": list(wl.nominated)},
+        )

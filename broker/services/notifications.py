@@ -8,6 +8,7 @@ exponential backoff by the task; every attempt is recorded on its Notification r
 URL must be a public http(s) one, checked when saved and again as each delivery connects
 (``webhook_guard``); a refused delivery sends nothing and is not retried.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,12 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from broker.models import (
-    Channel, DeliveryState, Notification, NotificationPreference, Workload, WorkloadState,
+    Channel,
+    DeliveryState,
+    Notification,
+    NotificationPreference,
+    Workload,
+    WorkloadState,
 )
 from broker.models.notification import EVENTS, new_webhook_secret
 from broker.notification_selectors import notification_preference_get
@@ -40,8 +46,12 @@ RETRY_BASE_S = 30  # then 60, 120, 240: a receiver down for a few minutes still 
 LONG_WAIT_MAX_MINUTES = 100_000
 PREFERENCE_FIELDS = frozenset({"events", "long_wait_minutes", "email", "webhook_url"})
 
-ENDED_EVENTS = {WorkloadState.COMPLETED: "ended", WorkloadState.FAILED: "failed",
-                WorkloadState.CANCELLED: "ended", WorkloadState.REJECTED: "failed"}
+ENDED_EVENTS = {
+    WorkloadState.COMPLETED: "ended",
+    WorkloadState.FAILED: "failed",
+    WorkloadState.CANCELLED: "ended",
+    WorkloadState.REJECTED: "failed",
+}
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -49,7 +59,7 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def retry_delay_s(retries: int) -> int:
-    return RETRY_BASE_S * 2 ** retries
+    return RETRY_BASE_S * 2**retries
 
 
 def notify_on_commit(*, workload_id: int, event: str) -> None:
@@ -76,8 +86,9 @@ class PreferenceRefused(ValueError):
 
 
 @transaction.atomic
-def preference_set(*, user, events: list[str], long_wait_minutes: int, email: bool,
-                   webhook_url: str) -> NotificationPreference:
+def preference_set(
+    *, user, events: list[str], long_wait_minutes: int, email: bool, webhook_url: str
+) -> NotificationPreference:
     unknown = sorted(set(events) - set(EVENTS))
     if unknown:
         raise PreferenceRefused("events", f"unknown events: {', '.join(unknown)}; choose from {', '.join(EVENTS)}.")
@@ -87,14 +98,27 @@ def preference_set(*, user, events: list[str], long_wait_minutes: int, email: bo
         webhook_url_check(webhook_url)
     except UnsafeWebhookUrl as exc:
         raise PreferenceRefused(exc.field, str(exc)) from None
-    pref, _ = NotificationPreference.objects.update_or_create(user=user, defaults={
-        "events": sorted(set(events)), "long_wait_minutes": long_wait_minutes, "email": email,
-        "webhook_url": webhook_url})
-    audit(action="notifications.preferences_set", actor=user,
-          message=f"events: {', '.join(pref.events) or 'none'}; e-mail {'on' if email else 'off'}; "
-                  f"webhook {'set' if webhook_url else 'off'}; long wait after {long_wait_minutes} min",
-          inputs={"events": pref.events, "email": email, "webhook_url": webhook_url,
-                  "long_wait_minutes": long_wait_minutes})
+    pref, _ = NotificationPreference.objects.update_or_create(
+        user=user,
+        defaults={
+            "events": sorted(set(events)),
+            "long_wait_minutes": long_wait_minutes,
+            "email": email,
+            "webhook_url": webhook_url,
+        },
+    )
+    audit(
+        action="notifications.preferences_set",
+        actor=user,
+        message=f"events: {', '.join(pref.events) or 'none'}; e-mail {'on' if email else 'off'}; "
+        f"webhook {'set' if webhook_url else 'off'}; long wait after {long_wait_minutes} min",
+        inputs={
+            "events": pref.events,
+            "email": email,
+            "webhook_url": webhook_url,
+            "long_wait_minutes": long_wait_minutes,
+        },
+    )
     return pref
 
 
@@ -110,7 +134,8 @@ def preference_update(*, user, **changes: Any) -> NotificationPreference:
 
 def secret_rotate(*, user) -> NotificationPreference:
     pref, _ = NotificationPreference.objects.get_or_create(
-        user=user, defaults={"long_wait_minutes": settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES})
+        user=user, defaults={"long_wait_minutes": settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES}
+    )
     pref.webhook_secret = new_webhook_secret()
     pref.save(update_fields=["webhook_secret", "updated_at"])
     audit(action="notifications.secret_rotated", actor=user, message="a new webhook secret was made")
@@ -118,12 +143,22 @@ def secret_rotate(*, user) -> NotificationPreference:
 
 
 def _body(workload: Workload, event: str, now: datetime) -> str:
-    return json.dumps({
-        "event": event, "sent_at": now.isoformat(),
-        "workload": {"id": workload.id, "uid": workload.uid, "name": workload.name, "state": workload.state,
-                     "project": workload.project.slug, "cluster": workload.cluster.name if workload.cluster else None,
-                     "reason": workload.raw_reason[:500]},
-    }, sort_keys=True)
+    return json.dumps(
+        {
+            "event": event,
+            "sent_at": now.isoformat(),
+            "workload": {
+                "id": workload.id,
+                "uid": workload.uid,
+                "name": workload.name,
+                "state": workload.state,
+                "project": workload.project.slug,
+                "cluster": workload.cluster.name if workload.cluster else None,
+                "reason": workload.raw_reason[:500],
+            },
+        },
+        sort_keys=True,
+    )
 
 
 def notifications_send(*, workload_id: int, event: str, now: datetime | None = None) -> list[Notification]:
@@ -157,8 +192,11 @@ def notifications_send(*, workload_id: int, event: str, now: datetime | None = N
 def _record(user, workload: Workload, event: str, channel: str, target: str, body: str) -> list[Notification]:
     try:
         with transaction.atomic():
-            return [Notification.objects.create(user=user, workload=workload, event=event, channel=channel,
-                                                target=target, body=body)]
+            return [
+                Notification.objects.create(
+                    user=user, workload=workload, event=event, channel=channel, target=target, body=body
+                )
+            ]
     except IntegrityError:
         return []  # told already (a repeated pass)
 
@@ -169,10 +207,12 @@ def _mail(note: Notification, workload: Workload, event: str) -> None:
         send_mail(subject, f"{subject}.\n\n{note.body}\n", settings.DEFAULT_FROM_EMAIL, [note.target])
     except OSError as exc:
         Notification.objects.filter(id=note.id).update(
-            attempts=1, state=DeliveryState.FAILED, last_error=str(exc)[:500])
+            attempts=1, state=DeliveryState.FAILED, last_error=str(exc)[:500]
+        )
         return
-    Notification.objects.filter(id=note.id).update(attempts=1, state=DeliveryState.DELIVERED,
-                                                   delivered_at=timezone.now())
+    Notification.objects.filter(id=note.id).update(
+        attempts=1, state=DeliveryState.DELIVERED, delivered_at=timezone.now()
+    )
 
 
 def webhook_attempt(*, notification_id: int) -> int:
@@ -188,9 +228,17 @@ def webhook_attempt(*, notification_id: int) -> int:
     try:
         webhook_url_check(note.target)  # the scheme; the addresses are vetted again as it connects
         with webhook_session() as session:
-            response = session.post(note.target, data=body, timeout=WEBHOOK_TIMEOUT_S, allow_redirects=False,
-                                    headers={"Content-Type": "application/json",
-                                             SIGNATURE_HEADER: sign(secret, body), "X-GPUBroker-Event": note.event})
+            response = session.post(
+                note.target,
+                data=body,
+                timeout=WEBHOOK_TIMEOUT_S,
+                allow_redirects=False,
+                headers={
+                    "Content-Type": "application/json",
+                    SIGNATURE_HEADER: sign(secret, body),
+                    "X-GPUBroker-Event": note.event,
+                },
+            )
         status = response.status_code
         ok = 200 <= status < 300
         error = "" if ok else f"HTTP {status}"
@@ -202,8 +250,12 @@ def webhook_attempt(*, notification_id: int) -> int:
     final = refused or attempts >= WEBHOOK_MAX_ATTEMPTS
     state = DeliveryState.DELIVERED if ok else (DeliveryState.FAILED if final else DeliveryState.PENDING)
     Notification.objects.filter(id=note.id).update(
-        attempts=attempts, last_status=status, last_error=error, state=state,
-        delivered_at=timezone.now() if ok else None)
+        attempts=attempts,
+        last_status=status,
+        last_error=error,
+        state=state,
+        delivered_at=timezone.now() if ok else None,
+    )
     return 0 if ok or final else attempts
 
 
@@ -215,11 +267,23 @@ def long_waits_notify(*, now: datetime | None = None) -> int:
     for pref in NotificationPreference.objects.all():
         if "long_wait" not in pref.events:
             continue
-        waiting = (Workload.objects.filter(submitted_by_id=pref.user_id, started_at__isnull=True,
-                                           created_at__lt=now - timedelta(minutes=pref.long_wait_minutes))
-                   .filter(state__in=(WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED,
-                                      WorkloadState.DISPATCHING, WorkloadState.QUEUED))
-                   .exclude(notifications__event="long_wait"))
+        waiting = (
+            Workload.objects.filter(
+                submitted_by_id=pref.user_id,
+                started_at__isnull=True,
+                created_at__lt=now - timedelta(minutes=pref.long_wait_minutes),
+            )
+            .filter(
+                state__in=(
+                    WorkloadState.SUBMITTED,
+                    WorkloadState.WAITING,
+                    WorkloadState.RESERVED,
+                    WorkloadState.DISPATCHING,
+                    WorkloadState.QUEUED,
+                )
+            )
+            .exclude(notifications__event="long_wait")
+        )
         for workload_id in waiting.values_list("id", flat=True):
             sent += len(notifications_send(workload_id=workload_id, event="long_wait", now=now))
     return sent

@@ -7,6 +7,7 @@ in the process that runs the background work, so the switch works only when that
 process (the demo: tasks in-process); with a separate Celery worker it is refused rather
 than flipped where nothing would notice.
 """
+
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
@@ -31,11 +32,15 @@ def background_in_process() -> bool:
 
 def _simulated(cluster: Cluster) -> SimulatedCluster:
     if cluster.kind != ClusterKind.SIMULATOR:
-        raise OutageRefused(f"{cluster.name} is a real {cluster.get_kind_display()} cluster: "
-                            "only simulated clusters have an outage switch")
+        raise OutageRefused(
+            f"{cluster.name} is a real {cluster.get_kind_display()} cluster: "
+            "only simulated clusters have an outage switch"
+        )
     if not background_in_process():
-        raise OutageRefused("the simulated fleet runs in the Celery worker, not here: "
-                            "the outage switch works when background work runs in-process (make demo)")
+        raise OutageRefused(
+            "the simulated fleet runs in the Celery worker, not here: "
+            "the outage switch works when background work runs in-process (make demo)"
+        )
     try:
         return SimulatorFleet.instance().get(cluster.name)
     except KeyError:
@@ -53,11 +58,19 @@ def cluster_outage_set(*, actor: AnyUser, cluster_id: int, unreachable: bool) ->
     sim = _simulated(cluster)
     with transaction.atomic():
         if unreachable:
-            audit(action="cluster.outage_simulated", actor=actor, cluster=cluster.name,
-                  message=f"{actor.get_username()} made the simulated cluster unreachable")
+            audit(
+                action="cluster.outage_simulated",
+                actor=actor,
+                cluster=cluster.name,
+                message=f"{actor.get_username()} made the simulated cluster unreachable",
+            )
         else:
-            audit(action="cluster.outage_ended", actor=actor, cluster=cluster.name,
-                  message=f"{actor.get_username()} reconnected the simulated cluster")
+            audit(
+                action="cluster.outage_ended",
+                actor=actor,
+                cluster=cluster.name,
+                message=f"{actor.get_username()} reconnected the simulated cluster",
+            )
         # last inside the transaction: whatever fails before it leaves the switch as it was
         sim.set_faults(unreachable=unreachable)
     return cluster_sync_inventory(cluster_id=cluster.id)

@@ -4,6 +4,7 @@ library, reserve quota on the best candidate and hand the workload to dispatch.
 The library decides; this module only gathers its inputs and records the decision
 (policy version, inputs, chosen cluster, score breakdown) in the audit trail.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -23,7 +24,11 @@ from broker.placement.fairness import hold_target, should_hold_for_gang
 from broker.services import tasks_bridge
 from broker.services.audit import audit
 from broker.services.bursting import (
-    WaitEstimator, burst_gate, first_prediction, learned_waits, onprem_tco_month,
+    WaitEstimator,
+    burst_gate,
+    first_prediction,
+    learned_waits,
+    onprem_tco_month,
 )
 from broker.services.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.notifications import notify_on_commit
@@ -36,8 +41,17 @@ from portal.metrics.readings import cloud_spend_month
 PLACEABLE = PLACEABLE_STATES
 # Exclusions that waiting will not change: the workload is rejected when every
 # cluster is out for one of these.
-PERMANENT_RULES = {"policy", "gpu_compat", "gpu_memory", "partitioning", "residency", "data_access", "rejected",
-                   "local_limit", "never_fits"}
+PERMANENT_RULES = {
+    "policy",
+    "gpu_compat",
+    "gpu_memory",
+    "partitioning",
+    "residency",
+    "data_access",
+    "rejected",
+    "local_limit",
+    "never_fits",
+}
 
 
 # A workload that found no place is looked at again by ``place_waiting`` after a pause
@@ -77,9 +91,14 @@ class PlacingPass:
         return self.month_spend
 
     def ahead(self, workload: Workload) -> Callable[[], int]:
-        return lambda: sum(gpus for created, wid, cls, gpus in self.queue
-                           if cls == workload.gpu_class_id and created < workload.created_at
-                           and wid != workload.id and wid not in self.left)
+        return lambda: sum(
+            gpus
+            for created, wid, cls, gpus in self.queue
+            if cls == workload.gpu_class_id
+            and created < workload.created_at
+            and wid != workload.id
+            and wid not in self.left
+        )
 
     def quota(self, workload: Workload) -> QuotaUse:
         key = (workload.tenant_id, workload.gpu_class_id)
@@ -98,7 +117,8 @@ class PlacingPass:
         self.fleet.release(workload.uid)
         use = self.quota(workload)
         self.uses[(workload.tenant_id, workload.gpu_class_id)] = QuotaUse(
-            limit=use.limit, borrow=use.borrow, used=use.used + workload.total_gpus)
+            limit=use.limit, borrow=use.borrow, used=use.used + workload.total_gpus
+        )
 
 
 def placing_pass_prepare(*, now: datetime, rejections: dict[str, str] | None = None) -> PlacingPass:
@@ -106,22 +126,30 @@ def placing_pass_prepare(*, now: datetime, rejections: dict[str, str] | None = N
     snapshots, facts, forced = fleet_inputs(rejections=rejections or {}, now=now)
     fleet = PreparedFleet(snapshots, facts, loaded.policy)
     apply_holds(fleet)
-    return PlacingPass(now=now, loaded=loaded, fleet=fleet, forced=forced,
-                       estimator=learned_waits(now=now, policy=loaded.policy))
+    return PlacingPass(
+        now=now, loaded=loaded, fleet=fleet, forced=forced, estimator=learned_waits(now=now, policy=loaded.policy)
+    )
 
 
 def cluster_facts(cluster: Cluster) -> ClusterFacts:
     cfg = cluster.config or {}
     return ClusterFacts(
-        name=cluster.name, kind=cluster.kind if cluster.kind in ("slurm", "kueue", "volcano") else "simulator",
-        region=cluster.region, location=cluster.location,
-        price_per_gpu_hour=float(cluster.price_per_gpu_hour), egress_per_gb=float(cluster.egress_per_gb),
+        name=cluster.name,
+        kind=cluster.kind if cluster.kind in ("slurm", "kueue", "volcano") else "simulator",
+        region=cluster.region,
+        location=cluster.location,
+        price_per_gpu_hour=float(cluster.price_per_gpu_hour),
+        egress_per_gb=float(cluster.egress_per_gb),
         egress_by_region={str(k): float(v) for k, v in cfg.get("egress_by_region", {}).items()},
         bandwidth_gbps=dict(cfg.get("bandwidth_gbps", {})),
         default_bandwidth_gbps=float(cfg.get("default_bandwidth_gbps", 1.0)),
-        image_pull_s=float(cfg.get("image_pull_s", 60.0)), provisioning_s=float(cfg.get("provisioning_s", 0.0)),
-        healthy=True, draining=cluster.draining, data_locations=tuple(cfg.get("data_locations", ())),
-        node_domain=str(cfg.get("node_domain", "")))
+        image_pull_s=float(cfg.get("image_pull_s", 60.0)),
+        provisioning_s=float(cfg.get("provisioning_s", 0.0)),
+        healthy=True,
+        draining=cluster.draining,
+        data_locations=tuple(cfg.get("data_locations", ())),
+        node_domain=str(cfg.get("node_domain", "")),
+    )
 
 
 def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, dict, dict[str, Exclusion]]:
@@ -140,7 +168,8 @@ def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, di
         if cluster.health == ClusterHealth.STALE:
             since = (now - cluster.stale_since).total_seconds() if cluster.stale_since else 0
             excluded[cluster.name] = Exclusion(
-                "stale", f"stopped answering {since:.0f}s ago ({cluster.last_error[:200]}); stale is not idle")
+                "stale", f"stopped answering {since:.0f}s ago ({cluster.last_error[:200]}); stale is not idle"
+            )
         elif pools_by_cluster.get(cluster.id):
             with_pools[cluster] = pools_by_cluster[cluster.id]
     snapshots = fleet_snapshots(with_pools)
@@ -173,8 +202,12 @@ def _hold_for_gang(workload: Workload, fleet: PreparedFleet, spec, now: datetime
     cluster, pool = target
     if GpuPool.objects.filter(cluster__name=cluster, name=pool, held_for="").update(held_for=workload.uid):
         fleet.hold(cluster, pool, workload.uid)  # the rest of the pass sees it held
-        audit(action="placement.hold", workload=workload, cluster=cluster,
-              message=f"pool {pool} drains for this gang: no new work is placed there until it starts")
+        audit(
+            action="placement.hold",
+            workload=workload,
+            cluster=cluster,
+            message=f"pool {pool} drains for this gang: no new work is placed there until it starts",
+        )
 
 
 def release_holds(*, workload_uid: str) -> None:
@@ -182,15 +215,25 @@ def release_holds(*, workload_uid: str) -> None:
 
 
 def runtime_hours_for(*, project_id: int, gpu_class_id: int | None) -> float | None:
-    runs = list(Workload.objects.filter(
-        project_id=project_id, gpu_class_id=gpu_class_id, state=WorkloadState.COMPLETED,
-        started_at__isnull=False, ended_at__isnull=False).order_by("-ended_at").values_list(
-        "started_at", "ended_at", "run_seconds")[:20])
+    runs = list(
+        Workload.objects.filter(
+            project_id=project_id,
+            gpu_class_id=gpu_class_id,
+            state=WorkloadState.COMPLETED,
+            started_at__isnull=False,
+            ended_at__isnull=False,
+        )
+        .order_by("-ended_at")
+        .values_list("started_at", "ended_at", "run_seconds")[:20]
+    )
     if len(runs) < 3:
         return None  # too little history: the time limit is the honest estimate
     # the run time the cluster reported: a time-compressed simulation's wall span is 1/120 of it
-    spans = [ran if ran is not None else (end - start).total_seconds()
-             for start, end, ran in runs if start is not None and end is not None]  # (filtered above)
+    spans = [
+        ran if ran is not None else (end - start).total_seconds()
+        for start, end, ran in runs
+        if start is not None and end is not None
+    ]  # (filtered above)
     return median(spans) / 3600
 
 
@@ -204,34 +247,57 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
     destination refused sees the fleet without that destination: it gets its own)."""
     if workload.state not in PLACEABLE or workload.cancel_requested_at or workload.origin != "broker":
         return workload  # (a MultiKueue workload is placed by broker.services.multikueue_dispatch)
-    rejections = {name: (workload.placement or {}).get("rejections", {}).get(name, "rejected")
-                  for name in workload.tried_clusters}
+    rejections = {
+        name: (workload.placement or {}).get("rejections", {}).get(name, "rejected") for name in workload.tried_clusters
+    }
     ctx = shared if shared is not None and not rejections else placing_pass_prepare(now=now, rejections=rejections)
     loaded, fleet, forced = ctx.loaded, ctx.fleet, ctx.forced
     spec = validate_spec(workload.spec)
     use = ctx.quota(workload)
     age_s = (now - workload.created_at).total_seconds()
     burst = loaded.policy.tenant(workload.tenant.slug).burst_gpus
-    result = place_prepared(fleet, spec, tenant=workload.tenant.slug, quota_remaining=use.remaining,
-                            now=now, age_s=age_s, runtime_hours=ctx.runtime(workload), holder=workload.uid,
-                            cloud_quota_remaining=use.remaining_with(burst) if burst else None,
-                            scopes=identity_scopes(workload.project))
+    result = place_prepared(
+        fleet,
+        spec,
+        tenant=workload.tenant.slug,
+        quota_remaining=use.remaining,
+        now=now,
+        age_s=age_s,
+        runtime_hours=ctx.runtime(workload),
+        holder=workload.uid,
+        cloud_quota_remaining=use.remaining_with(burst) if burst else None,
+        scopes=identity_scopes(workload.project),
+    )
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     estimator = ctx.estimator
     ahead = shared.ahead(workload) if ctx is shared and shared is not None else None
-    gate = burst_gate(workload=workload, ranked=ranked, fleet=fleet, spec=spec, now=now, estimator=estimator,
-                      ahead_gpus=ahead, spend=shared.spend if ctx is shared and shared is not None else None)
+    gate = burst_gate(
+        workload=workload,
+        ranked=ranked,
+        fleet=fleet,
+        spec=spec,
+        now=now,
+        estimator=estimator,
+        ahead_gpus=ahead,
+        spend=shared.spend if ctx is shared and shared is not None else None,
+    )
     ranked = gate.ranked
-    record = {**result.to_dict(), "policy_version": loaded.version,
-              "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
-              "ranked": [c.to_dict() for c in ranked], "quota_remaining": use.remaining,
-              "rejections": rejections, "burst": gate.held_back, "onprem_wait_s": gate.onprem_wait_s,
-              "predicted_wait_s": first_prediction(workload=workload, ranked=ranked, fleet=fleet, spec=spec,
-                                                   now=now, estimator=estimator, ahead_gpus=ahead)}
+    record = {
+        **result.to_dict(),
+        "policy_version": loaded.version,
+        "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
+        "ranked": [c.to_dict() for c in ranked],
+        "quota_remaining": use.remaining,
+        "rejections": rejections,
+        "burst": gate.held_back,
+        "onprem_wait_s": gate.onprem_wait_s,
+        "predicted_wait_s": first_prediction(
+            workload=workload, ranked=ranked, fleet=fleet, spec=spec, now=now, estimator=estimator, ahead_gpus=ahead
+        ),
+    }
     if not ranked and gate.held_back:
-        return _wait(workload, _with_retry(record, workload, now), LocalReason.CAPACITY, gate.held_back,
-                     loaded.version)
+        return _wait(workload, _with_retry(record, workload, now), LocalReason.CAPACITY, gate.held_back, loaded.version)
     if not ranked:
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             _hold_for_gang(workload, fleet, spec, now)
@@ -258,20 +324,42 @@ def _with_retry(record: dict, workload: Workload, now: datetime) -> dict:
 def _reserve_and_dispatch(workload: Workload, best, record: dict, loaded, quota_remaining: int) -> Workload:
     cluster = Cluster.objects.get(name=best.cluster)
     record["chosen"] = best.to_dict()
-    reservation_create(workload=workload, cluster=cluster, ttl_s=int(loaded.policy.reservation_ttl_s),
-                       burst_gpus=loaded.policy.tenant(workload.tenant.slug).burst_gpus)
+    reservation_create(
+        workload=workload,
+        cluster=cluster,
+        ttl_s=int(loaded.policy.reservation_ttl_s),
+        burst_gpus=loaded.policy.tenant(workload.tenant.slug).burst_gpus,
+    )
     if not transition(
-            Workload, workload.id, to=WorkloadState.RESERVED, from_=PLACEABLE, reason=TransitionReason.PLACED,
-            where={"cancel_requested_at__isnull": True},
-            fields={"cluster": cluster, "placement": record, "policy_version": loaded.version,
-                    "reason": "", "raw_reason": ""},
-            then=lambda: release_holds(workload_uid=workload.uid),
-            note=Note(action="placement.decided", workload=workload, policy_version=loaded.version,
-                      cluster=cluster.name, score_breakdown=best.to_dict(),
-                      inputs={"spec": workload.spec, "quota_remaining": quota_remaining,
-                              "candidates": [c["cluster"] for c in record["ranked"]],
-                              "excluded": record["excluded"]},
-                      message=f"{cluster.name} / {best.pool}, score {best.score:.3f}")):
+        Workload,
+        workload.id,
+        to=WorkloadState.RESERVED,
+        from_=PLACEABLE,
+        reason=TransitionReason.PLACED,
+        where={"cancel_requested_at__isnull": True},
+        fields={
+            "cluster": cluster,
+            "placement": record,
+            "policy_version": loaded.version,
+            "reason": "",
+            "raw_reason": "",
+        },
+        then=lambda: release_holds(workload_uid=workload.uid),
+        note=Note(
+            action="placement.decided",
+            workload=workload,
+            policy_version=loaded.version,
+            cluster=cluster.name,
+            score_breakdown=best.to_dict(),
+            inputs={
+                "spec": workload.spec,
+                "quota_remaining": quota_remaining,
+                "candidates": [c["cluster"] for c in record["ranked"]],
+                "excluded": record["excluded"],
+            },
+            message=f"{cluster.name} / {best.pool}, score {best.score:.3f}",
+        ),
+    ):
         raise _LostRace  # rolls the reservation back with it
     tasks_bridge.enqueue_dispatch(workload.id)
     return Workload.objects.get(id=workload.id)
@@ -281,8 +369,9 @@ def _summary(excluded: dict[str, Exclusion]) -> str:
     return "; ".join(f"{name}: {e.message}" for name, e in sorted(excluded.items()))[:4000]
 
 
-def _no_place(workload: Workload, record: dict, excluded: dict[str, Exclusion], result: PlacementResult,
-              version: str) -> Workload:
+def _no_place(
+    workload: Workload, record: dict, excluded: dict[str, Exclusion], result: PlacementResult, version: str
+) -> Workload:
     permanent = bool(excluded) and all(e.rule in PERMANENT_RULES for e in excluded.values())
     if permanent:
         return _reject(workload, record, _summary(excluded), version)
@@ -293,11 +382,27 @@ def _no_place(workload: Workload, record: dict, excluded: dict[str, Exclusion], 
 def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str) -> Workload:
     changed = (workload.reason, workload.raw_reason) != (reason, raw)
     # looked again with nothing new to say: the state is written, no record
-    note = Note(action="placement.waiting", workload=workload, policy_version=version,
-                message=f"{reason}: {raw}", inputs={"excluded": record["excluded"]}) if changed else None
+    note = (
+        Note(
+            action="placement.waiting",
+            workload=workload,
+            policy_version=version,
+            message=f"{reason}: {raw}",
+            inputs={"excluded": record["excluded"]},
+        )
+        if changed
+        else None
+    )
     fields = {"reason": reason, "raw_reason": raw, "placement": record, "policy_version": version}
-    if transition(Workload, workload.id, to=WorkloadState.WAITING, from_=PLACEABLE,
-                  reason=TransitionReason.NO_PLACE_YET, fields=fields, note=note):
+    if transition(
+        Workload,
+        workload.id,
+        to=WorkloadState.WAITING,
+        from_=PLACEABLE,
+        reason=TransitionReason.NO_PLACE_YET,
+        fields=fields,
+        note=note,
+    ):
         for name, value in {**fields, "state": WorkloadState.WAITING}.items():
             setattr(workload, name, value)  # what was stored: no read back
         return workload
@@ -306,12 +411,27 @@ def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str)
 
 @transaction.atomic
 def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workload:
-    if transition(Workload, workload.id, to=WorkloadState.REJECTED, from_=PLACEABLE,
-                  reason=TransitionReason.NO_PLACE_EVER,
-                  fields={"reason": LocalReason.POLICY, "raw_reason": raw, "placement": record,
-                          "policy_version": version, "ended_at": timezone.now()},
-                  note=Note(action="workload.rejected", workload=workload, policy_version=version, message=raw,
-                            inputs={"excluded": record["excluded"]})):
+    if transition(
+        Workload,
+        workload.id,
+        to=WorkloadState.REJECTED,
+        from_=PLACEABLE,
+        reason=TransitionReason.NO_PLACE_EVER,
+        fields={
+            "reason": LocalReason.POLICY,
+            "raw_reason": raw,
+            "placement": record,
+            "policy_version": version,
+            "ended_at": timezone.now(),
+        },
+        note=Note(
+            action="workload.rejected",
+            workload=workload,
+            policy_version=version,
+            message=raw,
+            inputs={"excluded": record["excluded"]},
+        ),
+    ):
         notify_on_commit(workload_id=workload.id, event="failed")
     return Workload.objects.get(id=workload.id)
 
@@ -322,18 +442,28 @@ def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str)
     tried = sorted(set(workload.tried_clusters) | {rejected_by})
     placement = {**(workload.placement or {})}
     placement["rejections"] = {**placement.get("rejections", {}), rejected_by: reason}
-    if transition(Workload, workload_id, to=WorkloadState.WAITING, from_=(WorkloadState.DISPATCHING,),
-                  reason=TransitionReason.REJECTED_BY_DESTINATION, note=None,  # dispatch.rejected is its record
-                  fields={"tried_clusters": tried, "reason": LocalReason.POLICY, "placement": placement,
-                          "raw_reason": f"{rejected_by} rejected it: {reason}"}):
+    if transition(
+        Workload,
+        workload_id,
+        to=WorkloadState.WAITING,
+        from_=(WorkloadState.DISPATCHING,),
+        reason=TransitionReason.REJECTED_BY_DESTINATION,
+        note=None,  # dispatch.rejected is its record
+        fields={
+            "tried_clusters": tried,
+            "reason": LocalReason.POLICY,
+            "placement": placement,
+            "raw_reason": f"{rejected_by} rejected it: {reason}",
+        },
+    ):
         notify_on_commit(workload_id=workload_id, event="withdrawn")  # once, by whoever moved it
     return workload_place(workload_id=workload_id)
 
 
 @dataclass
 class PassReport:
-    due: int = 0        # looked at in this pass
-    pausing: int = 0    # left for a later pass: their pause after a fruitless try runs on
+    due: int = 0  # looked at in this pass
+    pausing: int = 0  # left for a later pass: their pause after a fruitless try runs on
     placed: int = 0
 
 
@@ -342,8 +472,13 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = 500) -> Pass
     once and shared by all of them, so the reads do not grow with the number of workloads
     or clusters; each workload costs only its own writes."""
     now = now or timezone.now()
-    queue = list(Workload.objects.filter(state__in=PLACEABLE).order_by("created_at", "id").values_list(
-        "id", "created_at", "gpu_class_id", "total_gpus", "origin", "cancel_requested_at", "placement__retry__at"))
+    queue = list(
+        Workload.objects.filter(state__in=PLACEABLE)
+        .order_by("created_at", "id")
+        .values_list(
+            "id", "created_at", "gpu_class_id", "total_gpus", "origin", "cancel_requested_at", "placement__retry__at"
+        )
+    )
     ours = [row for row in queue if row[4] == "broker" and row[5] is None]
     due = [row[0] for row in ours if not row[6] or datetime.fromisoformat(row[6]) <= now]
     report = PassReport(due=min(len(due), limit), pausing=len(ours) - len(due))
@@ -351,8 +486,11 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = 500) -> Pass
         return report
     shared = placing_pass_prepare(now=now)
     shared.queue = [(created, wid, cls, gpus) for wid, created, cls, gpus, *_ in queue]
-    for workload in Workload.objects.filter(id__in=due[:limit]).select_related(
-            "tenant", "project", "gpu_class").order_by("created_at", "id"):
+    for workload in (
+        Workload.objects.filter(id__in=due[:limit])
+        .select_related("tenant", "project", "gpu_class")
+        .order_by("created_at", "id")
+    ):
         outcome = place_one(workload, now=now, shared=shared)
         if outcome.state not in PLACEABLE:
             shared.left.add(workload.id)

@@ -3,6 +3,7 @@
 The file named by GPUBROKER_POLICY_FILE only seeds the first release (an empty database).
 ``policy_override`` lets a replay run the same services under another policy text.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -17,7 +18,7 @@ from broker.models import PolicyVersion
 from broker.placement.policy import Policy
 from broker.placement.policy_loader import load_policy, policy_version
 
-_parsed: dict[str, "LoadedPolicy"] = {}   # version hash -> parsed policy
+_parsed: dict[str, "LoadedPolicy"] = {}  # version hash -> parsed policy
 _override: contextvars.ContextVar["LoadedPolicy | None"] = contextvars.ContextVar("policy_override", default=None)
 
 
@@ -49,8 +50,9 @@ def current_policy() -> LoadedPolicy:
         return _parsed[row[0]]
     release = _active_or_seed()
     loaded = _loaded(release.content, f"policy release v{release.number}")
-    PolicyVersion.objects.get_or_create(version=loaded.version,
-                                        defaults={"content": loaded.text, "source": loaded.source})
+    PolicyVersion.objects.get_or_create(
+        version=loaded.version, defaults={"content": loaded.text, "source": loaded.source}
+    )
     return loaded
 
 
@@ -88,5 +90,6 @@ def policy_override(text: str, source: str = "replay") -> Iterator[LoadedPolicy]
 def policy_in_force() -> PolicyVersion:
     loaded = current_policy()
     record, _ = PolicyVersion.objects.get_or_create(
-        version=loaded.version, defaults={"content": loaded.text, "source": loaded.source})
+        version=loaded.version, defaults={"content": loaded.text, "source": loaded.source}
+    )
     return record

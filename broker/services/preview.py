@@ -5,6 +5,7 @@ It gathers the inputs exactly as ``placing.workload_place`` does for a workload 
 submitted (nothing tried yet, no age, no hold of its own), so the ranking it shows is the
 one a submission of the same spec gets at the same moment.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ class Preview:
     gpu_class: GpuClass
     spec: WorkloadSpec
     policy_version: str
-    reason: str                        # why nothing fits now ("" when something does)
+    reason: str  # why nothing fits now ("" when something does)
     destinations: list[Destination]
     excluded: dict[str, dict[str, str]]
     quota: QuotaUse
@@ -71,8 +72,7 @@ class Preview:
         return self.destinations[0] if self.destinations else None
 
 
-def workload_preview(*, user, project_id: int, spec_data: Mapping[str, Any],
-                     now: datetime | None = None) -> Preview:
+def workload_preview(*, user, project_id: int, spec_data: Mapping[str, Any], now: datetime | None = None) -> Preview:
     """The same checks as a submission (SpecError naming the field, 404 for a project the
     user may not submit to), then placement against the fleet as it is now.  Reads only."""
     now = now or timezone.now()
@@ -87,32 +87,52 @@ def workload_preview(*, user, project_id: int, spec_data: Mapping[str, Any],
     apply_holds(fleet, clear_stale=False)
     runtime = runtime_hours_for(project_id=project.id, gpu_class_id=gpu_class.id)
     burst = loaded.policy.tenant(project.tenant.slug).burst_gpus
-    result = place_prepared(fleet, spec, tenant=project.tenant.slug, quota_remaining=use.remaining,
-                            now=now, age_s=0.0, runtime_hours=runtime, holder="",
-                            cloud_quota_remaining=use.remaining_with(burst) if burst else None,
-                            scopes=identity_scopes(project))
+    result = place_prepared(
+        fleet,
+        spec,
+        tenant=project.tenant.slug,
+        quota_remaining=use.remaining,
+        now=now,
+        age_s=0.0,
+        runtime_hours=runtime,
+        holder="",
+        cloud_quota_remaining=use.remaining_with(burst) if burst else None,
+        scopes=identity_scopes(project),
+    )
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     budget = project.tenant.cloud_budget_month
     spent = _tenant_cloud_spend(project.tenant_id, now)
     clusters = {c.name: c for c in Cluster.objects.filter(name__in={c.cluster for c in ranked})}
     gpu_hours = spec.total_gpus * placement_terms.runtime_hours(spec, runtime)
-    destinations = [_destination(i + 1, c, clusters[c.cluster], now, gpu_hours, budget, spent)
-                    for i, c in enumerate(ranked)]
+    destinations = [
+        _destination(i + 1, c, clusters[c.cluster], now, gpu_hours, budget, spent) for i, c in enumerate(ranked)
+    ]
     warnings = [d.budget_warning for d in destinations[:1] if d.budget_warning]
-    return Preview(project=project, gpu_class=gpu_class, spec=spec, policy_version=loaded.version,
-                   reason=result.reason if not ranked else "", destinations=destinations,
-                   excluded={k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
-                   quota=use, cloud_budget_month=budget, cloud_spend_month=spent, warnings=warnings)
+    return Preview(
+        project=project,
+        gpu_class=gpu_class,
+        spec=spec,
+        policy_version=loaded.version,
+        reason=result.reason if not ranked else "",
+        destinations=destinations,
+        excluded={k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
+        quota=use,
+        cloud_budget_month=budget,
+        cloud_spend_month=spent,
+        warnings=warnings,
+    )
 
 
 def _tenant_cloud_spend(tenant_id: int, now: datetime) -> Decimal:
-    return sum((amount for (tenant, _), amount in cloud_spend_month(now).items() if tenant == tenant_id),
-               Decimal("0")).quantize(CENT)
+    return sum(
+        (amount for (tenant, _), amount in cloud_spend_month(now).items() if tenant == tenant_id), Decimal("0")
+    ).quantize(CENT)
 
 
-def _destination(rank: int, candidate, cluster: Cluster, now: datetime, gpu_hours: float,
-                 budget: Decimal | None, spent: Decimal) -> Destination:
+def _destination(
+    rank: int, candidate, cluster: Cluster, now: datetime, gpu_hours: float, budget: Decimal | None, spent: Decimal
+) -> Destination:
     terms = dict(candidate.breakdown)
     rate = cluster.price_per_gpu_hour
     gpu_cost = Decimal(str(terms["gpu_cost"])).quantize(CENT)
@@ -121,9 +141,23 @@ def _destination(rank: int, candidate, cluster: Cluster, now: datetime, gpu_hour
     start = now + timedelta(seconds=wait_s + float(terms["startup_s"]))
     warning = ""
     if cluster.location == Location.CLOUD and budget is not None and spent + gpu_cost + egress > budget:
-        warning = (f"{cluster.name} is a cloud cluster: this job's expected {gpu_cost + egress} on top of the "
-                   f"{spent} already spent this month passes the tenant's monthly cloud budget of {budget}.")
-    return Destination(rank=rank, cluster=candidate.cluster, pool=candidate.pool, location=cluster.location,
-                       score=candidate.score, terms=terms, weighted=dict(candidate.weighted), queue_wait_s=wait_s,
-                       expected_start=start, gpu_hours=round(gpu_hours, 4), rate_per_gpu_hour=rate,
-                       gpu_cost=gpu_cost, egress_cost=egress, budget_warning=warning)
+        warning = (
+            f"{cluster.name} is a cloud cluster: this job's expected {gpu_cost + egress} on top of the "
+            f"{spent} already spent this month passes the tenant's monthly cloud budget of {budget}."
+        )
+    return Destination(
+        rank=rank,
+        cluster=candidate.cluster,
+        pool=candidate.pool,
+        location=cluster.location,
+        score=candidate.score,
+        terms=terms,
+        weighted=dict(candidate.weighted),
+        queue_wait_s=wait_s,
+        expected_start=start,
+        gpu_hours=round(gpu_hours, 4),
+        rate_per_gpu_hour=rate,
+        gpu_cost=gpu_cost,
+        egress_cost=egress,
+        budget_warning=warning,
+    )

@@ -4,6 +4,7 @@ Invariant 2: per tenant x GPU class, live reservations (held for a job on its wa
 or confirmed while it is queued or running) never exceed limit + borrowing.  The
 quota row is locked before the sum is read, so concurrent reservations serialise.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,7 @@ from broker.services.transitions import Note, transition
 class QuotaExceeded(Exception):
     def __init__(self, *, needed: int, used: int, ceiling: int, gpu_class: str):
         self.needed, self.used, self.ceiling, self.gpu_class = needed, used, ceiling, gpu_class
-        super().__init__(
-            f"quota for {gpu_class}: {used} of {ceiling} GPUs in use or reserved, {needed} more needed")
+        super().__init__(f"quota for {gpu_class}: {used} of {ceiling} GPUs in use or reserved, {needed} more needed")
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,9 @@ class QuotaUse:
 
 def gpus_in_use(*, tenant_id: int, gpu_class_id: int | None) -> int:
     total = Reservation.objects.filter(
-        tenant_id=tenant_id, gpu_class_id=gpu_class_id, state__in=LIVE_RESERVATION_STATES,
+        tenant_id=tenant_id,
+        gpu_class_id=gpu_class_id,
+        state__in=LIVE_RESERVATION_STATES,
     ).aggregate(n=Sum("gpus"))["n"]
     return int(total or 0)
 
@@ -67,8 +69,9 @@ def _lock_quota(*, tenant_id: int, gpu_class: GpuClass, now: datetime) -> Quota:
 
 
 @transaction.atomic
-def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
-                       now: datetime | None = None, burst_gpus: int = 0) -> Reservation:
+def reservation_create(
+    *, workload: Workload, cluster: Cluster, ttl_s: int, now: datetime | None = None, burst_gpus: int = 0
+) -> Reservation:
     """Hold the workload's GPUs against its tenant's quota; raises QuotaExceeded.
 
     ``burst_gpus``: the tenant's burst allowance (policy), GPUs above the quota's ceiling
@@ -84,16 +87,22 @@ def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
     used = gpus_in_use(tenant_id=workload.tenant_id, gpu_class_id=gpu_class.id)
     ceiling = quota.ceiling + (burst_gpus if cluster.location == Location.CLOUD else 0)
     if used + workload.total_gpus > ceiling:
-        raise QuotaExceeded(needed=workload.total_gpus, used=used, ceiling=ceiling,
-                            gpu_class=gpu_class.slug)
+        raise QuotaExceeded(needed=workload.total_gpus, used=used, ceiling=ceiling, gpu_class=gpu_class.slug)
     reservation = Reservation.objects.create(
-        workload=workload, tenant_id=workload.tenant_id, gpu_class=gpu_class, cluster=cluster,
-        gpus=workload.total_gpus, expires_at=now + timedelta(seconds=ttl_s),
+        workload=workload,
+        tenant_id=workload.tenant_id,
+        gpu_class=gpu_class,
+        cluster=cluster,
+        gpus=workload.total_gpus,
+        expires_at=now + timedelta(seconds=ttl_s),
     )
-    audit(action="reservation.created", workload=workload, cluster=cluster.name,
-          message=f"{workload.total_gpus} {gpu_class.slug} GPUs held until {reservation.expires_at:%H:%M:%S}",
-          inputs={"used_before": used, "ceiling": ceiling,
-                  "burst": max(0, used + workload.total_gpus - quota.ceiling)})
+    audit(
+        action="reservation.created",
+        workload=workload,
+        cluster=cluster.name,
+        message=f"{workload.total_gpus} {gpu_class.slug} GPUs held until {reservation.expires_at:%H:%M:%S}",
+        inputs={"used_before": used, "ceiling": ceiling, "burst": max(0, used + workload.total_gpus - quota.ceiling)},
+    )
     quota_alert_check(quota=quota, used=used + workload.total_gpus)
     return reservation
 
@@ -102,18 +111,28 @@ def reservation_create(*, workload: Workload, cluster: Cluster, ttl_s: int,
 def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime | None = None) -> bool:
     """The destination acknowledged the job: the hold becomes confirmed usage."""
     now = now or timezone.now()
-    n = transition(Reservation, to=ReservationState.CONFIRMED, reason=TransitionReason.ACCEPTED,
-                   where={"workload": workload}, fields={"confirmed_at": now, "cluster": cluster},
-                   note=Note(action="reservation.confirmed", workload=workload, cluster=cluster.name))
+    n = transition(
+        Reservation,
+        to=ReservationState.CONFIRMED,
+        reason=TransitionReason.ACCEPTED,
+        where={"workload": workload},
+        fields={"confirmed_at": now, "cluster": cluster},
+        note=Note(action="reservation.confirmed", workload=workload, cluster=cluster.name),
+    )
     return bool(n)
 
 
 @transaction.atomic
 def reservation_release(*, workload: Workload, reason: str, now: datetime | None = None) -> bool:
-    n = transition(Reservation, to=ReservationState.RELEASED, from_=LIVE_RESERVATION_STATES,
-                   reason=TransitionReason.WORKLOAD_ENDED, where={"workload_id": workload.id},
-                   fields={"ended_at": now or timezone.now(), "end_reason": reason[:200]},
-                   note=Note(action="reservation.released", workload=workload, message=reason))
+    n = transition(
+        Reservation,
+        to=ReservationState.RELEASED,
+        from_=LIVE_RESERVATION_STATES,
+        reason=TransitionReason.WORKLOAD_ENDED,
+        where={"workload_id": workload.id},
+        fields={"ended_at": now or timezone.now(), "end_reason": reason[:200]},
+        note=Note(action="reservation.released", workload=workload, message=reason),
+    )
     if n:
         _recheck_alert(tenant_id=workload.tenant_id, gpu_class_id=workload.gpu_class_id)
     return bool(n)
@@ -129,24 +148,30 @@ def _recheck_alert(*, tenant_id: int, gpu_class_id: int | None) -> None:
 @transaction.atomic
 def reservation_expire(*, reservation_id: int, now: datetime | None = None) -> bool:
     res = Reservation.objects.select_related("workload").get(id=reservation_id)
-    n = transition(Reservation, reservation_id, to=ReservationState.EXPIRED,
-                   reason=TransitionReason.RESERVATION_EXPIRED,
-                   fields={"ended_at": now or timezone.now(),
-                           "end_reason": "not acknowledged by a destination before it expired"},
-                   note=Note(action="reservation.expired", workload=res.workload,
-                             message="the reservation expired before any destination acknowledged the job"))
+    n = transition(
+        Reservation,
+        reservation_id,
+        to=ReservationState.EXPIRED,
+        reason=TransitionReason.RESERVATION_EXPIRED,
+        fields={"ended_at": now or timezone.now(), "end_reason": "not acknowledged by a destination before it expired"},
+        note=Note(
+            action="reservation.expired",
+            workload=res.workload,
+            message="the reservation expired before any destination acknowledged the job",
+        ),
+    )
     if n:
         _recheck_alert(tenant_id=res.tenant_id, gpu_class_id=res.gpu_class_id)
     return bool(n)
 
 
 @transaction.atomic
-def quota_set(*, actor, tenant_id: int, gpu_class_id: int, limit_gpus: int,
-              borrow_limit_gpus: int | None = None, owner=None) -> Quota:
+def quota_set(
+    *, actor, tenant_id: int, gpu_class_id: int, limit_gpus: int, borrow_limit_gpus: int | None = None, owner=None
+) -> Quota:
     """Admins edit quotas; a limit below what is reserved and running is refused."""
     now = timezone.now()
-    quota, _ = Quota.objects.get_or_create(
-        tenant_id=tenant_id, gpu_class_id=gpu_class_id, defaults={"limit_gpus": 0})
+    quota, _ = Quota.objects.get_or_create(tenant_id=tenant_id, gpu_class_id=gpu_class_id, defaults={"limit_gpus": 0})
     Quota.objects.filter(id=quota.id).update(updated_at=now)  # lock, as in reservation_create
     quota = Quota.objects.select_for_update().get(id=quota.id)
     used = gpus_in_use(tenant_id=tenant_id, gpu_class_id=gpu_class_id)
@@ -160,14 +185,17 @@ def quota_set(*, actor, tenant_id: int, gpu_class_id: int, limit_gpus: int,
     if owner is not None:
         quota.owner = owner
     quota.save()
-    audit(action="quota.changed", tenant_id=tenant_id, actor=actor,
-          message=f"{quota.gpu_class.slug}: {old[0]}+{old[1]} -> {limit_gpus}+{borrow} GPUs",
-          inputs={"used": used, "owner": getattr(quota.owner, "username", "")})
+    audit(
+        action="quota.changed",
+        tenant_id=tenant_id,
+        actor=actor,
+        message=f"{quota.gpu_class.slug}: {old[0]}+{old[1]} -> {limit_gpus}+{borrow} GPUs",
+        inputs={"used": used, "owner": getattr(quota.owner, "username", "")},
+    )
     return quota
 
 
 class QuotaBelowUse(ValueError):
     def __init__(self, *, used: int, requested: int):
         self.used, self.requested = used, requested
-        super().__init__(
-            f"{requested} GPUs is below the {used} GPUs already reserved or running")
+        super().__init__(f"{requested} GPUs is below the {used} GPUs already reserved or running")

@@ -4,6 +4,7 @@ The alert is sent once per crossing: ``alert_active`` is set, by a conditional u
 when use first reaches the share, and cleared when use falls back under it, so a quota
 hovering at the line does not flood its owner.
 """
+
 from __future__ import annotations
 
 import logging
@@ -29,8 +30,10 @@ class OwnerRefused(ValueError):
 def owner_candidates(*, quota: Quota):
     """Members of the quota's tenant and platform operators."""
     members = Membership.objects.filter(tenant_id=quota.tenant_id).values("user_id")
-    return (get_user_model().objects.filter(is_active=True)
-            .filter(id__in=members) | get_user_model().objects.filter(is_active=True, is_staff=True)).distinct()
+    return (
+        get_user_model().objects.filter(is_active=True).filter(id__in=members)
+        | get_user_model().objects.filter(is_active=True, is_staff=True)
+    ).distinct()
 
 
 @transaction.atomic
@@ -46,10 +49,14 @@ def quota_set_owner(*, actor, quota_id: int, owner_id: int | None, alert_share: 
     before = (getattr(quota.owner, "username", ""), quota.alert_share)
     quota.owner, quota.alert_share = owner, alert_share
     quota.save(update_fields=["owner", "alert_share", "updated_at"])
-    audit(action="quota.owner_changed", tenant_id=quota.tenant_id, actor=actor,
-          message=f"{quota.gpu_class.slug}: owner {before[0] or '-'} -> {getattr(owner, 'username', '') or '-'}, "
-                  f"alert at {before[1]:.0%} -> {alert_share:.0%}",
-          inputs={"owner": getattr(owner, "username", ""), "alert_share": alert_share})
+    audit(
+        action="quota.owner_changed",
+        tenant_id=quota.tenant_id,
+        actor=actor,
+        message=f"{quota.gpu_class.slug}: owner {before[0] or '-'} -> {getattr(owner, 'username', '') or '-'}, "
+        f"alert at {before[1]:.0%} -> {alert_share:.0%}",
+        inputs={"owner": getattr(owner, "username", ""), "alert_share": alert_share},
+    )
     return quota
 
 
@@ -68,16 +75,28 @@ def quota_alert_check(*, quota: Quota, used: int) -> None:
 
 def _notify(quota: Quota, used: int) -> None:
     owner = quota.owner
-    subject = (f"GPU quota {quota.tenant.slug}/{quota.gpu_class.slug}: {used} of {quota.limit_gpus} GPUs in use "
-               f"(over {quota.alert_share:.0%})")
-    audit(action="quota.alert", tenant_id=quota.tenant_id, message=subject,
-          inputs={"used": used, "limit": quota.limit_gpus, "owner": getattr(owner, "username", ""),
-                  "mailed": bool(owner and owner.email)})
+    subject = (
+        f"GPU quota {quota.tenant.slug}/{quota.gpu_class.slug}: {used} of {quota.limit_gpus} GPUs in use "
+        f"(over {quota.alert_share:.0%})"
+    )
+    audit(
+        action="quota.alert",
+        tenant_id=quota.tenant_id,
+        message=subject,
+        inputs={
+            "used": used,
+            "limit": quota.limit_gpus,
+            "owner": getattr(owner, "username", ""),
+            "mailed": bool(owner and owner.email),
+        },
+    )
     if owner is None or not owner.email:
         return
-    body = (f"{subject}.\n\nReserved and running GPUs of tenant {quota.tenant.name} in class "
-            f"{quota.gpu_class.slug} have passed {quota.alert_share:.0%} of the limit you own. "
-            f"Borrowing allows {quota.borrow_limit_gpus} more.\n")
+    body = (
+        f"{subject}.\n\nReserved and running GPUs of tenant {quota.tenant.name} in class "
+        f"{quota.gpu_class.slug} have passed {quota.alert_share:.0%} of the limit you own. "
+        f"Borrowing allows {quota.borrow_limit_gpus} more.\n"
+    )
     transaction.on_commit(lambda: _send(subject, body, owner.email))
 
 

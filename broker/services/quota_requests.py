@@ -4,6 +4,7 @@ date the beat task takes the extra GPUs back.  Every step is audited with the re
 
 The clock is a parameter (``now=``) so the end of a raise can be driven in tests.
 """
+
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
@@ -40,8 +41,9 @@ def _today(now: datetime) -> date:
     return timezone.localdate(now, dt_timezone.utc) if timezone.is_aware(now) else now.date()
 
 
-def quota_request_create(*, user, project_id: int, gpu_class: str, extra_gpus: int, reason: str,
-                         ends_on: date, now: datetime | None = None) -> QuotaRequest:
+def quota_request_create(
+    *, user, project_id: int, gpu_class: str, extra_gpus: int, reason: str, ends_on: date, now: datetime | None = None
+) -> QuotaRequest:
     now = now or timezone.now()
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
     klass = GpuClass.objects.filter(slug=gpu_class).first()
@@ -57,28 +59,39 @@ def quota_request_create(*, user, project_id: int, gpu_class: str, extra_gpus: i
     today = _today(now)
     if not today <= ends_on <= today + timedelta(days=MAX_DAYS_AHEAD):
         raise QuotaRequestRefused("ends_on", f"must be between today ({today}) and {MAX_DAYS_AHEAD} days ahead.")
-    return _store(user=user, project=project, quota=quota, extra_gpus=extra_gpus, reason=reason.strip(),
-                  ends_on=ends_on)
+    return _store(
+        user=user, project=project, quota=quota, extra_gpus=extra_gpus, reason=reason.strip(), ends_on=ends_on
+    )
 
 
 @transaction.atomic
 def _store(*, user, project, quota: Quota, extra_gpus: int, reason: str, ends_on: date) -> QuotaRequest:
-    request = QuotaRequest.objects.create(quota=quota, project=project, requester=user, extra_gpus=extra_gpus,
-                                          reason=reason, ends_on=ends_on)
-    _audit(request, "quota_request.created", user,
-           f"{user.username} asks for {extra_gpus} more {quota.gpu_class.slug} GPUs for {project} until {ends_on}: "
-           f"{reason[:500]}")
+    request = QuotaRequest.objects.create(
+        quota=quota, project=project, requester=user, extra_gpus=extra_gpus, reason=reason, ends_on=ends_on
+    )
+    _audit(
+        request,
+        "quota_request.created",
+        user,
+        f"{user.username} asks for {extra_gpus} more {quota.gpu_class.slug} GPUs for {project} until {ends_on}: "
+        f"{reason[:500]}",
+    )
     return request
 
 
-def quota_request_decide(*, user, request_id: int, approve: bool, note: str,
-                         now: datetime | None = None) -> QuotaRequest:
+def quota_request_decide(
+    *, user, request_id: int, approve: bool, note: str, now: datetime | None = None
+) -> QuotaRequest:
     now = now or timezone.now()
     request = quota_request_get(user=user, request_id=request_id)  # 404 for anyone who may not see it
     if request.requester_id == user.pk:
         # stored, not rolled back with the refusal: an attempt to approve one's own request is on record
-        _audit(request, "quota_request.self_decision_refused", user,
-               f"{user.username} tried to decide their own request; the quota's owner decides it")
+        _audit(
+            request,
+            "quota_request.self_decision_refused",
+            user,
+            f"{user.username} tried to decide their own request; the quota's owner decides it",
+        )
         raise OwnRequest("you asked for this; someone else who owns the quota decides it, not you.")
     if not can_decide(user=user, request=request):
         raise PermissionDenied("only the quota's owner decides its requests")
@@ -93,16 +106,21 @@ def quota_request_decide(*, user, request_id: int, approve: bool, note: str,
 def _decide(*, user, request: QuotaRequest, approve: bool, note: str, now: datetime) -> QuotaRequest:
     state = QuotaRequestState.APPROVED if approve else QuotaRequestState.REFUSED
     if not QuotaRequest.objects.filter(id=request.id, state=QuotaRequestState.PENDING).update(
-            state=state, decided_by=user, decided_at=now, note=note):
+        state=state, decided_by=user, decided_at=now, note=note
+    ):
         raise QuotaRequestRefused("decision", "it has already been decided.")
     quota = request.quota
     if approve:
         Quota.objects.filter(id=quota.id).update(limit_gpus=F("limit_gpus") + request.extra_gpus)
         quota.refresh_from_db()
-        _audit(request, "quota_request.approved", user,
-               f"approved by {user.username}: {quota.gpu_class.slug} limit raised by {request.extra_gpus} to "
-               f"{quota.limit_gpus} until {request.ends_on}" + (f"; note: {note}" if note else ""),
-               limit_gpus=quota.limit_gpus)
+        _audit(
+            request,
+            "quota_request.approved",
+            user,
+            f"approved by {user.username}: {quota.gpu_class.slug} limit raised by {request.extra_gpus} to "
+            f"{quota.limit_gpus} until {request.ends_on}" + (f"; note: {note}" if note else ""),
+            limit_gpus=quota.limit_gpus,
+        )
     else:
         _audit(request, "quota_request.refused", user, f"refused by {user.username}: {note}")
     return QuotaRequest.objects.get(id=request.id)
@@ -112,8 +130,9 @@ def quota_requests_end(*, now: datetime | None = None) -> int:
     """Take back the raise of every approved request whose end date has passed (beat task)."""
     now = now or timezone.now()
     ended = 0
-    for request_id in QuotaRequest.objects.filter(state=QuotaRequestState.APPROVED, ends_on__lt=_today(now)
-                                                  ).values_list("id", flat=True):
+    for request_id in QuotaRequest.objects.filter(
+        state=QuotaRequestState.APPROVED, ends_on__lt=_today(now)
+    ).values_list("id", flat=True):
         ended += _end(request_id=request_id, now=now)
     return ended
 
@@ -121,20 +140,36 @@ def quota_requests_end(*, now: datetime | None = None) -> int:
 @transaction.atomic
 def _end(*, request_id: int, now: datetime) -> int:
     if not QuotaRequest.objects.filter(id=request_id, state=QuotaRequestState.APPROVED).update(
-            state=QuotaRequestState.ENDED, ended_at=now):
+        state=QuotaRequestState.ENDED, ended_at=now
+    ):
         return 0  # another pass took it back already
     request = QuotaRequest.objects.select_related("quota__gpu_class").get(id=request_id)
     quota = Quota.objects.select_for_update().get(id=request.quota_id)
     # never below zero: an admin may have lowered the limit by hand while the raise lasted
     quota.limit_gpus = max(0, quota.limit_gpus - request.extra_gpus)
     quota.save(update_fields=["limit_gpus", "updated_at"])
-    _audit(request, "quota_request.ended", None,
-           f"end date {request.ends_on} passed: {request.quota.gpu_class.slug} limit back to {quota.limit_gpus} "
-           "(running jobs keep their GPUs; new ones wait for room)", limit_gpus=quota.limit_gpus)
+    _audit(
+        request,
+        "quota_request.ended",
+        None,
+        f"end date {request.ends_on} passed: {request.quota.gpu_class.slug} limit back to {quota.limit_gpus} "
+        "(running jobs keep their GPUs; new ones wait for room)",
+        limit_gpus=quota.limit_gpus,
+    )
     return 1
 
 
 def _audit(request: QuotaRequest, action: str, actor, message: str, **extra) -> None:
-    audit(action=action, tenant_id=request.quota.tenant_id, actor=actor, message=message,
-          inputs={"request_id": request.id, "quota_id": request.quota_id, "extra_gpus": request.extra_gpus,
-                  "ends_on": request.ends_on.isoformat(), **extra})
+    audit(
+        action=action,
+        tenant_id=request.quota.tenant_id,
+        actor=actor,
+        message=message,
+        inputs={
+            "request_id": request.id,
+            "quota_id": request.quota_id,
+            "extra_gpus": request.extra_gpus,
+            "ends_on": request.ends_on.isoformat(),
+            **extra,
+        },
+    )

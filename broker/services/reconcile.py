@@ -12,6 +12,7 @@ dispatch; cancellations are still enqueued, to be retried until confirmed), enqu
 and records its run either way, with what it left for the next pass.  It never releases an
 unclear allocation by itself.
 """
+
 from __future__ import annotations
 
 import enum
@@ -25,7 +26,14 @@ from django.utils import timezone
 from broker.backends.base import DestinationJob, Unavailable
 from broker.backends.registry import backend_for
 from broker.models import (
-    Cluster, ClusterHealth, EscalationKind, ReconcileRun, Reservation, ReservationState, Workload, WorkloadState,
+    Cluster,
+    ClusterHealth,
+    EscalationKind,
+    ReconcileRun,
+    Reservation,
+    ReservationState,
+    Workload,
+    WorkloadState,
 )
 from broker.lifecycle import LIVE_RESERVATION_STATES, ON_THE_WAY_STATES, TERMINAL_STATES, TransitionReason
 from broker.models.workload import LocalReason
@@ -91,14 +99,19 @@ def _each(report: ReconcileReport, what: str, step: Callable[..., Any], *args: A
         return None
 
 
-def reconcile_fleet(*, now: datetime | None = None, budget_s: float = DEFAULT_BUDGET_S,
-                    max_follow_ups: int = DEFAULT_MAX_FOLLOW_UPS) -> ReconcileReport:
+def reconcile_fleet(
+    *, now: datetime | None = None, budget_s: float = DEFAULT_BUDGET_S, max_follow_ups: int = DEFAULT_MAX_FOLLOW_UPS
+) -> ReconcileReport:
     started = timezone.now()
     run = _Pass(now=now or started, deadline=started + timedelta(seconds=budget_s), max_follow_ups=max_follow_ups)
     steps: list[tuple[str, Callable[[_Pass], None]]] = [
-        ("stale", _mark_silent_clusters_stale), ("reservations", _expire_or_confirm_reservations),
-        ("release", _release_ended), ("dispatches", _enqueue_dispatches),
-        ("cancellations", _enqueue_cancellations), ("orphans", _find_orphans)]  # the remote listings last
+        ("stale", _mark_silent_clusters_stale),
+        ("reservations", _expire_or_confirm_reservations),
+        ("release", _release_ended),
+        ("dispatches", _enqueue_dispatches),
+        ("cancellations", _enqueue_cancellations),
+        ("orphans", _find_orphans),
+    ]  # the remote listings last
     try:
         for _name, step in steps:
             step(run)
@@ -114,15 +127,23 @@ def _mark_silent_clusters_stale(run: _Pass) -> None:
     for cluster in Cluster.objects.filter(enabled=True):
         silent = cluster.last_inventory_at is None or run.now - cluster.last_inventory_at > limit
         if silent and cluster.health != ClusterHealth.STALE and cluster.last_inventory_at is not None:
-            _each(run.report, f"cluster {cluster.name}", cluster_mark_stale, cluster=cluster,
-                  error=f"no inventory report for over {int(limit.total_seconds())} s")
+            _each(
+                run.report,
+                f"cluster {cluster.name}",
+                cluster_mark_stale,
+                cluster=cluster,
+                error=f"no inventory report for over {int(limit.total_seconds())} s",
+            )
         if cluster.health == ClusterHealth.STALE or silent:
             run.report.stale_clusters.append(cluster.name)
 
 
 def _expire_or_confirm_reservations(run: _Pass) -> None:
-    due = list(Reservation.objects.filter(state=ReservationState.ACTIVE, expires_at__lt=run.now).select_related(
-        "workload", "workload__cluster"))
+    due = list(
+        Reservation.objects.filter(state=ReservationState.ACTIVE, expires_at__lt=run.now).select_related(
+            "workload", "workload__cluster"
+        )
+    )
     for done, reservation in enumerate(due):
         run.check("reservations", len(due) - done)
         _each(run.report, f"reservation {reservation.id}", _expire_or_confirm, reservation, run)
@@ -141,10 +162,18 @@ def _expire_or_confirm(reservation: Reservation, run: _Pass) -> None:
             return  # outcome unknown and the destination can't tell yet: keep holding
     if reservation_expire(reservation_id=reservation.id, now=run.now):
         run.report.expired += 1
-        transition(Workload, workload.id, to=WorkloadState.WAITING, from_=ON_THE_WAY_STATES,
-                   reason=TransitionReason.RESERVATION_EXPIRED, note=None,  # reservation.expired is its record
-                   fields={"reason": LocalReason.OTHER,
-                           "raw_reason": "reservation expired before the destination acknowledged it"})
+        transition(
+            Workload,
+            workload.id,
+            to=WorkloadState.WAITING,
+            from_=ON_THE_WAY_STATES,
+            reason=TransitionReason.RESERVATION_EXPIRED,
+            note=None,  # reservation.expired is its record
+            fields={
+                "reason": LocalReason.OTHER,
+                "raw_reason": "reservation expired before the destination acknowledged it",
+            },
+        )
         tasks_bridge.enqueue_place(workload.id)
 
 
@@ -171,33 +200,48 @@ def _nothing_at_destination(answer: _Answer) -> bool:
 
 
 def _release_ended(run: _Pass) -> None:
-    live = list(Reservation.objects.filter(state__in=LIVE_RESERVATION_STATES,
-                                           workload__state__in=TERMINAL_STATES).select_related("workload"))
+    live = list(
+        Reservation.objects.filter(
+            state__in=LIVE_RESERVATION_STATES, workload__state__in=TERMINAL_STATES
+        ).select_related("workload")
+    )
     for done, reservation in enumerate(live):
         run.check("release", len(live) - done)
-        run.report.released += _each(run.report, f"reservation {reservation.id}", reservation_release,
-                                     workload=reservation.workload, reason="workload already ended") or 0
+        run.report.released += (
+            _each(
+                run.report,
+                f"reservation {reservation.id}",
+                reservation_release,
+                workload=reservation.workload,
+                reason="workload already ended",
+            )
+            or 0
+        )
 
 
 def _enqueue_dispatches(run: _Pass) -> None:
     lease = timedelta(seconds=attempt_lease_s())
-    stuck = (Workload.objects.filter(state__in=ON_THE_WAY_STATES, destination_job_id="",
-                                     updated_at__lt=run.now - lease)
-             .exclude(cluster__health=ClusterHealth.STALE).order_by("updated_at").values_list("id", flat=True))
+    stuck = (
+        Workload.objects.filter(state__in=ON_THE_WAY_STATES, destination_job_id="", updated_at__lt=run.now - lease)
+        .exclude(cluster__health=ClusterHealth.STALE)
+        .order_by("updated_at")
+        .values_list("id", flat=True)
+    )
     _enqueue(run, "dispatches", list(stuck), tasks_bridge.enqueue_dispatch, "redispatched")
 
 
 def _enqueue_cancellations(run: _Pass) -> None:
     # stale clusters included: a cancellation is retried until confirmed, a stale cluster may
     # still take it, and the try costs this pass nothing (the task makes the call)
-    cancelling = (Workload.objects.filter(state=WorkloadState.CANCELLING)
-                  .order_by("updated_at").values_list("id", flat=True))
+    cancelling = (
+        Workload.objects.filter(state=WorkloadState.CANCELLING).order_by("updated_at").values_list("id", flat=True)
+    )
     _enqueue(run, "cancellations", list(cancelling), tasks_bridge.enqueue_cancel, "cancels_retried")
 
 
 def _enqueue(run: _Pass, what: str, workload_ids: list[int], enqueue: Callable[[int], None], counter: str) -> None:
     """Enqueue follow-ups up to the pass's cap; the rest are counted as left for the next pass."""
-    taken = workload_ids[:run.room()]
+    taken = workload_ids[: run.room()]
     for workload_id in taken:
         enqueue(workload_id)
         setattr(run.report, counter, getattr(run.report, counter) + 1)
@@ -218,18 +262,28 @@ def _orphans_on(cluster: Cluster, report: ReconcileReport) -> None:
     except Unavailable as exc:
         cluster_mark_stale(cluster=cluster, error=str(exc))  # its error is on the cluster's row
         return
-    known = dict(Workload.objects.filter(cluster=cluster).exclude(destination_job_id="")
-                 .values_list("destination_job_id", "uid"))
+    known = dict(
+        Workload.objects.filter(cluster=cluster).exclude(destination_job_id="").values_list("destination_job_id", "uid")
+    )
     for job in jobs:
         if job.job_id in known:
             continue
         if job.workload_id and Workload.objects.filter(uid=job.workload_id, destination_job_id="").exists():
             continue  # our own job whose dispatch reply is still being looked up
         escalation_open(
-            kind=EscalationKind.ORPHAN_JOB, key=f"orphan:{cluster.name}:{job.job_id}", cluster=cluster,
-            destination_job_id=job.job_id, gpus=job.gpus,
+            kind=EscalationKind.ORPHAN_JOB,
+            key=f"orphan:{cluster.name}:{job.job_id}",
+            cluster=cluster,
+            destination_job_id=job.job_id,
+            gpus=job.gpus,
             workload=Workload.objects.filter(uid=job.workload_id).first() if job.workload_id else None,
-            evidence={"job_id": job.job_id, "workload_id": job.workload_id, "state": job.state.value,
-                      "gpus": job.gpus, "nodes": list(job.nodes),
-                      "note": "its GPUs stay counted as busy until an admin decides"})
+            evidence={
+                "job_id": job.job_id,
+                "workload_id": job.workload_id,
+                "state": job.state.value,
+                "gpus": job.gpus,
+                "nodes": list(job.nodes),
+                "note": "its GPUs stay counted as busy until an admin decides",
+            },
+        )
         report.escalations += 1

@@ -1,4 +1,5 @@
 """Recovery of a run lost with its cluster: resubmit from checkpoint, only when safe."""
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -20,11 +21,16 @@ def workload_declare_dead(*, workload_id: int, actor, why: str) -> Workload | No
     with transaction.atomic():
         workload = Workload.objects.select_related("project").get(id=workload_id)
         if not transition(
-                Workload, workload_id, to=WorkloadState.FAILED, from_=AT_DESTINATION_STATES,
-                reason=TransitionReason.DECLARED_DEAD, actor=actor,
-                fields={"ended_at": timezone.now(), "reason": LocalReason.OTHER, "raw_reason": f"declared dead: {why}"},
-                then=lambda: reservation_release(workload=workload, reason="old run declared dead by an admin"),
-                note=Note(action="workload.declared_dead", workload=workload, message=why)):
+            Workload,
+            workload_id,
+            to=WorkloadState.FAILED,
+            from_=AT_DESTINATION_STATES,
+            reason=TransitionReason.DECLARED_DEAD,
+            actor=actor,
+            fields={"ended_at": timezone.now(), "reason": LocalReason.OTHER, "raw_reason": f"declared dead: {why}"},
+            then=lambda: reservation_release(workload=workload, reason="old run declared dead by an admin"),
+            note=Note(action="workload.declared_dead", workload=workload, message=why),
+        ):
             return None
         notify_on_commit(workload_id=workload_id, event="failed")  # its submitter hears of it
     if not workload.spec.get("checkpointable"):
@@ -37,8 +43,11 @@ def workload_resubmit(*, workload: Workload, actor) -> Workload:
 
     spec = dict(workload.spec)
     spec.pop("project", None)
-    new = _create(user=workload.submitted_by, project=workload.project, spec_data=spec,
-                  resubmit_of=workload)
-    audit(action="workload.resubmitted", workload=workload, actor=actor,
-          message=f"resubmitted from checkpoint as {new.uid}")
+    new = _create(user=workload.submitted_by, project=workload.project, spec_data=spec, resubmit_of=workload)
+    audit(
+        action="workload.resubmitted",
+        workload=workload,
+        actor=actor,
+        message=f"resubmitted from checkpoint as {new.uid}",
+    )
     return new

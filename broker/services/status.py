@@ -3,6 +3,7 @@
 A cluster that does not answer becomes stale: its jobs are left exactly as
 they were (neither released nor charged as ended) until it answers again.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,8 +34,11 @@ def cluster_poll_status(*, cluster_id: int) -> int:
     """Refresh every followed workload on one cluster; returns how many changed."""
     cluster = Cluster.objects.get(id=cluster_id)
     # MultiKueue workloads are followed on their manager (broker.services.multikueue_dispatch)
-    workloads = list(Workload.objects.filter(cluster=cluster, state__in=FOLLOWED_STATES, origin="broker")
-                     .exclude(destination_job_id=""))
+    workloads = list(
+        Workload.objects.filter(cluster=cluster, state__in=FOLLOWED_STATES, origin="broker").exclude(
+            destination_job_id=""
+        )
+    )
     if not workloads:
         return 0
     try:
@@ -55,11 +59,18 @@ def cluster_poll_status(*, cluster_id: int) -> int:
 def _missing(cluster: Cluster, workload: Workload) -> None:
     """The cluster answered but no longer reports this job: unclear, never auto-released."""
     escalation_open(
-        kind=EscalationKind.LOST_JOB, key=f"lost:{cluster.name}:{workload.destination_job_id}",
-        cluster=cluster, workload=workload, destination_job_id=workload.destination_job_id,
+        kind=EscalationKind.LOST_JOB,
+        key=f"lost:{cluster.name}:{workload.destination_job_id}",
+        cluster=cluster,
+        workload=workload,
+        destination_job_id=workload.destination_job_id,
         gpus=workload.total_gpus,
-        evidence={"workload": workload.uid, "last_state": workload.state,
-                  "seen_missing_at": timezone.now().isoformat()})
+        evidence={
+            "workload": workload.uid,
+            "last_state": workload.state,
+            "seen_missing_at": timezone.now().isoformat(),
+        },
+    )
 
 
 def run_seconds_of(workload: Workload) -> float | None:
@@ -85,36 +96,59 @@ def _not_before(when: datetime | None, floor: datetime) -> datetime | None:
 def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     now = timezone.now()
     live = Workload.objects.filter(id=workload.id, state__in=FOLLOWED_STATES)
-    fields = {"reason": job.reason.value, "raw_reason": job.raw_reason[:4000],
-              "worker_cluster": job.worker_cluster or workload.worker_cluster}
+    fields = {
+        "reason": job.reason.value,
+        "raw_reason": job.raw_reason[:4000],
+        "worker_cluster": job.worker_cluster or workload.worker_cluster,
+    }
     started = workload.started_at or _not_before(job.started_at, workload.created_at)
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)
         if not transition(
-                Workload, workload.id, to=new_state, from_=FOLLOWED_STATES,
-                reason=TransitionReason.ENDED_AT_DESTINATION,
-                then=lambda: reservation_release(workload=workload,
-                                                 reason=f"job ended at destination: {new_state}"),
-                note=Note(action=f"workload.{new_state}", workload=workload, cluster=workload.placed_cluster.name,
-                          destination_job_id=workload.destination_job_id, message=job.raw_reason),
-                fields=dict(ended_at=ended, started_at=started, run_seconds=job.run_s,
-                            outcome=outcome_of(job), **fields)):
+            Workload,
+            workload.id,
+            to=new_state,
+            from_=FOLLOWED_STATES,
+            reason=TransitionReason.ENDED_AT_DESTINATION,
+            then=lambda: reservation_release(workload=workload, reason=f"job ended at destination: {new_state}"),
+            note=Note(
+                action=f"workload.{new_state}",
+                workload=workload,
+                cluster=workload.placed_cluster.name,
+                destination_job_id=workload.destination_job_id,
+                message=job.raw_reason,
+            ),
+            fields=dict(ended_at=ended, started_at=started, run_seconds=job.run_s, outcome=outcome_of(job), **fields),
+        ):
             return 0
         notify_on_commit(workload_id=workload.id, event=ENDED_EVENTS.get(new_state, "ended"))
         return 1
     if job.state == JobState.RUNNING and workload.state == WorkloadState.QUEUED:
-        if transition(Workload, workload.id, to=WorkloadState.RUNNING, reason=TransitionReason.STARTED_AT_DESTINATION,
-                      fields={"started_at": started or now, **fields},
-                      note=Note(action="workload.running", workload=workload, cluster=workload.placed_cluster.name,
-                                destination_job_id=workload.destination_job_id,
-                                message=f"on {', '.join(job.nodes)}" if job.nodes else "")):
+        if transition(
+            Workload,
+            workload.id,
+            to=WorkloadState.RUNNING,
+            reason=TransitionReason.STARTED_AT_DESTINATION,
+            fields={"started_at": started or now, **fields},
+            note=Note(
+                action="workload.running",
+                workload=workload,
+                cluster=workload.placed_cluster.name,
+                destination_job_id=workload.destination_job_id,
+                message=f"on {', '.join(job.nodes)}" if job.nodes else "",
+            ),
+        ):
             notify_on_commit(workload_id=workload.id, event="started")
             return 1
     if (workload.reason, workload.raw_reason) != (fields["reason"], fields["raw_reason"]):
         live.update(**fields)
         if job.state == JobState.PENDING and job.raw_reason:
-            audit(action="workload.waiting", workload=workload, cluster=workload.placed_cluster.name,
-                  message=f"{job.reason.value}: {job.raw_reason}")
+            audit(
+                action="workload.waiting",
+                workload=workload,
+                cluster=workload.placed_cluster.name,
+                message=f"{job.reason.value}: {job.raw_reason}",
+            )
         return 1
     return 0

@@ -8,6 +8,7 @@ the work is already stored, and the periodic passes pick it up (place_waiting fo
 submitted and waiting workloads, reconcile for reserved, dispatching and cancelling
 ones).  Failing here would show a researcher an error for a submission that was saved.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,8 +65,9 @@ def _run_in_process(task_name: str, task, args: tuple) -> None:
     try:
         task.delay(*args)
     except Exception:
-        log.exception("in-process %s%r failed after its request was stored; the periodic passes "
-                      "will retry it", task_name, args)
+        log.exception(
+            "in-process %s%r failed after its request was stored; the periodic passes will retry it", task_name, args
+        )
 
 
 def enqueue_place(workload_id: int) -> None:

@@ -6,6 +6,7 @@ conditions).  A count of 0 means someone else got there first; the caller decide
 that means.  A move the table does not list is a programming error and is refused with
 ``TransitionRefused`` before anything is written.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -63,10 +64,18 @@ def _sources(model: type[models.Model], to: str, from_: Iterable[str] | None) ->
 
 
 def transition(
-    model: type[models.Model], pk: int | None = None, *, to: str, reason: TransitionReason,
-    actor: Any = None, from_: Iterable[str] | None = None, where: Mapping[str, Any] | None = None,
-    exclude: Mapping[str, Any] | None = None, fields: Mapping[str, Any] | None = None,
-    note: Note | None = None, then: Callable[[], object] | None = None,
+    model: type[models.Model],
+    pk: int | None = None,
+    *,
+    to: str,
+    reason: TransitionReason,
+    actor: Any = None,
+    from_: Iterable[str] | None = None,
+    where: Mapping[str, Any] | None = None,
+    exclude: Mapping[str, Any] | None = None,
+    fields: Mapping[str, Any] | None = None,
+    note: Note | None = None,
+    then: Callable[[], object] | None = None,
 ) -> int:
     """Move the row ``pk`` (or the rows matching ``where``) to ``to``; returns how many moved.
 
@@ -79,14 +88,35 @@ def transition(
     if pk is None and not where:
         raise TransitionRefused(kind=_label(model), before=before, after=to)
     with transaction.atomic():
-        return _apply(model, pk, before=before, to=to, reason=reason, actor=actor, where=where,
-                      exclude=exclude, fields=fields, note=note, then=then)
+        return _apply(
+            model,
+            pk,
+            before=before,
+            to=to,
+            reason=reason,
+            actor=actor,
+            where=where,
+            exclude=exclude,
+            fields=fields,
+            note=note,
+            then=then,
+        )
 
 
-def _apply(model: type[models.Model], pk: int | None, *, before: tuple[str, ...], to: str,
-           reason: TransitionReason, actor: Any, where: Mapping[str, Any] | None,
-           exclude: Mapping[str, Any] | None, fields: Mapping[str, Any] | None, note: Note | None,
-           then: Callable[[], object] | None) -> int:
+def _apply(
+    model: type[models.Model],
+    pk: int | None,
+    *,
+    before: tuple[str, ...],
+    to: str,
+    reason: TransitionReason,
+    actor: Any,
+    where: Mapping[str, Any] | None,
+    exclude: Mapping[str, Any] | None,
+    fields: Mapping[str, Any] | None,
+    note: Note | None,
+    then: Callable[[], object] | None,
+) -> int:
     rows = model._default_manager.filter(state__in=before, **(where or {}))
     if pk is not None:
         rows = rows.filter(pk=pk)
@@ -103,7 +133,15 @@ def _apply(model: type[models.Model], pk: int | None, *, before: tuple[str, ...]
 
 
 def _record(note: Note, *, to: str, reason: TransitionReason, actor: Any) -> None:
-    audit(action=note.action, workload=note.workload, tenant_id=note.tenant_id, actor=actor,
-          message=note.message, cluster=note.cluster, destination_job_id=note.destination_job_id,
-          policy_version=note.policy_version, score_breakdown=dict(note.score_breakdown or {}),
-          inputs={**note.inputs, "transition": {"to": str(to), "reason": str(reason)}})
+    audit(
+        action=note.action,
+        workload=note.workload,
+        tenant_id=note.tenant_id,
+        actor=actor,
+        message=note.message,
+        cluster=note.cluster,
+        destination_job_id=note.destination_job_id,
+        policy_version=note.policy_version,
+        score_breakdown=dict(note.score_breakdown or {}),
+        inputs={**note.inputs, "transition": {"to": str(to), "reason": str(reason)}},
+    )

@@ -11,6 +11,7 @@ Loopback is allowed only when ``GPUBROKER_WEBHOOK_ALLOW_LOOPBACK`` is set (the t
 demo with a receiver on the same machine); private, link-local and other non-public ranges
 never are.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -39,8 +40,12 @@ def _refusal(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
         ip = ip.ipv4_mapped
     if ip.is_loopback:
         return "" if settings.GPUBROKER_WEBHOOK_ALLOW_LOOPBACK else "a loopback address"
-    for kind, bad in (("an unspecified address", ip.is_unspecified), ("a link-local address", ip.is_link_local),
-                      ("a private address", ip.is_private), ("a multicast address", ip.is_multicast)):
+    for kind, bad in (
+        ("an unspecified address", ip.is_unspecified),
+        ("a link-local address", ip.is_link_local),
+        ("a private address", ip.is_private),
+        ("a multicast address", ip.is_multicast),
+    ):
         if bad:
             return kind
     return "" if ip.is_global else "a reserved (non-public) address"

@@ -8,6 +8,7 @@ confirms the cancellation releases the reservation and places the workload again
 that cluster (a cancel that is not confirmed is retried on the next pass: releasing first
 could run the job twice).
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -30,8 +31,12 @@ from broker.services.transitions import Note, transition
 def policy_held_since(workload: Workload) -> datetime | None:
     """When the destination began holding the job for its current policy reason: the
     status poll records each change of the local reason as ``workload.waiting``."""
-    record = (AuditRecord.objects.filter(workload=workload, action="workload.waiting")
-              .order_by("-created_at", "-id").values_list("created_at", "message").first())
+    record = (
+        AuditRecord.objects.filter(workload=workload, action="workload.waiting")
+        .order_by("-created_at", "-id")
+        .values_list("created_at", "message")
+        .first()
+    )
     if record is None or not record[1].startswith(f"{LocalReason.POLICY}:"):
         return None
     return record[0]
@@ -44,12 +49,15 @@ def policy_holds_withdraw(*, now: datetime | None = None) -> int:
     if limit <= 0:
         return 0
     moved = 0
-    for workload in Workload.objects.filter(state=WorkloadState.QUEUED, reason=LocalReason.POLICY,
-                                            cancel_requested_at__isnull=True).select_related("cluster"):
+    for workload in Workload.objects.filter(
+        state=WorkloadState.QUEUED, reason=LocalReason.POLICY, cancel_requested_at__isnull=True
+    ).select_related("cluster"):
         since = policy_held_since(workload)
         if since is not None and (now - since).total_seconds() >= limit:
-            moved += workload_withdraw(workload_id=workload.id, held_s=(now - since).total_seconds()).state \
+            moved += (
+                workload_withdraw(workload_id=workload.id, held_s=(now - since).total_seconds()).state
                 != WorkloadState.QUEUED
+            )
     return moved
 
 
@@ -66,13 +74,21 @@ def workload_withdraw(*, workload_id: int, held_s: float) -> Workload:
     else:
         why = "the destination has not confirmed the cancellation yet"
     if not confirmed:
-        audit(action="withdraw.retrying", workload=workload, cluster=cluster.name, destination_job_id=job_id,
-              message=f"held by local policy ({workload.raw_reason}); {why}: the reservation is kept")
+        audit(
+            action="withdraw.retrying",
+            workload=workload,
+            cluster=cluster.name,
+            destination_job_id=job_id,
+            message=f"held by local policy ({workload.raw_reason}); {why}: the reservation is kept",
+        )
         return workload
-    reason = (f"withdrawn after {held_s / 60:.0f} min held by local policy at {cluster.name} "
-              f"({workload.raw_reason or 'policy'})")
+    reason = (
+        f"withdrawn after {held_s / 60:.0f} min held by local policy at {cluster.name} "
+        f"({workload.raw_reason or 'policy'})"
+    )
     if _withdrawn(workload, reason):
         from broker.services.placing import workload_place  # placing imports this module's peers
+
         return workload_place(workload_id=workload.id)
     return Workload.objects.get(id=workload.id)
 
@@ -84,15 +100,28 @@ def _withdrawn(workload: Workload, reason: str) -> bool:
     placement = {**(workload.placement or {})}
     placement["rejections"] = {**placement.get("rejections", {}), cluster.name: reason}
     moved = transition(
-        Workload, workload.id, to=WorkloadState.WAITING, from_=(WorkloadState.QUEUED,),
+        Workload,
+        workload.id,
+        to=WorkloadState.WAITING,
+        from_=(WorkloadState.QUEUED,),
         reason=TransitionReason.WITHDRAWN,
-        fields={"tried_clusters": sorted(set(workload.tried_clusters) | {cluster.name}),
-                "placement": placement, "reason": LocalReason.POLICY, "raw_reason": reason,
-                "destination_job_id": "", "dispatched_at": None},
+        fields={
+            "tried_clusters": sorted(set(workload.tried_clusters) | {cluster.name}),
+            "placement": placement,
+            "reason": LocalReason.POLICY,
+            "raw_reason": reason,
+            "destination_job_id": "",
+            "dispatched_at": None,
+        },
         then=lambda: reservation_release(workload=workload, reason=reason),
-        note=Note(action="workload.withdrawn", workload=workload, cluster=cluster.name,
-                  destination_job_id=workload.destination_job_id,
-                  message=f"{reason}; the cancellation was confirmed, then the reservation released"))
+        note=Note(
+            action="workload.withdrawn",
+            workload=workload,
+            cluster=cluster.name,
+            destination_job_id=workload.destination_job_id,
+            message=f"{reason}; the cancellation was confirmed, then the reservation released",
+        ),
+    )
     if moved:
         notify_on_commit(workload_id=workload.id, event="withdrawn")
     return bool(moved)

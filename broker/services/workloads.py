@@ -1,4 +1,5 @@
 """Submitting and cancelling workloads: what a researcher can do to a job."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -31,8 +32,13 @@ def resolve_gpu_class(spec: WorkloadSpec) -> GpuClass:
     for gpu_class in GpuClass.objects.all():
         if all(model in gpu_class.gpu_models for model in spec.gpu_models):
             return gpu_class
-    raise SpecError({"gpu_models": ["no single GPU class contains all of "
-                                    f"{', '.join(spec.gpu_models)}; quota is counted per class."]})
+    raise SpecError(
+        {
+            "gpu_models": [
+                f"no single GPU class contains all of {', '.join(spec.gpu_models)}; quota is counted per class."
+            ]
+        }
+    )
 
 
 def known_data_locations() -> set[str]:
@@ -53,8 +59,9 @@ def check_data_location(spec: WorkloadSpec) -> None:
         raise SpecError({"data_location": [f"unknown data location {spec.data_location!r}; known: {choices}."]})
 
 
-def workload_submit(*, user, project_id: int, spec_data: Mapping[str, Any],
-                    resubmit_of: Workload | None = None) -> Workload:
+def workload_submit(
+    *, user, project_id: int, spec_data: Mapping[str, Any], resubmit_of: Workload | None = None
+) -> Workload:
     """Validate the spec and store the workload; placement runs after commit."""
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
     return _create(user=user, project=project, spec_data=spec_data, resubmit_of=resubmit_of)
@@ -68,13 +75,22 @@ def _create(*, user, project: Project, spec_data: Mapping[str, Any], resubmit_of
     if problem := run_as_problem(project=project, user=user):
         raise SpecError({"project": [problem]})
     workload = Workload.objects.create(
-        tenant_id=project.tenant_id, project=project, submitted_by=user if getattr(user, "pk", None) else None,
-        name=spec.name, spec=spec.to_dict(), gpu_class=gpu_class, total_gpus=spec.total_gpus,
+        tenant_id=project.tenant_id,
+        project=project,
+        submitted_by=user if getattr(user, "pk", None) else None,
+        name=spec.name,
+        spec=spec.to_dict(),
+        gpu_class=gpu_class,
+        total_gpus=spec.total_gpus,
         resubmit_of=resubmit_of,
     )
-    audit(action="workload.submitted", workload=workload, actor=user,
-          message=f"{spec.workers} worker(s) x {spec.gpus_per_worker} {gpu_class.slug} GPU(s)",
-          inputs={"spec": spec.to_dict()})
+    audit(
+        action="workload.submitted",
+        workload=workload,
+        actor=user,
+        message=f"{spec.workers} worker(s) x {spec.gpus_per_worker} {gpu_class.slug} GPU(s)",
+        inputs={"spec": spec.to_dict()},
+    )
     tasks_bridge.enqueue_place(workload.id)
     return workload
 
@@ -93,13 +109,19 @@ def cancel_request(*, workload: Workload, actor=None) -> Workload:
         return Workload.objects.get(id=workload.id)  # already ended or already cancelling
     audit(action="cancel.requested", workload=workload, actor=actor)
     ended = transition(
-        Workload, workload.id, to=WorkloadState.CANCELLED, from_=_NOT_DISPATCHED,
-        reason=TransitionReason.CANCEL_REQUESTED, fields={"ended_at": now},
+        Workload,
+        workload.id,
+        to=WorkloadState.CANCELLED,
+        from_=_NOT_DISPATCHED,
+        reason=TransitionReason.CANCEL_REQUESTED,
+        fields={"ended_at": now},
         then=lambda: reservation_release(workload=workload, reason="cancelled before dispatch"),
-        note=Note(action="workload.cancelled", workload=workload, message="cancelled before dispatch"))
+        note=Note(action="workload.cancelled", workload=workload, message="cancelled before dispatch"),
+    )
     # cancel.requested above is the record of the move to cancelling
-    if not ended and transition(Workload, workload.id, to=WorkloadState.CANCELLING,
-                                reason=TransitionReason.CANCEL_REQUESTED, note=None):
+    if not ended and transition(
+        Workload, workload.id, to=WorkloadState.CANCELLING, reason=TransitionReason.CANCEL_REQUESTED, note=None
+    ):
         tasks_bridge.enqueue_cancel(workload.id)
     return Workload.objects.get(id=workload.id)
 

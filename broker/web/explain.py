@@ -1,4 +1,5 @@
 """Plain words for the normalised local queue reasons shown to researchers."""
+
 from __future__ import annotations
 
 PLAIN_REASONS = {
@@ -13,13 +14,21 @@ PLAIN_REASONS = {
 }
 
 RULE_WORDS = {
-    "policy": "not allowed by policy", "quota": "over the global quota", "gpu_compat": "no matching GPU model",
-    "gpu_memory": "GPUs too small", "partitioning": "MIG profile does not match",
+    "policy": "not allowed by policy",
+    "quota": "over the global quota",
+    "gpu_compat": "no matching GPU model",
+    "gpu_memory": "GPUs too small",
+    "partitioning": "MIG profile does not match",
     "residency": "outside the allowed regions",
-    "data_access": "cannot reach the data", "health": "unhealthy", "draining": "draining", "stale": "inventory too old",
-    "ownership": "GPUs claimed by two schedulers", "topology": "the whole gang does not fit",
+    "data_access": "cannot reach the data",
+    "health": "unhealthy",
+    "draining": "draining",
+    "stale": "inventory too old",
+    "ownership": "GPUs claimed by two schedulers",
+    "topology": "the whole gang does not fit",
     "rejected": "rejected the job",
-    "local_limit": "its own admission would never take it", "never_fits": "too small for the job even when idle",
+    "local_limit": "its own admission would never take it",
+    "never_fits": "too small for the job even when idle",
 }
 
 

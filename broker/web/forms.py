@@ -1,5 +1,6 @@
 """Forms for the broker pages: they collect input; validation of the spec itself
 lives in broker.spec so the form, the API and the backends agree."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -40,8 +41,9 @@ class WorkloadForm(forms.Form):
         self.fields["project"].queryset = projects
 
     def spec_data(self) -> dict:
-        data = {k: v for k, v in self.cleaned_data.items()
-                if k not in ("project", "resubmit_of") and v not in (None, "")}
+        data = {
+            k: v for k, v in self.cleaned_data.items() if k not in ("project", "resubmit_of") and v not in (None, "")
+        }
         if self.cleaned_data.get("gpu_class"):
             data["gpu_class"] = self.cleaned_data["gpu_class"].slug
         return data

@@ -1,4 +1,5 @@
 """The request the pages see: django-htmx's middleware adds ``request.htmx`` to every one."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest

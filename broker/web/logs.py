@@ -1,6 +1,7 @@
 """The output page of a workload: a tail that follows the job while it runs (htmx asks for
 the lines past the last one it has, every 2 s, and the server's 286 ends that once the job
 has ended and every line is shown), and pages from any line on."""
+
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
@@ -30,9 +31,15 @@ def workload_logs_page(request: HtmxHttpRequest, workload_id: int) -> HttpRespon
     # follow while the job may still print, or while lines are left to catch up on
     follow = not logs.gone and (not workload.is_terminal or (more and request.htmx))
     next_offset = logs.next_offset if logs.next_offset is not None else (query.offset or 0)
-    context = {"w": workload, "logs": logs, "follow": follow, "more": more, "next_offset": next_offset,
-               "worker": (page.worker if page else query.worker) or "",
-               "workers": page.workers if page else ()}
+    context = {
+        "w": workload,
+        "logs": logs,
+        "follow": follow,
+        "more": more,
+        "next_offset": next_offset,
+        "worker": (page.worker if page else query.worker) or "",
+        "workers": page.workers if page else (),
+    }
     if not request.htmx:
         return render(request, "broker/workload_logs.html", context)
     body = render_to_string("broker/workload_logs.html#lines", context)

@@ -1,4 +1,5 @@
 """The user's own notification settings, their webhook secret, and what was sent to them."""
+
 from __future__ import annotations
 
 from django import forms
@@ -10,20 +11,31 @@ from django.shortcuts import redirect, render
 from broker.models.notification import EVENTS
 from broker.notification_selectors import notification_preference_get, notifications_sent
 from broker.services.notifications import (
-    LONG_WAIT_MAX_MINUTES, SIGNATURE_HEADER, PreferenceRefused, preference_set, secret_rotate,
+    LONG_WAIT_MAX_MINUTES,
+    SIGNATURE_HEADER,
+    PreferenceRefused,
+    preference_set,
+    secret_rotate,
 )
 
-EVENT_WORDS = {"started": "started", "ended": "ended (completed or cancelled)", "failed": "failed or rejected",
-               "withdrawn": "withdrawn from a destination", "long_wait": "waiting longer than the time below"}
+EVENT_WORDS = {
+    "started": "started",
+    "ended": "ended (completed or cancelled)",
+    "failed": "failed or rejected",
+    "withdrawn": "withdrawn from a destination",
+    "long_wait": "waiting longer than the time below",
+}
 
 
 class PreferenceForm(forms.Form):
-    events = forms.MultipleChoiceField(choices=[(e, EVENT_WORDS[e]) for e in EVENTS], required=False,
-                                       widget=forms.CheckboxSelectMultiple)
+    events = forms.MultipleChoiceField(
+        choices=[(e, EVENT_WORDS[e]) for e in EVENTS], required=False, widget=forms.CheckboxSelectMultiple
+    )
     long_wait_minutes = forms.IntegerField(min_value=1, max_value=LONG_WAIT_MAX_MINUTES)
     email = forms.BooleanField(required=False, label="By e-mail")
-    webhook_url = forms.URLField(required=False, max_length=500, assume_scheme="https",
-                                 label="Webhook URL (a public http or https address)")
+    webhook_url = forms.URLField(
+        required=False, max_length=500, assume_scheme="https", label="Webhook URL (a public http or https address)"
+    )
 
 
 @login_required
@@ -33,8 +45,12 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
         secret_rotate(user=request.user)
         messages.success(request, "New webhook secret made; the old one signs nothing more.")
         return redirect("notification-settings")
-    initial = {"events": pref.events, "long_wait_minutes": pref.long_wait_minutes, "email": pref.email,
-               "webhook_url": pref.webhook_url}
+    initial = {
+        "events": pref.events,
+        "long_wait_minutes": pref.long_wait_minutes,
+        "email": pref.email,
+        "webhook_url": pref.webhook_url,
+    }
     form = PreferenceForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
@@ -44,6 +60,14 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Notification settings saved.")
             return redirect("notification-settings")
-    return render(request, "broker/notification_settings.html", {
-        "form": form, "pref": pref if pref.pk else None, "sent": notifications_sent(user=request.user),
-        "header": SIGNATURE_HEADER}, status=400 if form.errors else 200)
+    return render(
+        request,
+        "broker/notification_settings.html",
+        {
+            "form": form,
+            "pref": pref if pref.pk else None,
+            "sent": notifications_sent(user=request.user),
+            "header": SIGNATURE_HEADER,
+        },
+        status=400 if form.errors else 200,
+    )

@@ -1,4 +1,5 @@
 """The clusters page's outage switch (demo): a thin view over broker.services.outage."""
+
 from __future__ import annotations
 
 from django import forms
@@ -40,8 +41,11 @@ def cluster_outage(request: HttpRequest, cluster_id: int) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("cluster-list")
     if start:
-        messages.warning(request, f"{cluster.name} is now unreachable (simulated outage): it shows as stale, "
-                                  "keeps its last numbers and takes no new placements.")
+        messages.warning(
+            request,
+            f"{cluster.name} is now unreachable (simulated outage): it shows as stale, "
+            "keeps its last numbers and takes no new placements.",
+        )
     else:
         messages.success(request, f"{cluster.name} is reachable again ({cluster.get_health_display().lower()}).")
     return redirect(reverse("cluster-list") + f"#cluster-{cluster.name}")

@@ -1,5 +1,6 @@
 """The queue page's query string: which state, which page (keyset cursors), and the URL its
 live refresh polls, so a refresh shows the same page it was drawn from."""
+
 from __future__ import annotations
 
 from typing import Any, Mapping

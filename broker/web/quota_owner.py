@@ -1,4 +1,5 @@
 """The owner of a quota and the share of it at which they are told: one small form page."""
+
 from __future__ import annotations
 
 from django import forms
@@ -28,14 +29,20 @@ def quota_owner_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
     quota = quota_get(user=request.user, quota_id=quota_id)
     if not can_admin_tenant(request.user, quota.tenant_id):
         raise PermissionDenied
-    form = QuotaOwnerForm(request.POST if request.method == "POST" else None,
-                          candidates=owner_candidates(quota=quota),
-                          initial={"owner": quota.owner_id, "alert_percent": round(quota.alert_share * 100)})
+    form = QuotaOwnerForm(
+        request.POST if request.method == "POST" else None,
+        candidates=owner_candidates(quota=quota),
+        initial={"owner": quota.owner_id, "alert_percent": round(quota.alert_share * 100)},
+    )
     if request.method == "POST" and form.is_valid():
         owner = form.cleaned_data["owner"]
         try:
-            quota_set_owner(actor=request.user, quota_id=quota.id, owner_id=owner.id if owner else None,
-                            alert_share=form.cleaned_data["alert_percent"] / 100)
+            quota_set_owner(
+                actor=request.user,
+                quota_id=quota.id,
+                owner_id=owner.id if owner else None,
+                alert_share=form.cleaned_data["alert_percent"] / 100,
+            )
         except OwnerRefused as exc:
             form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         else:

@@ -1,4 +1,5 @@
 """Quota request pages: ask (researchers), follow (the requester), decide (the quota's owner)."""
+
 from __future__ import annotations
 
 from django import forms
@@ -40,33 +41,55 @@ def quota_request_list_page(request: HttpRequest) -> HttpResponse:
     researcher = Role.RESEARCHER in roles_of(request.user)
     if request.method == "POST" and not researcher:
         raise PermissionDenied
-    form = QuotaRequestForm(request.POST or None, initial=request.GET.dict() or None,
-                            projects=project_list(user=request.user, roles=(Role.RESEARCHER,)))
+    form = QuotaRequestForm(
+        request.POST or None,
+        initial=request.GET.dict() or None,
+        projects=project_list(user=request.user, roles=(Role.RESEARCHER,)),
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            made = quota_request_create(user=request.user, project_id=data["project"].id,
-                                        gpu_class=data["gpu_class"].slug, extra_gpus=data["extra_gpus"],
-                                        reason=data["reason"], ends_on=data["ends_on"])
+            made = quota_request_create(
+                user=request.user,
+                project_id=data["project"].id,
+                gpu_class=data["gpu_class"].slug,
+                extra_gpus=data["extra_gpus"],
+                reason=data["reason"],
+                ends_on=data["ends_on"],
+            )
         except QuotaRequestRefused as exc:
             form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         else:
             messages.success(request, "Request sent to the quota's owner.")
             return redirect("quota-request-detail", quota_request_id=made.id)
-    return render(request, "broker/quota_request_list.html",
-                  {"requests": quota_request_list(user=request.user)[:200], "form": form if researcher else None},
-                  status=400 if form.errors else 200)
+    return render(
+        request,
+        "broker/quota_request_list.html",
+        {"requests": quota_request_list(user=request.user)[:200], "form": form if researcher else None},
+        status=400 if form.errors else 200,
+    )
 
 
 @login_required
-def quota_request_detail(request: HttpRequest, quota_request_id: int, form: DecisionForm | None = None,
-                         status: int = 200) -> HttpResponse:
+def quota_request_detail(
+    request: HttpRequest, quota_request_id: int, form: DecisionForm | None = None, status: int = 200
+) -> HttpResponse:
     item = quota_request_get(user=request.user, request_id=quota_request_id)
-    decider = (item.state == QuotaRequestState.PENDING and item.requester_id != request.user.pk
-               and can_decide(user=request.user, request=item))
-    return render(request, "broker/quota_request_detail.html", {
-        "item": item, "trail": quota_request_trail(request=item),
-        "form": (form or DecisionForm()) if decider else None}, status=status)
+    decider = (
+        item.state == QuotaRequestState.PENDING
+        and item.requester_id != request.user.pk
+        and can_decide(user=request.user, request=item)
+    )
+    return render(
+        request,
+        "broker/quota_request_detail.html",
+        {
+            "item": item,
+            "trail": quota_request_trail(request=item),
+            "form": (form or DecisionForm()) if decider else None,
+        },
+        status=status,
+    )
 
 
 @login_required
@@ -77,8 +100,12 @@ def quota_request_decide_view(request: HttpRequest, quota_request_id: int) -> Ht
     if not form.is_valid():
         return quota_request_detail(request, quota_request_id, form=form, status=400)
     try:
-        quota_request_decide(user=request.user, request_id=quota_request_id,
-                             approve=form.cleaned_data["decision"] == "approve", note=form.cleaned_data["note"])
+        quota_request_decide(
+            user=request.user,
+            request_id=quota_request_id,
+            approve=form.cleaned_data["decision"] == "approve",
+            note=form.cleaned_data["note"],
+        )
     except OwnRequest as exc:
         messages.error(request, str(exc))
         return quota_request_detail(request, quota_request_id, status=403)

@@ -1,5 +1,6 @@
 """The submit form's companions: Preview (placement without reserving anything) and Run
 again (with or without changes) from an ended workload.  Thin: services write, selectors read."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -39,15 +40,18 @@ def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
     context: dict = {"errors": {}}
     if form.is_valid():
         try:
-            context["preview"] = workload_preview(user=request.user, project_id=form.cleaned_data["project"].id,
-                                                  spec_data=form.spec_data())
+            context["preview"] = workload_preview(
+                user=request.user, project_id=form.cleaned_data["project"].id, spec_data=form.spec_data()
+            )
         except SpecError as exc:
             context["errors"] = exc.errors
     else:
         context["errors"] = {k: [str(e) for e in v] for k, v in form.errors.items()}
     if "preview" in context:
-        context["excluded"] = [(name, RULE_WORDS.get(e["rule"], e["rule"]), e["message"])
-                               for name, e in context["preview"].excluded.items()]
+        context["excluded"] = [
+            (name, RULE_WORDS.get(e["rule"], e["rule"]), e["message"])
+            for name, e in context["preview"].excluded.items()
+        ]
     # htmx swaps only 2xx answers: the form's errors come back as a 200 partial there
     bad = context["errors"] and not request.htmx
     return render(request, "broker/_workload_preview.html", context, status=400 if bad else 200)
@@ -77,11 +81,11 @@ def workload_run_again(request: HttpRequest, workload_id: int) -> HttpResponse:
     source = ended_workload(user=request.user, workload_id=workload_id)
     spec = {k: v for k, v in (source.spec or {}).items() if k != "project"}
     try:
-        workload = workload_submit(user=request.user, project_id=source.project_id, spec_data=spec,
-                                   resubmit_of=source)
+        workload = workload_submit(user=request.user, project_id=source.project_id, spec_data=spec, resubmit_of=source)
     except SpecError as exc:  # the fleet changed since (a class or location gone): edit it instead
-        messages.error(request, "Cannot run it again unchanged: " + "; ".join(
-            f"{k}: {' '.join(v)}" for k, v in exc.errors.items()))
+        messages.error(
+            request, "Cannot run it again unchanged: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
+        )
         return redirect(f"{_new_url()}?from={source.id}")
     messages.success(request, f"Submitted {workload.name} ({workload.uid}) again.")
     return redirect("workload-detail", workload_id=workload.id)

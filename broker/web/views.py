@@ -2,6 +2,7 @@
 
 HTMX requests get the named partial of the same template (django-htmx pattern:
 one view per URL, ``page.html#partial``)."""
+
 from __future__ import annotations
 
 from typing import cast
@@ -19,8 +20,14 @@ from django.views.decorators.http import require_POST
 
 from broker.models import GpuClass
 from broker.selectors import (
-    escalation_get, escalation_list, quota_get, quota_list, reservation_list,
-    workload_get, workload_page, workload_timeline,
+    escalation_get,
+    escalation_list,
+    quota_get,
+    quota_list,
+    reservation_list,
+    workload_get,
+    workload_page,
+    workload_timeline,
 )
 from broker.services.escalations import escalation_acknowledge, escalation_resolve
 from broker.services.quota import QuotaBelowUse, quota_set, quota_use
@@ -61,8 +68,13 @@ def workload_list_page(request: HtmxHttpRequest) -> HttpResponse:
     except ValueError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")  # echoes input
     page = workload_page(user=request.user, **query)
-    context = {"workloads": page.rows, "page": page, "state": query["state"],
-               "poll_query": poll_query(query), "detail_prefix": detail_url_prefix()}
+    context = {
+        "workloads": page.rows,
+        "page": page,
+        "state": query["state"],
+        "poll_query": poll_query(query),
+        "detail_prefix": detail_url_prefix(),
+    }
     if not request.htmx:
         return render(request, "broker/workload_list.html", context)
     # the rows alone need no context processors (navigation, roles, background status): the
@@ -87,16 +99,21 @@ def workload_new(request: HttpRequest) -> HttpResponse:
     form = WorkloadForm(request.POST or None, projects=projects, initial=source and resubmit_initial(source))
     if request.method == "POST" and form.is_valid():
         try:
-            workload = workload_submit(user=request.user, project_id=form.cleaned_data["project"].id,
-                                       spec_data=form.spec_data(), resubmit_of=source)
+            workload = workload_submit(
+                user=request.user,
+                project_id=form.cleaned_data["project"].id,
+                spec_data=form.spec_data(),
+                resubmit_of=source,
+            )
         except SpecError as exc:
             for field, errors in exc.errors.items():
                 form.add_error(field if field in form.fields else None, " ".join(errors))
         else:
             messages.success(request, f"Submitted {workload.name} ({workload.uid}).")
             return redirect("workload-detail", workload_id=workload.id)
-    return render(request, "broker/workload_new.html",
-                  {"form": form, "quota": _quota_left(request, form), "source": source})
+    return render(
+        request, "broker/workload_new.html", {"form": form, "quota": _quota_left(request, form), "source": source}
+    )
 
 
 def _quota_left(request: HttpRequest, form: WorkloadForm) -> dict | None:
@@ -107,8 +124,11 @@ def _quota_left(request: HttpRequest, form: WorkloadForm) -> dict | None:
     if project is None:
         return None
     slug = form["gpu_class"].value()
-    classes = GpuClass.objects.filter(slug=slug) if slug else GpuClass.objects.filter(
-        quotas__tenant_id=project.tenant_id).order_by("slug")
+    classes = (
+        GpuClass.objects.filter(slug=slug)
+        if slug
+        else GpuClass.objects.filter(quotas__tenant_id=project.tenant_id).order_by("slug")
+    )
     gpu_class = classes.first()
     if gpu_class is None:
         return None
@@ -129,10 +149,13 @@ def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     workload = workload_get(user=request.user, workload_id=workload_id)
     placement = workload.placement or {}
     context = {
-        "w": workload, "plain_reason": plain_reason(workload.reason),
+        "w": workload,
+        "plain_reason": plain_reason(workload.reason),
         "ranked": placement.get("ranked", []),
-        "excluded": [(name, e["rule"], RULE_WORDS.get(e["rule"], e["rule"]), e["message"])
-                     for name, e in sorted(placement.get("excluded", {}).items())],
+        "excluded": [
+            (name, e["rule"], RULE_WORDS.get(e["rule"], e["rule"]), e["message"])
+            for name, e in sorted(placement.get("excluded", {}).items())
+        ],
         "timeline": workload_timeline(user=request.user, workload_id=workload_id),
         "attempts": workload.attempts.select_related("cluster"),
         "outcome": workload_outcome(workload),
@@ -160,8 +183,15 @@ def _quota_rows(request: HttpRequest) -> list[dict]:
     rows = []
     for quota in quota_list(user=request.user):
         use = quota_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
-        rows.append({"quota": quota, "use": use, "form": QuotaForm(initial={
-            "limit_gpus": quota.limit_gpus, "borrow_limit_gpus": quota.borrow_limit_gpus})})
+        rows.append(
+            {
+                "quota": quota,
+                "use": use,
+                "form": QuotaForm(
+                    initial={"limit_gpus": quota.limit_gpus, "borrow_limit_gpus": quota.borrow_limit_gpus}
+                ),
+            }
+        )
     return rows
 
 
@@ -174,16 +204,26 @@ def quota_edit(request: HtmxHttpRequest, quota_id: int) -> HttpResponse:
     error = ""
     if form.is_valid():
         try:
-            quota = quota_set(actor=request.user, tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id,
-                              limit_gpus=form.cleaned_data["limit_gpus"],
-                              borrow_limit_gpus=form.cleaned_data["borrow_limit_gpus"])
+            quota = quota_set(
+                actor=request.user,
+                tenant_id=quota.tenant_id,
+                gpu_class_id=quota.gpu_class_id,
+                limit_gpus=form.cleaned_data["limit_gpus"],
+                borrow_limit_gpus=form.cleaned_data["borrow_limit_gpus"],
+            )
         except QuotaBelowUse as exc:
             error = str(exc)
     else:
         error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
     use = quota_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
-    row = {"quota": quota, "use": use, "form": form if error else QuotaForm(initial={
-        "limit_gpus": quota.limit_gpus, "borrow_limit_gpus": quota.borrow_limit_gpus}), "error": error}
+    row = {
+        "quota": quota,
+        "use": use,
+        "form": form
+        if error
+        else QuotaForm(initial={"limit_gpus": quota.limit_gpus, "borrow_limit_gpus": quota.borrow_limit_gpus}),
+        "error": error,
+    }
     if request.htmx:
         return render(request, "broker/quota_list.html#row", {"row": row}, status=422 if error else 200)
     if error:
@@ -207,17 +247,22 @@ def cluster_list_page(request: HttpRequest) -> HttpResponse:
 @login_required
 def reservation_list_page(request: HttpRequest) -> HttpResponse:
     _require(request, Role.ADMIN)
-    return render(request, "broker/reservation_list.html",
-                  {"reservations": reservation_list(user=request.user)[:500]})
+    return render(request, "broker/reservation_list.html", {"reservations": reservation_list(user=request.user)[:500]})
 
 
 @login_required
 def escalation_list_page(request: HttpRequest) -> HttpResponse:
     _require(request, Role.ADMIN)
     show_all = request.GET.get("all") == "1"
-    return render(request, "broker/escalation_list.html", {
-        "escalations": escalation_list(user=request.user, include_resolved=show_all)[:500],
-        "show_all": show_all, "form": EscalationResolveForm()})
+    return render(
+        request,
+        "broker/escalation_list.html",
+        {
+            "escalations": escalation_list(user=request.user, include_resolved=show_all)[:500],
+            "show_all": show_all,
+            "form": EscalationResolveForm(),
+        },
+    )
 
 
 @login_required
@@ -234,8 +279,12 @@ def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> 
         if not form.is_valid():
             messages.error(request, "outcome: say what was found and done.")
             return redirect("escalation-list")
-        escalation_resolve(user=request.user, escalation_id=escalation_id,
-                           outcome=form.cleaned_data["outcome"], old_run_dead=form.cleaned_data["old_run_dead"])
+        escalation_resolve(
+            user=request.user,
+            escalation_id=escalation_id,
+            outcome=form.cleaned_data["outcome"],
+            old_run_dead=form.cleaned_data["old_run_dead"],
+        )
     return redirect("escalation-list")
 
 
@@ -243,6 +292,7 @@ def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> 
 def fleet_page(request: HtmxHttpRequest) -> HttpResponse:
     context = fleet_view.overview(user=request.user)
     if not request.htmx:  # the 5 s refresh swaps the figures only; the charts draw once per page
-        context.update(chart_data=fleet_charts(user=request.user),
-                       sample_interval_s=settings.GPUBROKER_SAMPLE_INTERVAL_S)
+        context.update(
+            chart_data=fleet_charts(user=request.user), sample_interval_s=settings.GPUBROKER_SAMPLE_INTERVAL_S
+        )
     return render(request, _partial(request, "broker/fleet.html", "figures"), context)

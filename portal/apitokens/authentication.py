@@ -1,4 +1,5 @@
 """DRF authentication by ``Authorization: Bearer gpb_<secret>``."""
+
 from __future__ import annotations
 
 from django.utils import timezone

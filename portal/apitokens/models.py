@@ -1,5 +1,6 @@
 """API tokens.  The secret is shown once at creation; only its SHA-256 is stored (the
 secret is 256 random bits, so a fast hash is safe and keeps each request cheap)."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -17,8 +18,9 @@ class ApiToken(models.Model):
     expires_at = models.DateTimeField()
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-id"]

@@ -1,4 +1,5 @@
 """The OpenAPI security scheme for bearer tokens."""
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -7,5 +8,9 @@ class BearerTokenScheme(OpenApiAuthenticationExtension):
     name = "bearerToken"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "bearerFormat": "gpb_<secret>",
-                "description": "A personal API token, created at /account/tokens/."}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "gpb_<secret>",
+            "description": "A personal API token, created at /account/tokens/.",
+        }

@@ -1,4 +1,5 @@
 """Reads of API tokens: a user sees their own, an operator sees everyone's."""
+
 from __future__ import annotations
 
 from typing import cast

@@ -1,4 +1,5 @@
 """/account/tokens/: a user's own API tokens; the secret is shown once, on creation."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -23,8 +24,12 @@ def token_page(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     tokens = [(t, t.state(now)) for t in token_list(user=request.user)]
     # the secret is in this one answer only: never stored, never redirected to a page that shows it
-    response = render(request, "account/tokens.html", {"form": form, "tokens": tokens, "created": created},
-                      status=400 if form.errors else 200)
+    response = render(
+        request,
+        "account/tokens.html",
+        {"form": form, "tokens": tokens, "created": created},
+        status=400 if form.errors else 200,
+    )
     response["Cache-Control"] = "no-store"
     return response
 

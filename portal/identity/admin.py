@@ -54,8 +54,13 @@ class ClusterIdentityAdmin(admin.ModelAdmin):
         return ("user",) if obj else ()
 
     def save_model(self, request, obj, form, change) -> None:
-        cluster_identity_set(actor=request.user, user=obj.user, posix_user=obj.posix_user,
-                             posix_group=obj.posix_group, k8s_user=obj.k8s_user)
+        cluster_identity_set(
+            actor=request.user,
+            user=obj.user,
+            posix_user=obj.posix_user,
+            posix_group=obj.posix_group,
+            k8s_user=obj.k8s_user,
+        )
 
     def delete_model(self, request, obj) -> None:
         cluster_identity_clear(actor=request.user, user=obj.user)

@@ -4,6 +4,7 @@ The library verifies the signature (JWKS) and the nonce; it does not check the a
 and lets an expired token's error escape as a server error.  Here every invalid token
 (bad signature, expired, wrong issuer or audience) is refused as a bad request.
 """
+
 from __future__ import annotations
 
 import jwt
@@ -21,12 +22,19 @@ class InstitutionBackend(OIDCAuthenticationBackend):
         except jwt.InvalidTokenError:
             raise SuspiciousOperation("the ID token is not a JWT") from None
         if header.get("alg") != self.OIDC_RP_SIGN_ALGO:
-            raise SuspiciousOperation(f"the ID token is signed with {header.get('alg')!r}, "
-                                      f"not {self.OIDC_RP_SIGN_ALGO}")
+            raise SuspiciousOperation(
+                f"the ID token is signed with {header.get('alg')!r}, not {self.OIDC_RP_SIGN_ALGO}"
+            )
         try:
-            return jwt.decode(payload, key, algorithms=[self.OIDC_RP_SIGN_ALGO], audience=self.OIDC_RP_CLIENT_ID,
-                              issuer=settings.GPUBROKER_OIDC_ISSUER, leeway=30,
-                              options={"require": ["exp", "iat", "iss", "aud", "sub"]})
+            return jwt.decode(
+                payload,
+                key,
+                algorithms=[self.OIDC_RP_SIGN_ALGO],
+                audience=self.OIDC_RP_CLIENT_ID,
+                issuer=settings.GPUBROKER_OIDC_ISSUER,
+                leeway=30,
+                options={"require": ["exp", "iat", "iss", "aud", "sub"]},
+            )
         except jwt.InvalidTokenError as exc:  # signature, expiry, issuer, audience
             raise SuspiciousOperation(f"ID token refused: {exc}") from None
 

@@ -4,6 +4,7 @@ that turn its claims (groups) into tenant roles.
 A role granted by a rule is recorded as such (GrantedRole), so the next sign-in can take
 it away when the group is gone, without touching roles an admin gave by hand.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -13,19 +14,22 @@ from portal.tenancy.models import Membership, Project, Role, Tenant
 
 
 class ClaimRule(models.Model):
-    claim = models.CharField(max_length=100, default="groups",
-                             help_text="Claim to look at (a list or a string), e.g. groups")
+    claim = models.CharField(
+        max_length=100, default="groups", help_text="Claim to look at (a list or a string), e.g. groups"
+    )
     value = models.CharField(max_length=300, help_text="Exact value that grants the role, e.g. physics-gpu")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="claim_rules")
-    project = models.ForeignKey(Project, null=True, blank=True, on_delete=models.CASCADE,
-                                help_text="Empty: every project of the tenant")
+    project = models.ForeignKey(
+        Project, null=True, blank=True, on_delete=models.CASCADE, help_text="Empty: every project of the tenant"
+    )
     role = models.CharField(max_length=20, choices=Role.choices)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["claim", "value"]
-        constraints = [models.UniqueConstraint(fields=["claim", "value", "tenant", "project", "role"],
-                                               name="claim_rule_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["claim", "value", "tenant", "project", "role"], name="claim_rule_unique")
+        ]
 
     def __str__(self) -> str:
         return f"{self.claim}={self.value} -> {self.role} in {self.tenant.slug}"
@@ -59,16 +63,18 @@ class ClusterIdentity(models.Model):
     user (Slurm submits with it) and, optionally, the Kubernetes user the broker
     impersonates.  One per person; a POSIX name belongs to one person only."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
-                                related_name="cluster_identity")
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="cluster_identity")
     posix_user = models.CharField(max_length=32, help_text="POSIX user name at the Slurm clusters")
-    posix_group = models.CharField(max_length=32, blank=True,
-                                   help_text="POSIX group for sbatch --gid; empty: the user's primary group")
-    k8s_user = models.CharField(max_length=253, blank=True,
-                                help_text="Kubernetes user to impersonate; empty: no impersonation")
+    posix_group = models.CharField(
+        max_length=32, blank=True, help_text="POSIX group for sbatch --gid; empty: the user's primary group"
+    )
+    k8s_user = models.CharField(
+        max_length=253, blank=True, help_text="Kubernetes user to impersonate; empty: no impersonation"
+    )
     source = models.CharField(max_length=10, choices=IdentitySource.choices, default=IdentitySource.ADMIN)
-    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -1,5 +1,6 @@
 """Reads of cluster identities, scoped to the acting user: a tenant admin sees the people
 of the tenants they administer (operators: everyone); anyone else finds nobody (404)."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
@@ -51,5 +52,7 @@ def run_as_problem(*, project, user) -> str:
 
     if project.run_as != RunAs.PERSON or cluster_identity_of(user) is not None:
         return ""
-    return (f"jobs of {project.slug} run as the person who submits them, and "
-            f"{getattr(user, 'username', 'you')} has no cluster identity yet; an admin of the tenant sets one.")
+    return (
+        f"jobs of {project.slug} run as the person who submits them, and "
+        f"{getattr(user, 'username', 'you')} has no cluster identity yet; an admin of the tenant sets one."
+    )

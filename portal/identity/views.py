@@ -1,4 +1,5 @@
 """The OpenID Connect endpoints: mozilla-django-oidc's views, or 404 where no provider is set."""
+
 from __future__ import annotations
 
 from django.conf import settings

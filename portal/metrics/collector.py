@@ -3,14 +3,14 @@
 Counters and histograms are cumulative over the stored history (every started workload,
 every failed placement on the audit trail), which is what Prometheus expects of them.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
 
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import (
-    CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from portal.metrics import readings
 
@@ -24,36 +24,46 @@ class FleetCollector:
         yield self._gpus()
         yield self._queue_depth()
         yield from self._wait_histograms()
-        failed = CounterMetricFamily("gpubroker_failed_placements", "Placements refused by a destination or "
-                                     "rejected by the broker, since the start of the audit trail")
+        failed = CounterMetricFamily(
+            "gpubroker_failed_placements",
+            "Placements refused by a destination or rejected by the broker, since the start of the audit trail",
+        )
         failed.add_metric([], readings.failed_placements())
         yield failed
         yield from self._lags(now)
         yield self._cloud_spend(now)
 
     def _gpus(self) -> Metric:
-        gpus = GaugeMetricFamily("gpubroker_gpus", "GPUs per cluster, GPU class and resource by state; "
-                                 "resource 'gpu' is whole GPUs, 'mig-<profile>' counts MIG slices apart",
-                                 labels=["cluster", "location", "gpu_class", "resource", "state"])
+        gpus = GaugeMetricFamily(
+            "gpubroker_gpus",
+            "GPUs per cluster, GPU class and resource by state; "
+            "resource 'gpu' is whole GPUs, 'mig-<profile>' counts MIG slices apart",
+            labels=["cluster", "location", "gpu_class", "resource", "state"],
+        )
         for cell in readings.capacity_cells():
             for state in readings.GPU_STATES:
-                gpus.add_metric([cell.cluster, cell.location, cell.gpu_class, cell.resource, state],
-                                getattr(cell, state))
+                gpus.add_metric(
+                    [cell.cluster, cell.location, cell.gpu_class, cell.resource, state], getattr(cell, state)
+                )
         return gpus
 
     def _queue_depth(self) -> Metric:
-        depth = GaugeMetricFamily("gpubroker_queue_depth", "Workloads not yet running, per GPU class",
-                                  labels=["gpu_class"])
+        depth = GaugeMetricFamily(
+            "gpubroker_queue_depth", "Workloads not yet running, per GPU class", labels=["gpu_class"]
+        )
         for gpu_class, count in sorted(readings.queue_depth_by_class().items()):
             depth.add_metric([gpu_class], count)
         return depth
 
     def _wait_histograms(self) -> Iterator[Metric]:
         for name, start_field, documentation in (
-                ("gpubroker_queue_wait_seconds", "created_at",
-                 "From submission to the first GPU, per started workload"),
-                ("gpubroker_time_to_first_gpu_seconds", "dispatched_at",
-                 "From hand-over to the cluster's scheduler to the first GPU, per started workload")):
+            ("gpubroker_queue_wait_seconds", "created_at", "From submission to the first GPU, per started workload"),
+            (
+                "gpubroker_time_to_first_gpu_seconds",
+                "dispatched_at",
+                "From hand-over to the cluster's scheduler to the first GPU, per started workload",
+            ),
+        ):
             cumulative, seconds, count = readings.wait_histogram(start_field, WAIT_BUCKETS)
             buckets = [(str(b), c) for b, c in zip(WAIT_BUCKETS, cumulative, strict=True)] + [("+Inf", count)]
             family = HistogramMetricFamily(name, documentation)
@@ -63,18 +73,23 @@ class FleetCollector:
     def _lags(self, now) -> Iterator[Metric]:
         lag = readings.reconcile_lag_s(now)
         if lag is not None:  # no pass yet: no sample, rather than a made-up zero
-            yield GaugeMetricFamily("gpubroker_reconcile_lag_seconds",
-                                    "Seconds since the last reconciliation pass finished", value=lag)
-        age = GaugeMetricFamily("gpubroker_inventory_age_seconds",
-                                "Seconds since each cluster's last inventory report", labels=["cluster"])
+            yield GaugeMetricFamily(
+                "gpubroker_reconcile_lag_seconds", "Seconds since the last reconciliation pass finished", value=lag
+            )
+        age = GaugeMetricFamily(
+            "gpubroker_inventory_age_seconds", "Seconds since each cluster's last inventory report", labels=["cluster"]
+        )
         for cluster, seconds in sorted(readings.inventory_age_s(now).items()):
             if seconds is not None:
                 age.add_metric([cluster], seconds)
         yield age
 
     def _cloud_spend(self, now) -> Metric:
-        spend = GaugeMetricFamily("gpubroker_cloud_spend_month", "Estimated cloud spend since the first of "
-                                  "the month (GPU-hours x list price; bills come later)", labels=["cluster"])
+        spend = GaugeMetricFamily(
+            "gpubroker_cloud_spend_month",
+            "Estimated cloud spend since the first of the month (GPU-hours x list price; bills come later)",
+            labels=["cluster"],
+        )
         per_cluster: dict[str, float] = {}
         for (_, cluster), amount in readings.cloud_spend_month(now).items():
             per_cluster[cluster] = per_cluster.get(cluster, 0.0) + float(amount)

@@ -3,6 +3,7 @@
 Cluster and class are kept as names, not foreign keys: a sample is a record of what was,
 and must outlive a renamed pool or a class dropped from the policy.
 """
+
 from __future__ import annotations
 
 from decimal import Decimal

@@ -3,6 +3,7 @@
 Figures come from the database at read time, so they are right after a restart; the
 pages read the sampled history through ``selectors``, scoped to the user.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -16,8 +17,13 @@ from django.db.models import Count, F, FloatField, Func, Q, Sum
 from broker.models import AuditRecord, Cluster, GpuClass, GpuPool, Location, ReconcileRun, Workload, WorkloadState
 from broker.placement.policy import model_key
 
-WAITING_STATES = (WorkloadState.SUBMITTED, WorkloadState.WAITING, WorkloadState.RESERVED,
-                  WorkloadState.DISPATCHING, WorkloadState.QUEUED)
+WAITING_STATES = (
+    WorkloadState.SUBMITTED,
+    WorkloadState.WAITING,
+    WorkloadState.RESERVED,
+    WorkloadState.DISPATCHING,
+    WorkloadState.QUEUED,
+)
 FAILED_PLACEMENT_ACTIONS = ("dispatch.rejected", "workload.rejected")
 GPU_STATES = ("total", "allocatable", "allocated", "reserved", "idle")
 UNCLASSIFIED = "unclassified"
@@ -77,8 +83,10 @@ class SecondsBetween(Func):
     expression calls a Python function per row on SQLite, 100 times slower for a scrape)."""
 
     output_field = FloatField()
-    _TEMPLATES = {"sqlite": "((julianday({end}) - julianday({start})) * 86400.0)",
-                  "postgresql": "EXTRACT(EPOCH FROM ({end} - {start}))"}
+    _TEMPLATES = {
+        "sqlite": "((julianday({end}) - julianday({start})) * 86400.0)",
+        "postgresql": "EXTRACT(EPOCH FROM ({end} - {start}))",
+    }
 
     def __init__(self, end: str, start: str):
         super().__init__(F(end), F(start))
@@ -95,8 +103,9 @@ def wait_histogram(start_field: str, buckets: tuple[float, ...]) -> tuple[list[i
     """Per-bucket counts (cumulative, ``le``), the sum in seconds and the count of
     ``started_at - <start_field>`` over every started workload, computed by the database:
     a scrape must stay cheap with hundreds of thousands of workloads."""
-    qs = (Workload.objects.filter(started_at__isnull=False, **{f"{start_field}__isnull": False})
-          .annotate(span=SecondsBetween("started_at", start_field)))
+    qs = Workload.objects.filter(started_at__isnull=False, **{f"{start_field}__isnull": False}).annotate(
+        span=SecondsBetween("started_at", start_field)
+    )
     counts = {f"le{i}": Count("id", filter=Q(span__lte=b)) for i, b in enumerate(buckets)}
     row = qs.aggregate(total=Count("id"), seconds=Sum("span"), **counts)
     return [row[f"le{i}"] for i in range(len(buckets))], float(row["seconds"] or 0.0), row["total"]
@@ -130,8 +139,10 @@ def reconcile_lag_s(now: datetime) -> float | None:
 
 
 def inventory_age_s(now: datetime) -> dict[str, float | None]:
-    return {c.name: (now - c.last_inventory_at).total_seconds() if c.last_inventory_at else None
-            for c in Cluster.objects.filter(enabled=True)}
+    return {
+        c.name: (now - c.last_inventory_at).total_seconds() if c.last_inventory_at else None
+        for c in Cluster.objects.filter(enabled=True)
+    }
 
 
 def cloud_spend_month(now: datetime) -> dict[tuple[int, str], Decimal]:
@@ -139,10 +150,19 @@ def cloud_spend_month(now: datetime) -> dict[tuple[int, str], Decimal]:
     run this month x the cluster's list price, running jobs so far (bills come later)."""
     first = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     spend: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
-    rows = (Workload.objects.filter(cluster__location=Location.CLOUD, started_at__isnull=False, started_at__lt=now)
-            .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=first))
-            .values_list("tenant_id", "cluster__name", "cluster__price_per_gpu_hour", "total_gpus",
-                         "started_at", "ended_at", "run_seconds"))
+    rows = (
+        Workload.objects.filter(cluster__location=Location.CLOUD, started_at__isnull=False, started_at__lt=now)
+        .filter(Q(ended_at__isnull=True) | Q(ended_at__gte=first))
+        .values_list(
+            "tenant_id",
+            "cluster__name",
+            "cluster__price_per_gpu_hour",
+            "total_gpus",
+            "started_at",
+            "ended_at",
+            "run_seconds",
+        )
+    )
     for tenant_id, cluster, price, gpus, started, ended, run_s in rows.iterator():
         assert started is not None  # the filter keeps only started workloads
         seconds = _seconds_this_month(started, min(ended or now, now), first, run_s)

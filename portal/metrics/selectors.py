@@ -3,6 +3,7 @@
 Capacity is shared infrastructure (any member may see it, as on /fleet/); queue figures
 and spend are per tenant, so a user sees only the tenants they belong to.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -32,11 +33,15 @@ def capacity_history(*, user: AnyUser, now: datetime | None = None) -> list[dict
         return []
     since = (now or timezone.now()) - HISTORY
     charts: dict[tuple[str, str], dict] = {}
-    rows = CapacitySample.objects.filter(taken_at__gte=since).order_by("taken_at").values_list(
-        "cluster", "resource", "taken_at", *STATES)
+    rows = (
+        CapacitySample.objects.filter(taken_at__gte=since)
+        .order_by("taken_at")
+        .values_list("cluster", "resource", "taken_at", *STATES)
+    )
     for cluster, resource, taken_at, *counts in rows.iterator():
-        chart = charts.setdefault((cluster, resource), {"cluster": cluster, "resource": resource, "t": [],
-                                                        **{s: [] for s in STATES}})
+        chart = charts.setdefault(
+            (cluster, resource), {"cluster": cluster, "resource": resource, "t": [], **{s: [] for s in STATES}}
+        )
         t = _epoch(taken_at)
         if not chart["t"] or chart["t"][-1] != t:
             chart["t"].append(t)
@@ -51,12 +56,15 @@ def wait_history(*, user: AnyUser, now: datetime | None = None) -> list[dict]:
     """Queue wait p95 and time to first GPU p95 per tenant the user belongs to."""
     since = (now or timezone.now()) - HISTORY
     series: dict[str, dict] = {}
-    rows = (FigureSample.objects.filter(taken_at__gte=since, tenant__in=tenants_for(user))
-            .order_by("taken_at").values_list("tenant__slug", "taken_at", "queue_wait_p95_s",
-                                              "time_to_first_gpu_p95_s", "queue_depth"))
+    rows = (
+        FigureSample.objects.filter(taken_at__gte=since, tenant__in=tenants_for(user))
+        .order_by("taken_at")
+        .values_list("tenant__slug", "taken_at", "queue_wait_p95_s", "time_to_first_gpu_p95_s", "queue_depth")
+    )
     for slug, taken_at, wait, first, depth in rows.iterator():
-        s = series.setdefault(slug, {"tenant": slug, "t": [], "queue_wait_p95_s": [],
-                                     "time_to_first_gpu_p95_s": [], "queue_depth": []})
+        s = series.setdefault(
+            slug, {"tenant": slug, "t": [], "queue_wait_p95_s": [], "time_to_first_gpu_p95_s": [], "queue_depth": []}
+        )
         s["t"].append(_epoch(taken_at))
         s["queue_wait_p95_s"].append(wait)
         s["time_to_first_gpu_p95_s"].append(first)

@@ -1,4 +1,5 @@
 """Celery task of the metrics app: thin, calls one service."""
+
 from __future__ import annotations
 
 from celery import shared_task

@@ -1,4 +1,5 @@
 """GET /metrics: Prometheus text, for a Bearer token or a client in the allow-list."""
+
 from __future__ import annotations
 
 import hmac
@@ -34,7 +35,10 @@ def metrics(request: HttpRequest) -> HttpResponse:
             response["WWW-Authenticate"] = 'Bearer realm="metrics"'
             return response
     elif not _allowed_address(request.META.get("REMOTE_ADDR", "")):
-        return HttpResponse("metrics: a Bearer token or an allowed client address is needed "
-                            "(GPUBROKER_METRICS_TOKEN, GPUBROKER_METRICS_ALLOW)\n", status=403,
-                            content_type="text/plain")
+        return HttpResponse(
+            "metrics: a Bearer token or an allowed client address is needed "
+            "(GPUBROKER_METRICS_TOKEN, GPUBROKER_METRICS_ALLOW)\n",
+            status=403,
+            content_type="text/plain",
+        )
     return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)

@@ -3,6 +3,7 @@
 One table decides it, so the top navigation, the accounting overview and the tests
 agree.  Labels are unique words on purpose: the browser tests click them by text.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -46,31 +47,65 @@ _MEMBER = _Audience(frozenset(Role.values), operators=True)
 
 # (link, audience), in the order the navigation shows them; groups are drawn apart
 _PAGES: tuple[tuple[NavLink, _Audience], ...] = (
-    (NavLink("Submit", "workload-new", "work", "Describe a GPU job once; the broker finds where it can run."),
-     _RESEARCH),
-    (NavLink("Workloads", "workload-list", "work", "Follow where jobs went, why they wait, and cancel them."),
-     _FOLLOW),
-    (NavLink("Requests", "quota-request-list", "work", "Ask for more GPUs of a class for a while; the quota's "
-             "owner decides."), _MEMBER),
-    (NavLink("Notifications", "notification-settings", "work", "Which job events reach you, by e-mail or a "
-             "signed webhook."), _MEMBER),
+    (
+        NavLink("Submit", "workload-new", "work", "Describe a GPU job once; the broker finds where it can run."),
+        _RESEARCH,
+    ),
+    (NavLink("Workloads", "workload-list", "work", "Follow where jobs went, why they wait, and cancel them."), _FOLLOW),
+    (
+        NavLink(
+            "Requests",
+            "quota-request-list",
+            "work",
+            "Ask for more GPUs of a class for a while; the quota's owner decides.",
+        ),
+        _MEMBER,
+    ),
+    (
+        NavLink(
+            "Notifications",
+            "notification-settings",
+            "work",
+            "Which job events reach you, by e-mail or a signed webhook.",
+        ),
+        _MEMBER,
+    ),
     (NavLink("GPU-hours", "usage-mine", "accounting", "Your projects' GPU-hours, month by month."), _MEMBER),
     (NavLink("Quotas", "quota-list", "admin", "Global GPU quotas per tenant and class, edited inline."), _ADMIN),
-    (NavLink("Reservations", "reservation-list", "admin", "Quota held for jobs on their way to a cluster."),
-     _ADMIN),
-    (NavLink("Escalations", "escalation-list", "admin", "Allocations nobody can explain, waiting for a decision."),
-     _ADMIN),
-    (NavLink("Chargeback", "chargeback", "accounting", "GPU-hours and cost per month, tenant and project; export."),
-     _FINANCE),
-    (NavLink("Reconciliation", "reconciliation", "accounting",
-             "The broker, the schedulers' records and the bills, compared per cluster."), _FINANCE),
+    (NavLink("Reservations", "reservation-list", "admin", "Quota held for jobs on their way to a cluster."), _ADMIN),
+    (
+        NavLink("Escalations", "escalation-list", "admin", "Allocations nobody can explain, waiting for a decision."),
+        _ADMIN,
+    ),
+    (
+        NavLink("Chargeback", "chargeback", "accounting", "GPU-hours and cost per month, tenant and project; export."),
+        _FINANCE,
+    ),
+    (
+        NavLink(
+            "Reconciliation",
+            "reconciliation",
+            "accounting",
+            "The broker, the schedulers' records and the bills, compared per cluster.",
+        ),
+        _FINANCE,
+    ),
     (NavLink("Bills", "bill-list", "accounting", "Upload cloud bills and see what they matched."), _FINANCE),
     (NavLink("Rates", "rate-list", "accounting", "On-prem GPU-hour rates, set directly or from TCO."), _FINANCE),
-    (NavLink("Clusters", "cluster-list", "fleet", "Pools, prices, owner scheduler and freshness of every cluster."),
-     _MEMBER),
+    (
+        NavLink("Clusters", "cluster-list", "fleet", "Pools, prices, owner scheduler and freshness of every cluster."),
+        _MEMBER,
+    ),
     (NavLink("Fleet", "fleet", "fleet", "GPUs total, allocatable, reserved and idle; queue figures."), _MEMBER),
-    (NavLink("Policy", "policy-list", "fleet", "Placement policy versions: propose, replay the impact, approve, "
-             "activate, roll back."), _Audience(frozenset(), operators=True)),
+    (
+        NavLink(
+            "Policy",
+            "policy-list",
+            "fleet",
+            "Placement policy versions: propose, replay the impact, approve, activate, roll back.",
+        ),
+        _Audience(frozenset(), operators=True),
+    ),
 )
 
 
@@ -115,8 +150,9 @@ class Navigation:
         request = self._request
         links = _admitted(set(self.roles), is_operator(request.user)) if request.user.is_authenticated else []
         # the current page is the link whose address is the longest prefix of this one
-        here = max((lnk for lnk in links if request.path.startswith(lnk.url)), key=lambda lnk: len(lnk.url),
-                   default=None)
+        here = max(
+            (lnk for lnk in links if request.path.startswith(lnk.url)), key=lambda lnk: len(lnk.url), default=None
+        )
         groups: dict[str, list[NavItem]] = {name: [] for name in _GROUP_ORDER}
         for link in links:
             groups[link.group].append(NavItem(link, link is here))

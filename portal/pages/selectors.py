@@ -1,4 +1,5 @@
 """What the home page shows each role: the pages the navigation offers, with what each is for."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ class HomeSummary:
 def home_summary(*, user: AnyUser) -> HomeSummary:
     summary = HomeSummary(roles=roles_of(user), operator=is_operator(user))
     summary.projects = list(project_list(user=user))
-    summary.actions = [(_TITLES.get(link.url_name, link.label), link.url_name, link.why)
-                       for link in links_for(user=user)]
+    summary.actions = [
+        (_TITLES.get(link.url_name, link.label), link.url_name, link.why) for link in links_for(user=user)
+    ]
     return summary

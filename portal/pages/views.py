@@ -1,4 +1,5 @@
 """Pages shared by every role: the home page and a liveness check."""
+
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required

@@ -7,6 +7,7 @@ count every request.  A client over a limit gets 429 with Retry-After (the API's
 shape on /api/); only the listed methods and paths are counted, so pages and polling are
 never slowed.
 """
+
 from __future__ import annotations
 
 import time

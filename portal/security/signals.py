@@ -1,4 +1,5 @@
 """Glue only: Django's sign-in signals -> the audit service."""
+
 from __future__ import annotations
 
 from django.contrib.auth.signals import user_logged_in, user_login_failed

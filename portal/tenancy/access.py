@@ -3,6 +3,7 @@
 Every selector in the project narrows its queryset with these helpers, so an
 outsider's query is simply empty and the view answers 404.
 """
+
 from __future__ import annotations
 
 from typing import cast

@@ -1,4 +1,5 @@
 """Tenants, their projects, and who may do what in them."""
+
 from __future__ import annotations
 
 from decimal import Decimal
@@ -20,8 +21,13 @@ class Tenant(models.Model):
     slug = models.SlugField(max_length=40, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=200)
     cloud_budget_month = models.DecimalField(
-        max_digits=14, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(Decimal("0"))],
-        help_text="Cloud spend allowed per month, in the bills' currency; empty: no budget set")
+        max_digits=14,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text="Cloud spend allowed per month, in the bills' currency; empty: no budget set",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -47,13 +53,17 @@ class Project(models.Model):
     name = models.CharField(max_length=200)
     slurm_account = models.CharField(max_length=64, blank=True)
     k8s_namespace = models.CharField(max_length=63, blank=True, validators=[slug_validator])
-    k8s_queue = models.CharField(max_length=63, blank=True,
-                                 help_text="Kueue LocalQueue / Volcano Queue; empty: 'default'")
+    k8s_queue = models.CharField(
+        max_length=63, blank=True, help_text="Kueue LocalQueue / Volcano Queue; empty: 'default'"
+    )
     cost_centre = models.CharField(max_length=64, blank=True)
     run_as = models.CharField(
-        max_length=10, choices=RunAs.choices, default=RunAs.ACCOUNT,
+        max_length=10,
+        choices=RunAs.choices,
+        default=RunAs.ACCOUNT,
         help_text="person: Slurm jobs run as the submitter's POSIX user, Kubernetes requests "
-                  "impersonate their user; account: as the broker's own cluster user")
+        "impersonate their user; account: as the broker's own cluster user",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -61,11 +71,13 @@ class Project(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["tenant", "slug"], name="project_slug_unique_in_tenant"),
             models.UniqueConstraint(
-                fields=["slurm_account"], condition=~models.Q(slurm_account=""),
+                fields=["slurm_account"],
+                condition=~models.Q(slurm_account=""),
                 name="project_slurm_account_unique",
             ),
             models.UniqueConstraint(
-                fields=["k8s_namespace"], condition=~models.Q(k8s_namespace=""),
+                fields=["k8s_namespace"],
+                condition=~models.Q(k8s_namespace=""),
                 name="project_k8s_namespace_unique",
             ),
         ]
@@ -80,7 +92,11 @@ class Membership(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
     project = models.ForeignKey(
-        Project, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships",
+        Project,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="memberships",
         help_text="Empty: every project of the tenant.",
     )
     role = models.CharField(max_length=20, choices=Role.choices)
@@ -90,11 +106,15 @@ class Membership(models.Model):
         ordering = ["tenant__slug", "role"]
         constraints = [
             models.UniqueConstraint(
-                fields=["user", "tenant", "project", "role"], condition=models.Q(project__isnull=False),
-                name="membership_unique_in_project"),
+                fields=["user", "tenant", "project", "role"],
+                condition=models.Q(project__isnull=False),
+                name="membership_unique_in_project",
+            ),
             models.UniqueConstraint(
-                fields=["user", "tenant", "role"], condition=models.Q(project__isnull=True),
-                name="membership_unique_in_tenant"),
+                fields=["user", "tenant", "role"],
+                condition=models.Q(project__isnull=True),
+                name="membership_unique_in_tenant",
+            ),
         ]
 
     def __str__(self) -> str:

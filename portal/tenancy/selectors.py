@@ -1,4 +1,5 @@
 """Reads of tenancy data, always scoped to the acting user."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -69,7 +69,7 @@ def test_crash_after_expiring_a_reservation_never_dispatches_without_one(sim_clu
 
 
 def test_crash_between_a_rejection_and_re_placing_never_sends_unreserved(sim_cluster, submit, plan, tasks, sim):
-    from broker.faults.harness import _reject
+    from broker.faults.arming import _reject
     from broker.services.dispatch import workload_dispatch
     from broker.services.placing import workload_place
 

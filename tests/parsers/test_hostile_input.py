@@ -267,21 +267,21 @@ def _json_sample(name: str, key: str) -> dict:
     return items[0]
 
 
-@known_bug("broker/backends/slurm/parsers.py: acct_from_json/job_from_json/node_from_json raise "
+@known_bug("broker/backends/slurm/json_records.py: acct_from_json/job_from_json/node_from_json raise "
            "AttributeError/TypeError on a null or mistyped field (e.g. tres.allocated: [null])")
 @BUGGY
 @given(st.data())
 @example(data=None)
 def test_slurm_rest_json_records_read_or_fail_clearly(data):
-    from broker.backends.slurm import parsers
+    from broker.backends.slurm import json_records
 
     if data is None:   # the explicit example: an allocation list holding null
-        _clear(parsers.acct_from_json, {"job_id": 1, "tres": {"allocated": [None]}})
+        _clear(json_records.acct_from_json, {"job_id": 1, "tres": {"allocated": [None]}})
         return
     reader, sample = data.draw(st.sampled_from([
-        (parsers.job_from_json, _json_sample("rest-jobs.json", "jobs")),
-        (parsers.node_from_json, _json_sample("sinfo.json", "nodes")),
-        (parsers.acct_from_json, _json_sample("rest-slurmdb-jobs.json", "jobs")),
+        (json_records.job_from_json, _json_sample("rest-jobs.json", "jobs")),
+        (json_records.node_from_json, _json_sample("sinfo.json", "nodes")),
+        (json_records.acct_from_json, _json_sample("rest-slurmdb-jobs.json", "jobs")),
     ]))
     obj = data.draw(mutated(sample))
     _clear(reader, obj)

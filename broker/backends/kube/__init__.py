@@ -4,10 +4,10 @@ All three talk to the API server through the official ``kubernetes`` client
 (see ``common.KubeClient``).  The tests' fast layer, an API emulator, lives under
 tests/broker/backends/kube/emu; the real control planes come from scripts/k8s-cluster.
 """
+
 from broker.backends.kube.common import BackendSettings, KubeClient, KubeConfig
 from broker.backends.kube.kueue import KueueBackend
 from broker.backends.kube.multikueue import MultiKueueBackend
 from broker.backends.kube.volcano import VolcanoBackend
 
-__all__ = ["BackendSettings", "KubeClient", "KubeConfig", "KueueBackend",
-           "MultiKueueBackend", "VolcanoBackend"]
+__all__ = ["BackendSettings", "KubeClient", "KubeConfig", "KueueBackend", "MultiKueueBackend", "VolcanoBackend"]

@@ -7,6 +7,7 @@ timeout and every failure ends up as one of the two contract exceptions:
 are read raw and decoded as plain dicts, so the same code reads typed
 resources (Job, Node) and custom resources (Workload, PodGroup) alike.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +30,7 @@ from broker.spec import WorkloadSpec
 GPU_RESOURCE = "nvidia.com/gpu"
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
-MEMORY_LABEL = "nvidia.com/gpu.memory"       # MiB, set by GPU feature discovery
+MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by GPU feature discovery
 COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 WORKLOAD_LABEL = "gpubroker.io/workload-id"
@@ -39,8 +40,7 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "gpubroker"}
 # Indexed Job / Volcano pod hostnames are "<job>-<task>-<index>" and must stay <= 63.
 MAX_JOB_NAME = 47
 # what loading a kubeconfig raises when the file is missing, not YAML, or not a kubeconfig
-_CONFIG_ERRORS = (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError,
-                  AttributeError, yaml.YAMLError)
+_CONFIG_ERRORS = (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError, yaml.YAMLError)
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
@@ -71,8 +71,9 @@ class BackendSettings:
     default_queue: str = "default"
     default_image: str = "nvcr.io/nvidia/pytorch:24.05-py3"
     # broker priority -> Kueue WorkloadPriorityClass / Kubernetes PriorityClass name
-    priority_classes: Mapping[str, str] = field(default_factory=lambda: {
-        "low": "gpubroker-low", "high": "gpubroker-high"})
+    priority_classes: Mapping[str, str] = field(
+        default_factory=lambda: {"low": "gpubroker-low", "high": "gpubroker-high"}
+    )
     # node label value of nvidia.com/gpu.product -> the broker's model name
     model_names: Mapping[str, str] = field(default_factory=dict)
     # broker GPU class -> accepted model names (used when a spec lists no models)
@@ -110,8 +111,9 @@ class KubeClient:
                 except _CONFIG_ERRORS as exc:
                     # A broken kubeconfig is reported (cluster stale), not raised at start-up.
                     where = self.config.kubeconfig or "$KUBECONFIG / ~/.kube/config"
-                    raise Unavailable(f"malformed or unreadable kubeconfig {where}: "
-                                      f"{type(exc).__name__}: {exc}") from exc
+                    raise Unavailable(
+                        f"malformed or unreadable kubeconfig {where}: {type(exc).__name__}: {exc}"
+                    ) from exc
             return self._api
 
     @property
@@ -130,8 +132,14 @@ class KubeClient:
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self._client())
 
-    def call(self, fn: Callable[..., Any], *args: Any, missing_ok: bool = False,
-             headers: Mapping[str, str] | None = None, **kwargs: Any) -> dict[str, Any] | None:
+    def call(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        missing_ok: bool = False,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any] | None:
         """Run one API method; return the decoded body (None for 404 if missing_ok).
         ``headers``: added to this request only (user impersonation)."""
         if headers:
@@ -158,8 +166,7 @@ class KubeClient:
         except KubeRejected as exc:
             what = resource_text(fn, args)
             if exc.status == 404:
-                raise Unavailable(f"CRD missing: the API server {self.where} does not serve "
-                                  f"{what} ({exc})") from exc
+                raise Unavailable(f"CRD missing: the API server {self.where} does not serve {what} ({exc})") from exc
             raise Unavailable(f"cannot list {what} on {self.where}: {exc}") from exc
         return list(body.get("items") or [])
 
@@ -188,8 +195,9 @@ def _configuration(cfg: KubeConfig) -> k8s.Configuration:
     elif cfg.in_cluster:
         k8s_config.load_incluster_config(client_configuration=conf)
     else:
-        k8s_config.load_kube_config(config_file=cfg.kubeconfig or None,
-                                    context=cfg.context or None, client_configuration=conf)
+        k8s_config.load_kube_config(
+            config_file=cfg.kubeconfig or None, context=cfg.context or None, client_configuration=conf
+        )
     conf.verify_ssl = cfg.verify_ssl if cfg.host else conf.verify_ssl
     # One quick retry on connect only: a request that reached the server is never
     # repeated by the transport (POST is made idempotent by us, via 409 adoption).
@@ -204,8 +212,11 @@ def translate_api_exception(exc: ApiException, where: str = "") -> Exception:
     text = f"HTTP {status}: {message}"
     if status == 401:
         # the token expired or the client certificate is not trusted: no call can succeed
-        return Unavailable(f"credentials rejected by the API server {where or ''} "
-                           f"(expired or invalid token): {text}".replace("  ", " "))
+        return Unavailable(
+            f"credentials rejected by the API server {where or ''} (expired or invalid token): {text}".replace(
+                "  ", " "
+            )
+        )
     if status == 0 or status >= 500 or status in (408, 429):
         return Unavailable(f"kubernetes API: {text}")
     return KubeRejected(text, raw=body or text, status=status)
@@ -220,7 +231,7 @@ def transport_text(exc: BaseException, where: str) -> str:
 
 
 def resource_text(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
-    """"workloads.kueue.x-k8s.io/v1beta2" for a custom-object list, else the method name."""
+    """ "workloads.kueue.x-k8s.io/v1beta2" for a custom-object list, else the method name."""
     if getattr(fn, "__name__", "").endswith("custom_object") and len(args) >= 3:
         return f"{args[-1]}.{args[0]}/{args[1]}"
     return getattr(fn, "__name__", "resource")
@@ -237,6 +248,7 @@ def _status_message(body: str) -> str:
 
 
 # ---- names and labels ---------------------------------------------------------------
+
 
 def _short_hash(text: str, n: int = 8) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:n]
@@ -267,8 +279,7 @@ def label_value(value: str) -> str:
 
 def workload_of(obj: Mapping[str, Any]) -> str | None:
     meta = obj.get("metadata") or {}
-    return ((meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION)
-            or (meta.get("labels") or {}).get(WORKLOAD_LABEL))
+    return (meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION) or (meta.get("labels") or {}).get(WORKLOAD_LABEL)
 
 
 def job_ref(obj: Mapping[str, Any]) -> str:
@@ -282,6 +293,7 @@ def split_ref(job_id: str, default_namespace: str) -> tuple[str, str]:
 
 
 # ---- time and quantities ------------------------------------------------------------
+
 
 def parse_time(value: str | None) -> datetime | None:
     if not value:
@@ -322,6 +334,7 @@ def is_true(obj: Mapping[str, Any], ctype: str) -> bool:
 
 
 # ---- the pod every GPU worker runs --------------------------------------------------
+
 
 def gpu_resource(spec: WorkloadSpec) -> str:
     """Whole GPUs, or MIG slices under the device plugin's "mixed" strategy."""
@@ -367,24 +380,32 @@ def placement(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any]:
     if len(products) == 1:
         out["nodeSelector"] = {PRODUCT_LABEL: products[0]}
     if exprs:
-        out["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{"matchExpressions": exprs}]}}}
+        out["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+            }
+        }
     return out
 
 
-def worker_pod_spec(spec: WorkloadSpec, workload_id: str, settings: BackendSettings,
-                    restart: str = "Never") -> dict[str, Any]:
-    limits = {gpu_resource(spec): str(spec.gpus_per_worker),
-              "cpu": str(spec.cpus_per_worker), "memory": f"{spec.memory_gb_per_worker}Gi"}
+def worker_pod_spec(
+    spec: WorkloadSpec, workload_id: str, settings: BackendSettings, restart: str = "Never"
+) -> dict[str, Any]:
+    limits = {
+        gpu_resource(spec): str(spec.gpus_per_worker),
+        "cpu": str(spec.cpus_per_worker),
+        "memory": f"{spec.memory_gb_per_worker}Gi",
+    }
     container = {
         "name": "worker",
         "image": spec.image or settings.default_image,
         "command": ["/bin/sh", "-c", spec.command],
-        "env": [{"name": "GPUBROKER_WORKLOAD_ID", "value": workload_id},
-                {"name": "GPUBROKER_WORKERS", "value": str(spec.workers)}],
+        "env": [
+            {"name": "GPUBROKER_WORKLOAD_ID", "value": workload_id},
+            {"name": "GPUBROKER_WORKERS", "value": str(spec.workers)},
+        ],
         # Extended resources need requests == limits; the API server copies them.
-        "resources": {"limits": limits,
-                      "requests": {"cpu": limits["cpu"], "memory": limits["memory"]}},
+        "resources": {"limits": limits, "requests": {"cpu": limits["cpu"], "memory": limits["memory"]}},
     }
     pod: dict[str, Any] = {
         "restartPolicy": restart,
@@ -396,17 +417,19 @@ def worker_pod_spec(spec: WorkloadSpec, workload_id: str, settings: BackendSetti
     return pod
 
 
-def object_labels(spec: WorkloadSpec, workload_id: str,
-                  extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    labels = {WORKLOAD_LABEL: label_value(workload_id),
-              PROJECT_LABEL: label_value(spec.project), **MANAGED_BY}
+def object_labels(spec: WorkloadSpec, workload_id: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    labels = {WORKLOAD_LABEL: label_value(workload_id), PROJECT_LABEL: label_value(spec.project), **MANAGED_BY}
     labels.update(extra or {})
     return labels
 
 
 def object_annotations(spec: WorkloadSpec, workload_id: str, tenant: str) -> dict[str, str]:
-    return {WORKLOAD_ANNOTATION: workload_id, "gpubroker.io/spec-name": spec.name,
-            "gpubroker.io/tenant": tenant, "gpubroker.io/gpu-class": spec.gpu_class}
+    return {
+        WORKLOAD_ANNOTATION: workload_id,
+        "gpubroker.io/spec-name": spec.name,
+        "gpubroker.io/tenant": tenant,
+        "gpubroker.io/gpu-class": spec.gpu_class,
+    }
 
 
 def first(items: Iterable[dict[str, Any]]) -> dict[str, Any] | None:

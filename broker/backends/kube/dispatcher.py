@@ -12,6 +12,7 @@ Kueue requires (it clears the field with the same manager when a worker admits),
 the ``resourceVersion`` the decision was made on: if the Workload changed since (admitted,
 evicted, nominated by someone else), the apply fails with 409 and nothing is overwritten.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -58,7 +59,7 @@ class PodSetAsk:
     @property
     def mig_profile(self) -> str:
         if self.gpu_resource.startswith(MIG_RESOURCE_PREFIX):
-            return self.gpu_resource[len(MIG_RESOURCE_PREFIX):]
+            return self.gpu_resource[len(MIG_RESOURCE_PREFIX) :]
         return ""
 
 
@@ -77,9 +78,9 @@ class ManagerWorkload:
     pod_sets: tuple[PodSetAsk, ...]
     created_at: datetime | None
     quota_reserved: bool
-    check_state: str            # the MultiKueue admission check's state ("" when none)
+    check_state: str  # the MultiKueue admission check's state ("" when none)
     nominated: tuple[str, ...]
-    cluster_name: str           # the worker that admitted it
+    cluster_name: str  # the worker that admitted it
     admitted_at: datetime | None
     finished: bool
     succeeded: bool
@@ -101,8 +102,7 @@ class ManagerWorkload:
     def nominable(self) -> bool:
         """Kueue reads nominations now: quota reserved on the manager, MultiKueue's check
         Pending, no worker admitted it yet, not finished (workload.go:381, :655)."""
-        return (self.quota_reserved and self.check_state == "Pending" and not self.cluster_name
-                and not self.finished)
+        return self.quota_reserved and self.check_state == "Pending" and not self.cluster_name and not self.finished
 
     @property
     def gpus(self) -> int:
@@ -116,7 +116,7 @@ class ManagerView:
     taken_at: datetime
     workloads: tuple[ManagerWorkload, ...]
     active_workers: frozenset[str]
-    inactive_workers: Mapping[str, str]   # worker -> why MultiKueue says it is not active
+    inactive_workers: Mapping[str, str]  # worker -> why MultiKueue says it is not active
     all_uids: frozenset[str] = frozenset()  # every Workload on the manager, MultiKueue's or not
 
 
@@ -148,10 +148,14 @@ def pod_set_ask(raw: Mapping[str, Any]) -> PodSetAsk:
         name, count = _gpu_request(container)
         if count:
             resource, gpus = name, gpus + count
-    return PodSetAsk(name=str(raw.get("name", "main")), count=int(raw.get("count", 1) or 1),
-                     gpus_per_pod=gpus, gpu_resource=resource,
-                     node_selector=dict(pod.get("nodeSelector") or {}),
-                     tolerations=tuple(pod.get("tolerations") or ()))
+    return PodSetAsk(
+        name=str(raw.get("name", "main")),
+        count=int(raw.get("count", 1) or 1),
+        gpus_per_pod=gpus,
+        gpu_resource=resource,
+        node_selector=dict(pod.get("nodeSelector") or {}),
+        tolerations=tuple(pod.get("tolerations") or ()),
+    )
 
 
 def _check_state(obj: Mapping[str, Any], checks: Iterable[str]) -> str:
@@ -169,8 +173,9 @@ def _owner_job(obj: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
-def parse_workload(obj: Mapping[str, Any], checks: Iterable[str],
-                   job_annotations: Mapping[str, Mapping[str, str]] | None = None) -> ManagerWorkload:
+def parse_workload(
+    obj: Mapping[str, Any], checks: Iterable[str], job_annotations: Mapping[str, Mapping[str, str]] | None = None
+) -> ManagerWorkload:
     """A Kueue Workload (v1beta2) as a record; ``job_annotations``: Job uid -> annotations."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     reserved, admitted, finished = (condition(obj, t) or {} for t in ("QuotaReserved", "Admitted", "Finished"))
@@ -182,14 +187,18 @@ def parse_workload(obj: Mapping[str, Any], checks: Iterable[str],
         size = 0.0
     priority_ref = spec.get("priorityClassRef") or {}
     return ManagerWorkload(
-        uid=str(meta.get("uid", "")), namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")), resource_version=str(meta.get("resourceVersion", "")),
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
         local_queue=str(spec.get("queueName", "")),
         cluster_queue=str((status.get("admission") or {}).get("clusterQueue", "")),
         priority_class=str(priority_ref.get("name", "") or spec.get("priorityClassName", "") or ""),
-        priority=spec.get("priority"), pod_sets=tuple(pod_set_ask(p) for p in spec.get("podSets") or []),
+        priority=spec.get("priority"),
+        pod_sets=tuple(pod_set_ask(p) for p in spec.get("podSets") or []),
         created_at=_time(meta.get("creationTimestamp")),
-        quota_reserved=reserved.get("status") == "True", check_state=_check_state(obj, checks),
+        quota_reserved=reserved.get("status") == "True",
+        check_state=_check_state(obj, checks),
         nominated=tuple(status.get("nominatedClusterNames") or ()),
         cluster_name=str(status.get("clusterName", "") or ""),
         admitted_at=_time(admitted.get("lastTransitionTime")) if admitted.get("status") == "True" else None,
@@ -197,7 +206,10 @@ def parse_workload(obj: Mapping[str, Any], checks: Iterable[str],
         succeeded=finished.get("status") == "True" and finished.get("reason") == "Succeeded",
         finished_at=_time(finished.get("lastTransitionTime")) if finished.get("status") == "True" else None,
         finish_message=str(finished.get("message", "")),
-        data_location=str(notes.get(DATA_LOCATION_ANNOTATION, "")), data_size_gb=size, job_name=job_name)
+        data_location=str(notes.get(DATA_LOCATION_ANNOTATION, "")),
+        data_size_gb=size,
+        job_name=job_name,
+    )
 
 
 class MultiKueueDispatcherClient:
@@ -212,8 +224,11 @@ class MultiKueueDispatcherClient:
         return self.kube.items(custom.list_cluster_custom_object, KUEUE_GROUP, self.api_version, plural)
 
     def multikueue_checks(self) -> set[str]:
-        return {(c.get("metadata") or {}).get("name", "") for c in self._list("admissionchecks")
-                if (c.get("spec") or {}).get("controllerName") == MULTIKUEUE_CONTROLLER}
+        return {
+            (c.get("metadata") or {}).get("name", "")
+            for c in self._list("admissionchecks")
+            if (c.get("spec") or {}).get("controllerName") == MULTIKUEUE_CONTROLLER
+        }
 
     def _workers(self) -> tuple[frozenset[str], dict[str, str]]:
         active, inactive = set(), {}
@@ -228,8 +243,10 @@ class MultiKueueDispatcherClient:
 
     def _job_annotations(self) -> dict[str, dict[str, str]]:
         jobs = self.kube.items(self.kube.batch().list_job_for_all_namespaces)
-        return {str((j.get("metadata") or {}).get("uid", "")): dict((j.get("metadata") or {}).get("annotations") or {})
-                for j in jobs}
+        return {
+            str((j.get("metadata") or {}).get("uid", "")): dict((j.get("metadata") or {}).get("annotations") or {})
+            for j in jobs
+        }
 
     def view(self) -> ManagerView:
         """The manager's MultiKueue Workloads (those carrying a MultiKueue admission check)."""
@@ -243,21 +260,36 @@ class MultiKueueDispatcherClient:
             uids.add(wl.uid)
             if wl.check_state or wl.cluster_name or wl.nominated:
                 out.append(wl)
-        return ManagerView(taken_at=taken_at, workloads=tuple(out), active_workers=active,
-                           inactive_workers=inactive, all_uids=frozenset(uids))
+        return ManagerView(
+            taken_at=taken_at,
+            workloads=tuple(out),
+            active_workers=active,
+            inactive_workers=inactive,
+            all_uids=frozenset(uids),
+        )
 
     def nominate(self, wl: ManagerWorkload, workers: list[str]) -> bool:
         """Put ``workers`` (in order) into the Workload's nominations; False when the
         Workload changed since it was read (409) or is gone (404): nothing was written."""
-        body = {"apiVersion": f"{KUEUE_GROUP}/{self.api_version}", "kind": "Workload",
-                "metadata": {"name": wl.name, "namespace": wl.namespace,
-                             "resourceVersion": wl.resource_version},
-                "status": {"nominatedClusterNames": list(workers)}}
+        body = {
+            "apiVersion": f"{KUEUE_GROUP}/{self.api_version}",
+            "kind": "Workload",
+            "metadata": {"name": wl.name, "namespace": wl.namespace, "resourceVersion": wl.resource_version},
+            "status": {"nominatedClusterNames": list(workers)},
+        }
         try:
-            self.kube.call(self.kube.custom().patch_namespaced_custom_object_status, KUEUE_GROUP,
-                           self.api_version, wl.namespace, "workloads", wl.name, body,
-                           field_manager=FIELD_MANAGER, force=True,
-                           _content_type="application/apply-patch+yaml")
+            self.kube.call(
+                self.kube.custom().patch_namespaced_custom_object_status,
+                KUEUE_GROUP,
+                self.api_version,
+                wl.namespace,
+                "workloads",
+                wl.name,
+                body,
+                field_manager=FIELD_MANAGER,
+                force=True,
+                _content_type="application/apply-patch+yaml",
+            )
         except KubeRejected as exc:
             if exc.status in (404, 409):
                 return False

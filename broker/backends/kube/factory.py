@@ -12,6 +12,7 @@ Config keys (all optional unless said):
 - MultiKueue: ``workers`` ({worker name: {kubeconfig, context} or {host, ca_cert}}),
   read-only access used for inventory only; ``multikueue_config`` (one config name).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,19 +26,32 @@ from broker.backends.kube.multikueue import MultiKueueBackend
 from broker.backends.kube.volcano import VolcanoBackend
 
 _CONNECTION = {"host", "ca_cert", "verify_ssl", "kubeconfig", "context", "in_cluster"}
-_SETTINGS = {"namespace": "default_namespace", "queue": "default_queue", "image": "default_image",
-             "priority_classes": "priority_classes", "model_names": "model_names",
-             "gpu_classes": "gpu_classes", "node_selector": "node_selector",
-             "tolerated_taints": "tolerated_taints", "interconnect_label": "interconnect_label"}
+_SETTINGS = {
+    "namespace": "default_namespace",
+    "queue": "default_queue",
+    "image": "default_image",
+    "priority_classes": "priority_classes",
+    "model_names": "model_names",
+    "gpu_classes": "gpu_classes",
+    "node_selector": "node_selector",
+    "tolerated_taints": "tolerated_taints",
+    "interconnect_label": "interconnect_label",
+}
 _OTHER = {"kueue_api_version", "workers", "multikueue_config"}
 
 
 def kube_config(raw: Mapping[str, Any], token: str, timeout_s: float) -> KubeConfig:
     return KubeConfig(
-        host=str(raw.get("host", "")), kubeconfig=str(raw.get("kubeconfig", "")),
-        context=str(raw.get("context", "")), in_cluster=bool(raw.get("in_cluster", False)),
-        verify_ssl=bool(raw.get("verify_ssl", True)), ca_cert=str(raw.get("ca_cert", "")),
-        token=token, connect_timeout_s=min(5.0, timeout_s), read_timeout_s=timeout_s)
+        host=str(raw.get("host", "")),
+        kubeconfig=str(raw.get("kubeconfig", "")),
+        context=str(raw.get("context", "")),
+        in_cluster=bool(raw.get("in_cluster", False)),
+        verify_ssl=bool(raw.get("verify_ssl", True)),
+        ca_cert=str(raw.get("ca_cert", "")),
+        token=token,
+        connect_timeout_s=min(5.0, timeout_s),
+        read_timeout_s=timeout_s,
+    )
 
 
 def policy_gpu_classes() -> dict[str, tuple[str, ...]]:
@@ -66,8 +80,9 @@ def backend_settings(config: Mapping[str, Any]) -> BackendSettings:
     return BackendSettings(**values)
 
 
-def kube_backend_from_config(kind: str, cluster: str, config: Mapping[str, Any],
-                             token: str = "", timeout_s: float = 20.0) -> Backend:
+def kube_backend_from_config(
+    kind: str, cluster: str, config: Mapping[str, Any], token: str = "", timeout_s: float = 20.0
+) -> Backend:
     """The backend for one cluster; a bad config raises Unavailable saying which key."""
     unknown = set(config) - _CONNECTION - set(_SETTINGS) - _OTHER
     if unknown:
@@ -83,9 +98,13 @@ def kube_backend_from_config(kind: str, cluster: str, config: Mapping[str, Any],
     if kind == "volcano":
         return VolcanoBackend(cluster, connection, settings)
     if kind == "multikueue":
-        workers = {name: kube_config(raw, "", timeout_s)
-                   for name, raw in dict(config.get("workers") or {}).items()}
-        return MultiKueueBackend(cluster, connection, settings, api_version=api_version,
-                                 workers=workers,
-                                 multikueue_config=str(config.get("multikueue_config", "")))
+        workers = {name: kube_config(raw, "", timeout_s) for name, raw in dict(config.get("workers") or {}).items()}
+        return MultiKueueBackend(
+            cluster,
+            connection,
+            settings,
+            api_version=api_version,
+            workers=workers,
+            multikueue_config=str(config.get("multikueue_config", "")),
+        )
     raise Unavailable(f"cluster {cluster}: {kind!r} is not a Kubernetes backend kind")

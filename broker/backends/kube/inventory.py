@@ -6,6 +6,7 @@ that a pool holds one model and one partitioning only.  Allocation comes from
 the pods bound to the node, because that is what the kubelet will refuse to
 overcommit whichever scheduler placed them.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,16 @@ from typing import Any, Callable, Iterable, Mapping
 
 from broker.backends.base import NodeInventory, PoolInventory
 from broker.backends.kube.common import (
-    COUNT_LABEL, MEMORY_LABEL, MIG_RESOURCE_PREFIX, MIG_STRATEGY_LABEL, PRODUCT_LABEL,
-    BackendSettings, KubeClient, is_gpu_resource, quantity)
+    COUNT_LABEL,
+    MEMORY_LABEL,
+    MIG_RESOURCE_PREFIX,
+    MIG_STRATEGY_LABEL,
+    PRODUCT_LABEL,
+    BackendSettings,
+    KubeClient,
+    is_gpu_resource,
+    quantity,
+)
 
 _MIG_MEM_RE = re.compile(r"\.(\d+)gb$")
 _DRAIN_TAINTS = ("NoSchedule", "NoExecute")
@@ -30,8 +39,7 @@ def read_nodes(kube: KubeClient, settings: BackendSettings) -> list[dict[str, An
 def read_gpu_pods(kube: KubeClient) -> list[dict[str, Any]]:
     """Pods that hold devices: bound and not terminated."""
     core = kube.core()
-    pods = kube.items(core.list_pod_for_all_namespaces,
-                      field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    pods = kube.items(core.list_pod_for_all_namespaces, field_selector="status.phase!=Succeeded,status.phase!=Failed")
     return [p for p in pods if (p.get("spec") or {}).get("nodeName")]
 
 
@@ -58,8 +66,7 @@ def _device_kind(resource: str, labels: Mapping[str, str]) -> tuple[str, int, st
     slices are ``nvidia.com/gpu`` and the product label ends in ``-MIG-<profile>``.
     """
     product = labels.get(PRODUCT_LABEL, "unknown")
-    profile = resource[len(MIG_RESOURCE_PREFIX):] if resource.startswith(MIG_RESOURCE_PREFIX) \
-        else ""
+    profile = resource[len(MIG_RESOURCE_PREFIX) :] if resource.startswith(MIG_RESOURCE_PREFIX) else ""
     if not profile and labels.get(MIG_STRATEGY_LABEL) == "single" and "-MIG-" in product:
         product, profile = product.split("-MIG-", 1)
     if profile:
@@ -79,12 +86,19 @@ def _draining(node: Mapping[str, Any], settings: BackendSettings) -> bool:
     spec = node.get("spec") or {}
     if spec.get("unschedulable"):
         return True
-    return any(t.get("effect") in _DRAIN_TAINTS and t.get("key") not in settings.tolerated_taints
-               for t in spec.get("taints") or [])
+    return any(
+        t.get("effect") in _DRAIN_TAINTS and t.get("key") not in settings.tolerated_taints
+        for t in spec.get("taints") or []
+    )
 
 
-def node_entries(node: Mapping[str, Any], alloc: Mapping[tuple[str, str], int],
-                 settings: BackendSettings, owner: str, prefix: str = "") -> list[NodeInventory]:
+def node_entries(
+    node: Mapping[str, Any],
+    alloc: Mapping[tuple[str, str], int],
+    settings: BackendSettings,
+    owner: str,
+    prefix: str = "",
+) -> list[NodeInventory]:
     """One NodeInventory per GPU resource (whole GPUs, each MIG profile) of the node."""
     meta, status = node.get("metadata") or {}, node.get("status") or {}
     labels = meta.get("labels") or {}
@@ -97,21 +111,29 @@ def node_entries(node: Mapping[str, Any], alloc: Mapping[tuple[str, str], int],
             total = max(total, quantity(labels[COUNT_LABEL]))  # GPUs the plugin lost count of
         if total <= 0:
             continue
-        out.append(NodeInventory(
-            name=prefix + meta.get("name", ""), gpu_model=settings.model_names.get(product, product),
-            gpu_memory_gb=memory_gb, gpus_total=total,
-            gpus_allocatable=quantity(allocatable.get(resource)),
-            gpus_allocated=alloc.get((meta.get("name", ""), resource), 0),
-            partitioning=partitioning, healthy=_healthy(node),
-            draining=_draining(node, settings),
-            interconnect_domain=labels.get(settings.interconnect_label, ""), owner=owner))
+        out.append(
+            NodeInventory(
+                name=prefix + meta.get("name", ""),
+                gpu_model=settings.model_names.get(product, product),
+                gpu_memory_gb=memory_gb,
+                gpus_total=total,
+                gpus_allocatable=quantity(allocatable.get(resource)),
+                gpus_allocated=alloc.get((meta.get("name", ""), resource), 0),
+                partitioning=partitioning,
+                healthy=_healthy(node),
+                draining=_draining(node, settings),
+                interconnect_domain=labels.get(settings.interconnect_label, ""),
+                owner=owner,
+            )
+        )
     return out
 
 
 def flavor_namer(flavors: Iterable[Mapping[str, Any]]) -> PoolNamer:
     """Kueue: the most specific ResourceFlavor whose nodeLabels the node carries."""
-    specs = [((f.get("metadata") or {}).get("name", ""),
-              (f.get("spec") or {}).get("nodeLabels") or {}) for f in flavors]
+    specs = [
+        ((f.get("metadata") or {}).get("name", ""), (f.get("spec") or {}).get("nodeLabels") or {}) for f in flavors
+    ]
     specs.sort(key=lambda s: -len(s[1]))
 
     def name(labels: Mapping[str, str]) -> str:
@@ -119,6 +141,7 @@ def flavor_namer(flavors: Iterable[Mapping[str, Any]]) -> PoolNamer:
             if wanted and all(labels.get(k) == v for k, v in wanted.items()):
                 return flavor
         return labels.get(PRODUCT_LABEL, "gpu")
+
     return name
 
 
@@ -126,9 +149,14 @@ def product_namer(labels: Mapping[str, str]) -> str:
     return labels.get(PRODUCT_LABEL, "gpu")
 
 
-def build_pools(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]],
-                settings: BackendSettings, owner: str, namer: PoolNamer,
-                prefix: str = "") -> list[PoolInventory]:
+def build_pools(
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[Mapping[str, Any]],
+    settings: BackendSettings,
+    owner: str,
+    namer: PoolNamer,
+    prefix: str = "",
+) -> list[PoolInventory]:
     """Group node entries into pools named "<base>[/<mig profile>][/<model>]"."""
     alloc = allocated_by_node(pods)
     groups: dict[tuple[str, str, str], list[NodeInventory]] = defaultdict(list)
@@ -144,7 +172,14 @@ def build_pools(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, 
         name = base + ("" if part == "whole" else f"/{part}")
         if len(models_per_base[(base, part)]) > 1:
             name += f"/{model}"  # one pool, one model: a flavor without a product label
-        pools.append(PoolInventory(name=name, gpu_model=model,
-                                   gpu_memory_gb=max(e.gpu_memory_gb for e in entries),
-                                   partitioning=part, owner=owner, nodes=tuple(entries)))
+        pools.append(
+            PoolInventory(
+                name=name,
+                gpu_model=model,
+                gpu_memory_gb=max(e.gpu_memory_gb for e in entries),
+                partitioning=part,
+                owner=owner,
+                nodes=tuple(entries),
+            )
+        )
     return pools

@@ -6,21 +6,40 @@ spec name), so a retried submit after a lost reply hits the same name and the
 API server answers 409; we then adopt the existing object instead of creating
 a second one.  ``find`` looks the workload up by label, across namespaces.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
 
-from broker.backends.limits import LocalLimits
+from broker.local_limits import LocalLimits
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, JobOutcome, LogPage, ProjectIdentity, QueueStats, Rejected,
-    Unavailable, UsageRecord)
+    DestinationJob,
+    InventorySnapshot,
+    JobOutcome,
+    LogPage,
+    ProjectIdentity,
+    QueueStats,
+    Rejected,
+    Unavailable,
+    UsageRecord,
+)
 from broker.backends.kube import inventory as inv
 from broker.backends.kube import pods
 from broker.backends.kube.common import (
-    WORKLOAD_LABEL, BackendSettings, KubeClient, KubeConfig, KubeRejected, first,
-    impersonation_headers, job_ref, label_value, split_ref, workload_of)
+    WORKLOAD_LABEL,
+    BackendSettings,
+    KubeClient,
+    KubeConfig,
+    KubeRejected,
+    first,
+    impersonation_headers,
+    job_ref,
+    label_value,
+    split_ref,
+    workload_of,
+)
 from broker.spec import WorkloadSpec
 
 
@@ -30,15 +49,20 @@ class KubeJobBackend:
     kind = "kube"
     pod_label = "batch.kubernetes.io/job-name"  # the label naming a pod's job
 
-    def __init__(self, cluster: str, config: KubeConfig | None = None,
-                 settings: BackendSettings | None = None, *, client: KubeClient | None = None):
+    def __init__(
+        self,
+        cluster: str,
+        config: KubeConfig | None = None,
+        settings: BackendSettings | None = None,
+        *,
+        client: KubeClient | None = None,
+    ):
         self.cluster = cluster
         self.settings = settings or BackendSettings()
         self.kube = client or KubeClient(config or KubeConfig())
 
     # ---- hooks for subclasses -------------------------------------------------------
-    def build_manifest(self, spec: WorkloadSpec, workload_id: str,
-                       identity: ProjectIdentity) -> dict[str, Any]:
+    def build_manifest(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> dict[str, Any]:
         raise NotImplementedError
 
     def _create(self, namespace: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -73,8 +97,13 @@ class KubeJobBackend:
         nodes = inv.read_nodes(self.kube, self.settings)
         pods = inv.read_gpu_pods(self.kube)
         pools = inv.build_pools(nodes, pods, self.settings, self.kind, self.pool_namer())
-        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
-                                 queue=self.queue_stats(), limits=self.local_limits())
+        return InventorySnapshot(
+            cluster=self.cluster,
+            taken_at=taken_at,
+            pools=tuple(pools),
+            queue=self.queue_stats(),
+            limits=self.local_limits(),
+        )
 
     def active_jobs(self) -> list[DestinationJob]:
         raise NotImplementedError
@@ -108,8 +137,7 @@ class KubeJobBackend:
             raise Unavailable(f"{namespace}/{name} conflicted but is gone; retry") from exc
         owner = workload_of(existing)
         if owner != workload_id:
-            raise Rejected(f"{namespace}/{name} already exists for workload {owner!r}",
-                           raw=exc.raw) from exc
+            raise Rejected(f"{namespace}/{name} already exists for workload {owner!r}", raw=exc.raw) from exc
         return f"{namespace}/{name}"
 
     def find(self, workload_id: str) -> DestinationJob | None:
@@ -132,8 +160,9 @@ class KubeJobBackend:
         return found
 
     def _pods(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        return self.kube.items(self.kube.core().list_namespaced_pod, namespace,
-                               label_selector=f"{self.pod_label}={name}")
+        return self.kube.items(
+            self.kube.core().list_namespaced_pod, namespace, label_selector=f"{self.pod_label}={name}"
+        )
 
     def _outcome(self, obj: dict[str, Any]) -> JobOutcome:
         meta = obj.get("metadata") or {}
@@ -143,12 +172,14 @@ class KubeJobBackend:
             pods_now = []  # the job's own word still says how it ended
         return pods.job_outcome(pods_now, pods.end_word(obj))
 
-    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
-             limit: int = 200, tail: int | None = None) -> LogPage:
+    def logs(
+        self, job_id: str, *, worker: str = "", offset: int | None = None, limit: int = 200, tail: int | None = None
+    ) -> LogPage:
         """A worker's pod log: one per worker, as the pods are."""
         namespace, name = split_ref(job_id, self.settings.default_namespace)
-        return pods.read_log(self.kube, namespace, self._pods(namespace, name), worker=worker,
-                             offset=offset, limit=limit, tail=tail)
+        return pods.read_log(
+            self.kube, namespace, self._pods(namespace, name), worker=worker, offset=offset, limit=limit, tail=tail
+        )
 
     def cancel(self, job_id: str) -> bool:
         """Foreground delete, then confirm by a follow-up read that answers 404.

@@ -10,6 +10,7 @@ Mapping of the spec (Kueue v0.19.2, see shared/crds/FACTS.md):
 Kueue creates the Workload (label ``kueue.x-k8s.io/job-uid``) whose conditions
 say where the job stands; pending messages are normalised into a Reason.
 """
+
 from __future__ import annotations
 
 import re
@@ -19,13 +20,24 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
 from broker.backends.kube.limits import kueue_limits
-from broker.backends.limits import LocalLimits
-from broker.backends.base import (
-    DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
+from broker.local_limits import LocalLimits
+from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
 from broker.backends.kube.common import (
-    PRODUCT_LABEL, condition, dns_name, is_gpu_resource, is_true, job_ref, object_annotations,
-    object_labels, parse_time, pod_gpus, quantity, worker_pod_spec, workload_of)
+    PRODUCT_LABEL,
+    condition,
+    dns_name,
+    is_gpu_resource,
+    is_true,
+    job_ref,
+    object_annotations,
+    object_labels,
+    parse_time,
+    pod_gpus,
+    quantity,
+    worker_pod_spec,
+    workload_of,
+)
 from broker.backends.kube.jobs import KubeJobBackend, note_deleting, seconds_between
 from broker.spec import WorkloadSpec
 
@@ -37,8 +49,13 @@ _STOP_REASONS = {"ClusterQueueStopped", "LocalQueueStopped"}
 
 
 _POD_SET_RE = re.compile(r"couldn't assign flavors to pod set [^:]+: ")
-_POLICY_WORDS = ("maximum capacity", "doesn't match node affinity", "unavailable in clusterqueue",
-                 "doesn't match", "untolerated taint")
+_POLICY_WORDS = (
+    "maximum capacity",
+    "doesn't match node affinity",
+    "unavailable in clusterqueue",
+    "doesn't match",
+    "untolerated taint",
+)
 
 
 def classify_pending(reason: str, message: str) -> Reason:
@@ -56,8 +73,8 @@ def classify_pending(reason: str, message: str) -> Reason:
     """
     text = message.lower()
     if reason in ("Inadmissible", "Misconfigured") or any(
-            w in text for w in ("is inactive", "not found", "doesn't exist", "is stopped",
-                                "is on hold")):
+        w in text for w in ("is inactive", "not found", "doesn't exist", "is stopped", "is on hold")
+    ):
         return Reason.UNAVAILABLE
     if reason in ("ExceedsMaxQuota", "NoMatchingFlavor"):
         return Reason.POLICY
@@ -96,8 +113,7 @@ def _ended_by_job(job: Mapping[str, Any]) -> tuple[JobState, str] | None:
 
 def _checks_text(wl: Mapping[str, Any]) -> str:
     checks = (wl.get("status") or {}).get("admissionChecks") or []
-    return "; ".join(f"{c.get('name')}: {c.get('state')} {c.get('message', '')}".strip()
-                     for c in checks)
+    return "; ".join(f"{c.get('name')}: {c.get('state')} {c.get('message', '')}".strip() for c in checks)
 
 
 def _pending(wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
@@ -118,8 +134,7 @@ def _pending(wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
     return JobState.PENDING, reason, raw or "waiting for Kueue to evaluate the Workload"
 
 
-def kueue_state(job: Mapping[str, Any], wl: Mapping[str, Any] | None
-                ) -> tuple[JobState, Reason, str]:
+def kueue_state(job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> tuple[JobState, Reason, str]:
     """(state, normalised reason, raw text) of a Job and its Workload."""
     ended = _ended_by_job(job)
     if ended:
@@ -165,23 +180,27 @@ class KueueBackend(KubeJobBackend):
         self.api_version = api_version  # v1beta2 is the storage version in Kueue 0.19
 
     # ---- the spec mapping -----------------------------------------------------------
-    def build_manifest(self, spec: WorkloadSpec, workload_id: str,
-                       identity: ProjectIdentity) -> dict[str, Any]:
+    def build_manifest(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> dict[str, Any]:
         extra = {QUEUE_LABEL: self.queue_for(identity)}
         if spec.priority != "normal" and self.settings.priority_classes.get(spec.priority):
             extra[PRIORITY_LABEL] = self.settings.priority_classes[spec.priority]
         labels = object_labels(spec, workload_id, extra)
         pod = worker_pod_spec(spec, workload_id, self.settings)
         return {
-            "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": dns_name(workload_id, spec.name),
-                         "namespace": self.namespace_for(identity), "labels": labels,
-                         "annotations": object_annotations(spec, workload_id, identity.tenant)},
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": dns_name(workload_id, spec.name),
+                "namespace": self.namespace_for(identity),
+                "labels": labels,
+                "annotations": object_annotations(spec, workload_id, identity.tenant),
+            },
             "spec": {
-                "suspend": True,              # Kueue unsuspends on admission
+                "suspend": True,  # Kueue unsuspends on admission
                 "completionMode": "Indexed",  # stable ranks: JOB_COMPLETION_INDEX
-                "parallelism": spec.workers, "completions": spec.workers,
-                "backoffLimit": 0,            # the broker decides about reruns
+                "parallelism": spec.workers,
+                "completions": spec.workers,
+                "backoffLimit": 0,  # the broker decides about reruns
                 "activeDeadlineSeconds": spec.time_limit_minutes * 60,
                 "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
             },
@@ -192,36 +211,39 @@ class KueueBackend(KubeJobBackend):
         self.kube.call(self.kube.batch().create_namespaced_job, namespace, body, headers=headers)
 
     def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.kube.call(self.kube.batch().read_namespaced_job, name, namespace,
-                              missing_ok=True)
+        return self.kube.call(self.kube.batch().read_namespaced_job, name, namespace, missing_ok=True)
 
     def _list(self, label_selector: str | None = None) -> list[dict[str, Any]]:
-        return self.kube.items(self.kube.batch().list_job_for_all_namespaces,
-                               label_selector=label_selector)
+        return self.kube.items(self.kube.batch().list_job_for_all_namespaces, label_selector=label_selector)
 
     def _delete(self, namespace: str, name: str) -> None:
         # Foreground: the Job disappears only after its pods (and Workload) are gone.
-        self.kube.call(self.kube.batch().delete_namespaced_job, name, namespace,
-                       propagation_policy="Foreground", missing_ok=True)
+        self.kube.call(
+            self.kube.batch().delete_namespaced_job, name, namespace, propagation_policy="Foreground", missing_ok=True
+        )
 
     def _custom(self, plural: str, namespace: str = "", **kwargs: Any) -> list[dict[str, Any]]:
         custom = self.kube.custom()
         if namespace:
-            return self.kube.items(custom.list_namespaced_custom_object, KUEUE_GROUP,
-                                   self.api_version, namespace, plural, **kwargs)
-        return self.kube.items(custom.list_cluster_custom_object, KUEUE_GROUP,
-                               self.api_version, plural, **kwargs)
+            return self.kube.items(
+                custom.list_namespaced_custom_object, KUEUE_GROUP, self.api_version, namespace, plural, **kwargs
+            )
+        return self.kube.items(custom.list_cluster_custom_object, KUEUE_GROUP, self.api_version, plural, **kwargs)
 
     def _workload_for(self, job: Mapping[str, Any]) -> dict[str, Any] | None:
         meta = job.get("metadata") or {}
-        wls = self._custom("workloads", meta.get("namespace", ""),
-                           label_selector=f"{JOB_UID_LABEL}={meta.get('uid', '')}")
+        wls = self._custom(
+            "workloads", meta.get("namespace", ""), label_selector=f"{JOB_UID_LABEL}={meta.get('uid', '')}"
+        )
         return _owned(wls, meta.get("uid", ""))
 
     def _job_nodes(self, job: Mapping[str, Any]) -> tuple[str, ...]:
         meta = job.get("metadata") or {}
-        pods = self.kube.items(self.kube.core().list_namespaced_pod, meta.get("namespace", ""),
-                               label_selector=f"batch.kubernetes.io/job-name={meta.get('name')}")
+        pods = self.kube.items(
+            self.kube.core().list_namespaced_pod,
+            meta.get("namespace", ""),
+            label_selector=f"batch.kubernetes.io/job-name={meta.get('name')}",
+        )
         names = {str(name) for p in pods if (name := (p.get("spec") or {}).get("nodeName"))}
         return tuple(sorted(names))
 
@@ -239,16 +261,29 @@ class KueueBackend(KubeJobBackend):
         state, reason, raw = kueue_state(job, wl)
         status = (wl or {}).get("status") or {}
         admitted, finished = condition(wl or {}, "Admitted"), condition(wl or {}, "Finished")
-        started = parse_time(admitted.get("lastTransitionTime")) \
-            if admitted and admitted.get("status") == "True" else None
-        ended = parse_time(finished.get("lastTransitionTime")) if state.ended and finished else \
-            parse_time((job.get("status") or {}).get("completionTime")) if state.ended else None
+        started = (
+            parse_time(admitted.get("lastTransitionTime")) if admitted and admitted.get("status") == "True" else None
+        )
+        ended = (
+            parse_time(finished.get("lastTransitionTime"))
+            if state.ended and finished
+            else parse_time((job.get("status") or {}).get("completionTime"))
+            if state.ended
+            else None
+        )
         if state == JobState.PENDING and status.get("nominatedClusterNames"):
             raw = f"{raw} (nominated: {', '.join(status['nominatedClusterNames'])})".strip()
         return DestinationJob(
-            job_id=job_ref(job), workload_id=workload_of(job), state=state, reason=reason,
-            raw_reason=raw, gpus=job_gpus(job), started_at=started, ended_at=ended,
-            worker_cluster=status.get("clusterName", "") or "")
+            job_id=job_ref(job),
+            workload_id=workload_of(job),
+            state=state,
+            reason=reason,
+            raw_reason=raw,
+            gpus=job_gpus(job),
+            started_at=started,
+            ended_at=ended,
+            worker_cluster=status.get("clusterName", "") or "",
+        )
 
     def active_jobs(self) -> list[DestinationJob]:
         by_uid = _index_by_owner(self._custom("workloads"))
@@ -270,14 +305,21 @@ class KueueBackend(KubeJobBackend):
         """ClusterQueue pendingWorkloads, plus the GPUs those pending Workloads ask for."""
         cqs = self._custom("clusterqueues")
         pending = sum(int((cq.get("status") or {}).get("pendingWorkloads") or 0) for cq in cqs)
-        gpus = sum(workload_gpus(wl) for wl in self._custom("workloads")
-                   if not is_true(wl, "QuotaReserved") and not is_true(wl, "Finished"))
+        gpus = sum(
+            workload_gpus(wl)
+            for wl in self._custom("workloads")
+            if not is_true(wl, "QuotaReserved") and not is_true(wl, "Finished")
+        )
         return QueueStats(pending_jobs=pending, pending_gpus=gpus)
 
     def local_limits(self) -> LocalLimits:
         """ClusterQueue nominal quota, borrowing limit and reserved use per GPU flavor."""
-        return kueue_limits(self._custom("clusterqueues"), self._custom("localqueues"),
-                            self.settings.default_namespace, self.settings.default_queue)
+        return kueue_limits(
+            self._custom("clusterqueues"),
+            self._custom("localqueues"),
+            self.settings.default_namespace,
+            self.settings.default_queue,
+        )
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         """Admission (Admitted lastTransitionTime) to Finished, times the admitted GPUs."""
@@ -288,8 +330,9 @@ class KueueBackend(KubeJobBackend):
             if record and (record.end is None or record.end >= since):
                 yield record
 
-    def _usage_record(self, wl: Mapping[str, Any], jobs: Mapping[str | None, Any],
-                      products: Mapping[str, str]) -> UsageRecord | None:
+    def _usage_record(
+        self, wl: Mapping[str, Any], jobs: Mapping[str | None, Any], products: Mapping[str, str]
+    ) -> UsageRecord | None:
         admitted = condition(wl, "Admitted")
         if not admitted or admitted.get("status") != "True":
             return None
@@ -301,17 +344,24 @@ class KueueBackend(KubeJobBackend):
         end = parse_time(fin.get("lastTransitionTime")) if fin and fin["status"] == "True" else None
         job = jobs.get(_owner_uid(wl)) or {}
         meta = wl.get("metadata") or {}
-        state = "running" if end is None or fin is None else (
-            "completed" if fin.get("reason") == "Succeeded" else "failed")
+        state = (
+            "running" if end is None or fin is None else ("completed" if fin.get("reason") == "Succeeded" else "failed")
+        )
         return UsageRecord(
-            source="kueue", cluster=self.cluster,
+            source="kueue",
+            cluster=self.cluster,
             job_id=job_ref(job) if job else f"{meta.get('namespace')}/{meta.get('name')}",
-            workload_id=workload_of(job) if job else None, account=meta.get("namespace", ""),
-            gpu_model=self._model_of(wl, job, products), gpus=gpus, start=start, end=end,
-            gpu_seconds=gpus * seconds_between(start, end), state=state)
+            workload_id=workload_of(job) if job else None,
+            account=meta.get("namespace", ""),
+            gpu_model=self._model_of(wl, job, products),
+            gpus=gpus,
+            start=start,
+            end=end,
+            gpu_seconds=gpus * seconds_between(start, end),
+            state=state,
+        )
 
-    def _model_of(self, wl: Mapping[str, Any], job: Mapping[str, Any],
-                  products: Mapping[str, str]) -> str:
+    def _model_of(self, wl: Mapping[str, Any], job: Mapping[str, Any], products: Mapping[str, str]) -> str:
         product = ""
         for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
             for resource, flavor in (psa.get("flavors") or {}).items():

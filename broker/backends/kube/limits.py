@@ -8,12 +8,13 @@ is reserved of it now (``status.flavorsReservation``).  Volcano: a Queue's
 broker's default queue feeds it, else only to jobs of a queue that does (scope = the
 LocalQueue / Queue name).
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
 from broker.backends.kube.common import is_gpu_resource, quantity
-from broker.backends.limits import GroupQuota, LocalLimits
+from broker.local_limits import GroupQuota, LocalLimits
 
 
 def _name(obj: Mapping[str, Any]) -> str:
@@ -28,8 +29,7 @@ def _usage(cq: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     return out
 
 
-def _cq_scopes(local_queues: Iterable[Mapping[str, Any]], namespace: str,
-               default_queue: str) -> dict[str, list[str]]:
+def _cq_scopes(local_queues: Iterable[Mapping[str, Any]], namespace: str, default_queue: str) -> dict[str, list[str]]:
     """ClusterQueue -> the scopes whose jobs reach it: '' for the broker's default queue."""
     out: dict[str, list[str]] = {}
     for lq in local_queues:
@@ -42,8 +42,12 @@ def _cq_scopes(local_queues: Iterable[Mapping[str, Any]], namespace: str,
     return out
 
 
-def kueue_limits(cluster_queues: Iterable[Mapping[str, Any]], local_queues: Iterable[Mapping[str, Any]],
-                 namespace: str, default_queue: str) -> LocalLimits:
+def kueue_limits(
+    cluster_queues: Iterable[Mapping[str, Any]],
+    local_queues: Iterable[Mapping[str, Any]],
+    namespace: str,
+    default_queue: str,
+) -> LocalLimits:
     scopes = _cq_scopes(local_queues, namespace, default_queue)
     quotas: list[GroupQuota] = []
     for cq in cluster_queues:
@@ -58,10 +62,17 @@ def kueue_limits(cluster_queues: Iterable[Mapping[str, Any]], local_queues: Iter
                     borrow = res.get("borrowingLimit")
                     limit = None if in_cohort and borrow is None else nominal + quantity(borrow or 0)
                     source = f"ClusterQueue {_name(cq)} flavor {flavor.get('name', '')}"
-                    quotas += [GroupQuota(source, pool=flavor.get("name", ""), scope=scope, limit_gpus=limit,
-                                          used_gpus=used.get((flavor.get("name", ""), res["name"]), 0),
-                                          borrow_gpus=quantity(borrow or 0) if limit is not None else 0)
-                               for scope in scopes.get(_name(cq), [])]
+                    quotas += [
+                        GroupQuota(
+                            source,
+                            pool=flavor.get("name", ""),
+                            scope=scope,
+                            limit_gpus=limit,
+                            used_gpus=used.get((flavor.get("name", ""), res["name"]), 0),
+                            borrow_gpus=quantity(borrow or 0) if limit is not None else 0,
+                        )
+                        for scope in scopes.get(_name(cq), [])
+                    ]
     return LocalLimits(quotas=tuple(quotas))
 
 
@@ -73,7 +84,12 @@ def volcano_limits(queues: Iterable[Mapping[str, Any]], default_queue: str) -> L
         for res, value in capability.items():
             if is_gpu_resource(res):
                 name = _name(queue)
-                quotas.append(GroupQuota(f"Volcano queue {name} (capability {res}={value})",
-                                         scope="" if name == default_queue else name,
-                                         limit_gpus=quantity(value), used_gpus=quantity(allocated.get(res) or 0)))
+                quotas.append(
+                    GroupQuota(
+                        f"Volcano queue {name} (capability {res}={value})",
+                        scope="" if name == default_queue else name,
+                        limit_gpus=quantity(value),
+                        used_gpus=quantity(allocated.get(res) or 0),
+                    )
+                )
     return LocalLimits(quotas=tuple(quotas))

@@ -15,6 +15,7 @@ with no config, an inactive MultiKueueCluster, or one that does not answer
 contributes no pools (unknown capacity is not offered, it is not idle).
 Queue statistics come from the manager's ClusterQueues, which gate dispatch.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -31,25 +32,27 @@ class MultiKueueBackend(KueueBackend):
 
     kind = "multikueue"
 
-    def __init__(self, *args: Any, workers: Mapping[str, KubeConfig | KubeClient] | None = None,
-                 multikueue_config: str = "", **kwargs: Any):
+    def __init__(
+        self,
+        *args: Any,
+        workers: Mapping[str, KubeConfig | KubeClient] | None = None,
+        multikueue_config: str = "",
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
         self.multikueue_config = multikueue_config  # empty: every MultiKueueConfig
-        self.workers = {name: c if isinstance(c, KubeClient) else KubeClient(c)
-                        for name, c in (workers or {}).items()}
+        self.workers = {name: c if isinstance(c, KubeClient) else KubeClient(c) for name, c in (workers or {}).items()}
         self.skipped_workers: dict[str, str] = {}  # worker -> why it has no pools (last sync)
 
     def worker_clusters(self) -> list[str]:
         """Active worker names from the manager's MultiKueueConfigs, each once, in order."""
         configs = self._custom("multikueueconfigs")
         if self.multikueue_config:
-            configs = [c for c in configs
-                       if (c.get("metadata") or {}).get("name") == self.multikueue_config]
+            configs = [c for c in configs if (c.get("metadata") or {}).get("name") == self.multikueue_config]
         names: list[str] = []
         for cfg in configs:
             names.extend((cfg.get("spec") or {}).get("clusters") or [])
-        clusters = {(c.get("metadata") or {}).get("name"): c
-                    for c in self._custom("multikueueclusters")}
+        clusters = {(c.get("metadata") or {}).get("name"): c for c in self._custom("multikueueclusters")}
         out = []
         for name in dict.fromkeys(names):
             active = condition(clusters.get(name) or {}, "Active")
@@ -65,8 +68,7 @@ class MultiKueueBackend(KueueBackend):
         pools: list[PoolInventory] = []
         for name in self.worker_clusters():
             pools.extend(self._worker_pools(name))
-        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools),
-                                 queue=self.queue_stats())
+        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pools), queue=self.queue_stats())
 
     def _worker_pools(self, name: str) -> list[PoolInventory]:
         client = self.workers.get(name)
@@ -79,8 +81,7 @@ class MultiKueueBackend(KueueBackend):
         except Unavailable as exc:
             self.skipped_workers[name] = str(exc)
             return []
-        return inv.build_pools(nodes, pods, self.settings, self.kind, inv.product_namer,
-                               prefix=f"{name}/")
+        return inv.build_pools(nodes, pods, self.settings, self.kind, inv.product_namer, prefix=f"{name}/")
 
     def close(self) -> None:
         super().close()

@@ -7,6 +7,7 @@ else the number the pod's name ends in.  A worker's end is its container's
 kernel killed it for memory; the job's own word (a Job condition's reason such as
 ``DeadlineExceeded``, a Volcano job's phase) says the rest.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,33 +60,59 @@ def _order(worker: str) -> tuple[int, str]:
     return (int(worker), "") if worker.isdigit() else (1 << 30, worker)
 
 
-def job_outcome(pods: Iterable[Mapping[str, Any]], word: str, deadline_words: Iterable[str] = (
-        "DeadlineExceeded",)) -> JobOutcome:
-    ends = sorted(((worker_of(p), (p.get("spec") or {}).get("nodeName") or "", t) for p in pods
-                   if (t := _terminated(p)) is not None), key=lambda e: _order(e[0]))
+def job_outcome(
+    pods: Iterable[Mapping[str, Any]], word: str, deadline_words: Iterable[str] = ("DeadlineExceeded",)
+) -> JobOutcome:
+    ends = sorted(
+        (
+            (worker_of(p), (p.get("spec") or {}).get("nodeName") or "", t)
+            for p in pods
+            if (t := _terminated(p)) is not None
+        ),
+        key=lambda e: _order(e[0]),
+    )
     for worker, node, end in ends:
         if end.get("reason") == "OOMKilled":
             where = f"worker {worker}" + (f" (node {node})" if node else "")
-            return JobOutcome(summary=f"ran out of memory on {where}", end_reason="OOMKilled",
-                              exit_code=end.get("exitCode"), worker=worker,
-                              detail=str(end.get("message") or ""))
+            return JobOutcome(
+                summary=f"ran out of memory on {where}",
+                end_reason="OOMKilled",
+                exit_code=end.get("exitCode"),
+                worker=worker,
+                detail=str(end.get("message") or ""),
+            )
     if word in deadline_words:
         return JobOutcome(summary=f"stopped at its time limit ({word})", end_reason=word)
     failed = [(w, e) for w, _, e in ends if e.get("exitCode") not in (0, None)]
     if failed:
         worker, end = failed[0]
         words = exit_words(end.get("exitCode"), end.get("signal"))
-        return JobOutcome(summary=f"worker {worker} {words}" if len(ends) > 1 else words,
-                          end_reason=str(end.get("reason") or word), exit_code=end.get("exitCode"),
-                          signal=end.get("signal"), worker=worker, detail=word)
+        return JobOutcome(
+            summary=f"worker {worker} {words}" if len(ends) > 1 else words,
+            end_reason=str(end.get("reason") or word),
+            exit_code=end.get("exitCode"),
+            signal=end.get("signal"),
+            worker=worker,
+            detail=word,
+        )
     if ends:
         return JobOutcome(summary=exit_words(0), end_reason=word or "Completed", exit_code=0)
-    return JobOutcome(summary={"Completed": "completed", "Complete": "completed"}.get(word, f"ended ({word})")
-                      if word else "ended", end_reason=word)
+    return JobOutcome(
+        summary={"Completed": "completed", "Complete": "completed"}.get(word, f"ended ({word})") if word else "ended",
+        end_reason=word,
+    )
 
 
-def read_log(kube: KubeClient, namespace: str, pods: list[dict[str, Any]], *, worker: str,
-             offset: int | None, limit: int, tail: int | None) -> LogPage:
+def read_log(
+    kube: KubeClient,
+    namespace: str,
+    pods: list[dict[str, Any]],
+    *,
+    worker: str,
+    offset: int | None,
+    limit: int,
+    tail: int | None,
+) -> LogPage:
     """One worker's pod log (worker 0, or the first, when none is named)."""
     by_worker = {worker_of(p): p for p in pods}
     workers = tuple(sorted(by_worker, key=_order))
@@ -100,15 +127,21 @@ def read_log(kube: KubeClient, namespace: str, pods: list[dict[str, Any]], *, wo
         start = max(0, len(lines) - tail)
         return LogPage(lines=tuple(lines[start:]), offset=start, workers=workers, worker=chosen)
     start = offset or 0
-    return LogPage(lines=tuple(lines[start:start + limit]), offset=start, more=len(lines) > start + limit,
-                   workers=workers, worker=chosen)
+    return LogPage(
+        lines=tuple(lines[start : start + limit]),
+        offset=start,
+        more=len(lines) > start + limit,
+        workers=workers,
+        worker=chosen,
+    )
 
 
 def _log_text(kube: KubeClient, namespace: str, name: str) -> str:
     try:
         # unpreloaded, the client hands back the HTTP response (its stubs say str)
-        resp: Any = kube.core().read_namespaced_pod_log(name, namespace, limit_bytes=LOG_BYTES_MAX,
-                                                        _preload_content=False, _request_timeout=kube.timeout)
+        resp: Any = kube.core().read_namespaced_pod_log(
+            name, namespace, limit_bytes=LOG_BYTES_MAX, _preload_content=False, _request_timeout=kube.timeout
+        )
     except ApiException as exc:
         if exc.status == 404:
             raise LogsGone(f"pod {namespace}/{name} is gone") from exc

@@ -7,6 +7,7 @@ limits.  Volcano's controller creates the PodGroup ``<job>-<job uid>``; its
 ``Unschedulable`` condition (reason ``NotEnoughResources``) says how many
 members could be placed: some but not all -> GANG, none -> CAPACITY.
 """
+
 from __future__ import annotations
 
 import re
@@ -15,13 +16,23 @@ from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
 from broker.backends.kube.limits import volcano_limits
-from broker.backends.limits import LocalLimits
-from broker.backends.base import (
-    DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord)
+from broker.local_limits import LocalLimits
+from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
 from broker.backends.kube.common import (
-    PRODUCT_LABEL, condition, dns_name, is_gpu_resource, job_ref, object_annotations,
-    object_labels, parse_time, pod_gpus, quantity, worker_pod_spec, workload_of)
+    PRODUCT_LABEL,
+    condition,
+    dns_name,
+    is_gpu_resource,
+    job_ref,
+    object_annotations,
+    object_labels,
+    parse_time,
+    pod_gpus,
+    quantity,
+    worker_pod_spec,
+    workload_of,
+)
 from broker.backends.kube.jobs import KubeJobBackend, note_deleting, seconds_between
 from broker.spec import WorkloadSpec
 
@@ -29,11 +40,17 @@ BATCH = ("batch.volcano.sh", "v1alpha1", "jobs")
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
 _PHASES = {
-    "Pending": JobState.PENDING, "Running": JobState.RUNNING, "Restarting": JobState.RUNNING,
-    "Completing": JobState.RUNNING, "Completed": JobState.COMPLETED, "Failed": JobState.FAILED,
+    "Pending": JobState.PENDING,
+    "Running": JobState.RUNNING,
+    "Restarting": JobState.RUNNING,
+    "Completing": JobState.RUNNING,
+    "Completed": JobState.COMPLETED,
+    "Failed": JobState.FAILED,
     # Abort is an outside request (suspend/abort); Terminate is Volcano's own reaction.
-    "Aborting": JobState.CANCELLED, "Aborted": JobState.CANCELLED,
-    "Terminating": JobState.FAILED, "Terminated": JobState.FAILED,
+    "Aborting": JobState.CANCELLED,
+    "Aborted": JobState.CANCELLED,
+    "Terminating": JobState.FAILED,
+    "Terminated": JobState.FAILED,
 }
 _SCHEDULABLE_RE = re.compile(r"(\d+)\s+Schedulable")
 
@@ -41,9 +58,13 @@ _SCHEDULABLE_RE = re.compile(r"(\d+)\s+Schedulable")
 _QUOTA_EVENT = "queue resource quota insufficient"
 
 
-def gang_reason(pod_group: Mapping[str, Any] | None, queue_state: str, queue: str,
-                events: tuple[str, ...] = (), capability: Mapping[str, Any] | None = None
-                ) -> tuple[Reason, str]:
+def gang_reason(
+    pod_group: Mapping[str, Any] | None,
+    queue_state: str,
+    queue: str,
+    events: tuple[str, ...] = (),
+    capability: Mapping[str, Any] | None = None,
+) -> tuple[Reason, str]:
     """Why a vcjob waits: queue closed, over the queue's capability, gang partly placeable,
     or no room at all.  ``events``: the PodGroup's event messages, newest first;
     ``capability``: the queue's spec.capability."""
@@ -74,8 +95,10 @@ def gang_reason(pod_group: Mapping[str, Any] | None, queue_state: str, queue: st
 def over_capability(pod_group: Mapping[str, Any], capability: Mapping[str, Any]) -> bool:
     """The gang alone needs more of some resource than its queue may ever hold."""
     need = (pod_group.get("spec") or {}).get("minResources") or {}
-    return any(quantity(need.get(name, need.get(f"requests.{name}", 0))) > quantity(limit)
-               for name, limit in capability.items())
+    return any(
+        quantity(need.get(name, need.get(f"requests.{name}", 0))) > quantity(limit)
+        for name, limit in capability.items()
+    )
 
 
 def pod_group_gpus(pod_group: Mapping[str, Any]) -> int:
@@ -106,8 +129,7 @@ def _phase_times(job: Mapping[str, Any]) -> tuple[datetime | None, datetime | No
         when = parse_time(cond.get("lastTransitionTime"))
         if cond.get("status") == "Running" and start is None:
             start = when
-        if _PHASES.get(cond.get("status", "")) in (JobState.COMPLETED, JobState.FAILED,
-                                                   JobState.CANCELLED):
+        if _PHASES.get(cond.get("status", "")) in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
             end = when
     state = (job.get("status") or {}).get("state") or {}
     if end is None and _PHASES.get(state.get("phase", ""), JobState.PENDING).ended:
@@ -122,33 +144,42 @@ class VolcanoBackend(KubeJobBackend):
     pod_label = "volcano.sh/job-name"
 
     # ---- the spec mapping -----------------------------------------------------------
-    def build_manifest(self, spec: WorkloadSpec, workload_id: str,
-                       identity: ProjectIdentity) -> dict[str, Any]:
+    def build_manifest(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> dict[str, Any]:
         labels = object_labels(spec, workload_id)
         pod = worker_pod_spec(spec, workload_id, self.settings)
         pod["activeDeadlineSeconds"] = spec.time_limit_minutes * 60
         _gpu_requests(pod)
         body: dict[str, Any] = {
-            "apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
-            "metadata": {"name": dns_name(workload_id, spec.name),
-                         "namespace": self.namespace_for(identity), "labels": labels,
-                         "annotations": object_annotations(spec, workload_id, identity.tenant)},
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {
+                "name": dns_name(workload_id, spec.name),
+                "namespace": self.namespace_for(identity),
+                "labels": labels,
+                "annotations": object_annotations(spec, workload_id, identity.tenant),
+            },
             "spec": {
                 "schedulerName": "volcano",
                 "minAvailable": spec.workers,  # gang: all workers or none
                 "queue": self.queue_for(identity),
                 # The broker decides about reruns.  maxRetry 0 is not kept (the webhook
                 # reads 0 as unset and writes 3): a failed or evicted worker ends the job.
-                "policies": [{"event": "PodFailed", "action": "TerminateJob"},
-                             {"event": "PodEvicted", "action": "TerminateJob"}],
-                "tasks": [{"name": "worker", "replicas": spec.workers,
-                           "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}],
+                "policies": [
+                    {"event": "PodFailed", "action": "TerminateJob"},
+                    {"event": "PodEvicted", "action": "TerminateJob"},
+                ],
+                "tasks": [
+                    {
+                        "name": "worker",
+                        "replicas": spec.workers,
+                        "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+                    }
+                ],
             },
         }
         if spec.workers > 1:
             body["spec"]["plugins"] = {"env": [], "svc": []}  # ranks and peer hostnames
-        priority = self.settings.priority_classes.get(spec.priority) \
-            if spec.priority != "normal" else None
+        priority = self.settings.priority_classes.get(spec.priority) if spec.priority != "normal" else None
         if priority:
             body["spec"]["priorityClassName"] = priority
         return body
@@ -156,18 +187,19 @@ class VolcanoBackend(KubeJobBackend):
     # ---- object access --------------------------------------------------------------
     def _create(self, namespace: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         group, version, plural = BATCH
-        self.kube.call(self.kube.custom().create_namespaced_custom_object,
-                       group, version, namespace, plural, body, headers=headers)
+        self.kube.call(
+            self.kube.custom().create_namespaced_custom_object, group, version, namespace, plural, body, headers=headers
+        )
 
     def _get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self._read(BATCH, namespace, name)
 
-    def _read(self, gvp: tuple[str, str, str], namespace: str, name: str
-              ) -> dict[str, Any] | None:
+    def _read(self, gvp: tuple[str, str, str], namespace: str, name: str) -> dict[str, Any] | None:
         custom = self.kube.custom()
         if namespace:
-            return self.kube.call(custom.get_namespaced_custom_object, gvp[0], gvp[1],
-                                  namespace, gvp[2], name, missing_ok=True)
+            return self.kube.call(
+                custom.get_namespaced_custom_object, gvp[0], gvp[1], namespace, gvp[2], name, missing_ok=True
+            )
         return self.kube.call(custom.get_cluster_custom_object, *gvp, name, missing_ok=True)
 
     def _list(self, label_selector: str | None = None) -> list[dict[str, Any]]:
@@ -178,17 +210,23 @@ class VolcanoBackend(KubeJobBackend):
 
     def _delete(self, namespace: str, name: str) -> None:
         group, version, plural = BATCH
-        self.kube.call(self.kube.custom().delete_namespaced_custom_object, group, version,
-                       namespace, plural, name, propagation_policy="Foreground",
-                       missing_ok=True)
+        self.kube.call(
+            self.kube.custom().delete_namespaced_custom_object,
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+            propagation_policy="Foreground",
+            missing_ok=True,
+        )
 
     def _pod_group(self, job: Mapping[str, Any]) -> dict[str, Any] | None:
         meta = job.get("metadata") or {}
         name = f"{meta.get('name')}-{meta.get('uid')}"  # Volcano's naming since v1.x
         return self._read(PODGROUPS, meta.get("namespace", ""), name)
 
-    def _queue(self, queue: str, cache: dict[str, dict[str, Any] | None]
-               ) -> dict[str, Any] | None:
+    def _queue(self, queue: str, cache: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
         if queue not in cache:
             cache[queue] = self._read(QUEUES, "", queue)
         return cache[queue]
@@ -198,10 +236,12 @@ class VolcanoBackend(KubeJobBackend):
         meta = (obj or {}).get("metadata") or {}
         if not meta.get("uid"):
             return ()
-        items = self.kube.items(self.kube.core().list_namespaced_event, meta.get("namespace", ""),
-                                field_selector=f"involvedObject.uid={meta['uid']}")
-        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""),
-                   reverse=True)
+        items = self.kube.items(
+            self.kube.core().list_namespaced_event,
+            meta.get("namespace", ""),
+            field_selector=f"involvedObject.uid={meta['uid']}",
+        )
+        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""), reverse=True)
         return tuple(str(e.get("message") or "") for e in items)
 
     # ---- describing -----------------------------------------------------------------
@@ -218,33 +258,48 @@ class VolcanoBackend(KubeJobBackend):
             out.append(note_deleting(job, described))
         return out
 
-    def describe(self, job: Mapping[str, Any], pod_group: Mapping[str, Any] | None,
-                 queues: dict[str, dict[str, Any] | None]) -> DestinationJob:
+    def describe(
+        self, job: Mapping[str, Any], pod_group: Mapping[str, Any] | None, queues: dict[str, dict[str, Any] | None]
+    ) -> DestinationJob:
         state = _PHASES.get(_phase(job), JobState.UNKNOWN)
-        reason, raw = Reason.NONE, (((job.get("status") or {}).get("state") or {})
-                                    .get("message", "") or "")
+        reason, raw = Reason.NONE, (((job.get("status") or {}).get("state") or {}).get("message", "") or "")
         if state == JobState.PENDING:
             name = (job.get("spec") or {}).get("queue", "default")
             queue = self._queue(name, queues)
-            queue_state = ((queue.get("status") or {}).get("state") or "Open") if queue \
-                else "Missing"
+            queue_state = ((queue.get("status") or {}).get("state") or "Open") if queue else "Missing"
             pg_status = (pod_group or {}).get("status") or {}
-            waiting = pod_group is not None and pg_status.get("phase", "Pending") == "Pending" \
+            waiting = (
+                pod_group is not None
+                and pg_status.get("phase", "Pending") == "Pending"
                 and not pg_status.get("conditions")
+            )
             reason, raw = gang_reason(
-                pod_group, queue_state, name, self._events(pod_group) if waiting else (),
-                ((queue or {}).get("spec") or {}).get("capability"))
+                pod_group,
+                queue_state,
+                name,
+                self._events(pod_group) if waiting else (),
+                ((queue or {}).get("spec") or {}).get("capability"),
+            )
         start, end = _phase_times(job)
-        return DestinationJob(job_id=job_ref(job), workload_id=workload_of(job), state=state,
-                              reason=reason, raw_reason=raw, gpus=vcjob_gpus(job),
-                              started_at=start, ended_at=end if state.ended else None)
+        return DestinationJob(
+            job_id=job_ref(job),
+            workload_id=workload_of(job),
+            state=state,
+            reason=reason,
+            raw_reason=raw,
+            gpus=vcjob_gpus(job),
+            started_at=start,
+            ended_at=end if state.ended else None,
+        )
 
     def _job_nodes(self, job: Mapping[str, Any]) -> tuple[str, ...]:
         meta = job.get("metadata") or {}
-        pods = self.kube.items(self.kube.core().list_namespaced_pod, meta.get("namespace", ""),
-                               label_selector=f"volcano.sh/job-name={meta.get('name')}")
-        return tuple(sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods}
-                            - {""}))
+        pods = self.kube.items(
+            self.kube.core().list_namespaced_pod,
+            meta.get("namespace", ""),
+            label_selector=f"volcano.sh/job-name={meta.get('name')}",
+        )
+        return tuple(sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""}))
 
     def active_jobs(self) -> list[DestinationJob]:
         groups = {_owner_uid(pg): pg for pg in self._all(PODGROUPS)}
@@ -269,10 +324,12 @@ class VolcanoBackend(KubeJobBackend):
 
     def queue_stats(self) -> QueueStats:
         """PodGroups not yet running (Pending/Inqueue) and the GPUs their gangs need."""
-        waiting = [pg for pg in self._all(PODGROUPS)
-                   if (pg.get("status") or {}).get("phase", "Pending") in ("Pending", "Inqueue")]
-        return QueueStats(pending_jobs=len(waiting),
-                          pending_gpus=sum(pod_group_gpus(pg) for pg in waiting))
+        waiting = [
+            pg
+            for pg in self._all(PODGROUPS)
+            if (pg.get("status") or {}).get("phase", "Pending") in ("Pending", "Inqueue")
+        ]
+        return QueueStats(pending_jobs=len(waiting), pending_gpus=sum(pod_group_gpus(pg) for pg in waiting))
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         """First Running transition to the terminal transition, times the gang's GPUs."""
@@ -289,21 +346,30 @@ class VolcanoBackend(KubeJobBackend):
                 products = self._products_by_job() if products is None else products
                 model = products.get(job_ref(job), "unknown")
             yield UsageRecord(
-                source="volcano", cluster=self.cluster, job_id=job_ref(job),
+                source="volcano",
+                cluster=self.cluster,
+                job_id=job_ref(job),
                 workload_id=workload_of(job),
                 account=(job.get("metadata") or {}).get("namespace", ""),
-                gpu_model=self.settings.model_names.get(model, model), gpus=gpus, start=start,
-                end=end, gpu_seconds=gpus * seconds_between(start, end), state=state.value)
+                gpu_model=self.settings.model_names.get(model, model),
+                gpus=gpus,
+                start=start,
+                end=end,
+                gpu_seconds=gpus * seconds_between(start, end),
+                state=state.value,
+            )
 
     def _products_by_job(self) -> dict[str, str]:
         """Job ref -> GPU product of the node its pods ran on (no selector in the spec)."""
         core = self.kube.core()
-        nodes = {(n.get("metadata") or {}).get("name"):
-                 ((n.get("metadata") or {}).get("labels") or {}).get(PRODUCT_LABEL, "")
-                 for n in self.kube.items(core.list_node)}
+        nodes = {
+            (n.get("metadata") or {}).get("name"): ((n.get("metadata") or {}).get("labels") or {}).get(
+                PRODUCT_LABEL, ""
+            )
+            for n in self.kube.items(core.list_node)
+        }
         out = {}
-        for pod in self.kube.items(core.list_pod_for_all_namespaces,
-                                   label_selector="volcano.sh/job-name"):
+        for pod in self.kube.items(core.list_pod_for_all_namespaces, label_selector="volcano.sh/job-name"):
             meta = pod.get("metadata") or {}
             product = nodes.get((pod.get("spec") or {}).get("nodeName"))
             if product:

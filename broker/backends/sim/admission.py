@@ -7,6 +7,7 @@ A verdict that ``blocks`` holds back later jobs of the same pools: strict FIFO, 
 backfill.  Policy holds never block: Slurm and Kueue both step over jobs that cannot be
 admitted by rule.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,12 +16,16 @@ from typing import Mapping, Sequence
 from broker.backends.base import Reason, Rejected
 from broker.backends.sim.model import JobRequest, Partition, SimJob, SimNode, gpu_resource
 from broker.backends.sim.placement import (
-    Placement, free_if_built, free_if_idle, matching_pools, pack, placeable_workers)
+    Placement,
+    free_if_built,
+    free_if_idle,
+    matching_pools,
+    pack,
+    placeable_workers,
+)
 
-SLURM_NOT_AVAILABLE = ("sbatch: error: Batch job submission failed: "
-                       "Requested node configuration is not available")
-SLURM_BAD_PARTITION = ("sbatch: error: Batch job submission failed: "
-                       "Invalid partition name specified")
+SLURM_NOT_AVAILABLE = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+SLURM_BAD_PARTITION = "sbatch: error: Batch job submission failed: Invalid partition name specified"
 
 
 @dataclass
@@ -39,9 +44,9 @@ class Context:
 
     nodes: Sequence[SimNode]
     partitions: Mapping[str, Partition]
-    quotas: Mapping[str, int]          # Kueue nominal quota per flavor (pool)
-    used: Mapping[str, int]            # GPUs of running jobs per pool
-    blocked: set[str]                  # pools held back by an earlier waiting job
+    quotas: Mapping[str, int]  # Kueue nominal quota per flavor (pool)
+    used: Mapping[str, int]  # GPUs of running jobs per pool
+    blocked: set[str]  # pools held back by an earlier waiting job
     gang_scheduler: str = ""
 
     def pool_nodes(self, pool: str) -> list[SimNode]:
@@ -75,8 +80,8 @@ def _short_nodes(ctx: Context, pools: Sequence[str], req: JobRequest) -> int:
 
 # --- Slurm ---------------------------------------------------------------------------
 
-def slurm_partition(nodes: Sequence[SimNode], partitions: Mapping[str, Partition],
-                    req: JobRequest, queue: str) -> str:
+
+def slurm_partition(nodes: Sequence[SimNode], partitions: Mapping[str, Partition], req: JobRequest, queue: str) -> str:
     """sbatch's submit-time checks: the partition, and a request no node set could hold."""
     if queue and queue not in partitions:
         raise Rejected("invalid partition", SLURM_BAD_PARTITION)
@@ -84,8 +89,7 @@ def slurm_partition(nodes: Sequence[SimNode], partitions: Mapping[str, Partition
     for name in names:
         part_nodes = [n for n in nodes if n.partition == name]
         pools = matching_pools(part_nodes, req)
-        if any(pack([n for n in part_nodes if n.pool == p], req, free_if_built) is not None
-               for p in pools):
+        if any(pack([n for n in part_nodes if n.pool == p], req, free_if_built) is not None for p in pools):
             return name
     raise Rejected("requested node configuration is not available", SLURM_NOT_AVAILABLE)
 
@@ -101,28 +105,35 @@ def slurm(job: SimJob, ctx: Context) -> Verdict:
     if started:
         return started
     if not _fits_somewhere(ctx, pools, req, free_if_idle):
-        return Verdict(Reason.UNAVAILABLE, "ReqNodeNotAvail, UnavailableNodes:" + ",".join(
-            n.name for p in pools for n in ctx.pool_nodes(p) if not n.usable), pools=pools)
+        return Verdict(
+            Reason.UNAVAILABLE,
+            "ReqNodeNotAvail, UnavailableNodes:"
+            + ",".join(n.name for p in pools for n in ctx.pool_nodes(p) if not n.usable),
+            pools=pools,
+        )
     return Verdict(Reason.CAPACITY, "Resources", pools=pools, blocks=True)
 
 
 # --- Kueue ---------------------------------------------------------------------------
 
-def _kueue_quota(ctx: Context, pools: Sequence[str], req: JobRequest,
-                 res: str) -> tuple[list[str], list[str], bool]:
+
+def _kueue_quota(ctx: Context, pools: Sequence[str], req: JobRequest, res: str) -> tuple[list[str], list[str], bool]:
     """(flavors with room in quota, Kueue's per-flavor details, all-over-maximum?)."""
     need, ok, details, over_max = req.total_gpus, [], [], True
     for pool in pools:
         nominal, used = ctx.nominal(pool), ctx.used.get(pool, 0)
         if need > nominal:
-            details.append(f"insufficient quota for {res} in flavor {pool}, previously "
-                           f"considered podsets requests (0) + current podset request "
-                           f"({need}) > maximum capacity ({nominal})")
+            details.append(
+                f"insufficient quota for {res} in flavor {pool}, previously "
+                f"considered podsets requests (0) + current podset request "
+                f"({need}) > maximum capacity ({nominal})"
+            )
             continue
         over_max = False
         if need > nominal - used:
-            details.append(f"insufficient unused quota for {res} in flavor {pool}, "
-                           f"{need - (nominal - used)} more needed")
+            details.append(
+                f"insufficient unused quota for {res} in flavor {pool}, {need - (nominal - used)} more needed"
+            )
         else:
             ok.append(pool)
     return ok, details, over_max
@@ -141,39 +152,44 @@ def kueue(job: SimJob, ctx: Context) -> Verdict:
         reason = Reason.POLICY if over_max else Reason.CAPACITY
         return Verdict(reason, prefix + ", ".join(details), pools=pools, blocks=not over_max)
     if ctx.blocked.intersection(pools):
-        return Verdict(Reason.CAPACITY, "waiting for earlier workloads in the ClusterQueue "
-                       "(StrictFIFO)", pools=pools, blocks=True)
+        return Verdict(
+            Reason.CAPACITY, "waiting for earlier workloads in the ClusterQueue (StrictFIFO)", pools=pools, blocks=True
+        )
     started = _try_pack(ctx, ok, req)
     if started:
         return started
     return _kueue_nodes_short(ctx, ok, req, res, pools)
 
 
-def _kueue_nodes_short(ctx: Context, ok: list[str], req: JobRequest, res: str,
-                       pools: list[str]) -> Verdict:
+def _kueue_nodes_short(ctx: Context, ok: list[str], req: JobRequest, res: str, pools: list[str]) -> Verdict:
     """Quota admits the job but the pods find no room on the nodes."""
     total = sum(len(ctx.pool_nodes(p)) for p in ok)
     if not _fits_somewhere(ctx, ok, req, free_if_idle):
-        return Verdict(Reason.UNAVAILABLE, f"0/{total} nodes are available: pod set main "
-                       f"cannot fit on the schedulable nodes ({res})", pools=pools)
+        return Verdict(
+            Reason.UNAVAILABLE,
+            f"0/{total} nodes are available: pod set main cannot fit on the schedulable nodes ({res})",
+            pools=pools,
+        )
     partial = _best_partial(ctx, ok, req)
     if ctx.gang_scheduler == "volcano" and req.workers > 1 and partial > 0:
-        return Verdict(Reason.GANG, _gang_text(req, partial, ctx, ok, res), pools=pools,
-                       blocks=True)
+        return Verdict(Reason.GANG, _gang_text(req, partial, ctx, ok, res), pools=pools, blocks=True)
     short = _short_nodes(ctx, ok, req)
-    return Verdict(Reason.CAPACITY, f"0/{total} nodes are available: {short} Insufficient "
-                   f"{res}.", pools=pools, blocks=True)
+    return Verdict(
+        Reason.CAPACITY, f"0/{total} nodes are available: {short} Insufficient {res}.", pools=pools, blocks=True
+    )
 
 
 # --- Volcano -------------------------------------------------------------------------
 
-def _gang_text(req: JobRequest, partial: int, ctx: Context, pools: Sequence[str],
-               res: str) -> str:
+
+def _gang_text(req: JobRequest, partial: int, ctx: Context, pools: Sequence[str], res: str) -> str:
     total = sum(len(ctx.pool_nodes(p)) for p in pools)
     short = _short_nodes(ctx, pools, req)
-    return (f"NotEnoughResources: {req.workers - partial}/{req.workers} tasks in gang "
-            f"unschedulable: pod group is not ready, {req.workers} Pending, {req.workers} "
-            f"minAvailable; {short}/{total} nodes are unavailable: {short} Insufficient {res}.")
+    return (
+        f"NotEnoughResources: {req.workers - partial}/{req.workers} tasks in gang "
+        f"unschedulable: pod group is not ready, {req.workers} Pending, {req.workers} "
+        f"minAvailable; {short}/{total} nodes are unavailable: {short} Insufficient {res}."
+    )
 
 
 def volcano(job: SimJob, ctx: Context) -> Verdict:
@@ -181,13 +197,20 @@ def volcano(job: SimJob, ctx: Context) -> Verdict:
     res = gpu_resource(req.partitioning)
     pools = matching_pools(ctx.nodes, req)
     if not pools or not _fits_somewhere(ctx, pools, req, free_if_idle):
-        return Verdict(Reason.UNAVAILABLE, f"NotEnoughResources: {req.workers}/{req.workers} "
-                       f"tasks in gang unschedulable: no schedulable node offers {res} "
-                       f"for this gang", pools=pools)
+        return Verdict(
+            Reason.UNAVAILABLE,
+            f"NotEnoughResources: {req.workers}/{req.workers} "
+            f"tasks in gang unschedulable: no schedulable node offers {res} "
+            f"for this gang",
+            pools=pools,
+        )
     if ctx.blocked.intersection(pools):
-        return Verdict(Reason.CAPACITY, f"{req.workers}/{req.workers} tasks in gang "
-                       "unschedulable: waiting behind earlier jobs in the queue",
-                       pools=pools, blocks=True)
+        return Verdict(
+            Reason.CAPACITY,
+            f"{req.workers}/{req.workers} tasks in gang unschedulable: waiting behind earlier jobs in the queue",
+            pools=pools,
+            blocks=True,
+        )
     started = _try_pack(ctx, pools, req)
     if started:
         return started

@@ -11,6 +11,7 @@
 The strict-FIFO behaviour stays available (``queueing="strict"``) because tests and the
 demo rely on its reasons.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,16 +28,17 @@ class Reservation:
     """The GPUs a blocked job will take at ``shadow_s`` (cluster clock seconds)."""
 
     shadow_s: float
-    free_at_shadow: dict[str, int]     # node -> GPUs free at the shadow instant
+    free_at_shadow: dict[str, int]  # node -> GPUs free at the shadow instant
     request: JobRequest
     nodes: list[SimNode]
 
 
-LimitFn = Callable[[SimJob], float]   # a job's time limit on the cluster's clock
+LimitFn = Callable[[SimJob], float]  # a job's time limit on the cluster's clock
 
 
-def reserve(job: SimJob, nodes: Sequence[SimNode], running: Sequence[SimJob],
-            now: float, limit: LimitFn) -> Reservation | None:
+def reserve(
+    job: SimJob, nodes: Sequence[SimNode], running: Sequence[SimJob], now: float, limit: LimitFn
+) -> Reservation | None:
     """When and where ``job`` could start if running jobs end at their limits."""
     free = {n.name: n.free for n in nodes}
     names = set(free)
@@ -45,8 +47,7 @@ def reserve(job: SimJob, nodes: Sequence[SimNode], running: Sequence[SimJob],
         started = other.started_at if other.started_at is not None else now
         return max(now, started + limit(other))
 
-    ending = sorted((j for j in running if any(n in names for n, _ in j.placement)),
-                    key=limit_end)
+    ending = sorted((j for j in running if any(n in names for n, _ in j.placement)), key=limit_end)
     for other in ending:
         for node, gpus in other.placement:
             if node in free:
@@ -64,8 +65,7 @@ def _packs(nodes: Sequence[SimNode], req: JobRequest, free: Callable[[SimNode], 
     return any(pack(members, req, free) is not None for members in pools.values())
 
 
-def may_backfill(reservation: Reservation, job: SimJob, placement: Placement,
-                 now: float, limit: LimitFn) -> bool:
+def may_backfill(reservation: Reservation, job: SimJob, placement: Placement, now: float, limit: LimitFn) -> bool:
     """Starting ``job`` now on ``placement`` does not delay the reserved job."""
     if now + limit(job) <= reservation.shadow_s:
         return True
@@ -73,23 +73,29 @@ def may_backfill(reservation: Reservation, job: SimJob, placement: Placement,
     for node, gpus in placement:
         if node in free:
             free[node] -= gpus
-    return _packs(reservation.nodes, reservation.request,
-                  lambda n: max(0, free.get(n.name, 0)))
+    return _packs(reservation.nodes, reservation.request, lambda n: max(0, free.get(n.name, 0)))
 
 
 def shape_of(job: SimJob) -> tuple:
     """What admission looks at, apart from the job's identity and time limit."""
     r = job.request
-    return (job.partition, r.gpus_per_worker, r.workers, r.partitioning, r.gpu_models,
-            r.gpu_class, r.min_gpu_memory_gb, r.same_interconnect)
+    return (
+        job.partition,
+        r.gpus_per_worker,
+        r.workers,
+        r.partitioning,
+        r.gpu_models,
+        r.gpu_class,
+        r.min_gpu_memory_gb,
+        r.same_interconnect,
+    )
 
 
 def pool_key(pools: Sequence[str]) -> tuple[str, ...]:
     return tuple(sorted(pools))
 
 
-def reservations_hit(reservations: Mapping[tuple[str, ...], Reservation],
-                     pools: Sequence[str]) -> list[Reservation]:
+def reservations_hit(reservations: Mapping[tuple[str, ...], Reservation], pools: Sequence[str]) -> list[Reservation]:
     """Reservations on any of these pools."""
     wanted = set(pools)
     return [r for key, r in reservations.items() if wanted.intersection(key)]

@@ -13,6 +13,7 @@ broker can store and compare.  Two modes:
   run time the cluster reports (a 60-minute job reports 60 minutes), which is what
   usage and cost are counted in.
 """
+
 from __future__ import annotations
 
 import threading
@@ -21,8 +22,7 @@ from datetime import datetime, timedelta, timezone
 
 
 class SimClock:
-    def __init__(self, origin: datetime | None = None, *, follow_wall: bool = False,
-                 time_scale: float = 1.0):
+    def __init__(self, origin: datetime | None = None, *, follow_wall: bool = False, time_scale: float = 1.0):
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
         if origin is None:

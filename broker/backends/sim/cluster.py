@@ -6,6 +6,7 @@ leave), so results do not depend on how often anyone looks.  This class has no f
 switches of its own in effect: ``SimulatorBackend`` applies them, so tests and the demo
 can always inspect the true state here.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -15,36 +16,66 @@ from datetime import datetime
 from typing import Iterator, Mapping, Sequence
 
 from broker.backends.base import (
-    DestinationJob, InventorySnapshot, JobState, LogPage, LogsGone, NodeInventory,
-    PoolInventory, ProjectIdentity, QueueStats, Reason, UsageRecord)
-from broker.backends.sim import admission, backfill
+    DestinationJob,
+    InventorySnapshot,
+    JobState,
+    LogPage,
+    LogsGone,
+    ProjectIdentity,
+    Reason,
+    UsageRecord,
+)
+from broker.backends.sim import admission, backfill, report
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.model import (
-    FLAVORS, MAX_SLOW_S, OWNER, PRIORITY_RANK, Faults, JobRequest, NodeGroup, Partition,
-    SimJob, SimNode)
-from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW, TIMEOUT_RAW, log_page, outcome
+    FLAVORS,
+    MAX_SLOW_S,
+    OWNER,
+    PRIORITY_RANK,
+    Faults,
+    JobRequest,
+    NodeGroup,
+    Partition,
+    SimJob,
+    SimNode,
+)
+from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW, TIMEOUT_RAW, log_page
 from broker.backends.sim.runtime import Runtimes
 from broker.spec import WorkloadSpec
 
 
-
 def request_from_spec(spec: WorkloadSpec) -> JobRequest:
     return JobRequest(
-        name=spec.name, gpus_per_worker=spec.gpus_per_worker, workers=spec.workers,
-        partitioning=spec.partitioning, gpu_models=tuple(spec.gpu_models),
-        gpu_class=spec.gpu_class, min_gpu_memory_gb=spec.min_gpu_memory_gb,
-        same_interconnect=spec.same_interconnect, priority=spec.priority,
-        time_limit_s=spec.time_limit_minutes * 60.0)
+        name=spec.name,
+        gpus_per_worker=spec.gpus_per_worker,
+        workers=spec.workers,
+        partitioning=spec.partitioning,
+        gpu_models=tuple(spec.gpu_models),
+        gpu_class=spec.gpu_class,
+        min_gpu_memory_gb=spec.min_gpu_memory_gb,
+        same_interconnect=spec.same_interconnect,
+        priority=spec.priority,
+        time_limit_s=spec.time_limit_minutes * 60.0,
+    )
 
 
 class SimulatedCluster:
     kind = "simulator"
 
-    def __init__(self, name: str, flavor: str, nodes: Sequence[SimNode] = (), *,
-                 node_groups: Sequence[NodeGroup] = (), partitions: Sequence[Partition] = (),
-                 quotas: Mapping[str, int] | None = None, gang_scheduler: str = "",
-                 clock: SimClock | None = None, runtimes: Runtimes | None = None,
-                 queueing: str = "strict"):
+    def __init__(
+        self,
+        name: str,
+        flavor: str,
+        nodes: Sequence[SimNode] = (),
+        *,
+        node_groups: Sequence[NodeGroup] = (),
+        partitions: Sequence[Partition] = (),
+        quotas: Mapping[str, int] | None = None,
+        gang_scheduler: str = "",
+        clock: SimClock | None = None,
+        runtimes: Runtimes | None = None,
+        queueing: str = "strict",
+    ):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
         if queueing not in backfill.QUEUEING:
@@ -114,8 +145,9 @@ class SimulatedCluster:
     def inventory(self) -> InventorySnapshot:
         with self._lock:
             self._catch_up()
-            return InventorySnapshot(cluster=self.name, taken_at=self.clock.at(self._cursor),
-                                     pools=self._pools(), queue=self._queue_stats())
+            return InventorySnapshot(
+                cluster=self.name, taken_at=self.clock.at(self._cursor), pools=self._pools(), queue=self._queue_stats()
+            )
 
     def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
         """Accept a job (raises Rejected for Slurm's submit-time refusals)."""
@@ -143,8 +175,9 @@ class SimulatedCluster:
     def status(self, job_ids: Sequence[str]) -> dict[str, DestinationJob]:
         with self._lock:
             self._catch_up()
-            return {jid: self._view(self._jobs[jid]) for jid in job_ids
-                    if jid in self._jobs and not self._jobs[jid].lost}
+            return {
+                jid: self._view(self._jobs[jid]) for jid in job_ids if jid in self._jobs and not self._jobs[jid].lost
+            }
 
     def active_jobs(self) -> list[DestinationJob]:
         with self._lock:
@@ -169,20 +202,24 @@ class SimulatedCluster:
         with self._lock:
             self._catch_up()
             since_s = self.clock.to_seconds(since)
-            records = [self._usage_record(j) for j in self._jobs.values()
-                       if j.started_at is not None and not j.lost
-                       and (j.ended_at is None or j.ended_at >= since_s)]
+            records = [
+                self._usage_record(j)
+                for j in self._jobs.values()
+                if j.started_at is not None and not j.lost and (j.ended_at is None or j.ended_at >= since_s)
+            ]
         return iter(records)
 
-    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
-             limit: int = 200, tail: int | None = None) -> LogPage:
+    def logs(
+        self, job_id: str, *, worker: str = "", offset: int | None = None, limit: int = 200, tail: int | None = None
+    ) -> LogPage:
         with self._lock:
             self._catch_up()
             job = self._jobs.get(job_id)
             if job is None or job.lost:
                 raise LogsGone(f"{self.name} no longer has job {job_id}")
-            return log_page(job, self.flavor, self._run_time(job) or 0.0, worker=worker,
-                            offset=offset, limit=limit, tail=tail)
+            return log_page(
+                job, self.flavor, self._run_time(job) or 0.0, worker=worker, offset=offset, limit=limit, tail=tail
+            )
 
     # --- test and demo levers ----------------------------------------------------------
 
@@ -221,14 +258,25 @@ class SimulatedCluster:
             setattr(self.faults, name, False)
             return armed
 
-    def inject_foreign_job(self, name: str = "foreign-job", gpus_per_worker: int = 1,
-                           workers: int = 1, gpu_model: str = "", partitioning: str = "whole",
-                           account: str = "unknown", duration_s: float | None = None,
-                           partition: str = "") -> str:
+    def inject_foreign_job(
+        self,
+        name: str = "foreign-job",
+        gpus_per_worker: int = 1,
+        workers: int = 1,
+        gpu_model: str = "",
+        partitioning: str = "whole",
+        account: str = "unknown",
+        duration_s: float | None = None,
+        partition: str = "",
+    ) -> str:
         """A job nobody asked the broker for (no workload id): an orphan to escalate."""
-        req = JobRequest(name=name, gpus_per_worker=gpus_per_worker, workers=workers,
-                         partitioning=partitioning,
-                         gpu_models=(gpu_model,) if gpu_model else ())
+        req = JobRequest(
+            name=name,
+            gpus_per_worker=gpus_per_worker,
+            workers=workers,
+            partitioning=partitioning,
+            gpu_models=(gpu_model,) if gpu_model else (),
+        )
         with self._lock:
             self._catch_up()
             part = self._partition_for(req, partition)
@@ -246,8 +294,7 @@ class SimulatedCluster:
                 node.extra_owners.append(other_scheduler)
             return node.name
 
-    def set_node(self, node_name: str, *, healthy: bool | None = None,
-                 draining: bool | None = None) -> None:
+    def set_node(self, node_name: str, *, healthy: bool | None = None, draining: bool | None = None) -> None:
         with self._lock:
             self._catch_up()
             node = self.node(node_name)
@@ -276,8 +323,7 @@ class SimulatedCluster:
         """Every job ever submitted, lost ones included (inspection only)."""
         with self._lock:
             self._catch_up()
-            return [j for j in self._jobs.values()
-                    if workload_id is None or j.workload_id == workload_id]
+            return [j for j in self._jobs.values() if workload_id is None or j.workload_id == workload_id]
 
     def job(self, job_id: str) -> SimJob:
         with self._lock:
@@ -296,16 +342,31 @@ class SimulatedCluster:
             return identity.slurm_account or identity.project
         return identity.k8s_namespace or identity.project
 
-    def _new_job(self, req: JobRequest, workload_id: str | None, account: str,
-                 partition: str, namespace: str, duration_s: float | None = None) -> SimJob:
+    def _new_job(
+        self,
+        req: JobRequest,
+        workload_id: str | None,
+        account: str,
+        partition: str,
+        namespace: str,
+        duration_s: float | None = None,
+    ) -> SimJob:
         seq = next(self._seq)
         job_id = str(seq) if self.flavor == "slurm" else f"{namespace}/{req.name}-{seq}"
         nominal, final = self.runtimes.for_job(workload_id, req.time_limit_s)
         if duration_s is not None:
             nominal = duration_s
-        job = SimJob(job_id=job_id, workload_id=workload_id, request=req, account=account,
-                     seq=seq, submitted_at=self._cursor, run_s=self.clock.scaled(nominal),
-                     final_state=final, partition=partition)
+        job = SimJob(
+            job_id=job_id,
+            workload_id=workload_id,
+            request=req,
+            account=account,
+            seq=seq,
+            submitted_at=self._cursor,
+            run_s=self.clock.scaled(nominal),
+            final_state=final,
+            partition=partition,
+        )
         if req.time_limit_s is not None and nominal > req.time_limit_s:
             # the scheduler kills a job at its limit, whatever the trace said
             job.run_s = self.clock.scaled(req.time_limit_s)
@@ -342,8 +403,7 @@ class SimulatedCluster:
         for job in self._running():
             pool = self.node(job.placement[0][0]).pool
             used[pool] = used.get(pool, 0) + job.gpus
-        ctx = admission.Context(self._nodes, self.partitions, self.quotas, used, set(),
-                                self.gang_scheduler)
+        ctx = admission.Context(self._nodes, self.partitions, self.quotas, used, set(), self.gang_scheduler)
         admit = admission.ADMIT[self.flavor]
         reservations: dict[tuple[str, ...], backfill.Reservation] = {}
         # backfill only: a shape that could not start in this pass cannot start later in it
@@ -355,8 +415,7 @@ class SimulatedCluster:
                 job.reason, job.raw_reason = failed[shape].reason, failed[shape].raw
                 continue
             verdict = admit(job, ctx)
-            if verdict.placement is not None and not self._delays_reserved(
-                    reservations, job, verdict):
+            if verdict.placement is not None and not self._delays_reserved(reservations, job, verdict):
                 self._start(job, verdict)
                 used[verdict.pool] = used.get(verdict.pool, 0) + job.gpus
                 continue
@@ -377,15 +436,18 @@ class SimulatedCluster:
         limit = job.request.time_limit_s
         return self.clock.scaled(limit) if limit is not None else float("inf")
 
-    def _delays_reserved(self, reservations: dict[tuple[str, ...], backfill.Reservation],
-                         job: SimJob, verdict: admission.Verdict) -> bool:
+    def _delays_reserved(
+        self, reservations: dict[tuple[str, ...], backfill.Reservation], job: SimJob, verdict: admission.Verdict
+    ) -> bool:
         assert verdict.placement is not None
-        return any(not backfill.may_backfill(r, job, verdict.placement, self._cursor,
-                                             self._limit_s)
-                   for r in backfill.reservations_hit(reservations, verdict.pools))
+        return any(
+            not backfill.may_backfill(r, job, verdict.placement, self._cursor, self._limit_s)
+            for r in backfill.reservations_hit(reservations, verdict.pools)
+        )
 
-    def _reserve(self, reservations: dict[tuple[str, ...], backfill.Reservation],
-                 job: SimJob, pools: list[str]) -> None:
+    def _reserve(
+        self, reservations: dict[tuple[str, ...], backfill.Reservation], job: SimJob, pools: list[str]
+    ) -> None:
         if backfill.reservations_hit(reservations, pools):
             return  # EASY: the first blocked job of these pools holds the reservation
         nodes = [n for n in self._nodes if n.pool in pools and n.partition == job.partition]
@@ -423,73 +485,12 @@ class SimulatedCluster:
                 self._release(job)
                 job.lost = True
 
-    # --- reports -----------------------------------------------------------------------
-
-    def _view(self, job: SimJob) -> DestinationJob:
-        if job.doomed and job.state is JobState.RUNNING:
-            job.seen_running = True  # the broker saw it run; from now on it is gone
-        raw = job.raw_reason if job.state is JobState.PENDING else job.end_raw
-        return DestinationJob(
-            job_id=job.job_id, workload_id=job.workload_id, state=job.state,
-            reason=job.reason if job.state is JobState.PENDING else Reason.NONE,
-            raw_reason=raw, gpus=job.gpus, nodes=job.nodes,
-            started_at=None if job.started_at is None else self.clock.at(job.started_at),
-            ended_at=None if job.ended_at is None else self.clock.at(job.ended_at),
-            run_s=self._run_time(job), outcome=outcome(job, self.flavor))
-
-    def _run_time(self, job: SimJob) -> float | None:
-        """Elapsed simulated time of a started job (so far, while it runs)."""
-        if job.started_at is None:
-            return None
-        end = job.ended_at if job.ended_at is not None else self._cursor
-        return self.clock.run_time(max(0.0, end - job.started_at))
-
-    def _usage_record(self, job: SimJob) -> UsageRecord:
-        assert job.started_at is not None
-        return UsageRecord(
-            source="simulator", cluster=self.name, job_id=job.job_id,
-            workload_id=job.workload_id, account=job.account, gpu_model=job.gpu_model,
-            gpus=job.gpus, start=self.clock.at(job.started_at),
-            end=None if job.ended_at is None else self.clock.at(job.ended_at),
-            gpu_seconds=int(round(job.gpus * (self._run_time(job) or 0.0))), state=job.state.value)
-
-    def _pools(self) -> tuple[PoolInventory, ...]:
-        groups: dict[str, list[SimNode]] = {}
-        for node in self._nodes:
-            groups.setdefault(node.pool, []).append(node)
-        pools = [self._pool(name, nodes, self.owner) for name, nodes in groups.items()]
-        for node in self._nodes:
-            # a double claim shows as the same node in a second scheduler's pool
-            pools += [self._pool(f"{node.pool}@{other}", [node], other)
-                      for other in node.extra_owners]
-        return tuple(pools)
-
-    @staticmethod
-    def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
-        first = nodes[0]
-        return PoolInventory(
-            name=name, gpu_model=first.gpu_model, gpu_memory_gb=first.gpu_memory_gb,
-            partitioning=first.partitioning, owner=owner,
-            nodes=tuple(NodeInventory(
-                name=n.name, gpu_model=n.gpu_model, gpu_memory_gb=n.gpu_memory_gb,
-                gpus_total=n.gpus, gpus_allocatable=n.gpus, gpus_allocated=n.allocated,
-                partitioning=n.partitioning, healthy=n.healthy, draining=n.draining,
-                interconnect_domain=n.interconnect_domain, owner=owner) for n in nodes))
-
-    def _queue_stats(self) -> QueueStats:
-        pending = [j for j in self._live.values() if j.state is JobState.PENDING]
-        # throughput over the last (scaled) hour, or since the cluster was created
-        window = min(3600.0 / self.clock.time_scale, self._cursor - self._created)
-        busy = 0.0
-        if window > 0:
-            start = self._cursor - window
-            for job in self._jobs.values():
-                if job.started_at is None or job.lost:
-                    continue
-                end = job.ended_at if job.ended_at is not None else self._cursor
-                busy += job.gpus * max(0.0, min(end, self._cursor) - max(job.started_at, start))
-        return QueueStats(pending_jobs=len(pending), pending_gpus=sum(j.gpus for j in pending),
-                          gpu_hours_per_hour=busy / window if window > 0 else 0.0)
+    # --- reports (broker/backends/sim/report.py) ---------------------------------------
+    _view = report.view
+    _run_time = report.run_time
+    _usage_record = report.usage_record
+    _pools = report.pools
+    _queue_stats = report.queue_stats
 
     def __repr__(self) -> str:
         return f"<SimulatedCluster {self.name} ({self.flavor}) {len(self._nodes)} nodes>"

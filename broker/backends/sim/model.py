@@ -1,4 +1,5 @@
 """Plain state of a simulated cluster: nodes, partitions, jobs and fault switches."""
+
 from __future__ import annotations
 
 import re
@@ -43,11 +44,11 @@ class SimNode:
 
     name: str
     gpu_model: str
-    gpu_memory_gb: int          # per unit: a MIG slice's memory on a partitioned node
+    gpu_memory_gb: int  # per unit: a MIG slice's memory on a partitioned node
     gpus: int
     partitioning: str = "whole"
     interconnect_domain: str = ""
-    partition: str = ""         # Slurm partition; unused by the Kubernetes flavors
+    partition: str = ""  # Slurm partition; unused by the Kubernetes flavors
     healthy: bool = True
     draining: bool = False
     allocated: int = 0
@@ -78,7 +79,7 @@ class NodeGroup:
     interconnect_domain: str = ""
     partition: str = ""
     name_prefix: str = ""
-    quota: int | None = None    # Kueue nominal quota for this group's flavor
+    quota: int | None = None  # Kueue nominal quota for this group's flavor
 
     @property
     def prefix(self) -> str:
@@ -93,11 +94,18 @@ class NodeGroup:
         if self.partitioning != "whole":
             slices, memory = mig_geometry(self.partitioning)
             units = self.gpus_per_node * slices
-        return [SimNode(name=f"{self.prefix}{start_index + i:02d}", gpu_model=self.gpu_model,
-                        gpu_memory_gb=memory, gpus=units, partitioning=self.partitioning,
-                        interconnect_domain=self.interconnect_domain,
-                        partition=self.partition)
-                for i in range(self.count)]
+        return [
+            SimNode(
+                name=f"{self.prefix}{start_index + i:02d}",
+                gpu_model=self.gpu_model,
+                gpu_memory_gb=memory,
+                gpus=units,
+                partitioning=self.partitioning,
+                interconnect_domain=self.interconnect_domain,
+                partition=self.partition,
+            )
+            for i in range(self.count)
+        ]
 
 
 @dataclass(frozen=True)
@@ -137,11 +145,11 @@ class SimJob:
     account: str
     seq: int
     submitted_at: float
-    run_s: float                       # on the cluster's clock, already scaled
+    run_s: float  # on the cluster's clock, already scaled
     final_state: JobState = JobState.COMPLETED
-    end_raw: str = ""                  # raw text once ended, e.g. a time-limit kill
-    exit_code: int | None = None       # None: 0 when completed, 1 when failed
-    end_worker: str = ""               # the worker whose end ended the job (killed for memory)
+    end_raw: str = ""  # raw text once ended, e.g. a time-limit kill
+    exit_code: int | None = None  # None: 0 when completed, 1 when failed
+    end_worker: str = ""  # the worker whose end ended the job (killed for memory)
     partition: str = ""
     state: JobState = JobState.PENDING
     reason: Reason = Reason.NONE
@@ -150,9 +158,9 @@ class SimJob:
     ended_at: float | None = None
     placement: list[tuple[str, int]] = field(default_factory=list)  # (node, gpus)
     gpu_model: str = ""
-    doomed: bool = False               # loses_job: vanishes once seen running
+    doomed: bool = False  # loses_job: vanishes once seen running
     seen_running: bool = False
-    lost: bool = False                 # the cluster no longer reports it
+    lost: bool = False  # the cluster no longer reports it
 
     @property
     def gpus(self) -> int:
@@ -178,7 +186,7 @@ class Faults:
 
     unreachable: bool = False
     slow_s: float = 0.0
-    rejects: str = ""                  # non-empty: every submit is refused with this reason
+    rejects: str = ""  # non-empty: every submit is refused with this reason
     loses_job: bool = False
     accepts_but_times_out: bool = False
 

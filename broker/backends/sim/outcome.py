@@ -6,6 +6,7 @@ The simulator speaks each flavor's words: a Slurm job killed for memory ends in
 worker starts, one per simulated minute it ran, and one saying how it ended, so paging,
 tail and follow have something real to page through.
 """
+
 from __future__ import annotations
 
 from broker.backends.base import JobOutcome, JobState, LogPage, exit_words
@@ -31,18 +32,20 @@ def outcome(job: SimJob, flavor: str) -> JobOutcome | None:
     if job.state is JobState.CANCELLED:
         return JobOutcome(summary="cancelled", end_reason=job.end_raw or "CANCELLED")
     if job.end_raw == TIMEOUT_RAW[flavor]:
-        return JobOutcome(summary=f"stopped at its time limit ({job.end_raw})",
-                          end_reason=job.end_raw)
+        return JobOutcome(summary=f"stopped at its time limit ({job.end_raw})", end_reason=job.end_raw)
     if job.end_raw == OOM_RAW[flavor]:
         node = worker_node(job, int(job.end_worker))
         where = f"worker {job.end_worker}" + (f" (node {node})" if node else "")
-        return JobOutcome(summary=f"ran out of memory on {where}", end_reason=job.end_raw,
-                          exit_code=OOM_EXIT_CODE, worker=job.end_worker)
+        return JobOutcome(
+            summary=f"ran out of memory on {where}",
+            end_reason=job.end_raw,
+            exit_code=OOM_EXIT_CODE,
+            worker=job.end_worker,
+        )
     code = 0 if job.state is JobState.COMPLETED else 1
     if job.exit_code is not None:
         code = job.exit_code
-    reason = ("COMPLETED" if code == 0 else "FAILED") if flavor == "slurm" else (
-        "Completed" if code == 0 else "Error")
+    reason = ("COMPLETED" if code == 0 else "FAILED") if flavor == "slurm" else ("Completed" if code == 0 else "Error")
     return JobOutcome(summary=exit_words(code), end_reason=reason, exit_code=code)
 
 
@@ -59,8 +62,9 @@ def _lines(job: SimJob, worker: int, run_s: float, flavor: str) -> list[str]:
     return lines
 
 
-def log_page(job: SimJob, flavor: str, run_s: float, *, worker: str, offset: int | None,
-             limit: int, tail: int | None) -> LogPage:
+def log_page(
+    job: SimJob, flavor: str, run_s: float, *, worker: str, offset: int | None, limit: int, tail: int | None
+) -> LogPage:
     """A page of one worker's synthetic output (worker 0 when none is named)."""
     workers = tuple(str(i) for i in range(job.request.workers))
     chosen = worker or "0"
@@ -71,6 +75,5 @@ def log_page(job: SimJob, flavor: str, run_s: float, *, worker: str, offset: int
         start = max(0, len(lines) - tail)
         return LogPage(lines=tuple(lines[start:]), offset=start, workers=workers, worker=chosen)
     start = offset or 0
-    page = lines[start:start + limit]
-    return LogPage(lines=tuple(page), offset=start, more=len(lines) > start + limit,
-                   workers=workers, worker=chosen)
+    page = lines[start : start + limit]
+    return LogPage(lines=tuple(page), offset=start, more=len(lines) > start + limit, workers=workers, worker=chosen)

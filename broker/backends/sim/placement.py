@@ -5,6 +5,7 @@ gang is what real GPU jobs avoid.  Each worker lands on exactly one node; severa
 may share a node.  Free GPUs are never summed across nodes: a worker needs them all on
 its node.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterable, Sequence
@@ -34,8 +35,11 @@ def matching_pools(nodes: Iterable[SimNode], req: JobRequest) -> list[str]:
     reps: dict[str, SimNode] = {}
     for node in nodes:
         reps.setdefault(node.pool, node)
-    cands = [(p, n) for p, n in reps.items() if n.partitioning == req.partitioning
-             and n.gpu_memory_gb >= req.min_gpu_memory_gb]
+    cands = [
+        (p, n)
+        for p, n in reps.items()
+        if n.partitioning == req.partitioning and n.gpu_memory_gb >= req.min_gpu_memory_gb
+    ]
     if req.gpu_models:
         wanted = {m.strip().lower() for m in req.gpu_models}
         return [p for p, n in cands if p in wanted or n.gpu_model.lower() in wanted]

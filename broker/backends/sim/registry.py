@@ -5,6 +5,7 @@ simulated clusters cannot live in the backend objects: they live here, keyed by 
 name, and every ``SimulatorBackend("onprem-slurm")`` in the process reaches the same one.
 One clock and one duration registry are shared by all clusters of the fleet.
 """
+
 from __future__ import annotations
 
 import os
@@ -41,8 +42,9 @@ class SimulatorFleet:
             return cls._instance
 
     @classmethod
-    def reset(cls, clock: SimClock | None = None, default_fraction: float = 0.5,
-              autoload: bool = False) -> "SimulatorFleet":
+    def reset(
+        cls, clock: SimClock | None = None, default_fraction: float = 0.5, autoload: bool = False
+    ) -> "SimulatorFleet":
         """Forget every simulated cluster and start over (tests, a fresh demo).
 
         ``autoload`` lets the next lookup load the fleet file named by $BROKER_SIM_FLEET."""
@@ -59,11 +61,9 @@ class SimulatorFleet:
             self._clusters[cluster.name] = cluster
         return cluster
 
-    def add_cluster(self, name: str, flavor: str, nodes: Sequence[SimNode] = (),
-                    **options: Any) -> SimulatedCluster:
+    def add_cluster(self, name: str, flavor: str, nodes: Sequence[SimNode] = (), **options: Any) -> SimulatedCluster:
         """Create a cluster on the fleet's clock; options as for SimulatedCluster."""
-        cluster = SimulatedCluster(name, flavor, nodes, clock=self.clock,
-                                   runtimes=self.runtimes, **options)
+        cluster = SimulatedCluster(name, flavor, nodes, clock=self.clock, runtimes=self.runtimes, **options)
         return self.add(cluster)
 
     def get(self, name: str) -> SimulatedCluster:
@@ -83,8 +83,7 @@ class SimulatorFleet:
         with self._lock:
             self._clusters.pop(name, None)
 
-    def set_duration(self, workload_id: str, seconds: float,
-                     final_state: JobState = JobState.COMPLETED) -> None:
+    def set_duration(self, workload_id: str, seconds: float, final_state: JobState = JobState.COMPLETED) -> None:
         """Trace replay: ``workload_id`` runs ``seconds`` wherever it lands."""
         self.runtimes.set(workload_id, seconds, final_state)
 
@@ -111,6 +110,7 @@ class SimulatorFleet:
             path = os.environ.get(FLEET_ENV, "")
             if path and not self._clusters:
                 from broker.fleet import build_simulated_clusters, load_fleet
+
                 build_simulated_clusters(load_fleet(path), self)
 
 
@@ -135,10 +135,8 @@ def get_simulated_cluster(name: str) -> SimulatedCluster:
     return SimulatorFleet.instance().get(name)
 
 
-def set_duration(workload_id: str, seconds: float,
-                 final_state: JobState = JobState.COMPLETED) -> None:
+def set_duration(workload_id: str, seconds: float, final_state: JobState = JobState.COMPLETED) -> None:
     SimulatorFleet.instance().set_duration(workload_id, seconds, final_state)
 
 
-__all__ = ["FLEET_ENV", "SimulatorFleet", "get_fleet", "get_simulated_cluster",
-           "set_duration"]
+__all__ = ["FLEET_ENV", "SimulatorFleet", "get_fleet", "get_simulated_cluster", "set_duration"]

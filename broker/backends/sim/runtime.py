@@ -4,6 +4,7 @@ Trace replay registers each workload's real duration before submitting it; anyth
 else runs for a fixed fraction of its time limit.  Keyed by workload id, not by cluster,
 because the duration is known before the broker has chosen where the job goes.
 """
+
 from __future__ import annotations
 
 import threading
@@ -20,8 +21,7 @@ class Runtimes:
         self._overrides: dict[str, tuple[float, JobState]] = {}
         self._lock = threading.Lock()
 
-    def set(self, workload_id: str, seconds: float,
-            final_state: JobState = JobState.COMPLETED) -> None:
+    def set(self, workload_id: str, seconds: float, final_state: JobState = JobState.COMPLETED) -> None:
         """Run ``workload_id`` for ``seconds`` (nominal, before the clock's time_scale)."""
         if seconds < 0:
             raise ValueError("a duration cannot be negative")
@@ -34,8 +34,7 @@ class Runtimes:
         with self._lock:
             self._overrides.clear()
 
-    def for_job(self, workload_id: str | None,
-                time_limit_s: float | None) -> tuple[float, JobState]:
+    def for_job(self, workload_id: str | None, time_limit_s: float | None) -> tuple[float, JobState]:
         """(nominal seconds, final state) of a new job."""
         with self._lock:
             if workload_id and workload_id in self._overrides:

@@ -6,6 +6,7 @@
 
 See docs/slurm.md.
 """
+
 from broker.backends.slurm.backend import AccountStatus, SlurmBackend
 from broker.backends.slurm.commands import CommandTransport
 from broker.backends.slurm.config import SlurmConfig
@@ -14,6 +15,14 @@ from broker.backends.slurm.rest import RestTransport
 from broker.backends.slurm.transport import Transport
 
 __all__ = [
-    "AccountStatus", "CommandTransport", "RestTransport", "SlurmBackend", "SlurmConfig",
-    "SubmitRequest", "Transport", "build_request", "rest_job_body", "sbatch_args",
+    "AccountStatus",
+    "CommandTransport",
+    "RestTransport",
+    "SlurmBackend",
+    "SlurmConfig",
+    "SubmitRequest",
+    "Transport",
+    "build_request",
+    "rest_job_body",
+    "sbatch_args",
 ]

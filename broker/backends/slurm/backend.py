@@ -1,4 +1,5 @@
 """SlurmBackend: the Backend protocol over one Slurm cluster, through a Transport."""
+
 from __future__ import annotations
 
 import logging
@@ -9,10 +10,18 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterator, Sequence
 
 from broker.backends.base import (
-    BackendError, DestinationJob, InventorySnapshot, LogPage, NodeInventory, PoolInventory,
-    ProjectIdentity, QueueStats, Unavailable, UsageRecord,
+    BackendError,
+    DestinationJob,
+    InventorySnapshot,
+    LogPage,
+    NodeInventory,
+    PoolInventory,
+    ProjectIdentity,
+    QueueStats,
+    Unavailable,
+    UsageRecord,
 )
-from broker.backends.limits import LocalLimits
+from broker.local_limits import LocalLimits
 from broker.backends.slurm import parsers
 from broker.backends.slurm.limits import read_limits
 from broker.backends.slurm.config import SlurmConfig
@@ -24,8 +33,18 @@ from broker.spec import MIG_PROFILE_RE, WorkloadSpec
 
 log = logging.getLogger(__name__)
 
-ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                 "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED")
+ACTIVE_STATES = (
+    "PENDING",
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "STOPPED",
+)
 
 
 @dataclass(frozen=True)
@@ -59,8 +78,13 @@ def _split_type(gres_type: str) -> tuple[str, str]:
 class SlurmBackend:
     kind = "slurm"
 
-    def __init__(self, cluster: str, transport: Transport, config: SlurmConfig | None = None,
-                 output_reader: OutputReader | None = None):
+    def __init__(
+        self,
+        cluster: str,
+        transport: Transport,
+        config: SlurmConfig | None = None,
+        output_reader: OutputReader | None = None,
+    ):
         self.cluster = cluster
         self.transport = transport
         self.config = config or SlurmConfig()
@@ -133,19 +157,24 @@ class SlurmBackend:
         out = []
         for gtype, total in sorted(by_type.items()):
             model, partitioning = _split_type(gtype)
-            out.append((gtype, NodeInventory(
-                name=node.name,
-                gpu_model=self._model_name(gtype, model),
-                gpu_memory_gb=self._gpu_memory(gtype),
-                gpus_total=total,
-                gpus_allocatable=max(0, total - drained.get(gtype, 0)),
-                gpus_allocated=min(total, used.get(gtype, 0)),
-                partitioning=partitioning,
-                healthy=healthy,
-                draining=draining,
-                interconnect_domain=self.config.interconnect_domain,
-                owner=self.config.owner,
-            )))
+            out.append(
+                (
+                    gtype,
+                    NodeInventory(
+                        name=node.name,
+                        gpu_model=self._model_name(gtype, model),
+                        gpu_memory_gb=self._gpu_memory(gtype),
+                        gpus_total=total,
+                        gpus_allocatable=max(0, total - drained.get(gtype, 0)),
+                        gpus_allocated=min(total, used.get(gtype, 0)),
+                        partitioning=partitioning,
+                        healthy=healthy,
+                        draining=draining,
+                        interconnect_domain=self.config.interconnect_domain,
+                        owner=self.config.owner,
+                    ),
+                )
+            )
         return out
 
     def inventory(self) -> InventorySnapshot:
@@ -166,16 +195,23 @@ class SlurmBackend:
         pool_list = []
         for (partition, gtype), invs in sorted(pools.items()):
             first = invs[0]
-            pool_list.append(PoolInventory(
-                name=f"{partition}/{gtype or 'gpu'}",
-                gpu_model=first.gpu_model,
-                gpu_memory_gb=first.gpu_memory_gb,
-                partitioning=first.partitioning,
-                owner=self.config.owner,
-                nodes=tuple(sorted(invs, key=lambda n: n.name)),
-            ))
-        return InventorySnapshot(cluster=self.cluster, taken_at=taken_at, pools=tuple(pool_list),
-                                 queue=self._queue_stats(taken_at), limits=self._limits())
+            pool_list.append(
+                PoolInventory(
+                    name=f"{partition}/{gtype or 'gpu'}",
+                    gpu_model=first.gpu_model,
+                    gpu_memory_gb=first.gpu_memory_gb,
+                    partitioning=first.partitioning,
+                    owner=self.config.owner,
+                    nodes=tuple(sorted(invs, key=lambda n: n.name)),
+                )
+            )
+        return InventorySnapshot(
+            cluster=self.cluster,
+            taken_at=taken_at,
+            pools=tuple(pool_list),
+            queue=self._queue_stats(taken_at),
+            limits=self._limits(),
+        )
 
     def _limits(self) -> LocalLimits:
         """QoS, association and partition limits (best effort, as throughput: slurmdbd may be
@@ -189,12 +225,16 @@ class SlurmBackend:
 
     def _queue_stats(self, now: datetime) -> QueueStats:
         wanted = set(self.config.partitions)
-        pending = [j for j in self.transport.jobs(states=("PENDING",))
-                   if parsers.tres_gpus(j.tres) > 0
-                   and (not wanted or not j.partition or set(j.partition.split(",")) & wanted)]
-        return QueueStats(pending_jobs=len(pending),
-                          pending_gpus=sum(parsers.tres_gpus(j.tres) for j in pending),
-                          gpu_hours_per_hour=self._throughput(now))
+        pending = [
+            j
+            for j in self.transport.jobs(states=("PENDING",))
+            if parsers.tres_gpus(j.tres) > 0 and (not wanted or not j.partition or set(j.partition.split(",")) & wanted)
+        ]
+        return QueueStats(
+            pending_jobs=len(pending),
+            pending_gpus=sum(parsers.tres_gpus(j.tres) for j in pending),
+            gpu_hours_per_hour=self._throughput(now),
+        )
 
     def _throughput(self, now: datetime) -> float:
         """GPU-hours delivered per hour over the last throughput_window_s (best effort:
@@ -219,8 +259,7 @@ class SlurmBackend:
         return round(total / window, 4)
 
     # ------------------------------------------------------------ jobs
-    def build_request(self, spec: WorkloadSpec, workload_id: str,
-                      identity: ProjectIdentity) -> SubmitRequest:
+    def build_request(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> SubmitRequest:
         return build_request(spec, workload_id, identity, self.config, self._known_types)
 
     def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
@@ -237,20 +276,30 @@ class SlurmBackend:
             return None
         live = [j for j in jobs if not j.state.ended]
         pool = live or jobs
-        return max(pool, key=lambda j: int(j.job_id.split("_")[0].split("+")[0])
-                   if j.job_id.split("_")[0].split("+")[0].isdigit() else 0)
+        return max(
+            pool,
+            key=lambda j: (
+                int(j.job_id.split("_")[0].split("+")[0]) if j.job_id.split("_")[0].split("+")[0].isdigit() else 0
+            ),
+        )
 
     def find_active(self, workload_id: str) -> DestinationJob | None:
         """From slurmctld (squeue / REST jobs): pending, running and recently ended jobs."""
-        jobs = [self._job(j) for j in self.transport.jobs(names=[workload_id])
-                if j.comment == workload_id or (not j.comment and j.name == workload_id)]
+        jobs = [
+            self._job(j)
+            for j in self.transport.jobs(names=[workload_id])
+            if j.comment == workload_id or (not j.comment and j.name == workload_id)
+        ]
         return self._best(jobs)
 
     def find_accounted(self, workload_id: str) -> DestinationJob | None:
         """From slurmdbd (sacct / REST slurmdb): jobs that left slurmctld's memory."""
         since = datetime.now(timezone.utc) - timedelta(days=self.config.find_lookback_days)
-        jobs = [self._acct_job(r) for r in self.transport.accounting(since=since, names=[workload_id])
-                if r.comment == workload_id or (not r.comment and r.name == workload_id)]
+        jobs = [
+            self._acct_job(r)
+            for r in self.transport.accounting(since=since, names=[workload_id])
+            if r.comment == workload_id or (not r.comment and r.name == workload_id)
+        ]
         return self._best(jobs)
 
     def status(self, job_ids: Sequence[str]) -> dict[str, DestinationJob]:
@@ -280,15 +329,18 @@ class SlurmBackend:
             return
         for job_id, end in ends.items():
             if job_id in found and end.state and parsers.map_job_state(end.state).ended:
-                found[job_id] = replace(found[job_id], outcome=end_outcome(
-                    end.state, end.exit_code, end.signal, end.reason))
+                found[job_id] = replace(
+                    found[job_id], outcome=end_outcome(end.state, end.exit_code, end.signal, end.reason)
+                )
 
-    def logs(self, job_id: str, *, worker: str = "", offset: int | None = None,
-             limit: int = 200, tail: int | None = None) -> LogPage:
+    def logs(
+        self, job_id: str, *, worker: str = "", offset: int | None = None, limit: int = 200, tail: int | None = None
+    ) -> LogPage:
         """The job's output file (one per job: every worker's lines are in it)."""
         if self.output_reader is None:
-            raise BackendError(f"slurmrestd serves no files, and {self.cluster} has no "
-                               f"logs_ssh_host or logs_prefix to read them with")
+            raise BackendError(
+                f"slurmrestd serves no files, and {self.cluster} has no logs_ssh_host or logs_prefix to read them with"
+            )
         job = self.find_job_name(job_id)
         path = output_path(self.config, job_id, job, rest=self.transport.name == "rest")
         return self.output_reader.read(path, offset=offset, limit=limit, tail=tail)
@@ -301,8 +353,7 @@ class SlurmBackend:
         return (job.workload_id or "") if job else ""
 
     def active_jobs(self) -> list[DestinationJob]:
-        return [self._job(j) for j in self.transport.jobs(states=ACTIVE_STATES)
-                if parsers.tres_gpus(j.tres) > 0]
+        return [self._job(j) for j in self.transport.jobs(states=ACTIVE_STATES) if parsers.tres_gpus(j.tres) > 0]
 
     def cancel(self, job_id: str) -> bool:
         job_id = str(job_id)
@@ -344,8 +395,15 @@ class SlurmBackend:
                 user=rec.user,
             )
 
-    def ensure_account(self, account: str, users: Sequence[str] = (), *, create: bool = False,
-                       description: str = "", organization: str = "") -> AccountStatus:
+    def ensure_account(
+        self,
+        account: str,
+        users: Sequence[str] = (),
+        *,
+        create: bool = False,
+        description: str = "",
+        organization: str = "",
+    ) -> AccountStatus:
         """Check that ``account`` (and each user's association with it) exists in
         slurmdbd; with ``create`` add what is missing (sacctmgr; CommandTransport only)."""
         assocs = self.transport.associations(account)
@@ -353,11 +411,9 @@ class SlurmBackend:
         have = {a.user for a in assocs if a.user}
         missing = tuple(u for u in users if u not in have)
         if (exists and not missing) or not create:
-            return AccountStatus(account, exists, missing_users=missing,
-                                 detail="" if exists else "no such account")
+            return AccountStatus(account, exists, missing_users=missing, detail="" if exists else "no such account")
         try:
-            self.transport.add_account(account, users, description=description,
-                                       organization=organization)
+            self.transport.add_account(account, users, description=description, organization=organization)
         except NotImplementedError as exc:
             return AccountStatus(account, exists, missing_users=missing, detail=str(exc))
         except BackendError:

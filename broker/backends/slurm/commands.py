@@ -5,6 +5,7 @@ local shell is involved.  With an ssh prefix the remote side does run a shell, s
 argument is quoted with ``shlex.quote`` (``remote_shell``).  Times are asked for as
 epoch seconds (``SLURM_TIME_FORMAT=%s``), so no time zone guessing is needed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,9 +68,15 @@ class CommandTransport:
 
     name = "cli"
 
-    def __init__(self, prefix: Sequence[str] = (), timeout_s: float = 30.0, *,
-                 remote_shell: bool | None = None, bin_dir: str = "",
-                 stream_timeout_s: float | None = None):
+    def __init__(
+        self,
+        prefix: Sequence[str] = (),
+        timeout_s: float = 30.0,
+        *,
+        remote_shell: bool | None = None,
+        bin_dir: str = "",
+        stream_timeout_s: float | None = None,
+    ):
         self.prefix = list(prefix)
         self.timeout_s = timeout_s
         self.stream_timeout_s = stream_timeout_s or max(timeout_s, 120.0)
@@ -98,16 +105,23 @@ class CommandTransport:
         env[TIME_ENV[0]] = TIME_ENV[1]
         return env
 
-    def run(self, cmd: Sequence[str], *, input: str | None = None,
-            timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, cmd: Sequence[str], *, input: str | None = None, timeout: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run; raise Unavailable when it cannot start or runs out of time.  The command
         gets its own process group, so a timeout also ends whatever it started."""
         argv = self.argv(cmd)
         timeout = timeout or self.timeout_s
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=self._env(), process_group=0)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=self._env(),
+                process_group=0,
+            )
         except OSError as exc:
             raise Unavailable(f"cannot run {argv[0]}: {exc}") from exc
         try:
@@ -141,9 +155,15 @@ class CommandTransport:
         timeout = timeout or self.stream_timeout_s
         with tempfile.TemporaryFile(mode="w+") as err:
             try:
-                proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True,
-                                        stdin=subprocess.DEVNULL, env=self._env(),
-                                        process_group=0)
+                proc = subprocess.Popen(
+                    argv,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                    stdin=subprocess.DEVNULL,
+                    env=self._env(),
+                    process_group=0,
+                )
             except OSError as exc:
                 raise Unavailable(f"cannot run {argv[0]}: {exc}") from exc
             expired = threading.Event()
@@ -186,8 +206,13 @@ class CommandTransport:
             raise Unavailable(f"sbatch printed no job id: {out!r} {err!r}")
         return job_id
 
-    def jobs(self, *, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None,
-             states: Iterable[str] | None = None) -> list[SlurmJob]:
+    def jobs(
+        self,
+        *,
+        job_ids: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[SlurmJob]:
         if job_ids is not None and not job_ids:
             return []
         cmd = ["squeue", "--noheader", "--all", f"--Format={parsers.squeue_format()}"]
@@ -205,10 +230,18 @@ class CommandTransport:
         out = self.query(["scontrol", "--details", "--oneliner", "show", "node"])
         return parsers.parse_scontrol_nodes(out)
 
-    def sacct_cmd(self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None,
-                  names: Sequence[str] | None = None) -> list[str]:
-        cmd = ["sacct", "--allusers", "--parsable2", "--allocations", "--noheader",
-               f"--delimiter={parsers.US}", "--format=" + ",".join(parsers.SACCT_FIELDS)]
+    def sacct_cmd(
+        self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None
+    ) -> list[str]:
+        cmd = [
+            "sacct",
+            "--allusers",
+            "--parsable2",
+            "--allocations",
+            "--noheader",
+            f"--delimiter={parsers.US}",
+            "--format=" + ",".join(parsers.SACCT_FIELDS),
+        ]
         if job_ids:
             cmd.append("--jobs=" + ",".join(str(j) for j in job_ids))
             if since is not None:
@@ -219,8 +252,9 @@ class CommandTransport:
             cmd.append("--name=" + ",".join(names))
         return cmd
 
-    def accounting(self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None,
-                   names: Sequence[str] | None = None) -> Iterator[SlurmAcct]:
+    def accounting(
+        self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None
+    ) -> Iterator[SlurmAcct]:
         if job_ids is not None and not job_ids:
             return iter(())
         return parsers.iter_sacct(self.stream(self.sacct_cmd(since=since, job_ids=job_ids, names=names)))
@@ -242,8 +276,18 @@ class CommandTransport:
         return parse_sacct_ends(out.splitlines())
 
     def associations(self, account: str) -> list[Association]:
-        out = self.query(["sacctmgr", "--noheader", "--parsable2", "show", "associations",
-                          "where", f"account={account}", "format=cluster,account,user"])
+        out = self.query(
+            [
+                "sacctmgr",
+                "--noheader",
+                "--parsable2",
+                "show",
+                "associations",
+                "where",
+                f"account={account}",
+                "format=cluster,account,user",
+            ]
+        )
         rows = []
         for line in out.splitlines():
             parts = line.split("|")
@@ -251,13 +295,26 @@ class CommandTransport:
                 rows.append(Association(account=parts[1], user=parts[2], cluster=parts[0]))
         return rows
 
-    def add_account(self, account: str, users: Sequence[str] = (), *, cluster: str = "",
-                    description: str = "", organization: str = "") -> None:
+    def add_account(
+        self,
+        account: str,
+        users: Sequence[str] = (),
+        *,
+        cluster: str = "",
+        description: str = "",
+        organization: str = "",
+    ) -> None:
         where = [f"cluster={cluster}"] if cluster else []
         if not [a for a in self.associations(account) if not a.user]:
-            cmd = ["sacctmgr", "--immediate", "add", "account", account,
-                   f"Description={description or account}",
-                   f"Organization={organization or account}"]
+            cmd = [
+                "sacctmgr",
+                "--immediate",
+                "add",
+                "account",
+                account,
+                f"Description={description or account}",
+                f"Organization={organization or account}",
+            ]
             cmd += [w.capitalize() for w in where]
             self._admin(cmd)
         have = {a.user for a in self.associations(account)}

@@ -1,4 +1,5 @@
 """Slurm's error texts and REST error lists: refusal or "did not answer"."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,13 +8,30 @@ from broker.backends.slurm.values import clean, number
 
 # text that says "the control plane did not answer", not "it refused the job"
 TRANSIENT_MARKERS = (
-    "unable to contact slurm controller", "socket timed out", "connection refused",
-    "connect failure", "zero bytes were transmitted", "communication connection failure",
-    "temporarily unable", "try again", "resource temporarily unavailable", "slurmctld is busy",
-    "connection reset", "connection timed out", "no route to host", "broken pipe",
-    "transport endpoint", "protocol authentication error", "invalid authentication credential",
-    "munge", "slurmdbd", "unable to connect", "name or service not known", "unspecified error",
-    "in standby mode", "not responding",
+    "unable to contact slurm controller",
+    "socket timed out",
+    "connection refused",
+    "connect failure",
+    "zero bytes were transmitted",
+    "communication connection failure",
+    "temporarily unable",
+    "try again",
+    "resource temporarily unavailable",
+    "slurmctld is busy",
+    "connection reset",
+    "connection timed out",
+    "no route to host",
+    "broken pipe",
+    "transport endpoint",
+    "protocol authentication error",
+    "invalid authentication credential",
+    "munge",
+    "slurmdbd",
+    "unable to connect",
+    "name or service not known",
+    "unspecified error",
+    "in standby mode",
+    "not responding",
 )
 
 

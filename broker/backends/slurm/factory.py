@@ -20,6 +20,7 @@ Called by broker/backends/registry.py.  Config keys (all optional):
   ``find_lookback_days``, ``cancel_confirm_s``, ``throughput_window_s``,
   ``interconnect_domain``, ``owner``.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,16 +35,50 @@ from broker.backends.slurm.output import OutputReader, check_pattern
 from broker.backends.slurm.rest import RestTransport
 from broker.backends.slurm.transport import Transport
 
-_TRANSPORT = {"transport", "prefix", "ssh_host", "remote_shell", "bin_dir", "rest_url",
-              "api_version", "user_name", "logs_prefix", "logs_ssh_host"}
-_ALIASES = {"account": "default_account", "partition": "default_partition", "qos": "default_qos",
-            "gpu_classes": "gpu_class_types"}
-_MAPPINGS = {"partition_by_gpu_type", "qos_by_priority", "gpu_type_aliases", "model_names",
-             "gpu_class_types", "gpu_memory_gb", "rest_environment", "rest_job_extra"}
+_TRANSPORT = {
+    "transport",
+    "prefix",
+    "ssh_host",
+    "remote_shell",
+    "bin_dir",
+    "rest_url",
+    "api_version",
+    "user_name",
+    "logs_prefix",
+    "logs_ssh_host",
+}
+_ALIASES = {
+    "account": "default_account",
+    "partition": "default_partition",
+    "qos": "default_qos",
+    "gpu_classes": "gpu_class_types",
+}
+_MAPPINGS = {
+    "partition_by_gpu_type",
+    "qos_by_priority",
+    "gpu_type_aliases",
+    "model_names",
+    "gpu_class_types",
+    "gpu_memory_gb",
+    "rest_environment",
+    "rest_job_extra",
+}
 _TUPLES = {"extra_sbatch_args", "partitions"}
-_SCALARS = {"default_account", "default_partition", "default_qos", "workdir", "output", "output_dir",
-            "multi_node_launch", "submit_held", "find_lookback_days", "cancel_confirm_s",
-            "throughput_window_s", "interconnect_domain", "owner"}
+_SCALARS = {
+    "default_account",
+    "default_partition",
+    "default_qos",
+    "workdir",
+    "output",
+    "output_dir",
+    "multi_node_launch",
+    "submit_held",
+    "find_lookback_days",
+    "cancel_confirm_s",
+    "throughput_window_s",
+    "interconnect_domain",
+    "owner",
+}
 
 
 def policy_gpu_classes() -> dict[str, tuple[str, ...]]:
@@ -80,13 +115,16 @@ def slurm_config(raw: Mapping[str, Any]) -> SlurmConfig:
         values["gpu_class_types"] = policy_gpu_classes()
     check_pattern(str(values.get("output", "")))
     if "gpu_memory_gb" in values:
-        values["gpu_memory_gb"] = {**DEFAULT_GPU_MEMORY_GB,
-                                   **{k.lower(): int(v) for k, v in values["gpu_memory_gb"].items()}}
+        values["gpu_memory_gb"] = {
+            **DEFAULT_GPU_MEMORY_GB,
+            **{k.lower(): int(v) for k, v in values["gpu_memory_gb"].items()},
+        }
     return SlurmConfig(**values)
 
 
-def slurm_backend_from_config(cluster: str, config: Mapping[str, Any], token: str = "",
-                              timeout_s: float = 20.0) -> SlurmBackend:
+def slurm_backend_from_config(
+    cluster: str, config: Mapping[str, Any], token: str = "", timeout_s: float = 20.0
+) -> SlurmBackend:
     """The backend for one cluster; a bad config raises Unavailable saying which key."""
     known = _TRANSPORT | set(_ALIASES) | _MAPPINGS | _TUPLES | _SCALARS
     unknown = set(config) - known
@@ -102,17 +140,24 @@ def slurm_backend_from_config(cluster: str, config: Mapping[str, Any], token: st
         prefix = list(config.get("prefix") or ())
         if not prefix and config.get("ssh_host"):
             prefix = ["ssh", "-o", "BatchMode=yes", str(config["ssh_host"])]
-        transport = CommandTransport(prefix=prefix, timeout_s=timeout_s,
-                                     remote_shell=config.get("remote_shell"),
-                                     bin_dir=str(config.get("bin_dir", "")))
+        transport = CommandTransport(
+            prefix=prefix,
+            timeout_s=timeout_s,
+            remote_shell=config.get("remote_shell"),
+            bin_dir=str(config.get("bin_dir", "")),
+        )
     elif kind == "rest":
         if not config.get("rest_url"):
             raise Unavailable(f"cluster {cluster}: transport rest needs rest_url")
         if not token:
             raise Unavailable(f"cluster {cluster}: transport rest needs a JWT (credentials_ref)")
-        transport = RestTransport(str(config["rest_url"]), lambda: token,
-                                  str(config.get("api_version", "auto")),
-                                  user_name=config.get("user_name"), timeout_s=timeout_s)
+        transport = RestTransport(
+            str(config["rest_url"]),
+            lambda: token,
+            str(config.get("api_version", "auto")),
+            user_name=config.get("user_name"),
+            timeout_s=timeout_s,
+        )
     else:
         raise Unavailable(f"cluster {cluster}: unknown transport {kind!r} (cli or rest)")
     return SlurmBackend(cluster, transport, settings, _output_reader(config, transport, timeout_s))

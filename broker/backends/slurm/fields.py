@@ -12,6 +12,7 @@ object members, sacct columns).  Two modes, owned here:
 Strict is switched on with ``strict_fields()`` (a context manager, or ``set_strict``)
 or for a whole process with GPUBROKER_SLURM_STRICT_FIELDS=1.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 STRICT_ENV = "GPUBROKER_SLURM_STRICT_FIELDS"
 
 _state = threading.Lock()
-_strict: bool | None = None          # None: from the environment
+_strict: bool | None = None  # None: from the environment
 _logged: set[str] = set()
 
 
@@ -37,8 +38,10 @@ class UnknownField(Exception):
     Unavailable, and an unknown field in the tests must fail them, not be retried."""
 
     def __init__(self, source: str, name: str, raw: str):
-        super().__init__(f"{source}: unknown field {name!r} = {raw[:200]!r} "
-                         f"(list it in broker/backends/slurm/known_fields.py once it is understood)")
+        super().__init__(
+            f"{source}: unknown field {name!r} = {raw[:200]!r} "
+            f"(list it in broker/backends/slurm/known_fields.py once it is understood)"
+        )
         self.source = source
         self.name = name
         self.raw = raw
@@ -88,6 +91,10 @@ def unknown_fields(source: str, items: Mapping[str, Any], known: frozenset[str])
             first = key not in _logged
             _logged.add(key)
         if first:
-            log.warning("Slurm %s has a field this broker does not know: %s=%.200s "
-                        "(kept as raw text; logged once)", source, name, raw)
+            log.warning(
+                "Slurm %s has a field this broker does not know: %s=%.200s (kept as raw text; logged once)",
+                source,
+                name,
+                raw,
+            )
     return extra

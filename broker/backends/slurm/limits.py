@@ -11,21 +11,21 @@ Scopes: a QoS limit applies to every job when it is the QoS the broker submits w
 config's ``default_qos``, else Slurm's ``normal``), else only to jobs of that QoS
 (``qos:<name>``); an association's limits apply to its account's jobs (scope = account).
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from broker.backends.limits import GroupQuota, JobCap, LocalLimits
+from broker.local_limits import GroupQuota, JobCap, LocalLimits
 from broker.backends.slurm import parsers
 from broker.backends.slurm.transport import SlurmJob
 
 QOS_FORMAT = ("Name", "MaxTRESPerJob", "MaxWall", "GrpTRES", "GrpJobs")
 ASSOC_FORMAT = ("Account", "User", "Partition", "MaxTRESPerJob", "GrpTRES", "GrpJobs")
 QOS_CMD = ["sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=" + ",".join(QOS_FORMAT)]
-ASSOC_CMD = ["sacctmgr", "--noheader", "--parsable2", "show", "associations",
-             "format=" + ",".join(ASSOC_FORMAT)]
+ASSOC_CMD = ["sacctmgr", "--noheader", "--parsable2", "show", "associations", "format=" + ",".join(ASSOC_FORMAT)]
 PARTITION_CMD = ["scontrol", "--oneliner", "show", "partition"]
 SLURM_DEFAULT_QOS = "normal"
 
@@ -34,10 +34,10 @@ SLURM_DEFAULT_QOS = "normal"
 class Row:
     """One QoS or association with the limits the broker reads."""
 
-    name: str                       # QoS name, or the association's account
-    max_gpus: int | None = None     # MaxTRESPerJob gres/gpu
+    name: str  # QoS name, or the association's account
+    max_gpus: int | None = None  # MaxTRESPerJob gres/gpu
     max_wall_s: float | None = None
-    grp_gpus: int | None = None     # GrpTRES gres/gpu
+    grp_gpus: int | None = None  # GrpTRES gres/gpu
     grp_jobs: int | None = None
 
 
@@ -101,14 +101,24 @@ def parse_partitions(text: str) -> list[PartitionRow]:
         if "PartitionName" not in kv:
             continue
         qos = kv.get("QoS", "")
-        rows.append(PartitionRow(kv["PartitionName"], _count(kv.get("MaxNodes", "")),
-                                 slurm_duration_s(kv.get("MaxTime", "")),
-                                 "" if qos in ("N/A", "(null)") else qos))
+        rows.append(
+            PartitionRow(
+                kv["PartitionName"],
+                _count(kv.get("MaxNodes", "")),
+                slurm_duration_s(kv.get("MaxTime", "")),
+                "" if qos in ("N/A", "(null)") else qos,
+            )
+        )
     return rows
 
 
-def local_limits(qos: Iterable[Row], assocs: Iterable[Row], partitions: Iterable[PartitionRow],
-                 running: Iterable[SlurmJob], default_qos: str = "") -> LocalLimits:
+def local_limits(
+    qos: Iterable[Row],
+    assocs: Iterable[Row],
+    partitions: Iterable[PartitionRow],
+    running: Iterable[SlurmJob],
+    default_qos: str = "",
+) -> LocalLimits:
     default_qos = default_qos or SLURM_DEFAULT_QOS
     by_qos = {q.name: q for q in qos}
     used = _use(running)
@@ -116,8 +126,9 @@ def local_limits(qos: Iterable[Row], assocs: Iterable[Row], partitions: Iterable
     quotas: list[GroupQuota] = []
     for part in partitions:
         if part.max_nodes is not None or part.max_time_s is not None:
-            caps.append(JobCap(f"partition {part.name}", pool=part.name, max_nodes=part.max_nodes,
-                               max_time_s=part.max_time_s))
+            caps.append(
+                JobCap(f"partition {part.name}", pool=part.name, max_nodes=part.max_nodes, max_time_s=part.max_time_s)
+            )
         if part.qos in by_qos:
             caps += _caps(f"QoS {part.qos} of partition {part.name}", by_qos[part.qos], part.name, "")
     for q in by_qos.values():
@@ -141,8 +152,16 @@ def _quota(source: str, row: Row, scope: str, use: tuple[int, int]) -> list[Grou
     if row.grp_gpus is None and row.grp_jobs is None:
         return []
     text = f" (GrpTRES=gres/gpu={row.grp_gpus})" if row.grp_gpus is not None else ""
-    return [GroupQuota(source + text, scope=scope, limit_gpus=row.grp_gpus, used_gpus=use[0],
-                       max_jobs=row.grp_jobs, running_jobs=use[1])]
+    return [
+        GroupQuota(
+            source + text,
+            scope=scope,
+            limit_gpus=row.grp_gpus,
+            used_gpus=use[0],
+            max_jobs=row.grp_jobs,
+            running_jobs=use[1],
+        )
+    ]
 
 
 def _use(running: Iterable[SlurmJob]) -> Mapping[tuple[str, str], tuple[int, int]]:
@@ -163,5 +182,10 @@ def read_limits(transport: object, running: Iterable[SlurmJob], default_qos: str
     query = getattr(transport, "query", None)
     if query is None:
         return LocalLimits()
-    return local_limits(parse_qos(query(QOS_CMD)), parse_associations(query(ASSOC_CMD)),
-                        parse_partitions(query(PARTITION_CMD)), running, default_qos)
+    return local_limits(
+        parse_qos(query(QOS_CMD)),
+        parse_associations(query(ASSOC_CMD)),
+        parse_partitions(query(PARTITION_CMD)),
+        running,
+        default_qos,
+    )

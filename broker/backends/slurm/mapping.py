@@ -3,6 +3,7 @@
 ``build_request`` makes a transport-neutral ``SubmitRequest``; ``sbatch_args`` renders
 it for sbatch (the batch script goes on stdin), ``rest_job_body`` for slurmrestd.
 """
+
 from __future__ import annotations
 
 import re
@@ -21,9 +22,9 @@ _POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 @dataclass(frozen=True)
 class SubmitRequest:
-    workload_id: str                 # job name and comment
-    script: str                      # the batch script, "#!/bin/bash" first
-    gres: str                        # "gpu:a100:2" / "gpu:2": per node
+    workload_id: str  # job name and comment
+    script: str  # the batch script, "#!/bin/bash" first
+    gres: str  # "gpu:a100:2" / "gpu:2": per node
     nodes: int
     tasks_per_node: int
     cpus_per_task: int
@@ -35,7 +36,7 @@ class SubmitRequest:
     workdir: str = ""
     output: str = ""
     hold: bool = False
-    run_as_user: str = ""            # submit as this POSIX user (the project's jobs run as the person)
+    run_as_user: str = ""  # submit as this POSIX user (the project's jobs run as the person)
     run_as_group: str = ""
     extra_args: tuple[str, ...] = ()
     rest_extra: Mapping[str, Any] = field(default_factory=dict)
@@ -51,8 +52,7 @@ class SubmitRequest:
         return parts[1] if len(parts) == 3 else ""
 
 
-def gpu_type_for(spec: WorkloadSpec, config: SlurmConfig,
-                 known_types: Collection[str] | None = None) -> str:
+def gpu_type_for(spec: WorkloadSpec, config: SlurmConfig, known_types: Collection[str] | None = None) -> str:
     """The Slurm GRES type to ask for ("" = any GPU).
 
     MIG profile -> that profile (or the known type ending in it, e.g. ``a100_1g.10gb``);
@@ -62,8 +62,12 @@ def gpu_type_for(spec: WorkloadSpec, config: SlurmConfig,
     reverse = {v.lower(): k for k, v in config.model_names.items()}
 
     def alias(name: str) -> str:
-        return (config.gpu_type_aliases.get(name) or config.gpu_type_aliases.get(name.lower())
-                or reverse.get(name.lower()) or name).lower()
+        return (
+            config.gpu_type_aliases.get(name)
+            or config.gpu_type_aliases.get(name.lower())
+            or reverse.get(name.lower())
+            or name
+        ).lower()
 
     if spec.mig_profile:
         profile = alias(spec.mig_profile)
@@ -96,8 +100,13 @@ def batch_script(spec: WorkloadSpec, workload_id: str, config: SlurmConfig) -> s
     return "\n".join(lines) + "\n"
 
 
-def build_request(spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity,
-                  config: SlurmConfig, known_types: Collection[str] | None = None) -> SubmitRequest:
+def build_request(
+    spec: WorkloadSpec,
+    workload_id: str,
+    identity: ProjectIdentity,
+    config: SlurmConfig,
+    known_types: Collection[str] | None = None,
+) -> SubmitRequest:
     if not _SAFE_ID_RE.match(workload_id):
         raise Rejected(f"workload id {workload_id!r} cannot be a Slurm job name")
     if spec.mig_profile and not MIG_PROFILE_RE.match(spec.mig_profile):
@@ -169,7 +178,7 @@ def sbatch_args(req: SubmitRequest) -> list[str]:
 
 
 def api_minor(api_version: str) -> int:
-    """"v0.0.38" -> 38."""
+    """ "v0.0.38" -> 38."""
     m = re.match(r"^v?0\.0\.(\d+)$", api_version.strip())
     if not m:
         raise ValueError(f"not a Slurm REST API version: {api_version!r}")
@@ -202,26 +211,30 @@ def rest_job_body(req: SubmitRequest, api_version: str) -> dict[str, Any]:
     if req.hold:
         job["hold"] = True
     if minor <= 38:
-        job.update({
-            "nodes": [req.nodes, req.nodes],
-            "memory_per_node": req.mem_per_node_mb,
-            "time_limit": req.time_minutes,
-            "gres": req.gres,
-            "environment": env,
-        })
+        job.update(
+            {
+                "nodes": [req.nodes, req.nodes],
+                "memory_per_node": req.mem_per_node_mb,
+                "time_limit": req.time_minutes,
+                "gres": req.gres,
+                "environment": env,
+            }
+        )
         job.update(req.rest_extra)
         return {"script": req.script, "job": job}
 
     def num(n: int) -> dict[str, Any]:
         return {"set": True, "infinite": False, "number": n}
 
-    job.update({
-        "script": req.script,
-        "nodes": str(req.nodes),
-        "memory_per_node": num(req.mem_per_node_mb),
-        "time_limit": num(req.time_minutes),
-        "tres_per_node": "gres/" + req.gres,
-        "environment": [f"{k}={v}" for k, v in env.items()],
-    })
+    job.update(
+        {
+            "script": req.script,
+            "nodes": str(req.nodes),
+            "memory_per_node": num(req.mem_per_node_mb),
+            "time_limit": num(req.time_minutes),
+            "tres_per_node": "gres/" + req.gres,
+            "environment": [f"{k}={v}" for k, v in env.items()],
+        }
+    )
     job.update(req.rest_extra)
     return {"job": job}

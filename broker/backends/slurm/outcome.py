@@ -9,6 +9,7 @@ Where the figures come from differs by transport and release:
   even for a job that exited 3, so a FAILED job with "success" there has no known code;
   v0.0.40+ give ``{"return_code": {"number": 3}, "signal": {"id": {"number": 0}}}``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,14 +40,13 @@ class SlurmEnd:
     """One ended job's figures, as read from sacct or the REST API."""
 
     job_id: str
-    state: str                 # base state: TIMEOUT, FAILED, ...
+    state: str  # base state: TIMEOUT, FAILED, ...
     exit_code: int | None = None
     signal: int | None = None
     reason: str = ""
 
 
-def outcome(state: str, exit_code: int | None = None, signal: int | None = None,
-            reason: str = "") -> JobOutcome:
+def outcome(state: str, exit_code: int | None = None, signal: int | None = None, reason: str = "") -> JobOutcome:
     """The outcome of a job that ended in ``state`` (Slurm's base state word)."""
     detail = "" if clean(reason) in ("", "None") else clean(reason)
     if state in _WORDS:
@@ -55,8 +55,7 @@ def outcome(state: str, exit_code: int | None = None, signal: int | None = None,
         summary = "failed; Slurm did not say with which exit code"
     else:
         summary = exit_words(exit_code, signal)
-    return JobOutcome(summary=summary, end_reason=state, exit_code=exit_code,
-                      signal=signal or None, detail=detail)
+    return JobOutcome(summary=summary, end_reason=state, exit_code=exit_code, signal=signal or None, detail=detail)
 
 
 def parse_exit_code(text: Any) -> tuple[int | None, int | None]:
@@ -68,8 +67,14 @@ def parse_exit_code(text: Any) -> tuple[int | None, int | None]:
 
 
 def sacct_end_args() -> list[str]:
-    return ["--allusers", "--parsable2", "--allocations", "--noheader", f"--delimiter={US}",
-            "--format=" + ",".join(SACCT_END_FIELDS)]
+    return [
+        "--allusers",
+        "--parsable2",
+        "--allocations",
+        "--noheader",
+        f"--delimiter={US}",
+        "--format=" + ",".join(SACCT_END_FIELDS),
+    ]
 
 
 def parse_sacct_ends(lines: Iterable[str]) -> dict[str, SlurmEnd]:
@@ -80,8 +85,7 @@ def parse_sacct_ends(lines: Iterable[str]) -> dict[str, SlurmEnd]:
             continue
         f = dict(zip(SACCT_END_FIELDS, values, strict=True))
         code, sig = parse_exit_code(f["ExitCode"])
-        ends[clean(f["JobID"])] = SlurmEnd(clean(f["JobID"]), job_state_base(f["State"]), code, sig,
-                                           clean(f["Reason"]))
+        ends[clean(f["JobID"])] = SlurmEnd(clean(f["JobID"]), job_state_base(f["State"]), code, sig, clean(f["Reason"]))
     return ends
 
 

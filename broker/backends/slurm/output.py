@@ -8,6 +8,7 @@ serves no files, one built from ``logs_prefix`` / ``logs_ssh_host``).  One ``awk
 it: bounded by the transport's timeout, by the number of lines asked for and by the
 length of each line, so a runaway file never reaches the broker whole.
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -27,11 +28,15 @@ _PATTERN_RE = re.compile(r"%(.)")
 RESOLVABLE = frozenset({"j", "x", "A", "%"})
 
 # the last n lines, first the number of lines in the file (so the tail knows its offset)
-_TAIL = ('{ buf[NR % n] = substr($0, 1, w) } '
-         'END { print NR; s = NR - n + 1; if (s < 1) s = 1; for (i = s; i <= NR; i++) print buf[i % n] }')
+_TAIL = (
+    "{ buf[NR % n] = substr($0, 1, w) } "
+    "END { print NR; s = NR - n + 1; if (s < 1) s = 1; for (i = s; i <= NR; i++) print buf[i % n] }"
+)
 # lines a+1 .. a+b, then a last line saying whether more follow
-_PAGE = ('NR > a && NR <= a + b { print substr($0, 1, w); next } '
-         'NR > a + b { more = 1; exit } END { print (more ? "more" : "end") }')
+_PAGE = (
+    "NR > a && NR <= a + b { print substr($0, 1, w); next } "
+    'NR > a + b { more = 1; exit } END { print (more ? "more" : "end") }'
+)
 
 
 def output_pattern(config: SlurmConfig) -> str:
@@ -47,8 +52,9 @@ def check_pattern(pattern: str) -> None:
     """A pattern the broker could not resolve to one file per job is a config error."""
     unknown = sorted({m for m in _PATTERN_RE.findall(pattern) if m not in RESOLVABLE})
     if unknown:
-        raise ValueError(f"output pattern {pattern!r} uses %{', %'.join(unknown)}; "
-                         f"the broker can resolve only %j, %x, %A and %%")
+        raise ValueError(
+            f"output pattern {pattern!r} uses %{', %'.join(unknown)}; the broker can resolve only %j, %x, %A and %%"
+        )
 
 
 def output_path(config: SlurmConfig, job_id: str, workload_id: str, *, rest: bool = False) -> str:

@@ -5,6 +5,7 @@ real output captured from Slurm 22.05 (tests/broker/backends/slurm/fixtures/).
 The JSON readers accept both the 22.05 shapes (v0.0.38: plain numbers, state strings)
 and the 23.02+ shapes (v0.0.39+: ``{"set": true, "number": N}``, state lists).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -13,14 +14,26 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
 
 from broker.backends.base import WORKLOAD_ID_PREFIX
+
 # re-exported: callers and tests read these as parsers.<name>
 from broker.backends.slurm import known_fields as known
 from broker.backends.slurm.errors import (  # noqa: F401
-    TRANSIENT_MARKERS, is_transient, rest_error_is_rejection, rest_errors, slurm_error_message,
+    TRANSIENT_MARKERS,
+    is_transient,
+    rest_error_is_rejection,
+    rest_errors,
+    slurm_error_message,
 )
 from broker.backends.slurm.states import (  # noqa: F401
-    DRAINING_FLAGS, UNHEALTHY_BASES, UNHEALTHY_FLAGS, job_reason, job_state_base, map_job_state,
-    map_reason, node_health, split_node_state,
+    DRAINING_FLAGS,
+    UNHEALTHY_BASES,
+    UNHEALTHY_FLAGS,
+    job_reason,
+    job_state_base,
+    map_job_state,
+    map_reason,
+    node_health,
+    split_node_state,
 )
 from broker.backends.slurm.transport import GresItem, SlurmAcct, SlurmJob, SlurmNode
 from broker.backends.slurm.fields import unknown_fields
@@ -31,6 +44,7 @@ WORKLOAD_ID_RE = re.compile(r"^" + re.escape(WORKLOAD_ID_PREFIX) + r"[A-Za-z0-9]
 
 
 # ------------------------------------------------------------------ scalars
+
 
 def parse_time(value: Any) -> datetime | None:
     """Aware UTC datetime from epoch seconds (what SLURM_TIME_FORMAT=%s and the REST API
@@ -67,6 +81,7 @@ def workload_id_of(name: str, comment: str) -> str | None:
 
 
 # ------------------------------------------------------------------ lists
+
 
 def split_top(text: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` outside (), [] and {}: ``gpu:a100:2(IDX:0,2),mps:10``."""
@@ -128,7 +143,7 @@ def _count(text: str) -> int:
     m = re.match(r"^(\d+)([KMGT]?)$", text, re.I)
     if not m:
         return 0
-    mult = {"": 1, "K": 1024, "M": 1024 ** 2, "G": 1024 ** 3, "T": 1024 ** 4}[m.group(2).upper()]
+    mult = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}[m.group(2).upper()]
     return int(m.group(1)) * mult
 
 
@@ -137,7 +152,7 @@ def tres_gpu_types(tres: Mapping[str, str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for key, value in tres.items():
         if key.startswith("gres/gpu:"):
-            out[key[len("gres/gpu:"):].lower()] = _count(value)
+            out[key[len("gres/gpu:") :].lower()] = _count(value)
     return out
 
 
@@ -196,8 +211,7 @@ _KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_:/]*$")
 
 
 # keys scontrol may print after the free text of Reason= (which may itself hold '=')
-_AFTER_REASON = frozenset({"Comment", "Extra", "NextState", "ResumeAfterTime", "InstanceId",
-                           "InstanceType", "Reason"})
+_AFTER_REASON = frozenset({"Comment", "Extra", "NextState", "ResumeAfterTime", "InstanceId", "InstanceType", "Reason"})
 
 
 def parse_kv_line(line: str) -> dict[str, str]:
@@ -246,8 +260,21 @@ def parse_scontrol_nodes(text: str) -> list[SlurmNode]:
 
 # squeue -O fields we ask for, in order; each ends with the US delimiter
 SQUEUE_FIELDS: tuple[str, ...] = (
-    "JobID", "Name", "State", "Reason", "tres-alloc", "NumNodes", "NodeList", "SubmitTime",
-    "StartTime", "EndTime", "Account", "Partition", "QOS", "tres-per-node", "Comment",
+    "JobID",
+    "Name",
+    "State",
+    "Reason",
+    "tres-alloc",
+    "NumNodes",
+    "NodeList",
+    "SubmitTime",
+    "StartTime",
+    "EndTime",
+    "Account",
+    "Partition",
+    "QOS",
+    "tres-per-node",
+    "Comment",
 )
 
 
@@ -301,8 +328,19 @@ def parse_squeue(text: str, fields: tuple[str, ...] = SQUEUE_FIELDS, delimiter: 
 # ------------------------------------------------------------------ sacct
 
 SACCT_FIELDS: tuple[str, ...] = (
-    "JobID", "JobName", "Account", "Partition", "AllocTRES", "ElapsedRaw", "Start", "End",
-    "State", "Comment", "NodeList", "ReqTRES", "User",
+    "JobID",
+    "JobName",
+    "Account",
+    "Partition",
+    "AllocTRES",
+    "ElapsedRaw",
+    "Start",
+    "End",
+    "State",
+    "Comment",
+    "NodeList",
+    "ReqTRES",
+    "User",
 )
 
 
@@ -326,8 +364,7 @@ def acct_from_fields(f: Mapping[str, str], check: bool = True) -> SlurmAcct:
     )
 
 
-def parse_sacct_line(line: str, fields: tuple[str, ...] = SACCT_FIELDS,
-                     delimiter: str = US) -> SlurmAcct | None:
+def parse_sacct_line(line: str, fields: tuple[str, ...] = SACCT_FIELDS, delimiter: str = US) -> SlurmAcct | None:
     """One ``sacct -P --noheader`` line; None for a line that does not fit."""
     line = line.rstrip("\n")
     if not line.strip():
@@ -339,8 +376,9 @@ def parse_sacct_line(line: str, fields: tuple[str, ...] = SACCT_FIELDS,
     return acct_from_fields(dict(zip(fields, values, strict=False)), check=fields is not SACCT_FIELDS)
 
 
-def iter_sacct(lines: Iterable[str], fields: tuple[str, ...] = SACCT_FIELDS,
-               delimiter: str = US) -> Iterator[SlurmAcct]:
+def iter_sacct(
+    lines: Iterable[str], fields: tuple[str, ...] = SACCT_FIELDS, delimiter: str = US
+) -> Iterator[SlurmAcct]:
     for line in lines:
         rec = parse_sacct_line(line, fields, delimiter)
         if rec is not None:
@@ -354,110 +392,3 @@ def parse_sacct_table(text: str, delimiter: str = "|") -> list[SlurmAcct]:
         return []
     fields = tuple(lines[0].split(delimiter))
     return list(iter_sacct(lines[1:], fields, delimiter))
-
-
-# ------------------------------------------------------------------ REST / --json
-
-def _text(value: Any) -> str:
-    if isinstance(value, dict):  # v0.0.40+ may wrap strings? keep the common keys
-        for key in ("job", "name", "value"):
-            if key in value:
-                return clean(value[key])
-        return ""
-    return clean(value)
-
-
-def job_from_json(d: Mapping[str, Any]) -> SlurmJob:
-    """A job of ``GET /slurm/vX/jobs`` or ``squeue --json``."""
-    tres: Mapping[str, str] = parse_tres(d.get("tres_alloc_str")) or parse_tres(d.get("tres_req_str"))
-    if not tres:
-        fields = {"tres-per-node": clean(d.get("tres_per_node")),
-                  "NumNodes": str(number(d.get("node_count"), 0))}
-        tres = job_from_fields(fields).tres
-    return SlurmJob(
-        job_id=str(number(d.get("job_id"), 0)),
-        name=clean(d.get("name")),
-        state=job_state_base(d.get("job_state")),
-        reason=clean(d.get("state_reason")) or "None",
-        account=clean(d.get("account")),
-        partition=clean(d.get("partition")),
-        qos=clean(d.get("qos")),
-        comment=_text(d.get("comment")),
-        tres=tres,
-        num_nodes=number(d.get("node_count"), 0),
-        nodes=expand_hostlist(d.get("nodes")),
-        submitted_at=parse_time(d.get("submit_time")),
-        started_at=parse_time(d.get("start_time")),
-        ended_at=parse_time(d.get("end_time")),
-        extra=unknown_fields("job json", d, known.JOB_JSON),
-    )
-
-
-def node_from_json(d: Mapping[str, Any]) -> SlurmNode:
-    """A node of ``GET /slurm/vX/nodes`` or ``sinfo --json``."""
-    base, flags = split_node_state(d.get("state"), d.get("state_flags") or ())
-    used = d.get("gres_used")
-    return SlurmNode(
-        name=clean(d.get("name")),
-        state=base,
-        flags=flags,
-        partitions=tuple(d.get("partitions") or ()),
-        gres=parse_gres(d.get("gres")),
-        gres_used=parse_gres(used) if used is not None else None,
-        gres_drained=parse_gres(d.get("gres_drained")),
-        cfg_tres=parse_tres(d.get("tres")),
-        alloc_tres=parse_tres(d.get("tres_used")),
-        reason=clean(d.get("reason")),
-        extra=unknown_fields("node json", d, known.NODE_JSON),
-    )
-
-
-def _tres_list(items: Any) -> dict[str, str]:
-    """``[{"type": "gres", "name": "gpu:a100", "count": 2}, ...]`` -> TRES dict."""
-    out: dict[str, str] = {}
-    for item in items or ():
-        kind = clean(item.get("type"))
-        name = clean(item.get("name"))
-        count = item.get("count")
-        if count is None or not kind:
-            continue
-        out[f"{kind}/{name}" if name else kind] = str(number(count, 0))
-    return out
-
-
-def acct_from_json(d: Mapping[str, Any]) -> SlurmAcct:
-    """A job of ``GET /slurmdb/vX/jobs`` or ``sacct --json``."""
-    state = d.get("state") or {}
-    t = d.get("time") or {}
-    tres = d.get("tres") or {}
-    comment = d.get("comment")
-    return SlurmAcct(
-        job_id=str(number(d.get("job_id"), 0)),
-        name=clean(d.get("name")),
-        account=clean(d.get("account")),
-        partition=clean(d.get("partition")),
-        state=job_state_base(state.get("current") if isinstance(state, dict) else state),
-        alloc_tres=_tres_list(tres.get("allocated")),
-        req_tres=_tres_list(tres.get("requested")),
-        elapsed_s=number(t.get("elapsed"), 0),
-        started_at=parse_time(t.get("start")),
-        ended_at=parse_time(t.get("end")),
-        comment=_text(comment.get("job") if isinstance(comment, dict) else comment),
-        nodes=expand_hostlist(d.get("nodes")),
-        user=clean(d.get("user")),
-        extra=_acct_json_extra(d),
-    )
-
-
-_ACCT_NESTED = {"time": known.ACCT_JSON_TIME, "state": known.ACCT_JSON_STATE,
-                "tres": known.ACCT_JSON_TRES, "comment": known.ACCT_JSON_COMMENT}
-
-
-def _acct_json_extra(d: Mapping[str, Any]) -> dict[str, str]:
-    """Unknown members of an accounting job and of the objects in it that are read."""
-    extra = unknown_fields("acct json", d, known.ACCT_JSON)
-    for key, names in _ACCT_NESTED.items():
-        if isinstance(d.get(key), dict):
-            nested = unknown_fields(f"acct json {key}", d[key], names)
-            extra.update({f"{key}.{name}": raw for name, raw in nested.items()})
-    return extra

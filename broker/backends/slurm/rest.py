@@ -6,6 +6,7 @@ lists that this module knows).  Request bodies come from mapping.rest_job_body, 
 are read by parsers.*_from_json, which accept both the v0.0.38 and the v0.0.39+
 shapes.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -19,15 +20,16 @@ import requests
 
 from broker.backends.base import Rejected, Unavailable
 from broker.backends.slurm import parsers
+from broker.backends.slurm import json_records
 from broker.backends.slurm.commands import since_arg
 from broker.backends.slurm.mapping import SubmitRequest, rest_job_body
 from broker.backends.slurm.outcome import SlurmEnd, end_from_json
 from broker.backends.slurm.transport import Association, SlurmAcct, SlurmJob, SlurmNode
 
 SUPPORTED_MIN, SUPPORTED_MAX = 38, 44
-_NOTHING_FOUND = 9003   # slurmdbd: "Nothing found with query"
-_INVALID_JOB = 2017     # ESLURM_INVALID_JOB_ID
-_ALREADY_DONE = 2021    # ESLURM_ALREADY_DONE
+_NOTHING_FOUND = 9003  # slurmdbd: "Nothing found with query"
+_INVALID_JOB = 2017  # ESLURM_INVALID_JOB_ID
+_ALREADY_DONE = 2021  # ESLURM_ALREADY_DONE
 
 
 def read_token(token_ref: str | Callable[[], str]) -> str:
@@ -51,9 +53,16 @@ def read_token(token_ref: str | Callable[[], str]) -> str:
 class RestTransport:
     name = "rest"
 
-    def __init__(self, url: str, token_ref: str | Callable[[], str] = "env:SLURM_JWT",
-                 api_version: str = "auto", *, user_name: str | None = None,
-                 timeout_s: float = 30.0, session: requests.Session | None = None):
+    def __init__(
+        self,
+        url: str,
+        token_ref: str | Callable[[], str] = "env:SLURM_JWT",
+        api_version: str = "auto",
+        *,
+        user_name: str | None = None,
+        timeout_s: float = 30.0,
+        session: requests.Session | None = None,
+    ):
         self.url = url.rstrip("/")
         self.token_ref = token_ref
         self._api = "" if api_version in ("", "auto") else "v" + api_version.lstrip("v")
@@ -76,7 +85,7 @@ class RestTransport:
         speaks, oldest first (22.05: v0.0.38; 24.11: v0.0.40, v0.0.41, v0.0.42)."""
         doc = self._request("GET", "/openapi/v3", versioned=False)
         found = set()
-        for path in (doc.get("paths") or {}):
+        for path in doc.get("paths") or {}:
             m = re.match(r"^/slurm/v0\.0\.(\d+)/", path)
             if m and SUPPORTED_MIN <= int(m.group(1)) <= SUPPORTED_MAX:
                 found.add(int(m.group(1)))
@@ -92,19 +101,35 @@ class RestTransport:
     def _headers(self, as_user: str = "") -> dict[str, str]:
         # as_user: impersonation; slurmctld accepts another name only with a token of
         # SlurmUser (or root), which is what user_name/token_ref are then
-        return {"X-SLURM-USER-NAME": as_user or self.user_name,
-                "X-SLURM-USER-TOKEN": read_token(self.token_ref),
-                "Accept": "application/json"}
+        return {
+            "X-SLURM-USER-NAME": as_user or self.user_name,
+            "X-SLURM-USER-TOKEN": read_token(self.token_ref),
+            "Accept": "application/json",
+        }
 
-    def _request(self, method: str, path: str, *, json: Any = None,
-                 params: dict[str, Any] | None = None, versioned: bool = True,
-                 ok_codes: Iterable[int] = (), as_user: str = "") -> dict[str, Any]:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        versioned: bool = True,
+        ok_codes: Iterable[int] = (),
+        as_user: str = "",
+    ) -> dict[str, Any]:
         """One call; the decoded reply.  Errors the reply lists with a code in
         ``ok_codes`` are not errors.  Raises Unavailable for everything that is not a
         clear answer."""
         try:
-            resp = self.session.request(method, self.url + path, json=json, params=params,
-                                        headers=self._headers(as_user), timeout=self.timeout_s)
+            resp = self.session.request(
+                method,
+                self.url + path,
+                json=json,
+                params=params,
+                headers=self._headers(as_user),
+                timeout=self.timeout_s,
+            )
         except requests.RequestException as exc:
             raise Unavailable(f"slurmrestd {method} {path}: {exc}") from exc
         try:
@@ -114,11 +139,9 @@ class RestTransport:
         errors = parsers.rest_errors(payload)
         bad = [(c, t) for c, t in errors if c not in set(ok_codes)]
         if resp.status_code in (401, 403):
-            raise Unavailable(f"slurmrestd {method} {path}: HTTP {resp.status_code} "
-                              f"(token or user refused)")
+            raise Unavailable(f"slurmrestd {method} {path}: HTTP {resp.status_code} (token or user refused)")
         if payload is None:
-            raise Unavailable(f"slurmrestd {method} {path}: HTTP {resp.status_code}, "
-                              f"not JSON: {resp.text[:200]!r}")
+            raise Unavailable(f"slurmrestd {method} {path}: HTTP {resp.status_code}, not JSON: {resp.text[:200]!r}")
         if resp.status_code >= 400 and not bad and errors:
             return payload  # only "nothing found"-style errors
         if resp.status_code >= 400 or bad:
@@ -136,8 +159,7 @@ class RestTransport:
     def submit(self, request: SubmitRequest) -> str:
         body = rest_job_body(request, self.api_version)
         try:
-            payload = self._request("POST", self._slurm("job/submit"), json=body,
-                                    as_user=request.run_as_user)
+            payload = self._request("POST", self._slurm("job/submit"), json=body, as_user=request.run_as_user)
         except _RestError as exc:
             job_id = parsers.number((exc.payload or {}).get("job_id"), 0)
             if job_id and exc.status < 400:
@@ -159,8 +181,13 @@ class RestTransport:
         except _RestError as exc:
             raise Unavailable(str(exc)) from exc
 
-    def jobs(self, *, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None,
-             states: Iterable[str] | None = None) -> list[SlurmJob]:
+    def jobs(
+        self,
+        *,
+        job_ids: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[SlurmJob]:
         if job_ids is not None and not job_ids:
             return []
         # the API has no server-side filter by id list or name: read all, filter here
@@ -170,7 +197,7 @@ class RestTransport:
         states_set = {s.upper() for s in states} if states else None
         out = []
         for raw in payload.get("jobs") or ():
-            job = parsers.job_from_json(raw)
+            job = json_records.job_from_json(raw)
             if ids is not None and job.job_id not in ids:
                 continue
             if names_set is not None and job.name not in names_set:
@@ -182,10 +209,11 @@ class RestTransport:
 
     def nodes(self) -> list[SlurmNode]:
         payload = self._get(self._slurm("nodes"))
-        return [parsers.node_from_json(n) for n in payload.get("nodes") or ()]
+        return [json_records.node_from_json(n) for n in payload.get("nodes") or ()]
 
-    def accounting(self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None,
-                   names: Sequence[str] | None = None) -> Iterator[SlurmAcct]:
+    def accounting(
+        self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None
+    ) -> Iterator[SlurmAcct]:
         if job_ids is not None and not job_ids:
             return iter(())
         if job_ids:
@@ -194,20 +222,19 @@ class RestTransport:
         if names:
             params["job_name"] = ",".join(names)
         payload = self._get(self._slurmdb("jobs"), params=params, ok_codes=(_NOTHING_FOUND,))
-        return (parsers.acct_from_json(j) for j in payload.get("jobs") or ())
+        return (json_records.acct_from_json(j) for j in payload.get("jobs") or ())
 
     def _acct_by_id(self, job_ids: Sequence[str], names: Sequence[str] | None) -> Iterator[SlurmAcct]:
         for job_id in job_ids:
             payload = self._get(self._slurmdb(f"job/{job_id}"), ok_codes=(_NOTHING_FOUND,))
             for raw in payload.get("jobs") or ():
-                rec = parsers.acct_from_json(raw)
+                rec = json_records.acct_from_json(raw)
                 if not names or rec.name in names:
                     yield rec
 
     def cancel(self, job_id: str) -> None:
         try:
-            self._request("DELETE", self._slurm(f"job/{job_id}"),
-                          ok_codes=(_INVALID_JOB, _ALREADY_DONE))
+            self._request("DELETE", self._slurm(f"job/{job_id}"), ok_codes=(_INVALID_JOB, _ALREADY_DONE))
         except _RestError as exc:
             text = str(exc).lower()
             if "already completing or completed" in text or "invalid job id" in text:
@@ -229,15 +256,26 @@ class RestTransport:
         return ends
 
     def associations(self, account: str) -> list[Association]:
-        payload = self._get(self._slurmdb("associations"), params={"account": account},
-                            ok_codes=(_NOTHING_FOUND,))
-        return [Association(account=parsers.clean(a.get("account")),
-                            user=parsers.clean(a.get("user")),
-                            cluster=parsers.clean(a.get("cluster")))
-                for a in payload.get("associations") or () if parsers.clean(a.get("account")) == account]
+        payload = self._get(self._slurmdb("associations"), params={"account": account}, ok_codes=(_NOTHING_FOUND,))
+        return [
+            Association(
+                account=parsers.clean(a.get("account")),
+                user=parsers.clean(a.get("user")),
+                cluster=parsers.clean(a.get("cluster")),
+            )
+            for a in payload.get("associations") or ()
+            if parsers.clean(a.get("account")) == account
+        ]
 
-    def add_account(self, account: str, users: Sequence[str] = (), *, cluster: str = "",
-                    description: str = "", organization: str = "") -> None:
+    def add_account(
+        self,
+        account: str,
+        users: Sequence[str] = (),
+        *,
+        cluster: str = "",
+        description: str = "",
+        organization: str = "",
+    ) -> None:
         raise NotImplementedError("creating accounts needs sacctmgr (CommandTransport)")
 
 

@@ -1,6 +1,7 @@
 """Slurm job states, pending reasons and node states -> the broker's JobState and Reason,
 and a node's health.  Pure functions over the text Slurm prints (or the lists of the
 v0.0.40+ JSON)."""
+
 from __future__ import annotations
 
 import re
@@ -11,25 +12,60 @@ from broker.backends.slurm.transport import SlurmNode
 from broker.backends.slurm.values import clean
 
 _JOB_STATES: dict[str, JobState] = {
-    "PENDING": JobState.PENDING, "CONFIGURING": JobState.PENDING, "REQUEUED": JobState.PENDING,
-    "REQUEUE_HOLD": JobState.PENDING, "REQUEUE_FED": JobState.PENDING,
+    "PENDING": JobState.PENDING,
+    "CONFIGURING": JobState.PENDING,
+    "REQUEUED": JobState.PENDING,
+    "REQUEUE_HOLD": JobState.PENDING,
+    "REQUEUE_FED": JobState.PENDING,
     "RESV_DEL_HOLD": JobState.PENDING,
-    "RUNNING": JobState.RUNNING, "COMPLETING": JobState.RUNNING, "SUSPENDED": JobState.RUNNING,
-    "STOPPED": JobState.RUNNING, "SIGNALING": JobState.RUNNING, "STAGE_OUT": JobState.RUNNING,
-    "RESIZING": JobState.RUNNING, "UPDATE_DB": JobState.RUNNING, "POWER_UP_NODE": JobState.PENDING,
+    "RUNNING": JobState.RUNNING,
+    "COMPLETING": JobState.RUNNING,
+    "SUSPENDED": JobState.RUNNING,
+    "STOPPED": JobState.RUNNING,
+    "SIGNALING": JobState.RUNNING,
+    "STAGE_OUT": JobState.RUNNING,
+    "RESIZING": JobState.RUNNING,
+    "UPDATE_DB": JobState.RUNNING,
+    "POWER_UP_NODE": JobState.PENDING,
     "COMPLETED": JobState.COMPLETED,
     "CANCELLED": JobState.CANCELLED,
-    "FAILED": JobState.FAILED, "TIMEOUT": JobState.FAILED, "NODE_FAIL": JobState.FAILED,
-    "PREEMPTED": JobState.FAILED, "BOOT_FAIL": JobState.FAILED, "DEADLINE": JobState.FAILED,
-    "OUT_OF_MEMORY": JobState.FAILED, "SPECIAL_EXIT": JobState.FAILED, "REVOKED": JobState.FAILED,
+    "FAILED": JobState.FAILED,
+    "TIMEOUT": JobState.FAILED,
+    "NODE_FAIL": JobState.FAILED,
+    "PREEMPTED": JobState.FAILED,
+    "BOOT_FAIL": JobState.FAILED,
+    "DEADLINE": JobState.FAILED,
+    "OUT_OF_MEMORY": JobState.FAILED,
+    "SPECIAL_EXIT": JobState.FAILED,
+    "REVOKED": JobState.FAILED,
 }
 # squeue's compact codes, in case a caller passes %t output
-_SHORT_STATES = {"PD": "PENDING", "R": "RUNNING", "CG": "COMPLETING", "CD": "COMPLETED",
-                 "CA": "CANCELLED", "F": "FAILED", "TO": "TIMEOUT", "NF": "NODE_FAIL",
-                 "PR": "PREEMPTED", "S": "SUSPENDED", "ST": "STOPPED", "BF": "BOOT_FAIL",
-                 "DL": "DEADLINE", "OOM": "OUT_OF_MEMORY", "CF": "CONFIGURING", "RQ": "REQUEUED",
-                 "RH": "REQUEUE_HOLD", "SE": "SPECIAL_EXIT", "RV": "REVOKED", "SI": "SIGNALING",
-                 "SO": "STAGE_OUT", "RS": "RESIZING", "RD": "RESV_DEL_HOLD", "RF": "REQUEUE_FED"}
+_SHORT_STATES = {
+    "PD": "PENDING",
+    "R": "RUNNING",
+    "CG": "COMPLETING",
+    "CD": "COMPLETED",
+    "CA": "CANCELLED",
+    "F": "FAILED",
+    "TO": "TIMEOUT",
+    "NF": "NODE_FAIL",
+    "PR": "PREEMPTED",
+    "S": "SUSPENDED",
+    "ST": "STOPPED",
+    "BF": "BOOT_FAIL",
+    "DL": "DEADLINE",
+    "OOM": "OUT_OF_MEMORY",
+    "CF": "CONFIGURING",
+    "RQ": "REQUEUED",
+    "RH": "REQUEUE_HOLD",
+    "SE": "SPECIAL_EXIT",
+    "RV": "REVOKED",
+    "SI": "SIGNALING",
+    "SO": "STAGE_OUT",
+    "RS": "RESIZING",
+    "RD": "RESV_DEL_HOLD",
+    "RF": "REQUEUE_FED",
+}
 
 
 def job_state_base(raw: Any) -> str:
@@ -48,14 +84,21 @@ def map_job_state(raw: Any) -> JobState:
 
 
 _REASON_EXACT: dict[str, Reason] = {
-    "none": Reason.NONE, "": Reason.NONE,
-    "resources": Reason.CAPACITY, "priority": Reason.CAPACITY,
-    "nodes_busy": Reason.CAPACITY, "licenses": Reason.CAPACITY,
-    "jobhelduser": Reason.HELD, "jobheldadmin": Reason.HELD,
+    "none": Reason.NONE,
+    "": Reason.NONE,
+    "resources": Reason.CAPACITY,
+    "priority": Reason.CAPACITY,
+    "nodes_busy": Reason.CAPACITY,
+    "licenses": Reason.CAPACITY,
+    "jobhelduser": Reason.HELD,
+    "jobheldadmin": Reason.HELD,
     "launch failed requeued held": Reason.HELD,
-    "reqnodenotavail": Reason.UNAVAILABLE, "partitiondown": Reason.UNAVAILABLE,
-    "partitioninactive": Reason.UNAVAILABLE, "nodedown": Reason.UNAVAILABLE,
-    "dependency": Reason.WAITING, "begintime": Reason.WAITING,
+    "reqnodenotavail": Reason.UNAVAILABLE,
+    "partitiondown": Reason.UNAVAILABLE,
+    "partitioninactive": Reason.UNAVAILABLE,
+    "nodedown": Reason.UNAVAILABLE,
+    "dependency": Reason.WAITING,
+    "begintime": Reason.WAITING,
 }
 
 
@@ -65,9 +108,9 @@ def map_reason(raw: Any) -> Reason:
     low = text.lower()
     if low in _REASON_EXACT:
         return _REASON_EXACT[low]
-    if low.startswith("reqnodenotavail"):          # "ReqNodeNotAvail, UnavailableNodes:n1"
+    if low.startswith("reqnodenotavail"):  # "ReqNodeNotAvail, UnavailableNodes:n1"
         return Reason.UNAVAILABLE
-    if low.startswith(("qos", "assoc")):           # QOSMax*, QOSGrp*, AssocGrp*, AssocMax*, ...
+    if low.startswith(("qos", "assoc")):  # QOSMax*, QOSGrp*, AssocGrp*, AssocMax*, ...
         return Reason.POLICY
     if re.match(r"^max\w*per(account|user)$", low):  # MaxGRESPerAccount, MaxJobsPerUser, ...
         return Reason.POLICY
@@ -84,16 +127,43 @@ def job_reason(state: JobState, raw_reason: str) -> Reason:
 
 
 # node states: base words and the flags Slurm adds with '+', or sinfo's suffix symbols
-_NODE_SUFFIX_FLAGS = {"*": "NOT_RESPONDING", "~": "POWERED_DOWN", "#": "POWERING_UP",
-                      "%": "POWERING_DOWN", "!": "POWER_DOWN", "$": "MAINT", "@": "REBOOT_REQUESTED",
-                      "^": "REBOOT_ISSUED", "-": "PLANNED"}
-_SINFO_WORDS = {"DRAINED": ("IDLE", "DRAIN"), "DRAINING": ("ALLOCATED", "DRAIN"),
-                "DRNG": ("ALLOCATED", "DRAIN"), "DRAIN": ("IDLE", "DRAIN"), "ALLOC": ("ALLOCATED", ""),
-                "MIX": ("MIXED", ""), "COMP": ("COMPLETING", ""), "INVAL": ("INVAL", "INVALID")}
+_NODE_SUFFIX_FLAGS = {
+    "*": "NOT_RESPONDING",
+    "~": "POWERED_DOWN",
+    "#": "POWERING_UP",
+    "%": "POWERING_DOWN",
+    "!": "POWER_DOWN",
+    "$": "MAINT",
+    "@": "REBOOT_REQUESTED",
+    "^": "REBOOT_ISSUED",
+    "-": "PLANNED",
+}
+_SINFO_WORDS = {
+    "DRAINED": ("IDLE", "DRAIN"),
+    "DRAINING": ("ALLOCATED", "DRAIN"),
+    "DRNG": ("ALLOCATED", "DRAIN"),
+    "DRAIN": ("IDLE", "DRAIN"),
+    "ALLOC": ("ALLOCATED", ""),
+    "MIX": ("MIXED", ""),
+    "COMP": ("COMPLETING", ""),
+    "INVAL": ("INVAL", "INVALID"),
+}
 UNHEALTHY_BASES = frozenset({"DOWN", "ERROR", "FUTURE", "UNKNOWN", "INVAL", "FAIL"})
-UNHEALTHY_FLAGS = frozenset({"NOT_RESPONDING", "FAIL", "FAILING", "INVALID", "INVALID_REG",
-                             "POWERED_DOWN", "POWER_DOWN", "POWERING_DOWN", "POWERING_UP",
-                             "REBOOT_ISSUED", "NO_RESPOND"})
+UNHEALTHY_FLAGS = frozenset(
+    {
+        "NOT_RESPONDING",
+        "FAIL",
+        "FAILING",
+        "INVALID",
+        "INVALID_REG",
+        "POWERED_DOWN",
+        "POWER_DOWN",
+        "POWERING_DOWN",
+        "POWERING_UP",
+        "REBOOT_ISSUED",
+        "NO_RESPOND",
+    }
+)
 DRAINING_FLAGS = frozenset({"DRAIN", "DRAINING", "DRAINED", "MAINT", "REBOOT_REQUESTED"})
 
 

@@ -11,6 +11,7 @@ docs/slurm.md).
 Every method raises ``broker.backends.base.Unavailable`` when Slurm does not answer
 usefully, and ``submit`` raises ``Rejected`` when Slurm refused the job.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,10 +26,10 @@ if TYPE_CHECKING:  # pragma: no cover
 class GresItem:
     """One entry of a GRES string such as ``gpu:a100:4(S:0-1)``."""
 
-    name: str            # "gpu", "mps", "shard"
-    type: str            # "a100", "1g.10gb", "" when untyped
+    name: str  # "gpu", "mps", "shard"
+    type: str  # "a100", "1g.10gb", "" when untyped
     count: int
-    detail: str = ""     # what stood in parentheses: "S:0-1", "IDX:0,2-3"
+    detail: str = ""  # what stood in parentheses: "S:0-1", "IDX:0,2-3"
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,13 @@ class SlurmJob:
 
     job_id: str
     name: str
-    state: str                       # base state, upper case: PENDING, RUNNING, CANCELLED, ...
-    reason: str = ""                 # raw Slurm reason ("None" when none)
+    state: str  # base state, upper case: PENDING, RUNNING, CANCELLED, ...
+    reason: str = ""  # raw Slurm reason ("None" when none)
     account: str = ""
     partition: str = ""
     qos: str = ""
     comment: str = ""
-    tres: Mapping[str, str] = field(default_factory=dict)   # allocated, else requested
+    tres: Mapping[str, str] = field(default_factory=dict)  # allocated, else requested
     num_nodes: int = 0
     nodes: tuple[str, ...] = ()
     submitted_at: datetime | None = None
@@ -57,11 +58,11 @@ class SlurmNode:
     """A node as slurmctld reports it (scontrol show node, REST /nodes)."""
 
     name: str
-    state: str                       # base state, upper case: IDLE, MIXED, DOWN, ...
-    flags: frozenset[str] = frozenset()   # DRAIN, NOT_RESPONDING, MAINT, ...
+    state: str  # base state, upper case: IDLE, MIXED, DOWN, ...
+    flags: frozenset[str] = frozenset()  # DRAIN, NOT_RESPONDING, MAINT, ...
     partitions: tuple[str, ...] = ()
     gres: tuple[GresItem, ...] = ()
-    gres_used: tuple[GresItem, ...] | None = None   # None: not reported
+    gres_used: tuple[GresItem, ...] | None = None  # None: not reported
     gres_drained: tuple[GresItem, ...] = ()
     cfg_tres: Mapping[str, str] = field(default_factory=dict)
     alloc_tres: Mapping[str, str] = field(default_factory=dict)
@@ -77,22 +78,22 @@ class SlurmAcct:
     name: str
     account: str
     partition: str
-    state: str                       # base state: "CANCELLED by 0" -> CANCELLED
+    state: str  # base state: "CANCELLED by 0" -> CANCELLED
     alloc_tres: Mapping[str, str] = field(default_factory=dict)
     req_tres: Mapping[str, str] = field(default_factory=dict)
     elapsed_s: int = 0
     started_at: datetime | None = None
     ended_at: datetime | None = None
-    comment: str = ""                # slurmdbd stores the job comment only when the job ends
+    comment: str = ""  # slurmdbd stores the job comment only when the job ends
     nodes: tuple[str, ...] = ()
-    user: str = ""                   # the user the job ran as (sacct User)
+    user: str = ""  # the user the job ran as (sacct User)
     extra: Mapping[str, str] = field(default_factory=dict)  # fields the parser does not know, raw
 
 
 @dataclass(frozen=True)
 class Association:
     account: str
-    user: str = ""                   # "" for the account's own association
+    user: str = ""  # "" for the account's own association
     cluster: str = ""
 
 
@@ -106,18 +107,23 @@ class Transport(Protocol):
         """Submit; return the Slurm job id.  Rejected / Unavailable."""
         ...
 
-    def jobs(self, *, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None,
-             states: Iterable[str] | None = None) -> list[SlurmJob]:
+    def jobs(
+        self,
+        *,
+        job_ids: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        states: Iterable[str] | None = None,
+    ) -> list[SlurmJob]:
         """Jobs slurmctld still holds (any state unless ``states`` is given).
 
         Unknown job ids are left out, not an error."""
         ...
 
-    def nodes(self) -> list[SlurmNode]:
-        ...
+    def nodes(self) -> list[SlurmNode]: ...
 
-    def accounting(self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None,
-                   names: Sequence[str] | None = None) -> Iterator[SlurmAcct]:
+    def accounting(
+        self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None
+    ) -> Iterator[SlurmAcct]:
         """Allocations from slurmdbd, streamed where the transport can.  May raise
         Unavailable part way through."""
         ...
@@ -126,11 +132,17 @@ class Transport(Protocol):
         """Ask for cancellation.  A job that already ended or is unknown is not an error."""
         ...
 
-    def associations(self, account: str) -> list[Association]:
-        ...
+    def associations(self, account: str) -> list[Association]: ...
 
-    def add_account(self, account: str, users: Sequence[str] = (), *, cluster: str = "",
-                    description: str = "", organization: str = "") -> None:
+    def add_account(
+        self,
+        account: str,
+        users: Sequence[str] = (),
+        *,
+        cluster: str = "",
+        description: str = "",
+        organization: str = "",
+    ) -> None:
         """Create the account and the users' associations (NotImplementedError where the
         transport cannot)."""
         ...

@@ -1,4 +1,5 @@
 """Slurm's scalar spellings: "nothing" in its many forms, and numbers plain or wrapped."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,5 +1,6 @@
 """`manage.py demo`: seed, start the simulated fleet and in-process background work,
 serve the portal until Ctrl-C."""
+
 from __future__ import annotations
 
 import os

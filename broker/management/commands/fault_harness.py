@@ -8,6 +8,7 @@ in memory), so it never touches the portal's data.  Prints the faults injected p
 point and the invariant table; exits 1 when any count is not zero or fewer faults than
 asked for could be injected.
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,8 +24,11 @@ class Command(BaseCommand):
         parser.add_argument("--workloads", type=int, default=40, help="workloads to submit (default 40)")
         parser.add_argument("--faults", type=int, default=60, help="faults to inject (default 60)")
         parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-        parser.add_argument("--slurm", action="store_true",
-                            help="use the real Slurm test cluster (scripts/slurm-cluster up) as the destination")
+        parser.add_argument(
+            "--slurm",
+            action="store_true",
+            help="use the real Slurm test cluster (scripts/slurm-cluster up) as the destination",
+        )
         parser.add_argument("--points", default="", help="comma-separated crash points (default: all)")
         parser.add_argument("--keep-db", action="store_true", help="keep the scratch database afterwards")
         parser.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -34,8 +38,9 @@ class Command(BaseCommand):
             from broker.faults.harness import HarnessConfig, run_harness
             from broker.faults.points import POINTS_BY_NAME
         except ImportError:  # an installed wheel: the harness is test tooling, kept in the source tree
-            raise CommandError("the fault harness runs from a source checkout (broker/faults is not "
-                               "installed with the package)") from None
+            raise CommandError(
+                "the fault harness runs from a source checkout (broker/faults is not installed with the package)"
+            ) from None
 
         points = tuple(p.strip() for p in opts["points"].split(",") if p.strip())
         unknown = [p for p in points if p not in POINTS_BY_NAME]
@@ -43,9 +48,14 @@ class Command(BaseCommand):
             raise CommandError(f"--points: unknown {unknown}; known: {', '.join(POINTS_BY_NAME)}")
         if opts["workloads"] < 1 or opts["faults"] < 0:
             raise CommandError("--workloads must be at least 1 and --faults at least 0")
-        config = HarnessConfig(workloads=opts["workloads"], faults=opts["faults"], seed=opts["seed"],
-                               slurm=opts["slurm"], points=points,
-                               log=None if opts["quiet"] else (lambda t: self.stderr.write(t)))
+        config = HarnessConfig(
+            workloads=opts["workloads"],
+            faults=opts["faults"],
+            seed=opts["seed"],
+            slurm=opts["slurm"],
+            points=points,
+            log=None if opts["quiet"] else (lambda t: self.stderr.write(t)),
+        )
         old_name = connection.settings_dict["NAME"]
         test_settings = connection.settings_dict.setdefault("TEST", {})
         if connection.vendor != "sqlite" and not test_settings.get("NAME"):
@@ -57,8 +67,10 @@ class Command(BaseCommand):
         finally:
             if not opts["keep_db"]:
                 connection.creation.destroy_test_db(old_name, verbosity=0)
-        self.stdout.write(f"$ manage.py fault_harness --workloads {config.workloads} --faults {config.faults} "
-                          f"--seed {config.seed}{' --slurm' if config.slurm else ''}")
+        self.stdout.write(
+            f"$ manage.py fault_harness --workloads {config.workloads} --faults {config.faults} "
+            f"--seed {config.seed}{' --slurm' if config.slurm else ''}"
+        )
         self.stdout.write(report.table())
         self.stdout.write(f"faults injected: {report.faults}")
         if not report.ok:

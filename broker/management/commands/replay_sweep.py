@@ -1,6 +1,7 @@
 """`manage.py replay_sweep`: traces x compressions x seeds under every policy, on the
 held-out half of each trace by default; a JSON of results, a Markdown summary against
 the race and the oracle, and (with matplotlib installed) the Pareto picture."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -14,8 +15,7 @@ from broker.replay.runner import WINDOWS, is_known, known_policies
 from broker.replay.sweep import SweepPlan, load_results, markdown, run_sweep, summarise
 from broker.replay.trace import TraceError
 
-SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "oracle",
-                  "multikueue-incremental")
+SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "oracle", "multikueue-incremental")
 
 
 def _floats(text: str, name: str) -> tuple[float, ...]:
@@ -36,16 +36,19 @@ class Command(BaseCommand):
         parser.add_argument("--fleet", default=str(settings.GPUBROKER_FLEET_FILE))
         parser.add_argument("--compress", default="3,5,8", help="arrival compressions")
         parser.add_argument("--seeds", default="7,11,13")
-        parser.add_argument("--policies", default=",".join(SWEEP_POLICIES),
-                            help=f"comma-separated, of: {', '.join(known_policies())}")
+        parser.add_argument(
+            "--policies", default=",".join(SWEEP_POLICIES), help=f"comma-separated, of: {', '.join(known_policies())}"
+        )
         parser.add_argument("--window", choices=WINDOWS, default="second")
         parser.add_argument("--local-queues", choices=("backfill", "strict"), default="backfill")
-        parser.add_argument("--results", default="replay-sweep.json",
-                            help="JSON results; cells already in it are not rerun")
+        parser.add_argument(
+            "--results", default="replay-sweep.json", help="JSON results; cells already in it are not rerun"
+        )
         parser.add_argument("--summary", default="", help="also write the Markdown here")
         parser.add_argument("--png", default="", help="draw the Pareto picture here")
-        parser.add_argument("--render-only", action="store_true",
-                            help="summarise the results file without running anything")
+        parser.add_argument(
+            "--render-only", action="store_true", help="summarise the results file without running anything"
+        )
 
     def handle(self, *args, **opts) -> None:
         out = Path(opts["results"])
@@ -58,8 +61,11 @@ class Command(BaseCommand):
                 traces=tuple(Path(t) for t in opts["traces"]),
                 compressions=_floats(opts["compress"], "compress"),
                 seeds=tuple(int(s) for s in _floats(opts["seeds"], "seeds")),
-                policies=policies, fleet=Path(opts["fleet"]), window=opts["window"],
-                queueing=opts["local_queues"])
+                policies=policies,
+                fleet=Path(opts["fleet"]),
+                window=opts["window"],
+                queueing=opts["local_queues"],
+            )
             try:
                 with isolated_database():
                     run_sweep(plan, out, progress=self.stderr.write)
@@ -72,4 +78,5 @@ class Command(BaseCommand):
             Path(opts["summary"]).write_text(text + "\n", encoding="utf-8")
         if opts["png"]:
             from broker.replay.pareto import draw  # noqa: PLC0415 - matplotlib is optional
+
             draw(summaries, Path(opts["png"]))

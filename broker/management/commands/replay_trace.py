@@ -4,6 +4,7 @@ The broker's presets need a database; the command runs them in a throwaway one (
 database: in memory on SQLite), so nothing the replay creates (clusters named as in the
 fleet file, thousands of workloads) reaches the configured database.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,8 +17,7 @@ from django.db import connection
 
 from broker.fleet import FleetError
 from broker.replay.jobs import TimeOptions
-from broker.replay.runner import (
-    DEFAULT_POLICIES, WINDOWS, ReplayConfig, known_policies, run_policies)
+from broker.replay.runner import DEFAULT_POLICIES, WINDOWS, ReplayConfig, known_policies, run_policies
 from broker.replay.synth import SynthOptions
 from broker.replay.table import render
 from broker.replay.trace import TraceError
@@ -39,27 +39,39 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("trace", help="trace CSV (job_id,submit_time_s,tenant,gpu_type,...)")
-        parser.add_argument("--fleet", default=str(settings.GPUBROKER_FLEET_FILE),
-                            help="fleet description YAML (default: the demo fleet)")
-        parser.add_argument("--policies", default=",".join(DEFAULT_POLICIES),
-                            help=f"comma-separated, of: {', '.join(known_policies())}")
+        parser.add_argument(
+            "--fleet",
+            default=str(settings.GPUBROKER_FLEET_FILE),
+            help="fleet description YAML (default: the demo fleet)",
+        )
+        parser.add_argument(
+            "--policies", default=",".join(DEFAULT_POLICIES), help=f"comma-separated, of: {', '.join(known_policies())}"
+        )
         parser.add_argument("--seed", type=int, default=7, help="synthetic mix and race ties")
         parser.add_argument("--limit", type=int, default=None, help="first N trace rows only")
-        parser.add_argument("--time-compress", type=float, default=1.0,
-                            help="divide the gaps between arrivals by this (durations kept)")
-        parser.add_argument("--max-duration-h", type=float, default=24.0,
-                            help="cap on a job's run time, hours")
-        parser.add_argument("--tenants", type=int, default=6,
-                            help="synthetic tenants for rows without one")
-        parser.add_argument("--gang-fraction", type=float, default=0.1,
-                            help="share of GPU jobs made gangs when the trace has none")
-        parser.add_argument("--window", choices=WINDOWS, default="all",
-                            help="first: the tuning half of the jobs; second: the held-out half")
-        parser.add_argument("--local-queues", choices=("backfill", "strict"), default="backfill",
-                            help="the simulated clusters' own queues: backfill (Slurm's "
-                                 "default, Kueue BestEffortFIFO) or strict FIFO")
-        parser.add_argument("--breakdown", action="store_true",
-                            help="also print waits per GPU class, single jobs and gangs apart")
+        parser.add_argument(
+            "--time-compress", type=float, default=1.0, help="divide the gaps between arrivals by this (durations kept)"
+        )
+        parser.add_argument("--max-duration-h", type=float, default=24.0, help="cap on a job's run time, hours")
+        parser.add_argument("--tenants", type=int, default=6, help="synthetic tenants for rows without one")
+        parser.add_argument(
+            "--gang-fraction", type=float, default=0.1, help="share of GPU jobs made gangs when the trace has none"
+        )
+        parser.add_argument(
+            "--window",
+            choices=WINDOWS,
+            default="all",
+            help="first: the tuning half of the jobs; second: the held-out half",
+        )
+        parser.add_argument(
+            "--local-queues",
+            choices=("backfill", "strict"),
+            default="backfill",
+            help="the simulated clusters' own queues: backfill (Slurm's default, Kueue BestEffortFIFO) or strict FIFO",
+        )
+        parser.add_argument(
+            "--breakdown", action="store_true", help="also print waits per GPU class, single jobs and gangs apart"
+        )
         parser.add_argument("--output", default="", help="also write the table to this file")
 
     def handle(self, *args, **opts) -> None:
@@ -78,12 +90,14 @@ class Command(BaseCommand):
     def _config(opts: dict) -> ReplayConfig:
         try:
             return ReplayConfig(
-                trace=Path(opts["trace"]), fleet=Path(opts["fleet"]),
+                trace=Path(opts["trace"]),
+                fleet=Path(opts["fleet"]),
                 policies=tuple(p.strip() for p in opts["policies"].split(",") if p.strip()),
-                synth=SynthOptions(seed=opts["seed"], tenants=opts["tenants"],
-                                   gang_fraction=opts["gang_fraction"]),
-                time=TimeOptions(time_compress=opts["time_compress"],
-                                 max_duration_s=opts["max_duration_h"] * 3600),
-                limit=opts["limit"], window=opts["window"], queueing=opts["local_queues"])
+                synth=SynthOptions(seed=opts["seed"], tenants=opts["tenants"], gang_fraction=opts["gang_fraction"]),
+                time=TimeOptions(time_compress=opts["time_compress"], max_duration_s=opts["max_duration_h"] * 3600),
+                limit=opts["limit"],
+                window=opts["window"],
+                queueing=opts["local_queues"],
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from None

@@ -1,4 +1,5 @@
 """`manage.py slurm_accounts [--create]`: report (or create) each project's Slurm account."""
+
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand

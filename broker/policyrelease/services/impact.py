@@ -4,6 +4,7 @@ The replay itself runs in a child process (``manage.py policy_impact_run``) agai
 throwaway database; this side gathers the inputs from the real database, relays the
 child's progress onto the ImpactReplay row and stores the table it prints.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,10 +36,13 @@ def impact_request(*, actor, release_id: int) -> ImpactReplay:
     baseline = PolicyRelease.objects.filter(state=ReleaseState.ACTIVE).first()
     if baseline is None:
         raise ReleaseRefused("state", "no version is in force to compare with")
-    impact = ImpactReplay.objects.create(release=release, baseline=baseline, requested_by=actor,
-                                         message="queued")
-    audit(action="policy.impact_requested", actor=actor, policy_version=release.version,
-          message=f"v{release.number} against v{baseline.number}")
+    impact = ImpactReplay.objects.create(release=release, baseline=baseline, requested_by=actor, message="queued")
+    audit(
+        action="policy.impact_requested",
+        actor=actor,
+        policy_version=release.version,
+        message=f"v{release.number} against v{baseline.number}",
+    )
     transaction.on_commit(lambda: _enqueue(impact.id))
     return impact
 
@@ -71,17 +75,25 @@ def impact_run(*, impact_id: int) -> ImpactReplay:
     now = timezone.now()
     _update(impact, state=ImpactState.RUNNING, progress=0, message="reading the last 30 days")
     assert impact.baseline is not None  # impact_request sets the active version
-    payload = {"jobs": jobs_to_json(recent_jobs(now=now)), "fleet": fleet_to_json(current_fleet()),
-               "policies": {"active": impact.baseline.content, "proposed": impact.release.content}}
+    payload = {
+        "jobs": jobs_to_json(recent_jobs(now=now)),
+        "fleet": fleet_to_json(current_fleet()),
+        "policies": {"active": impact.baseline.content, "proposed": impact.release.content},
+    }
     try:
         result = _run_child(impact, payload)
     except Exception as exc:  # recorded on the row the page shows; the task does not retry
         log.exception("impact replay %s failed", impact_id)
         _update(impact, state=ImpactState.FAILED, message=str(exc)[:500], finished_at=timezone.now())
     else:
-        _update(impact, state=ImpactState.DONE, progress=100, result=result,
-                message=f"{len(payload['jobs'])} workloads replayed on {len(payload['fleet'])} clusters",
-                finished_at=timezone.now())
+        _update(
+            impact,
+            state=ImpactState.DONE,
+            progress=100,
+            result=result,
+            message=f"{len(payload['jobs'])} workloads replayed on {len(payload['fleet'])} clusters",
+            finished_at=timezone.now(),
+        )
     impact.refresh_from_db()
     audit(action="policy.impact_" + impact.state, policy_version=impact.release.version, message=impact.message)
     return impact
@@ -91,11 +103,20 @@ def _run_child(impact: ImpactReplay, payload: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="gpubroker-impact-") as folder:
         path = Path(folder) / "input.json"
         path.write_text(json.dumps(payload), encoding="utf-8")
-        env = {**os.environ, "DATABASE_URL": f"sqlite:///{Path(folder) / 'replay.sqlite3'}",
-               "CELERY_BROKER_URL": "", "GPUBROKER_LOG_LEVEL": "WARNING"}
-        proc = subprocess.Popen([sys.executable, str(_MANAGE), "policy_impact_run", str(path)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                cwd=str(settings.BASE_DIR))
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"sqlite:///{Path(folder) / 'replay.sqlite3'}",
+            "CELERY_BROKER_URL": "",
+            "GPUBROKER_LOG_LEVEL": "WARNING",
+        }
+        proc = subprocess.Popen(
+            [sys.executable, str(_MANAGE), "policy_impact_run", str(path)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=str(settings.BASE_DIR),
+        )
         timer = threading.Timer(IMPACT_TIMEOUT_S, proc.kill)
         timer.start()
         try:
@@ -118,5 +139,5 @@ def _relay(impact: ImpactReplay, proc: subprocess.Popen) -> dict | None:
             _, pct, message = (line.rstrip("\n").split(" ", 2) + [""])[:3]
             _update(impact, progress=min(99, int(pct)), message=message[:500])
         elif line.startswith("RESULT "):
-            result = json.loads(line[len("RESULT "):])
+            result = json.loads(line[len("RESULT ") :])
     return result

@@ -3,6 +3,7 @@
 Every move goes through ``_move``, which checks the transition table, adds one
 PolicyTransition row and one audit record.  Content is never changed after creation.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,8 +19,12 @@ from broker.policyrelease.validation import check_policy
 from broker.services.audit import audit
 
 S = ReleaseState
-_STAMP: dict[str, str] = {S.PROPOSED: "proposed_at", S.APPROVED: "approved_at", S.ACTIVE: "activated_at",
-          S.RETIRED: "retired_at"}
+_STAMP: dict[str, str] = {
+    S.PROPOSED: "proposed_at",
+    S.APPROVED: "approved_at",
+    S.ACTIVE: "activated_at",
+    S.RETIRED: "retired_at",
+}
 
 
 class ReleaseRefused(ValueError):
@@ -41,10 +46,15 @@ def _move(release: PolicyRelease, to: str, *, actor, message: str = "") -> Polic
         release.was_active = True
         fields.append("was_active")
     release.save(update_fields=fields)
-    PolicyTransition.objects.create(release=release, from_state=before, to_state=to,
-                                    actor=_user(actor), message=message[:300])
-    audit(action=f"policy.{to}", actor=actor, policy_version=release.version,
-          message=f"v{release.number}: {before} -> {to}" + (f" ({message})" if message else ""))
+    PolicyTransition.objects.create(
+        release=release, from_state=before, to_state=to, actor=_user(actor), message=message[:300]
+    )
+    audit(
+        action=f"policy.{to}",
+        actor=actor,
+        policy_version=release.version,
+        message=f"v{release.number}: {before} -> {to}" + (f" ({message})" if message else ""),
+    )
     return release
 
 
@@ -56,11 +66,21 @@ def _create(*, content: str, actor, owner=None, summary: str = "", source: str =
     check_policy(content)
     number = (PolicyRelease.objects.aggregate(n=Max("number"))["n"] or 0) + 1
     release = PolicyRelease.objects.create(
-        number=number, content=content, version=policy_version(content), summary=summary[:300],
-        source=source[:300], author=_user(actor), owner=owner)
+        number=number,
+        content=content,
+        version=policy_version(content),
+        summary=summary[:300],
+        source=source[:300],
+        author=_user(actor),
+        owner=owner,
+    )
     PolicyTransition.objects.create(release=release, from_state="", to_state=S.DRAFT, actor=_user(actor))
-    audit(action="policy.draft", actor=actor, policy_version=release.version,
-          message=f"v{number} created" + (f" from {source}" if source else ""))
+    audit(
+        action="policy.draft",
+        actor=actor,
+        policy_version=release.version,
+        message=f"v{number} created" + (f" from {source}" if source else ""),
+    )
     return release
 
 
@@ -73,8 +93,9 @@ def release_seed_from_file(*, path: Path | None = None) -> PolicyRelease:
         assert newest is not None  # one exists
         return newest
     path = Path(path or settings.GPUBROKER_POLICY_FILE)
-    release = _create(content=path.read_text(encoding="utf-8"), actor=None, source=str(path),
-                      summary="seeded from the policy file")
+    release = _create(
+        content=path.read_text(encoding="utf-8"), actor=None, source=str(path), summary="seeded from the policy file"
+    )
     for step in (S.PROPOSED, S.APPROVED, S.ACTIVE):
         _move(release, step, actor=None, message="seed")
     return release
@@ -102,8 +123,11 @@ def release_propose(*, actor, content: str, owner, summary: str = "") -> PolicyR
 def release_approve(*, actor, release_id: int) -> PolicyRelease:
     release = PolicyRelease.objects.select_for_update().get(id=release_id)
     if release.author_id is not None and release.author_id == getattr(actor, "pk", None):
-        raise ReleaseRefused("approver", "you proposed this version; only its owner "
-                             f"({release.owner.get_username() if release.owner else 'none named'}) may approve it")
+        raise ReleaseRefused(
+            "approver",
+            "you proposed this version; only its owner "
+            f"({release.owner.get_username() if release.owner else 'none named'}) may approve it",
+        )
     if release.owner_id != getattr(actor, "pk", None):
         raise ReleaseRefused("approver", "only the owner named on this version may approve it")
     release.approver = actor
@@ -119,16 +143,23 @@ def release_activate(*, actor, release_id: int) -> PolicyRelease:
     if release.state == S.RETIRED and not release.was_active:
         raise ReleaseRefused("state", f"version {release.number} was never in force; propose it again")
     if release.state not in (S.APPROVED, S.RETIRED):
-        raise ReleaseRefused("state", f"version {release.number} is {release.state}; only an approved "
-                             "version, or one in force before, can be activated")
+        raise ReleaseRefused(
+            "state",
+            f"version {release.number} is {release.state}; only an approved "
+            "version, or one in force before, can be activated",
+        )
     current = PolicyRelease.objects.select_for_update().filter(state=S.ACTIVE).first()
     rollback = release.state == S.RETIRED
     if current is not None:
         _move(current, S.RETIRED, actor=actor, message=f"replaced by v{release.number}")
     try:
         with transaction.atomic():
-            return _move(release, S.ACTIVE, actor=actor,
-                         message=f"rollback from v{current.number}" if rollback and current else "")
+            return _move(
+                release,
+                S.ACTIVE,
+                actor=actor,
+                message=f"rollback from v{current.number}" if rollback and current else "",
+            )
     except IntegrityError:  # another activation won the race: ours rolls back whole
         raise ReleaseRefused("state", "another version was activated at the same time; try again") from None
 

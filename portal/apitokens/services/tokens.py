@@ -1,4 +1,5 @@
 """Creating and revoking API tokens; both are written to the audit trail."""
+
 from __future__ import annotations
 
 import hashlib
@@ -34,10 +35,17 @@ def token_create(*, actor, name: str, expires_in_days: int) -> NewToken:
         raise ValueError(f"expires_in_days: must be between 1 and {MAX_EXPIRY_DAYS}")
     secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
-        user=actor, name=name, prefix=secret[:len(TOKEN_PREFIX) + 6], token_hash=hash_secret(secret),
-        expires_at=timezone.now() + timedelta(days=expires_in_days))
-    audit(action="api_token.created", actor=actor,
-          message=f"{actor.username}: token {token.name!r} ({token.prefix}...) until {token.expires_at:%Y-%m-%d}")
+        user=actor,
+        name=name,
+        prefix=secret[: len(TOKEN_PREFIX) + 6],
+        token_hash=hash_secret(secret),
+        expires_at=timezone.now() + timedelta(days=expires_in_days),
+    )
+    audit(
+        action="api_token.created",
+        actor=actor,
+        message=f"{actor.username}: token {token.name!r} ({token.prefix}...) until {token.expires_at:%Y-%m-%d}",
+    )
     return NewToken(token=token, secret=secret)
 
 
@@ -46,9 +54,13 @@ def token_revoke(*, actor, token_id: int) -> ApiToken:
     """Revoke a token the actor may see (its own; an operator: any).  Revoking twice is harmless."""
     token = token_get(user=actor, token_id=token_id)
     if ApiToken.objects.filter(id=token.id, revoked_at__isnull=True).update(
-            revoked_at=timezone.now(), revoked_by=actor):
-        audit(action="api_token.revoked", actor=actor,
-              message=f"{token.user.username}: token {token.name!r} ({token.prefix}...)")
+        revoked_at=timezone.now(), revoked_by=actor
+    ):
+        audit(
+            action="api_token.revoked",
+            actor=actor,
+            message=f"{token.user.username}: token {token.name!r} ({token.prefix}...)",
+        )
     return ApiToken.objects.select_related("user").get(id=token.id)
 
 

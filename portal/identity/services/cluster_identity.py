@@ -2,6 +2,7 @@
 
 Every change is audited (once per tenant the person belongs to, so each tenant's admins
 see it in their own trail).  Bad input raises IdentityInvalid with a message per field."""
+
 from __future__ import annotations
 
 from django.db import transaction
@@ -22,8 +23,9 @@ def _problems(*, user, posix_user: str, posix_group: str, k8s_user: str) -> dict
     problems: dict[str, list[str]] = {}
     if why := posix_name_problem(posix_user):
         problems["posix_user"] = [why]
-    elif (other := ClusterIdentity.objects.filter(posix_user=posix_user).exclude(user=user)
-          .select_related("user").first()):
+    elif (
+        other := ClusterIdentity.objects.filter(posix_user=posix_user).exclude(user=user).select_related("user").first()
+    ):
         problems["posix_user"] = [f"{posix_user!r} is already the cluster identity of {other.user.username}."]
     if posix_group and (why := posix_name_problem(posix_group, what="group")):
         problems["posix_group"] = [why]
@@ -34,14 +36,16 @@ def _problems(*, user, posix_user: str, posix_group: str, k8s_user: str) -> dict
 
 def _audit_for_tenants(*, user, actor, action: str, message: str, inputs: dict) -> None:
     tenant_ids: list[int | None] = [
-        *sorted(set(Membership.objects.filter(user=user).values_list("tenant_id", flat=True)))] or [None]
+        *sorted(set(Membership.objects.filter(user=user).values_list("tenant_id", flat=True)))
+    ] or [None]
     for tenant_id in tenant_ids:
         audit(action=action, actor=actor, tenant_id=tenant_id, message=message, inputs=inputs)
 
 
 @transaction.atomic
-def cluster_identity_set(*, actor, user, posix_user: str, posix_group: str = "", k8s_user: str = "",
-                         source: str = IdentitySource.ADMIN) -> ClusterIdentity:
+def cluster_identity_set(
+    *, actor, user, posix_user: str, posix_group: str = "", k8s_user: str = "", source: str = IdentitySource.ADMIN
+) -> ClusterIdentity:
     """Give ``user`` this cluster identity (created or replaced); unchanged input writes nothing."""
     posix_user, posix_group, k8s_user = posix_user.strip(), posix_group.strip(), k8s_user.strip()
     problems = _problems(user=user, posix_user=posix_user, posix_group=posix_group, k8s_user=k8s_user)
@@ -53,11 +57,17 @@ def cluster_identity_set(*, actor, user, posix_user: str, posix_group: str = "",
         return current
     before = {k: getattr(current, k) for k in wanted} if current else {}
     identity, _ = ClusterIdentity.objects.update_or_create(
-        user=user, defaults={**wanted, "source": source, "updated_by": actor if getattr(actor, "pk", None) else None})
-    _audit_for_tenants(user=user, actor=actor, action="identity.cluster_identity_set",
-                       message=f"{user.username} runs at the clusters as {posix_user}"
-                               + (f" (Kubernetes user {k8s_user})" if k8s_user else "") + f", from {source}",
-                       inputs={"before": before, "after": wanted, "source": source})
+        user=user, defaults={**wanted, "source": source, "updated_by": actor if getattr(actor, "pk", None) else None}
+    )
+    _audit_for_tenants(
+        user=user,
+        actor=actor,
+        action="identity.cluster_identity_set",
+        message=f"{user.username} runs at the clusters as {posix_user}"
+        + (f" (Kubernetes user {k8s_user})" if k8s_user else "")
+        + f", from {source}",
+        inputs={"before": before, "after": wanted, "source": source},
+    )
     return identity
 
 
@@ -69,8 +79,13 @@ def cluster_identity_clear(*, actor, user) -> bool:
         return False
     before = {"posix_user": current.posix_user, "posix_group": current.posix_group, "k8s_user": current.k8s_user}
     current.delete()
-    _audit_for_tenants(user=user, actor=actor, action="identity.cluster_identity_cleared",
-                       message=f"{user.username} has no cluster identity any more", inputs={"before": before})
+    _audit_for_tenants(
+        user=user,
+        actor=actor,
+        action="identity.cluster_identity_cleared",
+        message=f"{user.username} has no cluster identity any more",
+        inputs={"before": before},
+    )
     return True
 
 
@@ -84,12 +99,20 @@ def cluster_identity_from_claims(*, user, claims: dict, claim: str) -> ClusterId
     if current is not None and current.source == IdentitySource.ADMIN:
         return current
     try:
-        return cluster_identity_set(actor=user, user=user, posix_user=value,
-                                    posix_group=current.posix_group if current else "",
-                                    k8s_user=current.k8s_user if current else "", source=IdentitySource.CLAIM)
+        return cluster_identity_set(
+            actor=user,
+            user=user,
+            posix_user=value,
+            posix_group=current.posix_group if current else "",
+            k8s_user=current.k8s_user if current else "",
+            source=IdentitySource.CLAIM,
+        )
     except IdentityInvalid as exc:
-        audit(action="identity.cluster_identity_refused", actor=user,
-              message=f"{user.username}: claim {claim} not used: {exc}")
+        audit(
+            action="identity.cluster_identity_refused",
+            actor=user,
+            message=f"{user.username}: claim {claim} not used: {exc}",
+        )
         return current
 
 
@@ -100,6 +123,11 @@ def project_run_as_set(*, actor, project: Project, run_as: str) -> Project:
     moved = Project.objects.filter(id=project.id).exclude(run_as=run_as).update(run_as=run_as)
     project.refresh_from_db()
     if moved:
-        audit(action="identity.project_run_as_set", actor=actor, tenant_id=project.tenant_id,
-              message=f"jobs of {project} run as the {run_as}", inputs={"run_as": run_as})
+        audit(
+            action="identity.project_run_as_set",
+            actor=actor,
+            tenant_id=project.tenant_id,
+            message=f"jobs of {project} run as the {run_as}",
+            inputs={"run_as": run_as},
+        )
     return project

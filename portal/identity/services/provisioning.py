@@ -1,6 +1,7 @@
 """First sign-in creates the user; every sign-in brings their rule-granted roles in line
 with the claims: roles whose group is gone are removed, new ones added, all audited.
 Roles given by hand (no GrantedRole row) and local accounts are never touched."""
+
 from __future__ import annotations
 
 import re
@@ -72,21 +73,32 @@ def _new_user(claims: dict):
 
 def _sync_roles(user, rules: list[ClaimRule]) -> None:
     wanted = {(r.tenant_id, r.project_id, r.role): r for r in rules}
-    granted = {(g.membership.tenant_id, g.membership.project_id, g.membership.role): g
-               for g in GrantedRole.objects.filter(membership__user=user).select_related("membership")}
+    granted = {
+        (g.membership.tenant_id, g.membership.project_id, g.membership.role): g
+        for g in GrantedRole.objects.filter(membership__user=user).select_related("membership")
+    }
     for key, grant in granted.items():
         if key not in wanted:
             membership = grant.membership
-            audit(action="auth.role_removed", actor=user, tenant_id=membership.tenant_id,
-                  message=f"{user.username}: {membership.role} removed (group no longer in the claims)")
+            audit(
+                action="auth.role_removed",
+                actor=user,
+                tenant_id=membership.tenant_id,
+                message=f"{user.username}: {membership.role} removed (group no longer in the claims)",
+            )
             membership.delete()
     for key, rule in wanted.items():
         if key in granted:
             continue
         tenant_id, project_id, role = key
         membership, created = Membership.objects.get_or_create(  # type: ignore[misc]  # a tenant-wide role: no project
-            user=user, tenant_id=tenant_id, project_id=project_id, role=role)
+            user=user, tenant_id=tenant_id, project_id=project_id, role=role
+        )
         if created:
             GrantedRole.objects.create(membership=membership, rule=rule)
-            audit(action="auth.role_granted", actor=user, tenant_id=tenant_id,
-                  message=f"{user.username}: {role} from {rule.claim}={rule.value}")
+            audit(
+                action="auth.role_granted",
+                actor=user,
+                tenant_id=tenant_id,
+                message=f"{user.username}: {role} from {rule.claim}={rule.value}",
+            )

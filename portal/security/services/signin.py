@@ -1,4 +1,5 @@
 """Sign-ins on the audit trail: who, from where, and how (password, OpenID Connect)."""
+
 from __future__ import annotations
 
 from broker.services.audit import audit
@@ -13,10 +14,17 @@ def client_address(request) -> str:
 def signin_succeeded(*, user, request, method: str = "") -> None:
     backend = getattr(user, "backend", "") or ""
     how = method or ("oidc" if backend.endswith("InstitutionBackend") else "password")
-    audit(action="auth.signin", actor=user, message=f"{user.get_username()} signed in ({how})",
-          inputs={"address": client_address(request), "method": how})
+    audit(
+        action="auth.signin",
+        actor=user,
+        message=f"{user.get_username()} signed in ({how})",
+        inputs={"address": client_address(request), "method": how},
+    )
 
 
 def signin_failed(*, username: str, request) -> None:
-    audit(action="auth.signin_failed", message=f"failed sign-in as {username!r}",
-          inputs={"address": client_address(request), "username": username})
+    audit(
+        action="auth.signin_failed",
+        message=f"failed sign-in as {username!r}",
+        inputs={"address": client_address(request), "username": username},
+    )

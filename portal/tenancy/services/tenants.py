@@ -1,4 +1,5 @@
 """Writes of tenancy data: keyword-only, atomic, idempotent where a seed needs it."""
+
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
@@ -15,13 +16,25 @@ def tenant_ensure(*, slug: str, name: str) -> Tenant:
 
 @transaction.atomic
 def project_ensure(
-    *, tenant: Tenant, slug: str, name: str, slurm_account: str = "",
-    k8s_namespace: str = "", cost_centre: str = "", k8s_queue: str = "",
+    *,
+    tenant: Tenant,
+    slug: str,
+    name: str,
+    slurm_account: str = "",
+    k8s_namespace: str = "",
+    cost_centre: str = "",
+    k8s_queue: str = "",
 ) -> Project:
     project, _ = Project.objects.get_or_create(
-        tenant=tenant, slug=slug,
-        defaults={"name": name, "slurm_account": slurm_account, "k8s_namespace": k8s_namespace,
-                  "cost_centre": cost_centre, "k8s_queue": k8s_queue},
+        tenant=tenant,
+        slug=slug,
+        defaults={
+            "name": name,
+            "slurm_account": slurm_account,
+            "k8s_namespace": k8s_namespace,
+            "cost_centre": cost_centre,
+            "k8s_queue": k8s_queue,
+        },
     )
     return project
 

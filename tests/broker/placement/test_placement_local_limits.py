@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from broker.backends.base import InventorySnapshot, QueueStats
-from broker.backends.limits import GroupQuota, JobCap, LocalLimits, add_use
+from broker.local_limits import GroupQuota, JobCap, LocalLimits, add_use
 
 
 def _with(snap: InventorySnapshot, limits: LocalLimits) -> InventorySnapshot:

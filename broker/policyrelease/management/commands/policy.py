@@ -1,10 +1,11 @@
 """`manage.py policy export|import|seed`: policy versions to and from files (version control).
 
-    manage.py policy export [--number N] [--out FILE]   the active version (or version N)
-    manage.py policy export --all --out DIR             every version as vNNNN-<hash>.yaml
-    manage.py policy import FILE [--summary TEXT]       a new draft version
-    manage.py policy seed                               the first version from GPUBROKER_POLICY_FILE
+manage.py policy export [--number N] [--out FILE]   the active version (or version N)
+manage.py policy export --all --out DIR             every version as vNNNN-<hash>.yaml
+manage.py policy import FILE [--summary TEXT]       a new draft version
+manage.py policy seed                               the first version from GPUBROKER_POLICY_FILE
 """
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -6,6 +6,7 @@ so it runs in a throwaway database (as ``replay_trace`` does).  It reads the job
 fleet and the policy texts from INPUT, prints ``PROGRESS <percent> <message>`` lines and,
 last, ``RESULT <json>``.
 """
+
 from __future__ import annotations
 
 import json

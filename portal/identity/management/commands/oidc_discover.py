@@ -1,14 +1,17 @@
 """`manage.py oidc_discover ISSUER`: the environment lines for an OpenID Connect provider,
 read from its discovery document (ISSUER/.well-known/openid-configuration)."""
+
 from __future__ import annotations
 
 import requests
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-_NAMES = {"authorization_endpoint": "GPUBROKER_OIDC_AUTHORIZATION_ENDPOINT",
-          "token_endpoint": "GPUBROKER_OIDC_TOKEN_ENDPOINT",
-          "userinfo_endpoint": "GPUBROKER_OIDC_USERINFO_ENDPOINT",
-          "jwks_uri": "GPUBROKER_OIDC_JWKS_ENDPOINT"}
+_NAMES = {
+    "authorization_endpoint": "GPUBROKER_OIDC_AUTHORIZATION_ENDPOINT",
+    "token_endpoint": "GPUBROKER_OIDC_TOKEN_ENDPOINT",
+    "userinfo_endpoint": "GPUBROKER_OIDC_USERINFO_ENDPOINT",
+    "jwks_uri": "GPUBROKER_OIDC_JWKS_ENDPOINT",
+}
 
 
 class Command(BaseCommand):

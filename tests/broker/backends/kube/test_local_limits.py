@@ -3,7 +3,7 @@ objects as the API serves them, and through the API emulator."""
 from __future__ import annotations
 
 from broker.backends.kube.limits import kueue_limits, volcano_limits
-from broker.backends.limits import GroupQuota
+from broker.local_limits import GroupQuota
 
 
 def _cq(name, flavors, *, cohort="", usage=None):

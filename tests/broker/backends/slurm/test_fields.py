@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from broker.backends.guard import GuardedBackend
-from broker.backends.slurm import SlurmBackend, fields, parsers
+from broker.backends.slurm import SlurmBackend, fields, json_records, parsers
 from broker.backends.slurm.fields import UnknownField, strict_fields
 
 from .support import read_fixture, read_json_fixture
@@ -45,9 +45,9 @@ def test_unknown_scontrol_key_is_kept_and_logged_once_in_production(caplog):
 
 
 @pytest.mark.parametrize("reader,sample,key", [
-    (parsers.job_from_json, "rest-jobs.json", "jobs"),
-    (parsers.node_from_json, "sinfo.json", "nodes"),
-    (parsers.acct_from_json, "sacct.json", "jobs"),
+    (json_records.job_from_json, "rest-jobs.json", "jobs"),
+    (json_records.node_from_json, "sinfo.json", "nodes"),
+    (json_records.acct_from_json, "sacct.json", "jobs"),
 ])
 def test_unknown_json_member_strict_and_lenient(reader, sample, key):
     obj = dict(read_json_fixture(sample)[key][0])
@@ -65,9 +65,9 @@ def test_unknown_member_of_a_nested_accounting_object():
     name = new_name()
     obj["time"] = {**obj["time"], name: 1}
     with pytest.raises(UnknownField):
-        parsers.acct_from_json(obj)
+        json_records.acct_from_json(obj)
     with strict_fields(False):
-        assert parsers.acct_from_json(obj).extra == {f"time.{name}": "1"}
+        assert json_records.acct_from_json(obj).extra == {f"time.{name}": "1"}
 
 
 def test_unknown_sacct_column():

@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from broker.backends.limits import GroupQuota, JobCap
+from broker.local_limits import GroupQuota, JobCap
 from broker.backends.slurm import CommandTransport, SlurmBackend
 from broker.backends.slurm import limits as sl
 from broker.backends.slurm.transport import SlurmJob

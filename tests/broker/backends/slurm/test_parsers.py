@@ -7,6 +7,7 @@ import pytest
 
 from broker.backends.base import JobState, Reason
 from broker.backends.slurm import parsers
+from broker.backends.slurm import json_records
 from broker.backends.slurm.transport import GresItem
 
 from .support import read_fixture, read_json_fixture
@@ -268,7 +269,7 @@ def test_sacct_bad_lines_are_skipped():
 
 def test_jobs_json_sample():
     for name in ("squeue.json", "rest-jobs.json"):
-        jobs = {j.job_id: j for j in map(parsers.job_from_json, read_json_fixture(name)["jobs"])}
+        jobs = {j.job_id: j for j in map(json_records.job_from_json, read_json_fixture(name)["jobs"])}
         assert jobs["3"].nodes == ("n1", "n2") and parsers.tres_gpus(jobs["3"].tres) == 2
         assert jobs["5"].state == "PENDING" and jobs["5"].reason == "QOSMaxGRESPerJob"
         assert parsers.tres_gpus(jobs["5"].tres) == 3       # from tres_req_str
@@ -279,7 +280,7 @@ def test_jobs_json_sample():
 
 
 def test_nodes_json_sample():
-    nodes = [parsers.node_from_json(n) for n in read_json_fixture("sinfo.json")["nodes"]]
+    nodes = [json_records.node_from_json(n) for n in read_json_fixture("sinfo.json")["nodes"]]
     n1, n2 = nodes
     assert n1.state == "MIXED" and n1.gres_used == (GresItem("gpu", "a100", 4, "IDX:3-6"),)
     assert n2.state == "IDLE" and n2.gres_used == (GresItem("gpu", "a100", 0, "IDX:N/A"),)
@@ -288,7 +289,7 @@ def test_nodes_json_sample():
 
 def test_acct_json_sample():
     for name in ("sacct.json", "rest-slurmdb-jobs.json"):
-        recs = {r.job_id: r for r in map(parsers.acct_from_json, read_json_fixture(name)["jobs"])}
+        recs = {r.job_id: r for r in map(json_records.acct_from_json, read_json_fixture(name)["jobs"])}
         assert parsers.tres_gpus(recs["6"].alloc_tres) == 4 and recs["6"].elapsed_s > 0
         assert parsers.tres_gpu_model(recs["1"].alloc_tres) == "a100"
         assert recs["1"].comment == "extid=abc123"
@@ -298,7 +299,7 @@ def test_acct_json_sample():
 
 def test_json_v0040_shapes():
     """23.02+ shapes: state lists, {set, number} numbers."""
-    job = parsers.job_from_json({
+    job = json_records.job_from_json({
         "job_id": 42, "name": "wl-x", "job_state": ["PENDING"], "state_reason": "Priority",
         "comment": "wl-x", "tres_req_str": "cpu=1,gres/gpu=2", "tres_alloc_str": "",
         "node_count": {"set": True, "infinite": False, "number": 1}, "nodes": "",
@@ -306,10 +307,10 @@ def test_json_v0040_shapes():
         "start_time": {"set": True, "infinite": False, "number": 0}})
     assert (job.job_id, job.state, parsers.tres_gpus(job.tres), job.num_nodes) == ("42", "PENDING", 2, 1)
     assert job.submitted_at == utc(1795994156) and job.started_at is None
-    node = parsers.node_from_json({"name": "n1", "state": ["IDLE", "DRAIN"], "gres": "gpu:h100:4",
+    node = json_records.node_from_json({"name": "n1", "state": ["IDLE", "DRAIN"], "gres": "gpu:h100:4",
                                    "gres_used": "gpu:h100:1(IDX:0)", "partitions": ["p"]})
     assert node.state == "IDLE" and node.flags == {"DRAIN"}
-    rec = parsers.acct_from_json({"job_id": 42, "name": "wl-x", "state": {"current": ["COMPLETED"]},
+    rec = json_records.acct_from_json({"job_id": 42, "name": "wl-x", "state": {"current": ["COMPLETED"]},
                                   "time": {"elapsed": 10, "start": 1795994156, "end": 1795994166},
                                   "tres": {"allocated": [{"type": "gres", "name": "gpu", "count": 2}]},
                                   "comment": {"job": "wl-x"}})

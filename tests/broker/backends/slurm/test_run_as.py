@@ -6,6 +6,7 @@ import pytest
 
 from broker.backends.base import ProjectIdentity, Rejected
 from broker.backends.slurm import parsers
+from broker.backends.slurm import json_records
 from broker.backends.slurm.config import SlurmConfig
 from broker.backends.slurm.mapping import build_request, sbatch_args
 from tests.broker.backends.slurm.support import read_fixture
@@ -57,4 +58,4 @@ def test_accounting_records_the_user_the_job_ran_as():
     assert recs and {r.user for r in recs} == {"root"}
     rest_job = {"job_id": 5, "name": "wl-x", "account": "general", "user": "gpb-bob",
                 "state": {"current": "COMPLETED"}, "time": {"elapsed": 60, "start": 1, "end": 61}}
-    assert parsers.acct_from_json(rest_job).user == "gpb-bob"
+    assert json_records.acct_from_json(rest_job).user == "gpb-bob"

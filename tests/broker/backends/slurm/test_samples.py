@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 import pytest
 
 from broker.backends.base import JobState, Reason
-from broker.backends.slurm import SlurmBackend, SlurmConfig, Transport, parsers
+from broker.backends.slurm import SlurmBackend, SlurmConfig, Transport, json_records, parsers
 from broker.backends.slurm.transport import GresItem
 
 from .support import FIXTURES
@@ -114,12 +114,12 @@ def test_squeue_our_format(version):
 
 
 def test_squeue_json(version):
-    check_jobs([parsers.job_from_json(j) for j in sample_json(version, "squeue.json")["jobs"]])
+    check_jobs([json_records.job_from_json(j) for j in sample_json(version, "squeue.json")["jobs"]])
 
 
 def test_rest_jobs_of_every_api_version(version):
     for name in rest_files(version, "jobs"):
-        check_jobs([parsers.job_from_json(j) for j in sample_json(version, name)["jobs"]])
+        check_jobs([json_records.job_from_json(j) for j in sample_json(version, name)["jobs"]])
 
 
 def node_json_files(version: str) -> list[str]:
@@ -135,7 +135,7 @@ def test_node_json_of_every_source(version):
     names = node_json_files(version)
     assert len(names) >= 2
     for name in names:
-        check_nodes([parsers.node_from_json(n) for n in sample_json(version, name)["nodes"]])
+        check_nodes([json_records.node_from_json(n) for n in sample_json(version, name)["nodes"]])
 
 
 def test_sinfo_json_shape(version):
@@ -162,7 +162,7 @@ def test_sacct_with_header(version):
 
 def test_sacct_json_and_rest_slurmdb_jobs(version):
     for name in ["sacct.json", *rest_files(version, "slurmdb-jobs")]:
-        check_accounting([parsers.acct_from_json(j) for j in sample_json(version, name)["jobs"]])
+        check_accounting([json_records.acct_from_json(j) for j in sample_json(version, name)["jobs"]])
 
 
 def test_no_sample_holds_a_token():

@@ -11,6 +11,7 @@ quota headroom in the queue-wait estimate.
 Plain frozen dataclasses with a JSON round trip, because they are stored with the
 inventory snapshot (``Cluster.local_limits``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ class JobCap:
     """The most one job may ask for.  ``pool`` empty: every pool of the cluster;
     ``scope`` empty: every job the broker sends, else only jobs of that account/queue."""
 
-    source: str                      # what sets it, in the control plane's words: "QoS gpu-small"
+    source: str  # what sets it, in the control plane's words: "QoS gpu-small"
     pool: str = ""
     scope: str = ""
     max_gpus: int | None = None
@@ -35,12 +36,12 @@ class GroupQuota:
     """A quota shared by many jobs: ``limit_gpus`` (nominal + borrowing) minus ``used_gpus``
     is what is left to admit.  ``max_jobs``: running jobs allowed at once."""
 
-    source: str                      # "ClusterQueue gpu-cq", "association research"
+    source: str  # "ClusterQueue gpu-cq", "association research"
     pool: str = ""
     scope: str = ""
-    limit_gpus: int | None = None    # None: no GPU limit (a job-count limit only)
+    limit_gpus: int | None = None  # None: no GPU limit (a job-count limit only)
     used_gpus: int = 0
-    borrow_gpus: int = 0             # part of limit_gpus that is borrowed from a cohort
+    borrow_gpus: int = 0  # part of limit_gpus that is borrowed from a cohort
     max_jobs: int | None = None
     running_jobs: int = 0
 
@@ -77,8 +78,10 @@ class LocalLimits:
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> "LocalLimits":
         data = data or {}
-        return cls(caps=tuple(JobCap(**c) for c in data.get("caps", ())),
-                   quotas=tuple(GroupQuota(**q) for q in data.get("quotas", ())))
+        return cls(
+            caps=tuple(JobCap(**c) for c in data.get("caps", ())),
+            quotas=tuple(GroupQuota(**q) for q in data.get("quotas", ())),
+        )
 
 
 NO_LIMITS = LocalLimits()
@@ -102,6 +105,13 @@ def add_use(limits: LocalLimits, pool_gpus: Mapping[str, int], jobs: int = 0) ->
     quotas = []
     for q in limits.quotas:
         extra = sum(gpus for pool, gpus in pool_gpus.items() if _covers(q.pool, pool))
-        quotas.append(GroupQuota(**{**q.__dict__, "used_gpus": q.used_gpus + extra,
-                                    "running_jobs": q.running_jobs + (jobs if extra else 0)}))
+        quotas.append(
+            GroupQuota(
+                **{
+                    **q.__dict__,
+                    "used_gpus": q.used_gpus + extra,
+                    "running_jobs": q.running_jobs + (jobs if extra else 0),
+                }
+            )
+        )
     return LocalLimits(caps=limits.caps, quotas=tuple(quotas))
