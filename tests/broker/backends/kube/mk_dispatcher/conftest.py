@@ -15,7 +15,7 @@ from broker.models import Cluster, Quota
 from broker.services.fleet_setup import gpu_classes_from_policy
 from broker.services.policy import policy_override
 from tests.broker.backends.kube.real import cluster as c
-from tests.broker.backends.slurm.support import load_env_file
+from tests.broker.backends.kube.real.gate import cluster_env, skip_k8s_test_when_off
 from tests.factories import (
     MembershipFactory,
     ProjectFactory,
@@ -37,19 +37,14 @@ ADMISSION_TIMEOUT_S = 12
 
 @pytest.fixture(autouse=True)
 def _k8s_gate(request):
-    if request.node.get_closest_marker("k8s") is not None and os.environ.get("K8S_TESTS") != "1":
-        pytest.skip(OFF)
+    skip_k8s_test_when_off(request, OFF)
 
 
 @pytest.fixture(scope="session")
 def mkd_env() -> dict[str, str]:
-    if os.environ.get("K8S_TESTS") != "1":
-        pytest.skip(OFF)
-    path = os.environ.get("K8S_MKD_ENV", DEFAULT_ENV_FILE)
-    if not os.path.exists(path):
-        pytest.fail(f"K8S_TESTS=1 but {path} does not exist: run .ci/setup.d/k8s-mkd.sh first")
-    env = load_env_file(path)
+    env = cluster_env("K8S_MKD_ENV", DEFAULT_ENV_FILE, off=OFF, start="run .ci/setup.d/k8s-mkd.sh first")
     if env.get("K8S_MK_DISPATCHER") != DISPATCHER or "K8S_WORKER2_KUBECONFIG" not in env:
+        path = os.environ.get("K8S_MKD_ENV", DEFAULT_ENV_FILE)
         pytest.fail(f"{path}: the manager must run with dispatcherName {DISPATCHER} and worker2 must be up")
     return env
 

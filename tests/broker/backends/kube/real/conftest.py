@@ -5,7 +5,6 @@ With K8S_TESTS=1 they never skip: clusters that are not up make them fail.
 """
 from __future__ import annotations
 
-import os
 from typing import Iterator
 
 import pytest
@@ -15,9 +14,9 @@ from broker.backends.base import ProjectIdentity
 from broker.backends.kube import BackendSettings, KubeConfig, KueueBackend
 from broker.backends.kube.multikueue import MultiKueueBackend
 from broker.backends.kube.volcano import VolcanoBackend
-from tests.broker.backends.slurm.support import load_env_file
 
 from . import cluster as c
+from .gate import cluster_env, skip_k8s_test_when_off
 
 DEFAULT_ENV_FILE = "/run/k8s-ci/env"
 IDENTITY = ProjectIdentity(tenant="acme", project="proj", k8s_namespace=c.NAMESPACE)
@@ -30,19 +29,12 @@ OFF = ("real Kubernetes tests are off: run `scripts/k8s-cluster up` and set K8S_
 
 @pytest.fixture(autouse=True)
 def _k8s_gate(request):
-    if request.node.get_closest_marker("k8s") is not None and os.environ.get("K8S_TESTS") != "1":
-        pytest.skip(OFF)
+    skip_k8s_test_when_off(request, OFF)
 
 
 @pytest.fixture(scope="session")
 def k8s_env() -> dict[str, str]:
-    # session fixtures are set up before the autouse gate: gate here too
-    if os.environ.get("K8S_TESTS") != "1":
-        pytest.skip(OFF)
-    path = os.environ.get("K8S_CI_ENV", DEFAULT_ENV_FILE)
-    if not os.path.exists(path):
-        pytest.fail(f"K8S_TESTS=1 but {path} does not exist: run `scripts/k8s-cluster up` first")
-    return load_env_file(path)
+    return cluster_env("K8S_CI_ENV", DEFAULT_ENV_FILE, off=OFF, start="run `scripts/k8s-cluster up` first")
 
 
 def settings(**kw) -> BackendSettings:
