@@ -5,7 +5,10 @@ sbatch --uid (the command transport, as root) and once through slurmrestd impers
 (the SlurmUser token naming the person)."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -26,8 +29,8 @@ from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, Us
 pytestmark = pytest.mark.slurm
 
 
-def _cluster_config(transport: str, env: dict[str, str]) -> tuple[dict, str]:
-    common = {"partition": "gpu", "image_pull_s": 0, "workdir": "/tmp"}
+def _cluster_config(transport: str, env: dict[str, str], workdir: str) -> tuple[dict, str]:
+    common = {"partition": "gpu", "image_pull_s": 0, "workdir": workdir}
     if transport == "cli":
         return {"transport": "cli", "submit_user": "root", **common}, ""
     return ({"transport": "rest", "rest_url": env["SLURMRESTD_URL"], "api_version": "auto",
@@ -35,11 +38,22 @@ def _cluster_config(transport: str, env: dict[str, str]) -> tuple[dict, str]:
             f"file:{env['SLURM_JWT_SLURMUSER_FILE']}")
 
 
+@pytest.fixture
+def shared_workdir():
+    """A fresh directory every person can write to.  Not /tmp itself: job ids repeat across
+    the two Slurm versions CI runs, and a root-owned slurm-<id>.out left there by the other
+    version's job (sticky /tmp) would stop gpb-alice's job from opening its output."""
+    path = tempfile.mkdtemp(prefix="gpubroker-run-as-", dir="/tmp")
+    os.chmod(path, 0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(params=["cli", "rest"])
-def people_on_slurm(request, db, settings, slurm_env):
+def people_on_slurm(request, db, settings, slurm_env, shared_workdir):
     settings.GPUBROKER_ENABLE_SLURM = True
     settings.GPUBROKER_ENABLE_SIMULATOR = False
-    config, credentials = _cluster_config(request.param, slurm_env)
+    config, credentials = _cluster_config(request.param, slurm_env, shared_workdir)
     cluster = Cluster.objects.create(name=f"ci-{request.param}", kind="slurm", region="eu-west",
                                      location="onprem", config=config, credentials_ref=credentials)
     tenant = TenantFactory(slug="physics")
