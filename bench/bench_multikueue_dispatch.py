@@ -93,7 +93,7 @@ def wait_admitted(manager, step=None, timeout_s: float = 240) -> dict[str, str]:
 
 def broker_fleet(env: dict[str, str]):
     from broker.models import Cluster, Quota
-    from broker.services.fleet_setup import gpu_classes_from_policy
+    from broker.services.cluster_registration import gpu_classes_from_policy
     from portal.tenancy.models import Project, Tenant
 
     tenant = Tenant.objects.create(slug="physics", name="Physics")

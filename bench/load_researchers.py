@@ -161,7 +161,7 @@ def seed(args, journal_path: str) -> list[tuple[str, str, int]]:
     call_command("migrate", verbosity=0, interactive=False)
     from broker.faults.journal import Journal
     from broker.models import Cluster, Quota
-    from broker.services.fleet_setup import gpu_classes_from_policy
+    from broker.services.cluster_registration import gpu_classes_from_policy
     from portal.tenancy.models import Role
     from portal.tenancy.services.tenants import member_ensure, project_ensure, tenant_ensure, user_ensure
 

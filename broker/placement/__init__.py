@@ -30,7 +30,7 @@ from broker.placement.fairness import (
     priority,
     should_hold_for_gang,
 )
-from broker.placement.fleet import PreparedFleet
+from broker.placement.prepared_fleet import PreparedFleet
 from broker.placement.packing import gang_capacity, pack_gang
 from broker.placement.policy import (
     PRESETS,

@@ -14,7 +14,7 @@ from broker.placement import admission
 from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
-from broker.placement.fleet import Entry, PreparedFleet
+from broker.placement.prepared_fleet import Entry, PreparedFleet
 from broker.placement.packing import MAX_GPUS_PER_WORKER
 from broker.placement.policy import TERMS, Policy
 from broker.placement.results import RULE_RANK, Candidate, Exclusion, PlacementResult, no_fit_reason

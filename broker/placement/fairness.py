@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Iterable, Mapping
 
-from broker.placement.fleet import PreparedFleet
+from broker.placement.prepared_fleet import PreparedFleet
 from broker.placement.policy import Aging, Policy
 from broker.spec import WorkloadSpec
 

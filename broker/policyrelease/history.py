@@ -18,7 +18,7 @@ from django.conf import settings
 
 from broker.backends.base import JobState
 from broker.backends.sim.model import NodeGroup, Partition
-from broker.fleet import ClusterDescription, FleetDescription, FleetError, load_fleet
+from broker.fleet_file import ClusterDescription, FleetDescription, FleetError, load_fleet
 from broker.models import Cluster, Workload, WorkloadState
 from broker.replay.broker_strategy import TENANT_PREFIX
 from broker.replay.jobs import MAX_TIME_LIMIT_MIN, ReplayJob

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from broker.fleet import FleetDescription
+from broker.fleet_file import FleetDescription
 from broker.placement.policy_loader import load_policy
 from broker.replay.broker_strategy import BrokerPreset
 from broker.replay.jobs import ReplayJob

@@ -44,14 +44,14 @@ from django.contrib.auth.base_user import AbstractBaseUser
 
 from broker.backends.sim import SimClock
 from broker.clock import clock_override
-from broker.fleet import FleetDescription
+from broker.fleet_file import FleetDescription
 from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, WorkloadState
 from broker.replay.jobs import ReplayJob
 from broker.replay.loop import ReplayEnv
 from broker.replay.tracker import Start
 from broker.services import tasks_bridge
 from broker.services.dispatch import workload_dispatch
-from broker.services.fleet_setup import clusters_from_fleet, gpu_classes_from_policy
+from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.inventory import cluster_sync_inventory
 from broker.services.placing import workload_place
 from broker.services.policy import current_policy, policy_override

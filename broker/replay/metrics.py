@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from broker.fleet import FleetDescription
+from broker.fleet_file import FleetDescription
 from broker.replay.jobs import ReplayJob
 from broker.replay.loop import ReplayRun
 from broker.replay.tracker import Outcome

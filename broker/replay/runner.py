@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 from django.conf import settings
 
 from broker.backends.sim import SimClock, SimulatorFleet
-from broker.fleet import FleetDescription, build_simulated_clusters, load_fleet
+from broker.fleet_file import FleetDescription, build_simulated_clusters, load_fleet
 from broker.placement import PRESETS, load_policy_file
 from broker.replay.baselines import BASELINES
 from broker.replay.broker_strategy import BrokerPreset, broker_context

@@ -17,7 +17,7 @@ from broker.backends.sim import admission
 from broker.backends.sim.cluster import request_from_spec
 from broker.backends.sim.model import JobRequest, SimNode
 from broker.backends.sim.placement import free_if_idle, matching_pools, pack
-from broker.fleet import ClusterDescription, FleetDescription
+from broker.fleet_file import ClusterDescription, FleetDescription
 from broker.replay.jobs import ReplayJob
 from broker.spec import WorkloadSpec, validate_spec
 

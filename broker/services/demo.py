@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
-from broker.fleet import load_fleet
+from broker.fleet_file import load_fleet
 from broker.models import Quota
-from broker.services.fleet_setup import clusters_from_fleet, gpu_classes_from_policy
+from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
 from portal.tenancy.models import Role
 from portal.tenancy.services.tenants import member_ensure, project_ensure, tenant_ensure, user_ensure
 

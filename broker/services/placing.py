@@ -30,7 +30,7 @@ from broker.services.bursting import (
     learned_waits,
     onprem_tco_month,
 )
-from broker.services.fleet_view import fleet_snapshots, identity_scopes
+from broker.services.placement_view import fleet_snapshots, identity_scopes
 from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaExceeded, QuotaUse, quota_use, reservation_create

@@ -33,7 +33,7 @@ from broker.services.escalations import escalation_acknowledge, escalation_resol
 from broker.services.quota import QuotaBelowUse, quota_set, quota_use
 from broker.services.workloads import workload_cancel, workload_submit
 from broker.spec import SpecError
-from broker import fleet_selectors as fleet_view
+from broker import overview_selectors
 from broker.outcomes import workload_outcome
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.workload_logs import workload_last_lines
@@ -236,7 +236,7 @@ def cluster_list_page(request: HttpRequest) -> HttpResponse:
     from broker.services.outage import simulated_outages
     from broker.services.policy import policy_in_force
 
-    rows = fleet_view.cluster_rows(user=request.user)
+    rows = overview_selectors.cluster_rows(user=request.user)
     # operators get the demo's outage switch on simulated clusters: None (no switch), True (cut off)
     outages = simulated_outages() if is_operator(request.user) else {}
     for row in rows:
@@ -290,7 +290,7 @@ def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> 
 
 @login_required
 def fleet_page(request: HtmxHttpRequest) -> HttpResponse:
-    context = fleet_view.overview(user=request.user)
+    context = overview_selectors.overview(user=request.user)
     if not request.htmx:  # the 5 s refresh swaps the figures only; the charts draw once per page
         context.update(
             chart_data=fleet_charts(user=request.user), sample_interval_s=settings.GPUBROKER_SAMPLE_INTERVAL_S

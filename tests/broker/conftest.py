@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from broker.backends.sim import NodeGroup, SimulatorFleet
 from broker.models import Cluster, GpuClass, Quota
-from broker.services.fleet_setup import gpu_classes_from_policy
+from broker.services.cluster_registration import gpu_classes_from_policy
 from broker.services.inventory import cluster_sync_inventory
 from broker.services.placing import workload_place
 from broker.services.dispatch import workload_dispatch

@@ -40,7 +40,7 @@ class DemoWorld:
 
     def __init__(self):
         from broker.backends.sim import SimClock, SimulatorFleet
-        from broker.fleet import build_simulated_clusters, load_fleet
+        from broker.fleet_file import build_simulated_clusters, load_fleet
         from broker.services.demo import demo_seed
         from broker.services.inventory import cluster_sync_inventory
 

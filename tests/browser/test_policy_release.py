@@ -9,10 +9,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from broker.fleet import build_simulated_clusters, load_demo_fleet
+from broker.fleet_file import build_simulated_clusters, load_demo_fleet
 from broker.models import Cluster, GpuClass, WorkloadState
 from broker.policyrelease.models import PolicyRelease
-from broker.services.fleet_setup import clusters_from_fleet
+from broker.services.cluster_registration import clusters_from_fleet
 from broker.services.inventory import cluster_sync_inventory
 from broker.services.policy import current_policy
 from tests.browser.conftest import log_in, shot

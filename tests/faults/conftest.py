@@ -12,7 +12,7 @@ from broker.faults.install import captured_tasks, faulty_backends, service_hooks
 
 @pytest.fixture
 def gpu_class(db):
-    from broker.services.fleet_setup import gpu_classes_from_policy
+    from broker.services.cluster_registration import gpu_classes_from_policy
 
     return {c.slug: c for c in gpu_classes_from_policy()}["a100-80gb"]
 

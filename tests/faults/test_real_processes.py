@@ -54,7 +54,7 @@ def fleet(db, settings, journal, trio):
     from decimal import Decimal
 
     from broker.models import Cluster, Quota
-    from broker.services.fleet_setup import gpu_classes_from_policy
+    from broker.services.cluster_registration import gpu_classes_from_policy
     from broker.services.inventory import cluster_sync_inventory
 
     settings.GPUBROKER_BACKEND_TIMEOUT_S = TIMEOUT_S

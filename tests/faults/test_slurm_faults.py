@@ -53,7 +53,7 @@ def test_slurmctld_stopped_and_started_a_job_that_ends_meanwhile_is_only_charged
     from broker.faults.points import FaultPlan
     from broker.models import AuditRecord, Cluster, Quota, Reservation
     from broker.services.dispatch import workload_dispatch
-    from broker.services.fleet_setup import gpu_classes_from_policy
+    from broker.services.cluster_registration import gpu_classes_from_policy
     from broker.services.inventory import cluster_sync_inventory
     from broker.services.placing import workload_place
     from broker.services.reconcile import reconcile_fleet

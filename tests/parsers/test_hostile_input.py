@@ -132,7 +132,7 @@ def test_spec_gives_a_valid_spec_or_names_every_bad_field(data):
 @given(data=mutated(GOOD_SPEC))
 def test_a_refused_spec_stores_no_workload_and_no_audit(trio, data):
     from broker.models import AuditRecord, Workload
-    from broker.services.fleet_setup import gpu_classes_from_policy
+    from broker.services.cluster_registration import gpu_classes_from_policy
     from broker.services.workloads import workload_submit
     from broker.spec import SpecError
 
@@ -191,7 +191,7 @@ def test_a_broken_policy_file_stops_with_its_name_and_records_no_version(tmp_pat
 @FAST
 @given(hostile_text | _yaml_mutant(FLEET_TEXT) | mangled_lines(FLEET_TEXT))
 def test_fleet_file_parses_or_lists_each_problem_with_its_line(text):
-    from broker.fleet import FleetDescription, FleetError, parse_fleet
+    from broker.fleet_file import FleetDescription, FleetError, parse_fleet
 
     try:
         fleet = parse_fleet(text, source="fuzz.yaml")

@@ -139,7 +139,7 @@ def world(trio, db):
     from broker.backends.sim import NodeGroup, SimulatorFleet
     from broker.models import Cluster, Escalation, Quota
     from broker.policyrelease.models import PolicyRelease
-    from broker.services.fleet_setup import gpu_classes_from_policy
+    from broker.services.cluster_registration import gpu_classes_from_policy
     from broker.services.inventory import cluster_sync_inventory
     from broker.services.placing import workload_place
     from broker.services.reconcile import reconcile_fleet

@@ -39,7 +39,7 @@ class Command(BaseCommand):
 
     def _start_fleet(self) -> None:
         from broker.backends.sim import SimClock, SimulatorFleet
-        from broker.fleet import build_simulated_clusters, load_fleet
+        from broker.fleet_file import build_simulated_clusters, load_fleet
         from broker.inprocess import Ticker
 
         fleet = SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=settings.GPUBROKER_SIM_TIME_SCALE))

@@ -9,7 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from broker.fleet import FleetError
+from broker.fleet_file import FleetError
 from broker.management.commands.replay_trace import isolated_database
 from broker.replay.runner import WINDOWS, is_known, known_policies
 from broker.replay.sweep import SweepPlan, load_results, markdown, run_sweep, summarise

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from broker.fleet import FleetError
+from broker.fleet_file import FleetError
 from broker.replay.jobs import TimeOptions
 from broker.replay.runner import DEFAULT_POLICIES, WINDOWS, ReplayConfig, known_policies, run_policies
 from broker.replay.synth import SynthOptions

@@ -7,13 +7,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from broker.fleet import load_demo_fleet
+from broker.fleet_file import load_demo_fleet
 from broker.models import GpuClass, WorkloadState
 from broker.policyrelease.history import current_fleet, recent_jobs
 from broker.policyrelease.models import ImpactReplay, ImpactState
 from broker.policyrelease.services.impact import impact_run
 from broker.policyrelease.services.releases import release_propose
-from broker.services.fleet_setup import clusters_from_fleet, gpu_classes_from_policy
+from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.policy import current_policy
 from tests.broker.policyrelease.test_validation import GOOD
 from tests.factories import ProjectFactory, TenantFactory, UserFactory, WorkloadFactory

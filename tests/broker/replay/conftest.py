@@ -6,7 +6,7 @@ from typing import Sequence
 
 import pytest
 
-from broker.fleet import FleetDescription, parse_fleet
+from broker.fleet_file import FleetDescription, parse_fleet
 from broker.replay.trace import COLUMNS
 
 HEADER = ",".join(COLUMNS)

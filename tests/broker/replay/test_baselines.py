@@ -5,7 +5,7 @@ import random
 
 from broker.backends.base import JobState
 from broker.backends.sim import SimClock, SimulatorFleet
-from broker.fleet import build_simulated_clusters, parse_fleet
+from broker.fleet_file import build_simulated_clusters, parse_fleet
 from broker.replay.baselines import WORKLOAD_PREFIX, FirstFit, MultiKueueRace, OnpremFirstNoGang
 from broker.replay.jobs import ReplayJob
 from broker.replay.loop import ReplayEnv, run_replay

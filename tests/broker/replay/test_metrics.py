@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from broker.backends.base import JobState
-from broker.fleet import parse_fleet
+from broker.fleet_file import parse_fleet
 from broker.replay.jobs import ReplayJob
 from broker.replay.loop import ReplayRun
 from broker.replay.metrics import compute, percentile

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.backends.sim import SimulatorFleet
-from broker.fleet import build_simulated_clusters, load_demo_fleet
+from broker.fleet_file import build_simulated_clusters, load_demo_fleet
 from broker.models import Cluster
 from broker.services.demo import demo_seed
 from broker.services.dispatch import workload_dispatch

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from broker.fleet_selectors import overview
+from broker.overview_selectors import overview
 
 
 def test_mig_slices_are_counted_apart_from_whole_gpus(trio, make_cluster):

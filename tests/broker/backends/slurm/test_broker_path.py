@@ -10,7 +10,7 @@ import pytest
 
 from broker.models import Cluster, Quota, Workload
 from broker.services.cancel import cancel_propagate
-from broker.services.fleet_setup import gpu_classes_from_policy
+from broker.services.cluster_registration import gpu_classes_from_policy
 from broker.services.identity import slurm_accounts_ensure
 from broker.services.inventory import cluster_sync_inventory
 from broker.services.status import cluster_poll_status

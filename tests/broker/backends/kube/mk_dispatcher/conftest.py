@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from broker.models import Cluster, Quota
-from broker.services.fleet_setup import gpu_classes_from_policy
+from broker.services.cluster_registration import gpu_classes_from_policy
 from broker.services.policy import policy_override
 from tests.broker.backends.kube.real import cluster as c
 from tests.broker.backends.kube.real.gate import cluster_env, skip_k8s_test_when_off

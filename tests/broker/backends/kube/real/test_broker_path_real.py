@@ -10,7 +10,7 @@ from accounting.services.usage import usage_collect
 from broker.models import Cluster, Quota, Workload
 from broker.services.cancel import cancel_propagate
 from broker.services.dispatch import workload_dispatch
-from broker.services.fleet_setup import gpu_classes_from_policy
+from broker.services.cluster_registration import gpu_classes_from_policy
 from broker.services.inventory import cluster_sync_inventory
 from broker.services.placing import workload_place
 from broker.services.status import cluster_poll_status

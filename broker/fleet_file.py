@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import yaml
 
 from broker.backends.sim.model import FLAVORS, MIG_RE, NodeGroup, Partition, mig_geometry
-from broker.backends.sim.registry import SimulatorFleet
+from broker.backends.sim.simulated_clusters import SimulatorFleet
 from broker.backends.sim.cluster import SimulatedCluster
 from broker.spec import NAME_RE
 

@@ -7,7 +7,7 @@ import pytest
 
 from broker.backends.base import ProjectIdentity, Reason
 from broker.backends.simulator import SimClock, SimulatorBackend, SimulatorFleet
-from broker.fleet import (
+from broker.fleet_file import (
     DEMO_FLEET_PATH, FleetError, build_simulated_clusters, load_demo_fleet, load_fleet,
     parse_fleet)
 from broker.spec import WorkloadSpec

@@ -109,7 +109,7 @@ class SimulatorFleet:
             self._autoloaded = True
             path = os.environ.get(FLEET_ENV, "")
             if path and not self._clusters:
-                from broker.fleet import build_simulated_clusters, load_fleet
+                from broker.fleet_file import build_simulated_clusters, load_fleet
 
                 build_simulated_clusters(load_fleet(path), self)
 

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.db import transaction
 
-from broker.fleet import FleetDescription
+from broker.fleet_file import FleetDescription
 from broker.models import Cluster, GpuClass
 from broker.services.audit import audit
 from broker.services.policy import current_policy
