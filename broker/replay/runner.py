@@ -23,6 +23,7 @@ from broker.placement import PRESETS, load_policy_file
 from broker.replay.baselines import BASELINES
 from broker.replay.broker_strategy import BrokerPreset, broker_context
 from broker.replay.jobs import ReplayJob, Skipped, TimeOptions, prepare
+from broker.replay.knobs import Knobs
 from broker.replay.loop import ReplayEnv, ReplayRun, Strategy, run_replay
 from broker.replay.metrics import Metrics, compute
 from broker.replay.simview import FleetView
@@ -40,7 +41,8 @@ DEFAULT_POLICIES = (
     "multikueue-incremental",
     "oracle",
 )
-# first: the half of the jobs (in arrival order) that settings may be tuned on; second:
+# The halves (``--half``): the replayable jobs in submit-time order, split at the middle
+# job.  first: the half settings may be tuned on (``replay_tune`` reads only it); second:
 # the held-out half, reported on and never tuned on; all: the whole trace
 WINDOWS = ("all", "first", "second")
 LOCAL_QUEUEING = "backfill"  # what real local schedulers do by default
@@ -65,11 +67,12 @@ def burst_policy_text(minutes: int) -> str:
     return current_policy().text + f"\nburst:\n  min_onprem_wait_s: {minutes * 60}\n"
 
 
-def make_strategy(name: str, fleet: FleetDescription) -> Strategy:
-    """'default' (the policy file as it stands), 'default+burst<N>m' (it, with the cloud
-    only after a predicted on-prem wait of N minutes), a preset name, or a baseline."""
+def make_strategy(name: str, fleet: FleetDescription, knobs: Knobs | None = None) -> Strategy:
+    """'default' (the policy file as it stands, with the tuned ``knobs`` overlaid when
+    given), 'default+burst<N>m' (the file with the cloud only after a predicted on-prem
+    wait of N minutes), a preset name, or a baseline."""
     if name == "default":
-        return BrokerPreset(name, fleet)
+        return BrokerPreset(name, fleet, policy_text=knobs.policy_text(current_policy().text) if knobs else None)
     variant = BURST_VARIANT.match(name)
     if variant:
         return BrokerPreset(name, fleet, policy_text=burst_policy_text(int(variant.group(1))))
@@ -90,6 +93,7 @@ class ReplayConfig:
     limit: int | None = None
     window: str = "all"
     queueing: str = LOCAL_QUEUEING
+    knobs: Knobs | None = None  # the tuned knobs of ``default`` (None: the policy file)
 
     def __post_init__(self) -> None:
         if self.window not in WINDOWS:
@@ -139,7 +143,8 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
     report = ReplayReport(config, rows, jobs, skipped, synth, fleet)
     for name in config.policies:
         began = time.perf_counter()
-        report.metrics.append(run_one(name, jobs, fleet, seed=config.synth.seed, queueing=config.queueing))
+        metrics = run_one(name, jobs, fleet, seed=config.synth.seed, queueing=config.queueing, knobs=config.knobs)
+        report.metrics.append(metrics)
         report.seconds[name] = time.perf_counter() - began
         if progress:
             progress(f"{name}: {report.seconds[name]:.1f} s")
@@ -153,9 +158,10 @@ def run_one(
     seed: int,
     strategy: Strategy | None = None,
     queueing: str = LOCAL_QUEUEING,
+    knobs: Knobs | None = None,
 ) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
-    return compute(replay_run(name, jobs, fleet, seed, strategy, queueing), fleet)
+    return compute(replay_run(name, jobs, fleet, seed, strategy, queueing, knobs), fleet)
 
 
 def replay_run(
@@ -165,6 +171,7 @@ def replay_run(
     seed: int,
     strategy: Strategy | None = None,
     queueing: str = LOCAL_QUEUEING,
+    knobs: Knobs | None = None,
 ) -> ReplayRun:
     """The raw run (outcomes per job, usage per cluster) behind ``run_one``; the local
     queues backfill unless ``queueing`` is "strict"."""
@@ -174,7 +181,7 @@ def replay_run(
         cluster.queueing = queueing
     view = FleetView(sim, fleet)
     env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed))
-    strategy = strategy or make_strategy(name, fleet)
+    strategy = strategy or make_strategy(name, fleet, knobs)
     if isinstance(strategy, BrokerPreset):
         with broker_context(clock, strategy.preset, strategy.policy_text):
             return run_replay(jobs, strategy, env)

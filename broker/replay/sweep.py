@@ -8,11 +8,12 @@ Results go to a JSON file after every cell, so a long sweep can be stopped and r
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from broker.replay.jobs import TimeOptions
+from broker.replay.knobs import Knobs
 from broker.replay.metrics import Metrics, mean, offered_load, whole_gpus
 from broker.replay.runner import ReplayConfig, run_policies
 from broker.replay.synth import SynthOptions
@@ -32,6 +33,7 @@ class SweepPlan:
     fleet: Path
     window: str = "second"
     queueing: str = "backfill"
+    knobs: Knobs | None = None  # ``default`` is the policy file with these (from replay_tune)
 
 
 def cell_key(trace: Path | str, compress: float, seed: int) -> str:
@@ -60,10 +62,24 @@ def load_results(path: Path) -> dict[str, Any]:
     return {"cells": {}}
 
 
+def merge_results(paths: Sequence[Path]) -> dict[str, Any]:
+    """Several results files as one (runs of the same cell side by side; a policy run in
+    two files keeps the earlier file's run)."""
+    merged: dict[str, Any] = {"cells": {}}
+    for path in paths:
+        for key, cell in load_results(path)["cells"].items():
+            mine = merged["cells"].setdefault(key, {**cell, "policies": {}, "seconds": {}})
+            mine["policies"] = {**cell["policies"], **mine["policies"]}
+            mine["seconds"] = {**cell.get("seconds", {}), **mine["seconds"]}
+    return merged
+
+
 def run_sweep(plan: SweepPlan, out: Path, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run every cell not yet in ``out`` (needs a database: the broker's presets)."""
     results = load_results(out)
+    _same_knobs(results, plan)
     results["window"], results["queueing"] = plan.window, plan.queueing
+    results["knobs"] = asdict(plan.knobs) if plan.knobs else None
     # seed outermost: after the first seed every trace and load has a row
     cells = [(t, c, s) for s in plan.seeds for c in plan.compressions for t in plan.traces]
     for trace, compress, seed in cells:
@@ -80,6 +96,15 @@ def run_sweep(plan: SweepPlan, out: Path, progress: Callable[[str], None] | None
     return results
 
 
+def _same_knobs(results: dict[str, Any], plan: SweepPlan) -> None:
+    """A results file's ``default`` rows were made with one set of knobs: resuming it
+    with others would mix two policies under one name."""
+    ran_default = any("default" in c.get("policies", {}) for c in results["cells"].values())
+    wanted = asdict(plan.knobs) if plan.knobs else None
+    if ran_default and results.get("knobs") != wanted:
+        raise ValueError(f"the results file's default runs used knobs {results.get('knobs')}, not {wanted}")
+
+
 def _run_cell(plan: SweepPlan, results: dict[str, Any], key: str, cell: tuple[Path, float, int], policy: str) -> None:
     trace, compress, seed = cell
     config = ReplayConfig(
@@ -90,6 +115,7 @@ def _run_cell(plan: SweepPlan, results: dict[str, Any], key: str, cell: tuple[Pa
         time=TimeOptions(time_compress=compress),
         window=plan.window,
         queueing=plan.queueing,
+        knobs=plan.knobs,
     )
     report = run_policies(config)
     gpus = whole_gpus(report.fleet)

@@ -11,8 +11,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.fleet_file import FleetError
 from broker.management.commands.replay_trace import isolated_database
+from broker.replay.knobs import KNOBS_FILE, read_knobs
 from broker.replay.runner import WINDOWS, is_known, known_policies
-from broker.replay.sweep import SweepPlan, load_results, markdown, run_sweep, summarise
+from broker.replay.sweep import SweepPlan, markdown, merge_results, run_sweep, summarise
 from broker.replay.trace import TraceError
 
 SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "oracle", "multikueue-incremental")
@@ -39,7 +40,23 @@ class Command(BaseCommand):
         parser.add_argument(
             "--policies", default=",".join(SWEEP_POLICIES), help=f"comma-separated, of: {', '.join(known_policies())}"
         )
-        parser.add_argument("--window", choices=WINDOWS, default="second")
+        parser.add_argument(
+            "--half",
+            "--window",
+            dest="window",
+            choices=WINDOWS,
+            default="second",
+            help="the jobs in submit-time order, split at the middle job (default: second, the held-out half)",
+        )
+        parser.add_argument(
+            "--knobs",
+            default=str(KNOBS_FILE),
+            help="the knobs replay_tune chose on the first halves: 'default' is the policy file with them "
+            "('' for the policy file as it stands)",
+        )
+        parser.add_argument(
+            "--merge", default="", help="comma-separated results files of other runs, summarised with this one"
+        )
         parser.add_argument("--local-queues", choices=("backfill", "strict"), default="backfill")
         parser.add_argument(
             "--results", default="replay-sweep.json", help="JSON results; cells already in it are not rerun"
@@ -57,6 +74,10 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"--policies: unknown {', '.join(unknown)}")
         if not opts["render_only"]:
+            try:
+                knobs = read_knobs(Path(opts["knobs"])) if opts["knobs"] and "default" in policies else None
+            except ValueError as exc:
+                raise CommandError(f"--knobs: {exc}") from None
             plan = SweepPlan(
                 traces=tuple(Path(t) for t in opts["traces"]),
                 compressions=_floats(opts["compress"], "compress"),
@@ -65,13 +86,15 @@ class Command(BaseCommand):
                 fleet=Path(opts["fleet"]),
                 window=opts["window"],
                 queueing=opts["local_queues"],
+                knobs=knobs,
             )
             try:
                 with isolated_database():
                     run_sweep(plan, out, progress=self.stderr.write)
             except (TraceError, FleetError, ValueError) as exc:
                 raise CommandError(str(exc)) from None
-        summaries = summarise(load_results(out))
+        merged = [Path(p) for p in opts["merge"].split(",") if p.strip()]
+        summaries = summarise(merge_results([out, *merged]))
         text = markdown(summaries)
         self.stdout.write(text)
         if opts["summary"]:

@@ -17,6 +17,7 @@ from django.db import connection
 
 from broker.fleet_file import FleetError
 from broker.replay.jobs import TimeOptions
+from broker.replay.knobs import read_knobs
 from broker.replay.runner import DEFAULT_POLICIES, WINDOWS, ReplayConfig, known_policies, run_policies
 from broker.replay.synth import SynthOptions
 from broker.replay.table import render
@@ -58,10 +59,18 @@ class Command(BaseCommand):
             "--gang-fraction", type=float, default=0.1, help="share of GPU jobs made gangs when the trace has none"
         )
         parser.add_argument(
+            "--half",
             "--window",
+            dest="window",
             choices=WINDOWS,
             default="all",
-            help="first: the tuning half of the jobs; second: the held-out half",
+            help="the jobs in submit-time order, split at the middle job: first (the tuning half), "
+            "second (the held-out half), all",
+        )
+        parser.add_argument(
+            "--knobs",
+            default="",
+            help="a replay_tune knobs file: 'default' is the policy file with those knobs (default: as it stands)",
         )
         parser.add_argument(
             "--local-queues",
@@ -98,6 +107,7 @@ class Command(BaseCommand):
                 limit=opts["limit"],
                 window=opts["window"],
                 queueing=opts["local_queues"],
+                knobs=read_knobs(Path(opts["knobs"])) if opts["knobs"] else None,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None

@@ -1,0 +1,63 @@
+"""The default preset's tunable knobs, and the file a tuning writes them to.
+
+``replay_tune`` chooses them on the first halves of the traces; the report
+(``replay_sweep``) reads the file and replays ``default`` as the policy in force with
+these keys overlaid.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KNOBS_FILE = Path(__file__).with_name("tuned_default.json")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """The default preset's settings the tuner may change (None: as in the policy file)."""
+
+    burst_min_onprem_wait_s: float = 0.0
+    reassess_share: float | None = None
+    queue_wait_weight: float | None = None
+
+    @property
+    def label(self) -> str:
+        parts = [f"burst{self.burst_min_onprem_wait_s / 60:g}m"]
+        if self.reassess_share is not None:
+            parts.append(f"reassess{self.reassess_share:g}")
+        if self.queue_wait_weight is not None:
+            parts.append(f"wait{self.queue_wait_weight:g}")
+        return "default[" + ",".join(parts) + "]"
+
+    def policy_text(self, base: str) -> str:
+        """``base`` (a policy file's text) with these knobs set."""
+        policy = yaml.safe_load(base) or {}
+        burst = dict(policy.get("burst") or {})
+        burst["min_onprem_wait_s"] = self.burst_min_onprem_wait_s
+        if self.reassess_share is not None:
+            burst["reassess_share"] = self.reassess_share
+        policy["burst"] = burst
+        if self.queue_wait_weight is not None:
+            policy["weights"] = {**(policy.get("weights") or {}), "queue_wait_s": self.queue_wait_weight}
+        return yaml.safe_dump(policy, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> "Knobs":
+        unknown = set(raw) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"knobs: unknown {', '.join(sorted(unknown))}")
+        return cls(**raw)
+
+
+def read_knobs(path: Path) -> Knobs:
+    """The knobs a tuning chose (its file's ``knobs`` entry)."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return Knobs.from_dict(raw["knobs"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"knobs file {path}: {exc}") from None
