@@ -28,9 +28,10 @@ from typing import Callable
 
 from django.db import InterfaceError, OperationalError, connection
 
+from broker.failpoints import FAILPOINTS
 from broker.faults import arming
 from broker.faults.environments import PREFIX, SimEnvironment, SlurmEnvironment, harness_tenants, harness_user
-from broker.faults.install import captured_tasks, faulty_backends, service_hooks, virtual_clock
+from broker.faults.install import captured_tasks, failpoint_hooks, faulty_backends, virtual_clock
 from broker.faults.invariants import InvariantWatch
 from broker.faults.points import POINTS_BY_NAME, Crash, FaultPlan
 from broker.faults.report import HarnessConfig, HarnessReport
@@ -93,7 +94,7 @@ class Harness:
             stack.enter_context(virtual_clock(self.env.now))
             stack.enter_context(captured_tasks(self.queue))
             stack.enter_context(faulty_backends(self.plan, self.env.builders(), self.env.retime))
-            stack.enter_context(service_hooks(self.plan))
+            stack.enter_context(failpoint_hooks(self.plan))
             stack.callback(self.env.close)
             stack.callback(self._restore_controllers)  # whatever happens, a stopped slurmctld comes back
             if self.cfg.slurm:
@@ -105,7 +106,7 @@ class Harness:
             v0 = self.vnow()
             self._setup_db()
             self.watch = InvariantWatch(self.env.truth, workload_prefix=PREFIX)
-            self._observe_submissions(stack)
+            self.plan.on_submit = self.watch.on_submit  # each sending is checked for a live reservation
             for cluster in self.clusters:
                 self._step(f"inventory {cluster.name}", self._sync(cluster.id))
             self._main()
@@ -118,6 +119,7 @@ class Harness:
             workloads = sum(states.values())
             virtual = self.vnow() - v0
         faults = {p: n for p, n in self.plan.counts().items() if p in self.points}
+        at_failpoints = Counter(f.hook for f in self.plan.fired if f.hook in FAILPOINTS and f.point in self.points)
         if self.cfg.slurm:
             assert isinstance(self.env, SlurmEnvironment)  # cfg.slurm chose it
             self.notes.append(f"slurmctld really stopped and started {self.env.real_restarts} times")
@@ -136,22 +138,8 @@ class Harness:
             elapsed_s=time.monotonic() - started,
             virtual_s=virtual,
             notes=self.notes,
+            faults_by_failpoint=dict(at_failpoints),
         )
-
-    def _observe_submissions(self, stack: contextlib.ExitStack) -> None:
-        """Every submission that leaves for a destination is checked for a live reservation."""
-        from broker.faults import points
-
-        original = points.FaultyBackend.submit
-        watch = self.watch
-
-        def submit(backend, spec, workload_id, identity):
-            if backend.cluster not in backend.plan.unreachable:
-                watch.on_submit(workload_id, backend.cluster)
-            return original(backend, spec, workload_id, identity)
-
-        points.FaultyBackend.submit = submit  # type: ignore[method-assign]  # undone by the stack's callback
-        stack.callback(setattr, points.FaultyBackend, "submit", original)
 
     @property
     def fired(self) -> int:
@@ -233,7 +221,7 @@ class Harness:
 
     def _cancel_fault_waiting(self) -> bool:
         """A cancellation fault is armed: a researcher cancels a running workload now and then."""
-        return any(a.hook.startswith("cancel:") for a in self.plan.armed)
+        return any(a.hook.startswith("cancel.") for a in self.plan.armed)
 
     def _cancel_running(self) -> None:
         from broker.models import Workload

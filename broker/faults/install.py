@@ -1,19 +1,21 @@
 """Install the fault hooks into a running broker (this process only), and take them out.
 
-Nothing here edits the broker's code: the backend registry's builders are wrapped, a
-few service functions are wrapped where they are looked up, two model signals are
-connected, and the task bridge is pointed at a queue the harness drains itself.
-Every context manager restores what it changed.
+Only through seams the broker owns, each for the length of a ``with`` block: the backend
+registry's override (every cluster's backend comes wrapped in a ``FaultyBackend``, or is
+replaced by the harness's own destination), the named failpoints of the services
+(``broker.failpoints``), the task sink (``tasks_bridge.task_sink``) and the clock seam
+(``broker.clock.clock_override``).  No module attribute, builder table or model signal of
+the broker is touched.
 """
 
 from __future__ import annotations
 
 import contextlib
 from datetime import datetime
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
-from django.db.models.signals import post_save, pre_save
-
+from broker.backends.base import Backend
+from broker.failpoints import FAILPOINTS, armed
 from broker.faults.points import FaultPlan, FaultyBackend
 
 
@@ -25,82 +27,28 @@ def faulty_backends(
 
     ``builders`` adds or replaces builders by cluster kind (e.g. a Slurm backend built
     straight from the test cluster's settings)."""
-    from broker.backends import registry
+    from broker.backends.registry import backend_override
 
-    saved = dict(registry._BUILDERS)
-    base = {**saved, **(builders or {})}
+    own = dict(builders or {})
 
-    def wrap(build: Callable) -> Callable:
-        return lambda cluster: FaultyBackend(build(cluster), plan, retime)
+    def build(cluster, default: Callable) -> Backend:
+        # a decorator with the Backend's methods (and the rest forwarded), not a subclass
+        return cast(Backend, FaultyBackend(own.get(cluster.kind, default)(cluster), plan, retime))
 
-    registry._BUILDERS.update({kind: wrap(build) for kind, build in base.items()})
-    try:
+    with backend_override(build):
         yield
-    finally:
-        registry._BUILDERS.clear()
-        registry._BUILDERS.update(saved)
 
 
 @contextlib.contextmanager
-def _patched(module, name: str, replacement) -> Iterator[None]:
-    saved = getattr(module, name)
-    setattr(module, name, replacement)
-    try:
+def failpoint_hooks(plan: FaultPlan) -> Iterator[None]:
+    """Every failpoint of the services fires the plan's hook of the same name (see
+    broker.failpoints); the plan decides whether anything happens there."""
+
+    def fire(name: str) -> None:
+        plan.fire(name)
+
+    with armed(dict.fromkeys(FAILPOINTS, fire)):
         yield
-    finally:
-        setattr(module, name, saved)
-
-
-@contextlib.contextmanager
-def service_hooks(plan: FaultPlan) -> Iterator[None]:
-    """Fire the service hooks (see points.SERVICE_HOOKS) from inside the services."""
-    from broker.models import DispatchAttempt, Reservation
-    from broker.services import cancel, placing, reconcile, status
-
-    def attempt_before(sender, instance, **kwargs):
-        if instance.pk is None:
-            plan.fire("attempt:before")
-
-    def reservation_created(sender, instance, created, **kwargs):
-        if created:
-            plan.fire("reservation:created")
-
-    retry_elsewhere = placing.workload_retry_elsewhere
-    status_release = status.reservation_release
-    reconcile_expire = reconcile.reservation_expire
-    cancel_release = cancel.reservation_release
-
-    def hooked_retry_elsewhere(**kwargs):
-        plan.fire("dispatch:retry_elsewhere")
-        return retry_elsewhere(**kwargs)
-
-    def hooked_status_release(**kwargs):
-        plan.fire("status:release")
-        return status_release(**kwargs)
-
-    def hooked_expire(**kwargs):
-        done = reconcile_expire(**kwargs)
-        if done:
-            plan.fire("reconcile:expired")
-        return done
-
-    def hooked_cancel_release(**kwargs):
-        plan.fire("cancel:release")
-        return cancel_release(**kwargs)
-
-    pre_save.connect(attempt_before, sender=DispatchAttempt, weak=False, dispatch_uid="faults-attempt")
-    post_save.connect(reservation_created, sender=Reservation, weak=False, dispatch_uid="faults-reservation")
-    try:
-        with (
-            _patched(placing, "workload_retry_elsewhere", hooked_retry_elsewhere),
-            _patched(status, "reservation_release", hooked_status_release),
-            _patched(reconcile, "reservation_expire", hooked_expire),
-            _patched(cancel, "reservation_release", hooked_cancel_release),
-        ):
-            yield
-    finally:
-        pre_save.disconnect(sender=DispatchAttempt, dispatch_uid="faults-attempt")
-        post_save.disconnect(sender=Reservation, dispatch_uid="faults-reservation")
 
 
 @contextlib.contextmanager
@@ -115,7 +63,7 @@ def captured_tasks(queue: list) -> Iterator[None]:
 
 @contextlib.contextmanager
 def virtual_clock(now: Callable[[], datetime]) -> Iterator[None]:
-    """The broker's ``timezone.now()`` (and every auto_now field) reads ``now``."""
+    """The broker's clock reads ``now`` (through its clock seam, ``broker.clock``)."""
     from broker.clock import clock_override
 
     with clock_override(now):

@@ -2,12 +2,14 @@
 
 Two kinds of hook:
 
-* **backend hooks** (``submit:before``, ``submit:after``, ``cancel:after``, ...): a
-  ``FaultyBackend`` wraps any ``Backend`` and consults the ``FaultPlan`` before and after
-  each call it forwards;
-* **service hooks** (``attempt:before``, ``reservation:created``, ``reconcile:expired``,
-  ...): fired from inside the broker's services (signals and thin wrappers, installed by
-  ``broker.faults.install``), so a crash can land between two of their writes.
+* **failpoints** (``dispatch.after_submit``, ``quota.after_reserve``, ...): the named
+  ``failpoint(...)`` calls the services make at their crash points (``broker.failpoints``
+  lists them).  ``broker.faults.install.failpoint_hooks`` arms every one with the plan, so
+  a crash lands between two of a service's writes exactly where the service says it can;
+* **destination hooks** (``submit:before``, ``cancel:after``, ...): a ``FaultyBackend``,
+  built for every cluster through the registry's override seam, consults the plan before
+  and after each call it forwards.  They stand for what a destination does (refuses a
+  job, loses one, does not answer), and the any-hook faults (``*``) hit them too.
 
 An armed hook does one of:
 
@@ -25,9 +27,11 @@ from __future__ import annotations
 import random
 import threading
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Callable, Iterator, Sequence
 
 from broker.backends.base import DestinationJob, InventorySnapshot, ProjectIdentity, Unavailable, UsageRecord
+from broker.failpoints import FAILPOINTS
 from broker.spec import WorkloadSpec
 
 
@@ -39,8 +43,9 @@ class Crash(BaseException):
         self.point, self.hook, self.cluster = point, hook, cluster
 
 
-# The named crash points of the issue, each with where it is injected.  ``hook`` is the
-# hook it arms (None: an environmental fault the harness applies itself).
+# The named crash points, each with where it is injected.  ``hook`` is the failpoint (or a
+# pattern of failpoints, or a destination hook) it arms; None: an environmental fault the
+# harness applies itself.
 @dataclass(frozen=True)
 class CrashPoint:
     name: str
@@ -52,58 +57,62 @@ class CrashPoint:
 CRASH_POINTS: tuple[CrashPoint, ...] = (
     CrashPoint(
         "before_attempt_record",
-        "attempt:before",
+        "dispatch.before_attempt_written",
         "crash",
         "dispatch dies after moving the workload to dispatching, before the attempt row is written",
     ),
     CrashPoint(
         "after_attempt_record",
-        "submit:before",
+        "dispatch.after_attempt_written",
         "crash",
         "dispatch dies after the attempt row is committed, before the destination is called",
     ),
     CrashPoint(
         "after_accept_before_reply",
-        "submit:after",
+        "dispatch.after_submit",
         "crash",
         "the destination accepted the job; the worker dies before it hears the reply",
     ),
-    CrashPoint("reply_lost", "submit:after", "unavailable", "the destination accepted the job; the reply times out"),
+    CrashPoint(
+        "reply_lost", "dispatch.after_submit", "unavailable", "the destination accepted the job; the reply times out"
+    ),
     CrashPoint(
         "after_reserve_before_commit",
-        "reservation:created",
+        "quota.after_reserve",
         "crash",
         "placement dies after reserving quota, before its transaction commits",
     ),
     CrashPoint(
         "after_reject_before_replace",
-        "dispatch:retry_elsewhere",
+        "dispatch.after_reject_released",
         "crash",
         "a local rejection released the reservation; the worker dies before re-placing",
     ),
     CrashPoint(
         "during_cancel_before_send",
-        "cancel:before",
+        "cancel.before_send",
         "crash",
         "the cancellation is stored; the worker dies before telling the destination",
     ),
     CrashPoint(
         "during_cancel_after_send",
-        "cancel:after",
+        "cancel.after_send",
         "crash",
         "the destination cancelled the job; the worker dies before recording it",
     ),
-    CrashPoint("during_status", "status:after", "crash", "the status poll dies after the destination answered"),
+    CrashPoint("during_status", "status.after_poll", "crash", "the status poll dies after the destination answered"),
     CrashPoint(
         "during_status_apply",
-        "status:release",
+        "status.before_release",
         "crash",
         "the status poll dies while recording a job's end (before the release commits)",
     ),
-    CrashPoint("during_reconcile", "*:before", "crash", "reconciliation dies at one of its calls to a destination"),
+    CrashPoint(
+        "during_reconcile", "reconcile.before_*", "crash", "reconciliation dies at one of its calls to a destination"
+    ),
     CrashPoint(
         "reconcile_after_expire",
-        "reconcile:expired",
+        "reconcile.after_expire",
         "crash",
         "reconciliation dies right after expiring a reservation, before re-queueing the workload",
     ),
@@ -132,23 +141,22 @@ CRASH_POINTS: tuple[CrashPoint, ...] = (
 )
 POINTS_BY_NAME = {p.name: p for p in CRASH_POINTS}
 
-# Every hook the services and the backend wrapper fire (``*`` arms any of them).
+# Every hook there is: the destination hooks the backend wrapper fires, and the product's
+# failpoints.  ``*`` arms any of them; a pattern (``reconcile.before_*``) those it matches.
 BACKEND_METHODS = ("inventory", "submit", "find", "status", "active_jobs", "cancel", "usage")
-SERVICE_HOOKS = (
-    "attempt:before",
-    "reservation:created",
-    "dispatch:retry_elsewhere",
-    "status:release",
-    "reconcile:expired",
-    "cancel:release",
-)
-ALL_HOOKS = tuple(f"{m}:{w}" for m in BACKEND_METHODS for w in ("before", "after")) + SERVICE_HOOKS
+BACKEND_HOOKS = tuple(f"{m}:{w}" for m in BACKEND_METHODS for w in ("before", "after"))
+ALL_HOOKS = BACKEND_HOOKS + tuple(FAILPOINTS)
+
+
+def hooks_matching(pattern: str) -> tuple[str, ...]:
+    """The hooks an armed ``pattern`` can fire at (an exact name, ``*`` or a glob)."""
+    return tuple(h for h in ALL_HOOKS if fnmatchcase(h, pattern))
 
 
 @dataclass
 class Armed:
     point: str
-    hook: str  # exact hook, "*" (any) or "*:before" (any backend call, before)
+    hook: str  # exact hook, "*" (any) or a glob such as "reconcile.before_*"
     action: str | Callable[[str, str], None]
     cluster: str = ""  # "" = any cluster
     skip: int = 0  # let this many matching hooks pass first
@@ -175,6 +183,7 @@ class FaultPlan:
         self._lock = threading.Lock()
         self._db_drop = db_drop
         self.enabled = True
+        self.on_submit: Callable[[str, str], None] | None = None  # sees (workload id, cluster) of each sending
 
     # -- arming -----------------------------------------------------------------
     def arm(
@@ -192,6 +201,8 @@ class FaultPlan:
             if spec is None or spec.hook is None:
                 raise ValueError(f"{point!r} is not a hook crash point")
             hook = spec.hook
+        if not hooks_matching(hook):  # a typo would otherwise arm a fault that never fires
+            raise ValueError(f"{hook!r} names no failpoint or destination hook; known: {', '.join(ALL_HOOKS)}")
         armed = Armed(
             point=point,
             hook=hook,
@@ -226,11 +237,7 @@ class FaultPlan:
     def _matches(armed: Armed, hook: str, cluster: str) -> bool:
         if armed.cluster and cluster and armed.cluster != cluster:
             return False
-        if armed.hook == "*" or armed.hook == hook:
-            return True
-        if armed.hook.startswith("*:"):
-            return hook.endswith(armed.hook[1:]) and hook.split(":")[0] in BACKEND_METHODS
-        return False
+        return fnmatchcase(hook, armed.hook)
 
     def fire(self, hook: str, cluster: str = "") -> None:
         """Called at every hook: applies the first armed fault that matches."""
@@ -318,6 +325,8 @@ class FaultyBackend:
         return snap
 
     def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
+        if self.plan.on_submit is not None and self.cluster not in self.plan.unreachable:
+            self.plan.on_submit(workload_id, self.cluster)
         return self._call("submit", spec, workload_id, identity)
 
     def find(self, workload_id: str) -> DestinationJob | None:

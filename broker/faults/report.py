@@ -38,6 +38,7 @@ class HarnessReport:
     elapsed_s: float
     virtual_s: float
     notes: list[str] = field(default_factory=list)
+    faults_by_failpoint: dict[str, int] = field(default_factory=dict)  # the failpoints they fired at
 
     @property
     def faults(self) -> int:

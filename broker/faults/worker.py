@@ -1,12 +1,13 @@
 """A Celery worker with the fault hooks installed, for tests that kill real processes.
 
     GPUBROKER_FAULTS_JOURNAL=/tmp/j.sqlite3 \\
-    GPUBROKER_FAULTS_PAUSE=submit:after GPUBROKER_FAULTS_DIR=/tmp/pause \\
+    GPUBROKER_FAULTS_PAUSE=dispatch.after_submit GPUBROKER_FAULTS_DIR=/tmp/pause \\
         python -m broker.faults.worker -l info --pool threads --concurrency 2
 
 * ``GPUBROKER_FAULTS_JOURNAL``: simulator clusters are journal clusters in that file
   (broker.faults.journal), so what reached a destination survives the worker;
-* ``GPUBROKER_FAULTS_PAUSE``: a hook name (see broker.faults.points); the first time the
+* ``GPUBROKER_FAULTS_PAUSE``: a failpoint (broker.failpoints) or a destination hook (see
+  broker.faults.points), e.g. ``dispatch.after_submit``; the first time the
   worker reaches it, it writes ``$GPUBROKER_FAULTS_DIR/paused`` and waits (up to
   ``GPUBROKER_FAULTS_PAUSE_S``, 120 s) for ``$GPUBROKER_FAULTS_DIR/resume``.  The test
   kills the worker there, cuts its database connections, or restarts Redis.
@@ -37,7 +38,7 @@ def pause_action(directory: str, limit_s: float = 120.0):
 
 def install_from_env() -> None:
     """Install the journal builder and the pause hook this environment asks for."""
-    from broker.faults.install import faulty_backends, service_hooks
+    from broker.faults.install import failpoint_hooks, faulty_backends
     from broker.faults.journal import journal_builder
     from broker.faults.points import FaultPlan
 
@@ -56,7 +57,7 @@ def install_from_env() -> None:
         )
     builders = {"simulator": journal_builder(journal)} if journal else {}
     _installed.enter_context(faulty_backends(plan, builders))
-    _installed.enter_context(service_hooks(plan))
+    _installed.enter_context(failpoint_hooks(plan))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
+from broker.failpoints import failpoint
 from broker.lifecycle import TransitionReason
 from broker.models import Workload, WorkloadState
 from broker.services.audit import audit, audit_link_destination
@@ -24,7 +25,9 @@ def cancel_propagate(*, workload_id: int) -> Workload:
         job_id = workload.destination_job_id or _look_up(workload, backend)
         if job_id is None:
             return workload  # a dispatch may still be in flight: try again later
+        failpoint("cancel.before_send")
         confirmed = bool(job_id) and backend.cancel(job_id)
+        failpoint("cancel.after_send")
     except Unavailable as exc:
         audit(
             action="cancel.retrying",

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from broker.backends.base import DestinationJob, Rejected, Unavailable
 from broker.backends.registry import backend_for, identity_for
+from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
 from broker.models import AttemptState, DispatchAttempt, GpuPool, Reservation, Workload, WorkloadState
 from broker.models.workload import LocalReason
@@ -72,6 +73,7 @@ def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
     last = workload.attempts.order_by("-number").first()
     if _in_flight(last):
         return None
+    failpoint("dispatch.before_attempt_written")
     try:
         with transaction.atomic():
             return DispatchAttempt.objects.create(
@@ -122,7 +124,9 @@ def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
         if not Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).exists():
             return _unreserved(workload, attempt)
         identity = identity_for(workload.project, workload.submitted_by)
+        failpoint("dispatch.after_attempt_written")
         job_id = backend.submit(targeted_spec(workload), workload.uid, identity)
+        failpoint("dispatch.after_submit")
     except Rejected as exc:
         return _rejected(workload, attempt, exc)
     except Unavailable as exc:
@@ -268,6 +272,7 @@ def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Wo
             inputs={"raw": exc.raw},
         )
         reservation_release(workload=workload, reason=f"rejected by {workload.placed_cluster.name}: {exc.reason}")
+    failpoint("dispatch.after_reject_released")
     return workload_retry_elsewhere(
         workload_id=workload.id, rejected_by=workload.placed_cluster.name, reason=exc.reason
     )

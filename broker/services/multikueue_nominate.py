@@ -29,6 +29,7 @@ from broker.backends.kube.dispatcher import (
     MultiKueueDispatcherClient,
     PodSetAsk,
 )
+from broker.failpoints import failpoint
 from broker.models import (
     Cluster,
     ClusterHealth,
@@ -254,7 +255,8 @@ def _held(record: Workload) -> int:
 
 
 def write_nomination(client: MultiKueueDispatcherClient, wl: ManagerWorkload, workers: list[str]) -> bool:
-    """The one write to the manager (a named failpoint wraps it: broker/faults/multikueue.py)."""
+    """The one write to the manager (the failpoints multikueue.before_nominate and
+    multikueue.after_nominate sit on either side of it in ``nominate``)."""
     return client.nominate(wl, workers)
 
 
@@ -319,8 +321,10 @@ def nominate(
                 },
                 message=f"{wl.ref} -> {', '.join(mk_names)} (score {chosen[0]['score']:.3f})",
             )
+            failpoint("multikueue.before_nominate")
             if not write_nomination(client, wl, mk_names):
                 raise _Changed
+            failpoint("multikueue.after_nominate")
     except _Changed:
         return []
     return mk_names

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_RESERVATION_STATES, TransitionReason
 from broker.models import Cluster, GpuClass, Location, Quota, Reservation, ReservationState, Workload
 from broker.services.audit import audit
@@ -96,6 +97,7 @@ def reservation_create(
         gpus=workload.total_gpus,
         expires_at=now + timedelta(seconds=ttl_s),
     )
+    failpoint("quota.after_reserve")
     audit(
         action="reservation.created",
         workload=workload,

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from broker.backends.base import DestinationJob, Unavailable
 from broker.backends.registry import backend_for
+from broker.failpoints import failpoint
 from broker.models import (
     Cluster,
     ClusterHealth,
@@ -161,6 +162,7 @@ def _expire_or_confirm(reservation: Reservation, run: _Pass) -> None:
         if not _nothing_at_destination(answer):
             return  # outcome unknown and the destination can't tell yet: keep holding
     if reservation_expire(reservation_id=reservation.id, now=run.now):
+        failpoint("reconcile.after_expire")
         run.report.expired += 1
         transition(
             Workload,
@@ -188,6 +190,7 @@ def _destination_answer(workload: Workload) -> tuple[_Answer, DestinationJob | N
     if attempt_in_flight(workload):
         return _Answer.UNKNOWN, None
     try:
+        failpoint("reconcile.before_lookup")
         found = backend_for(workload.cluster).find(workload.uid)
     except Unavailable:
         return _Answer.UNKNOWN, None
@@ -258,6 +261,7 @@ def _find_orphans(run: _Pass) -> None:
 
 def _orphans_on(cluster: Cluster, report: ReconcileReport) -> None:
     try:
+        failpoint("reconcile.before_listing")
         jobs = backend_for(cluster).active_jobs()
     except Unavailable as exc:
         cluster_mark_stale(cluster=cluster, error=str(exc))  # its error is on the cluster's row

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from broker.backends.base import DestinationJob, JobState, Unavailable
 from broker.backends.registry import backend_for
+from broker.failpoints import failpoint
 from broker.lifecycle import FOLLOWED_STATES, TransitionReason
 from broker.models import Cluster, EscalationKind, Workload, WorkloadState
 from broker.services.audit import audit
@@ -46,6 +47,7 @@ def cluster_poll_status(*, cluster_id: int) -> int:
     except Unavailable as exc:
         cluster_mark_stale(cluster=cluster, error=str(exc))
         return 0
+    failpoint("status.after_poll")
     changed = 0
     for workload in workloads:
         job = jobs.get(workload.destination_job_id)
@@ -92,6 +94,11 @@ def _not_before(when: datetime | None, floor: datetime) -> datetime | None:
     return None if when is None else max(when, floor)
 
 
+def _release_ended(workload: Workload, new_state: str) -> None:
+    failpoint("status.before_release")
+    reservation_release(workload=workload, reason=f"job ended at destination: {new_state}")
+
+
 @transaction.atomic
 def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     now = timezone.now()
@@ -111,7 +118,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
             to=new_state,
             from_=FOLLOWED_STATES,
             reason=TransitionReason.ENDED_AT_DESTINATION,
-            then=lambda: reservation_release(workload=workload, reason=f"job ended at destination: {new_state}"),
+            then=lambda: _release_ended(workload, new_state),
             note=Note(
                 action=f"workload.{new_state}",
                 workload=workload,

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from broker.faults import FaultPlan
-from broker.faults.install import captured_tasks, faulty_backends, service_hooks
+from broker.faults.install import captured_tasks, failpoint_hooks, faulty_backends
 
 
 @pytest.fixture
@@ -43,9 +43,9 @@ def sim_cluster(db):
 
 @pytest.fixture
 def plan():
-    """A FaultPlan wrapped around every backend and service hook for the test."""
+    """A FaultPlan behind every failpoint of the services and every destination call, for the test."""
     fault_plan = FaultPlan()
-    with faulty_backends(fault_plan), service_hooks(fault_plan):
+    with faulty_backends(fault_plan), failpoint_hooks(fault_plan):
         yield fault_plan
 
 

@@ -107,7 +107,7 @@ def _after_the_lease() -> None:
 def test_worker_killed_after_the_destination_accepted_leaves_exactly_one_job(fleet, journal, workers, trio):
     from broker.services.reconcile import reconcile_fleet
 
-    worker = workers(pause="submit:after")
+    worker = workers(pause="dispatch.after_submit")
     workload = _submit(trio, "killed-mid-dispatch", minutes=30)
     assert wait_for(lambda: worker.paused, 60), worker.log_path.read_text()[-3000:]
     worker.kill()                                            # SIGKILL: no reply recorded, nothing acked
@@ -167,7 +167,7 @@ def test_submitting_while_redis_is_down_stores_the_workload_and_answers_201(flee
 def test_worker_database_connection_cut_mid_task_recovers_without_a_duplicate(fleet, journal, workers, trio):
     from broker.services.reconcile import reconcile_fleet
 
-    worker = workers(pause="submit:before")                  # the attempt row is committed
+    worker = workers(pause="dispatch.after_attempt_written")  # the attempt row is committed
     workload = _submit(trio, "db-cut", minutes=30)
     assert wait_for(lambda: worker.paused, 60), worker.log_path.read_text()[-3000:]
     cut = terminate_backends()                               # every connection but ours: the worker's
