@@ -1,17 +1,22 @@
 """Celery tasks of accounting: thin and id-based; each calls one service.
 
-To run them periodically, add to CELERY_BEAT_SCHEDULE in settings.py, e.g.
-``"collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": 900.0}``.
+``collect_all_usage`` runs from CELERY_BEAT_SCHEDULE in settings.py (the one schedule).
 """
 
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from broker.models import Cluster
 
-# a usage read can be long (a month of sacct on a big cluster): more time than the broker's tasks
-TASK_OPTIONS = {"acks_late": True, "time_limit": 1800, "soft_time_limit": 1780}
+# a usage read can be long (a month of sacct on a big cluster): more time than the broker's
+# tasks, set by GPUBROKER_USAGE_TASK_TIME_LIMIT_S
+TASK_OPTIONS = {
+    "acks_late": True,
+    "time_limit": settings.GPUBROKER_USAGE_TASK_TIME_LIMIT_S,
+    "soft_time_limit": settings.GPUBROKER_USAGE_TASK_SOFT_TIME_LIMIT_S,
+}
 
 
 @shared_task(**TASK_OPTIONS)

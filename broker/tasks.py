@@ -7,10 +7,16 @@ Each calls one service.  The same functions run in-process in the demo
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from broker.models import Cluster
 
-TASK_OPTIONS = {"acks_late": True, "time_limit": 120, "soft_time_limit": 110}
+# the limits are settings (GPUBROKER_TASK_TIME_LIMIT_S), read when the worker loads the tasks
+TASK_OPTIONS = {
+    "acks_late": True,
+    "time_limit": settings.CELERY_TASK_TIME_LIMIT,
+    "soft_time_limit": settings.CELERY_TASK_SOFT_TIME_LIMIT,
+}
 
 
 @shared_task(**TASK_OPTIONS)
@@ -35,10 +41,14 @@ def place_workload(workload_id: int) -> None:
 
 @shared_task(**TASK_OPTIONS)
 def place_waiting() -> None:
-    """One pass: the fleet prepared once for every waiting workload (see waiting_place_pass)."""
+    """One pass: the fleet prepared once for every waiting workload (see waiting_place_pass).
+    A pass that left due workloads over its limit queues the next one at once: a long queue
+    drains at the workers' pace, not one pass per beat."""
+    from broker.services import tasks_bridge
     from broker.services.placing import waiting_place_pass
 
-    waiting_place_pass()
+    if waiting_place_pass().left_due:
+        tasks_bridge.enqueue_place_pass()
 
 
 @shared_task(**TASK_OPTIONS)

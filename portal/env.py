@@ -133,3 +133,10 @@ def env_secret(name: str, *, min_length: int) -> str:
     if value and (len(value) < min_length or any(ch.isspace() for ch in value)):
         raise ImproperlyConfigured(f"{name}: must be at least {min_length} characters without spaces")
     return value
+
+
+def env_renamed(old: str, new: str) -> None:
+    """A variable that was renamed: set under its old name it would be ignored in silence,
+    so settings refuse to start and say what to set instead."""
+    if old in os.environ:
+        raise ImproperlyConfigured(f"{old} is no longer read: set {new} instead")

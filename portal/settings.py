@@ -19,6 +19,7 @@ from portal.env import (
     env_int,
     env_list,
     env_networks,
+    env_renamed,
     env_secret,
     env_str,
 )
@@ -214,6 +215,9 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env_int("GPUBROKER_TASK_TIME_LIMIT_S", 120, minimum=1)
 CELERY_TASK_SOFT_TIME_LIMIT = max(1, CELERY_TASK_TIME_LIMIT - 10)
+# a usage read can be long (a month of sacct on a big cluster): the accounting tasks get more
+GPUBROKER_USAGE_TASK_TIME_LIMIT_S = env_int("GPUBROKER_USAGE_TASK_TIME_LIMIT_S", 1800, minimum=1)
+GPUBROKER_USAGE_TASK_SOFT_TIME_LIMIT_S = max(1, GPUBROKER_USAGE_TASK_TIME_LIMIT_S - 20)
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"
 
@@ -235,8 +239,12 @@ GPUBROKER_RECONCILE_MAX_FOLLOW_UPS = env_int("GPUBROKER_RECONCILE_MAX_FOLLOW_UPS
 GPUBROKER_MK_DISPATCH_INTERVAL_S = env_int("GPUBROKER_MK_DISPATCH_INTERVAL_S", 10, minimum=1)
 GPUBROKER_USAGE_INTERVAL_S = env_int("GPUBROKER_USAGE_INTERVAL_S", 900, minimum=1)
 GPUBROKER_ACCOUNTING_TOLERANCE = env_float("GPUBROKER_ACCOUNTING_TOLERANCE", 0.02)
-# Demo: the simulated fleet's clock runs this many times faster than wall time.
+# The simulated fleet's clock runs this many times faster than wall time (the demo, and a
+# process that loads the fleet file itself: GPUBROKER_SIM_AUTOLOAD, e.g. a Celery worker).
+env_renamed("BROKER_SIM_TIME_SCALE", "GPUBROKER_SIM_TIME_SCALE")
+env_renamed("BROKER_SIM_FLEET", "GPUBROKER_SIM_AUTOLOAD=true (the fleet is GPUBROKER_FLEET_FILE)")
 GPUBROKER_SIM_TIME_SCALE = env_float("GPUBROKER_SIM_TIME_SCALE", 120.0, minimum=1.0)
+GPUBROKER_SIM_AUTOLOAD = env_bool("GPUBROKER_SIM_AUTOLOAD", False)
 # /metrics: a Bearer token, or a client address in the allow-list (REMOTE_ADDR).
 GPUBROKER_METRICS_TOKEN = env_secret("GPUBROKER_METRICS_TOKEN", min_length=16)
 GPUBROKER_METRICS_ALLOW = env_networks("GPUBROKER_METRICS_ALLOW", ["127.0.0.1", "::1"])
@@ -258,6 +266,8 @@ LOGGING = {
     "loggers": {"celery.app.trace": {"level": "WARNING"}},
 }
 
+# The one schedule of periodic work: Celery beat runs it, and so does the in-process ticker
+# (broker/inprocess.py) when there is no Celery broker.  Intervals in seconds only.
 CELERY_BEAT_SCHEDULE = {
     "inventory": {"task": "broker.tasks.sync_all_inventory", "schedule": float(GPUBROKER_INVENTORY_INTERVAL_S)},
     "status": {"task": "broker.tasks.poll_all_status", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},

@@ -2,16 +2,15 @@
 
 This is the only place the broker's models meet the backends: it turns a
 Cluster row into a backend's own config, resolves the credentials reference,
-and checks the per-backend enable flags.  Backends never see the ORM.
+and checks the per-backend enable flags.  Backends never see the ORM, the settings or
+the policy: what they need of them (timeouts, the GPU classes of the policy in force,
+the simulated fleet's file and clock speed) is handed to them from here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 
@@ -87,31 +86,6 @@ def identity_for(project, submitted_by=None) -> ProjectIdentity:
     )
 
 
-# The registry override seam: a run that brings its own destinations (the fault harness's
-# faulty or journal clusters) says how to build a cluster's backend for the length of a
-# ``with`` block, given the registry's own builder, instead of editing the builder table.
-Override = Callable[[Any, Callable[[Any], Backend]], Backend]
-_override: Override | None = None
-
-
-@contextlib.contextmanager
-def backend_override(build: Override) -> Iterator[None]:
-    """Until the block ends, ``backend_for`` builds with ``build(cluster, default)``;
-    ``default`` is the builder in force before (the registry's own, or an outer override's)."""
-    global _override
-    outer = _override
-
-    def composed(cluster: Any, own: Callable[[Any], Backend]) -> Backend:
-        default = own if outer is None else (lambda c: outer(c, own))
-        return build(cluster, default)
-
-    _override = composed
-    try:
-        yield
-    finally:
-        _override = outer
-
-
 def backend_for(cluster) -> Backend:
     flag = _ENABLE_FLAG.get(cluster.kind)
     if flag is None:
@@ -120,7 +94,7 @@ def backend_for(cluster) -> Backend:
         raise Unavailable(f"cluster {cluster.name}: {cluster.kind} backend disabled ({flag}=false)")
     builder = _BUILDERS[cluster.kind]
     try:
-        return GuardedBackend(builder(cluster) if _override is None else _override(cluster, builder))
+        return GuardedBackend(builder(cluster))
     except BackendError:
         raise  # the builders' own refusals already say which cluster and why
     except Exception as exc:
@@ -128,6 +102,25 @@ def backend_for(cluster) -> Backend:
         # library: to the broker that cluster does not answer (stale, retried later), and
         # a stored request such as a cancellation still gets its answer
         raise Unavailable(f"cluster {cluster.name}: backend cannot be built: {type(exc).__name__}: {exc}") from exc
+
+
+def broker_gpu_classes() -> dict[str, tuple[str, ...]]:
+    """The GPU classes of the policy in force (the active release, parsed once per version),
+    so a class-only spec selects the same models at the destination as in placement."""
+    from broker.services.policy import current_policy
+
+    return {name: tuple(c.models) for name, c in current_policy().policy.gpu_classes.items()}
+
+
+def configure_simulated_fleet() -> None:
+    """Tell the simulator where a process that was never handed a fleet finds one (a Celery
+    worker: GPUBROKER_SIM_AUTOLOAD) and how fast its clock runs; called once at start."""
+    from broker.backends.sim.simulated_clusters import FleetSource, SimulatorFleet
+
+    source = None
+    if settings.GPUBROKER_SIM_AUTOLOAD:
+        source = FleetSource(path=str(settings.GPUBROKER_FLEET_FILE), time_scale=settings.GPUBROKER_SIM_TIME_SCALE)
+    SimulatorFleet.use_source(source)
 
 
 def _simulator(cluster) -> Backend:
@@ -144,6 +137,7 @@ def _slurm(cluster) -> Backend:
         config=backend_config(cluster),
         token=resolve_credentials(cluster.credentials_ref),
         timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S,
+        gpu_classes=broker_gpu_classes(),
     )
 
 
@@ -156,6 +150,7 @@ def _kube(cluster) -> Backend:
         config=backend_config(cluster),
         token=resolve_credentials(cluster.credentials_ref),
         timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S,
+        gpu_classes=broker_gpu_classes(),
     )
 
 

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 
-@shared_task(acks_late=True)
+@shared_task(
+    acks_late=True,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+)
 def sample_fleet() -> None:
     from portal.metrics.services.sampling import fleet_sample_take
 

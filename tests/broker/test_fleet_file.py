@@ -7,6 +7,7 @@ import pytest
 
 from broker.backends.base import ProjectIdentity, Reason
 from broker.backends.simulator import SimClock, SimulatorBackend, SimulatorFleet
+from broker.backends.sim.simulated_clusters import FleetSource
 from broker.fleet_file import (
     DEMO_FLEET_PATH, FleetError, build_simulated_clusters, load_demo_fleet, load_fleet,
     parse_fleet)
@@ -88,12 +89,13 @@ def test_build_replaces_and_uses_the_fleet_clock(sim):
     assert second.clock is sim.clock and second.quotas == {"a100-80gb": 8}
 
 
-def test_env_var_autoloads_a_fleet(monkeypatch):
-    monkeypatch.setenv("BROKER_SIM_FLEET", str(DEMO_FLEET_PATH))
+def test_the_broker_given_fleet_file_autoloads_a_fleet():
+    SimulatorFleet.use_source(FleetSource(path=str(DEMO_FLEET_PATH), time_scale=120.0))
     try:
         fleet = SimulatorFleet.reset(autoload=True)
         assert "onprem-slurm" in fleet.names()
     finally:
+        SimulatorFleet.use_source(None)
         SimulatorFleet.reset()
 
 

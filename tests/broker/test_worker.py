@@ -22,12 +22,12 @@ def worker(tmp_path: Path):
     import redis
 
     redis.Redis.from_url(url).flushdb()  # no task left over from an earlier run
-    os.environ["BROKER_SIM_TIME_SCALE"] = "600"
+    os.environ["GPUBROKER_SIM_TIME_SCALE"] = "600"
     proc = WorkerProcess(url, tmp_path / "worker.log")
     proc.start()
     yield proc
     proc.stop()
-    os.environ.pop("BROKER_SIM_TIME_SCALE", None)
+    os.environ.pop("GPUBROKER_SIM_TIME_SCALE", None)
 
 
 def _wait_for(predicate, timeout_s: float, poke=None) -> bool:

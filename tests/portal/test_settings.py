@@ -61,3 +61,24 @@ def test_start_up_stops_with_a_message_naming_the_bad_setting():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     assert "DATABASE_URL: unknown scheme 'oracle'" in result.stderr
+
+
+def _settings_error(**variables: str) -> str:
+    """Start-up with these variables: what the settings refuse (empty when they start)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "portal.settings", **variables}
+    result = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    return "" if result.returncode == 0 else result.stderr
+
+
+def test_bad_time_scale_value_fails_loudly_naming_the_variable():
+    error = _settings_error(GPUBROKER_SIM_TIME_SCALE="fast")
+    assert "GPUBROKER_SIM_TIME_SCALE: expected a number, got 'fast'" in error
+    assert "GPUBROKER_SIM_TIME_SCALE: must be at least 1.0" in _settings_error(GPUBROKER_SIM_TIME_SCALE="0")
+
+
+def test_the_old_simulator_variables_fail_loudly_naming_their_replacement():
+    error = _settings_error(BROKER_SIM_TIME_SCALE="600")
+    assert "BROKER_SIM_TIME_SCALE is no longer read: set GPUBROKER_SIM_TIME_SCALE instead" in error
+    error = _settings_error(BROKER_SIM_FLEET="/app/broker/fleets/demo.yaml")
+    assert "BROKER_SIM_FLEET is no longer read: set GPUBROKER_SIM_AUTOLOAD=true" in error

@@ -40,7 +40,8 @@ class WorkerProcess:
     def start(self, timeout_s: float = 60.0) -> None:
         env = {**os.environ, "DATABASE_URL": database_url_for_tests(), "CELERY_BROKER_URL": self.broker_url,
                "PYTHONPATH": str(ROOT)}
-        env["BROKER_SIM_FLEET"] = str(settings.GPUBROKER_FLEET_FILE)
+        env["GPUBROKER_SIM_AUTOLOAD"] = "true"  # the worker's fleet: GPUBROKER_FLEET_FILE
+        env["GPUBROKER_FLEET_FILE"] = str(settings.GPUBROKER_FLEET_FILE)
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "portal", "worker", "-l", "info", "--concurrency", "2",

@@ -7,7 +7,8 @@ Config keys (all optional unless said):
 - conventions: ``namespace`` and ``queue`` (defaults when the project names none),
   ``image``, ``priority_classes`` ({"low": ..., "high": ...}), ``model_names``
   ({node product label: broker model name}), ``gpu_classes`` ({class: [models]};
-  default: the policy file's classes), ``node_selector``, ``tolerated_taints``,
+  default: the classes the broker passes in, those of the policy in force),
+  ``node_selector``, ``tolerated_taints``,
   ``interconnect_label``, ``kueue_api_version``.
 - MultiKueue: ``workers`` ({worker name: {kubeconfig, context} or {host, ca_cert}}),
   read-only access used for inventory only; ``multikueue_config`` (one config name).
@@ -15,9 +16,7 @@ Config keys (all optional unless said):
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from broker.backends.base import Backend, Unavailable
 from broker.backends.kube.common import BackendSettings, KubeConfig
@@ -54,20 +53,11 @@ def kube_config(raw: Mapping[str, Any], token: str, timeout_s: float) -> KubeCon
     )
 
 
-def policy_gpu_classes() -> dict[str, tuple[str, ...]]:
-    """GPU classes of the policy in force, so a class-only spec still selects its models."""
-    from broker.placement.policy_loader import load_policy_file
-
-    default = Path(__file__).resolve().parents[2] / "policy" / "default.yaml"
-    path = os.environ.get("GPUBROKER_POLICY_FILE", str(default))
-    try:
-        policy = load_policy_file(path)
-    except (OSError, ValueError):
-        return {}  # no policy: class-only specs run wherever the queue's flavors allow
-    return {name: tuple(c.models) for name, c in policy.gpu_classes.items()}
-
-
-def backend_settings(config: Mapping[str, Any]) -> BackendSettings:
+def backend_settings(
+    config: Mapping[str, Any], gpu_classes: Mapping[str, Sequence[str]] | None = None
+) -> BackendSettings:
+    """``gpu_classes``: the broker's classes, so a class-only spec still selects its models
+    (none: it runs wherever the queue's flavors allow); the config's own key wins."""
     values: dict[str, Any] = {}
     for key, attr in _SETTINGS.items():
         if key in config:
@@ -75,21 +65,27 @@ def backend_settings(config: Mapping[str, Any]) -> BackendSettings:
     if "tolerated_taints" in values:
         values["tolerated_taints"] = tuple(values["tolerated_taints"])
     if "gpu_classes" not in values:
-        values["gpu_classes"] = policy_gpu_classes()
+        values["gpu_classes"] = dict(gpu_classes or {})
     values["gpu_classes"] = {k: tuple(v) for k, v in values["gpu_classes"].items()}
     return BackendSettings(**values)
 
 
 def kube_backend_from_config(
-    kind: str, cluster: str, config: Mapping[str, Any], token: str = "", timeout_s: float = 20.0
+    kind: str,
+    cluster: str,
+    config: Mapping[str, Any],
+    token: str = "",
+    timeout_s: float = 20.0,
+    gpu_classes: Mapping[str, Sequence[str]] | None = None,
 ) -> Backend:
-    """The backend for one cluster; a bad config raises Unavailable saying which key."""
+    """The backend for one cluster; a bad config raises Unavailable saying which key.
+    ``gpu_classes`` come from the broker (the registry passes the policy in force's)."""
     unknown = set(config) - _CONNECTION - set(_SETTINGS) - _OTHER
     if unknown:
         raise Unavailable(f"cluster {cluster}: unknown config keys {sorted(unknown)}")
     try:
         connection = kube_config(config, token, timeout_s)
-        settings = backend_settings(config)
+        settings = backend_settings(config, gpu_classes)
     except (TypeError, ValueError, AttributeError) as exc:
         raise Unavailable(f"cluster {cluster}: invalid config: {exc}") from exc
     api_version = str(config.get("kueue_api_version", "v1beta2"))

@@ -4,12 +4,16 @@ The broker's services build a fresh backend from a cluster row on every call, so
 simulated clusters cannot live in the backend objects: they live here, keyed by cluster
 name, and every ``SimulatorBackend("onprem-slurm")`` in the process reaches the same one.
 One clock and one duration registry are shared by all clusters of the fleet.
+
+A process that was never handed a fleet (a Celery worker) builds it from a fleet file on
+first use; the broker says which file and how fast the clock runs (``use_source``, from
+the settings), the simulator reads no environment itself.
 """
 
 from __future__ import annotations
 
-import os
 import threading
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from broker.backends.base import JobState
@@ -18,13 +22,24 @@ from broker.backends.sim.cluster import SimulatedCluster
 from broker.backends.sim.model import SimNode
 from broker.backends.sim.runtime import Runtimes
 
-FLEET_ENV = "BROKER_SIM_FLEET"
-TIME_SCALE_ENV = "BROKER_SIM_TIME_SCALE"  # a fleet YAML to load when a process first needs one
+
+@dataclass(frozen=True)
+class FleetSource:
+    """The fleet file a process loads when it first needs a fleet, and its clock's speed-up
+    over wall time (so the jobs of a worker's fleet progress by themselves)."""
+
+    path: str
+    time_scale: float
+
+    def __post_init__(self) -> None:
+        if not self.time_scale > 0:
+            raise ValueError(f"time scale: expected a positive number, got {self.time_scale!r}")
 
 
 class SimulatorFleet:
     _instance: "SimulatorFleet | None" = None
     _instance_lock = threading.Lock()
+    _source: FleetSource | None = None
 
     def __init__(self, clock: SimClock | None = None, default_fraction: float = 0.5):
         self.clock = clock or SimClock()
@@ -38,8 +53,15 @@ class SimulatorFleet:
         """The process-wide fleet (created on first use)."""
         with cls._instance_lock:
             if cls._instance is None:
-                cls._instance = cls(clock=_clock_from_env())
+                cls._instance = cls(clock=_clock_for(cls._source))
             return cls._instance
+
+    @classmethod
+    def use_source(cls, source: FleetSource | None) -> None:
+        """Where the process-wide fleet comes from when nobody built one (None: nowhere);
+        a fleet already created keeps its clock and clusters."""
+        with cls._instance_lock:
+            cls._source = source
 
     @classmethod
     def reset(
@@ -47,7 +69,7 @@ class SimulatorFleet:
     ) -> "SimulatorFleet":
         """Forget every simulated cluster and start over (tests, a fresh demo).
 
-        ``autoload`` lets the next lookup load the fleet file named by $BROKER_SIM_FLEET."""
+        ``autoload`` lets the next lookup load the fleet file of ``use_source``."""
         with cls._instance_lock:
             cls._instance = cls(clock=clock, default_fraction=default_fraction)
             cls._instance._autoloaded = not autoload
@@ -100,30 +122,26 @@ class SimulatorFleet:
 
     def _autoload(self) -> None:
         # a Celery worker or runserver process that was never told to load the demo
-        # fleet finds it through the environment, so every process sees the same layout
+        # fleet loads the broker's fleet file, so every process sees the same layout
         if self._autoloaded:
             return
         with self._lock:
             if self._autoloaded:
                 return
             self._autoloaded = True
-            path = os.environ.get(FLEET_ENV, "")
-            if path and not self._clusters:
+            source = SimulatorFleet._source
+            if source is not None and not self._clusters:
                 from broker.fleet_file import build_simulated_clusters, load_fleet
 
-                build_simulated_clusters(load_fleet(path), self)
+                build_simulated_clusters(load_fleet(source.path), self)
 
 
-def _clock_from_env() -> SimClock:
-    """A process that finds its fleet through $BROKER_SIM_FLEET (a Celery worker) runs it on
-    the wall clock when $BROKER_SIM_TIME_SCALE is set, so its jobs progress by themselves."""
-    scale = os.environ.get(TIME_SCALE_ENV, "").strip()
-    if not scale:
+def _clock_for(source: FleetSource | None) -> SimClock:
+    """A fleet loaded from a file runs on the wall clock, sped up; one built by hand (tests,
+    replay) on a clock that moves only when told to."""
+    if source is None:
         return SimClock()
-    try:
-        return SimClock(follow_wall=True, time_scale=float(scale))
-    except ValueError:
-        raise ValueError(f"{TIME_SCALE_ENV}: expected a positive number, got {scale!r}") from None
+    return SimClock(follow_wall=True, time_scale=source.time_scale)
 
 
 def get_fleet() -> SimulatorFleet:
@@ -139,4 +157,4 @@ def set_duration(workload_id: str, seconds: float, final_state: JobState = JobSt
     SimulatorFleet.instance().set_duration(workload_id, seconds, final_state)
 
 
-__all__ = ["FLEET_ENV", "SimulatorFleet", "get_fleet", "get_simulated_cluster", "set_duration"]
+__all__ = ["FleetSource", "SimulatorFleet", "get_fleet", "get_simulated_cluster", "set_duration"]

@@ -13,7 +13,8 @@ Called by broker/backends/registry.py.  Config keys (all optional):
 - conventions (SlurmConfig): ``account``/``default_account``, ``partition``/
   ``default_partition``, ``qos``/``default_qos``, ``partition_by_gpu_type``,
   ``qos_by_priority``, ``gpu_type_aliases``, ``model_names``, ``gpu_classes`` ({class:
-  [models or GRES types]}; default: the policy file's classes), ``gpu_memory_gb`` (merged
+  [models or GRES types]}; default: the classes the broker passes in, those of the policy in
+  force), ``gpu_memory_gb`` (merged
   over the defaults), ``workdir``, ``output`` (only %j, %x, %A, %%: the broker must name
   the file to read it), ``output_dir``, ``multi_node_launch``, ``submit_held``,
   ``extra_sbatch_args``, ``rest_environment``, ``rest_job_extra``, ``partitions``,
@@ -23,9 +24,7 @@ Called by broker/backends/registry.py.  Config keys (all optional):
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from broker.backends.base import Unavailable
 from broker.backends.slurm.backend import SlurmBackend
@@ -81,19 +80,9 @@ _SCALARS = {
 }
 
 
-def policy_gpu_classes() -> dict[str, tuple[str, ...]]:
-    """GPU classes of the policy in force, so a class-only spec still picks a GRES type."""
-    try:
-        from broker.placement.policy_loader import load_policy_file
-
-        default = Path(__file__).resolve().parents[2] / "policy" / "default.yaml"
-        policy = load_policy_file(os.environ.get("GPUBROKER_POLICY_FILE", str(default)))
-        return {name: tuple(c.models) for name, c in policy.gpu_classes.items()}
-    except Exception:  # no policy: class-only specs ask for any GPU
-        return {}
-
-
-def slurm_config(raw: Mapping[str, Any]) -> SlurmConfig:
+def slurm_config(raw: Mapping[str, Any], gpu_classes: Mapping[str, Sequence[str]] | None = None) -> SlurmConfig:
+    """``gpu_classes``: the broker's classes, so a class-only spec still picks a GRES type
+    (none: it asks for any GPU); the config's own ``gpu_classes`` key wins."""
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key in _TRANSPORT:
@@ -109,10 +98,8 @@ def slurm_config(raw: Mapping[str, Any]) -> SlurmConfig:
             values[key] = tuple(str(v) for v in value)
         elif key in _SCALARS:
             values[key] = value
-    if "gpu_class_types" in values:
-        values["gpu_class_types"] = {k: tuple(v) for k, v in values["gpu_class_types"].items()}
-    else:
-        values["gpu_class_types"] = policy_gpu_classes()
+    classes = values.get("gpu_class_types", gpu_classes or {})
+    values["gpu_class_types"] = {k: tuple(v) for k, v in classes.items()}
     check_pattern(str(values.get("output", "")))
     if "gpu_memory_gb" in values:
         values["gpu_memory_gb"] = {
@@ -123,15 +110,20 @@ def slurm_config(raw: Mapping[str, Any]) -> SlurmConfig:
 
 
 def slurm_backend_from_config(
-    cluster: str, config: Mapping[str, Any], token: str = "", timeout_s: float = 20.0
+    cluster: str,
+    config: Mapping[str, Any],
+    token: str = "",
+    timeout_s: float = 20.0,
+    gpu_classes: Mapping[str, Sequence[str]] | None = None,
 ) -> SlurmBackend:
-    """The backend for one cluster; a bad config raises Unavailable saying which key."""
+    """The backend for one cluster; a bad config raises Unavailable saying which key.
+    ``gpu_classes`` come from the broker (the registry passes the policy in force's)."""
     known = _TRANSPORT | set(_ALIASES) | _MAPPINGS | _TUPLES | _SCALARS
     unknown = set(config) - known
     if unknown:
         raise Unavailable(f"cluster {cluster}: unknown config keys {sorted(unknown)}")
     try:
-        settings = slurm_config(config)
+        settings = slurm_config(config, gpu_classes)
     except (TypeError, ValueError, AttributeError) as exc:
         raise Unavailable(f"cluster {cluster}: invalid config: {exc}") from exc
     kind = str(config.get("transport", "cli"))

@@ -3,8 +3,6 @@ serve the portal until Ctrl-C."""
 
 from __future__ import annotations
 
-import os
-
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
@@ -44,5 +42,4 @@ class Command(BaseCommand):
 
         fleet = SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=settings.GPUBROKER_SIM_TIME_SCALE))
         build_simulated_clusters(load_fleet(settings.GPUBROKER_FLEET_FILE), fleet)
-        os.environ.setdefault("BROKER_SIM_FLEET", str(settings.GPUBROKER_FLEET_FILE))
         Ticker().start()

@@ -23,10 +23,11 @@ def test_cli_over_ssh_with_conventions():
     assert cfg.extra_sbatch_args == ("--export=NONE",) and cfg.gpu_class_types == {"big": ("H100",)}
 
 
-def test_default_gpu_classes_come_from_the_policy():
-    b = slurm_backend_from_config("hpc1", {})
+def test_default_gpu_classes_are_the_ones_the_broker_passes():
+    b = slurm_backend_from_config("hpc1", {}, gpu_classes={"a100-80gb": ["A100"]})
     assert isinstance(b.transport, CommandTransport) and b.transport.prefix == []
-    assert isinstance(b.config.gpu_class_types, dict)
+    assert b.config.gpu_class_types == {"a100-80gb": ("A100",)}
+    assert slurm_backend_from_config("hpc1", {}).config.gpu_class_types == {}  # none given: any GPU
 
 
 def test_rest():
