@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
 from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventory
-from broker.local_limits import NO_LIMITS, LocalLimits
+from broker.local_limits import NO_LIMITS, LocalLimits, add_use
 from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
@@ -237,6 +237,10 @@ class PreparedFleet:
         prepared = self.pool(candidate.cluster, candidate.pool)
         nodes = [prepared.node_index[n] for n in candidate.assignment]
         prepared.index.take(nodes, candidate.gpus_per_worker)
+        # the local quotas count it too, as a fresh read would count it among the promised
+        cluster = self.clusters[candidate.cluster]
+        gpus = len(candidate.assignment) * candidate.gpus_per_worker
+        cluster.limits = add_use(cluster.limits, {candidate.pool: gpus}, 1)
 
     def hold(self, cluster: str, pool: str, holder: str) -> None:
         """Keep a pool for a waiting big gang: other workloads treat it as full."""

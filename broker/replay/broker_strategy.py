@@ -1,6 +1,8 @@
 """Our placement presets, replayed through the broker's real services.
 
-Each job is submitted with ``workload_submit``, placed with ``workload_place`` and
+Each job is submitted with ``workload_submit``, placed in a placement pass
+(``placing_pass_open`` / ``place_in_pass``, as ``waiting_place_pass`` does: the fleet is
+prepared once per instant and shared by every waiting workload placed in it) and
 dispatched with ``workload_dispatch``; the broker learns about the fleet only through
 ``cluster_sync_inventory`` and ``cluster_poll_status``, as it does in production.  The
 harness adds nothing to its decisions.  What the replay arranges around it:
@@ -41,6 +43,7 @@ from typing import Iterator, Sequence
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.utils import timezone
 
 from broker.backends.sim import SimClock
 from broker.clock import clock_override
@@ -53,7 +56,7 @@ from broker.services import tasks_bridge
 from broker.services.dispatch import workload_dispatch
 from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import workload_place
+from broker.services.placing import PlacingPass, place_in_pass, placing_pass_open
 from broker.services.policy import current_policy, policy_override
 from broker.services.status import cluster_poll_status
 from broker.services.workloads import workload_submit
@@ -154,6 +157,7 @@ class BrokerPreset:
         starts: list[Start] = []
         still: list[tuple[int, ReplayJob]] = []
         fresh = False
+        shared: PlacingPass | None = None
         for wid, job in self.waiting:  # oldest first, as place_waiting does
             if not self._may_fit(job):  # against the GPUs left by the ones before it
                 still.append((wid, job))
@@ -161,7 +165,11 @@ class BrokerPreset:
             if not fresh:
                 self._refresh_view(now)
                 fresh = True
-            self._after(workload_place(workload_id=wid), job, now, starts, still)
+            if shared is None:
+                shared = placing_pass_open(now=timezone.now())
+            workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=wid)
+            if self._after(place_in_pass(shared, workload), job, now, starts, still):
+                shared = None  # re-placed outside the pass: the next one reads the fleet afresh
         self.waiting = still
         return starts, set()
 
@@ -190,15 +198,19 @@ class BrokerPreset:
 
     def _after(
         self, workload: Workload, job: ReplayJob, now: float, starts: list[Start], still: list[tuple[int, ReplayJob]]
-    ) -> None:
-        """Dispatch a reserved workload, then record where it went (or that it waits)."""
+    ) -> bool:
+        """Dispatch a reserved workload, then record where it went (or that it waits).
+        True when a destination refused it (it was then placed again on its own)."""
+        refused = False
         if workload.state == WorkloadState.RESERVED:
             # a local rejection releases the hold and re-places it on the next cluster
+            tried = len(workload.tried_clusters)
             for _ in range(len(self.clusters)):
                 workload = workload_dispatch(workload_id=workload.id)
                 workload.refresh_from_db()
                 if workload.state != WorkloadState.RESERVED:
                     break
+            refused = len(workload.tried_clusters) > tried
         if workload.tried_clusters:
             self.env.tracker.outcomes[job.key].rejected = workload.attempts.filter(state=AttemptState.REJECTED).count()
         if workload.state in PLACEABLE:
@@ -207,6 +219,7 @@ class BrokerPreset:
             start = self.env.tracker.dispatched(job.key, workload.cluster.name, workload.destination_job_id, now)
             if start is not None:
                 starts.append(start)
+        return refused
 
     def on_started(self, starts: Sequence[Start], now: float) -> set[str]:
         for start in starts:

@@ -8,9 +8,9 @@ The library decides; this module only gathers its inputs and records the decisio
 from __future__ import annotations
 
 from collections import defaultdict
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from statistics import median
 from typing import Any, Callable, Mapping
 
 from django.db import transaction
@@ -21,6 +21,7 @@ from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadSta
 from broker.models.workload import LocalReason
 from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import hold_target, should_hold_for_gang
+from broker.runtime_selectors import runtime_hours_for
 from broker.services import tasks_bridge
 from broker.services.audit import audit
 from broker.services.bursting import (
@@ -31,6 +32,7 @@ from broker.services.bursting import (
     onprem_tco_month,
 )
 from broker.services.placement_view import fleet_snapshots, identity_scopes
+from broker.services.placing_writes import PassWriter, decided_note, decision_for
 from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaExceeded, QuotaUse, quota_use, reservation_create
@@ -84,6 +86,7 @@ class PlacingPass:
     queue: list[tuple[datetime, int, int, int]] = field(default_factory=list)
     left: set[int] = field(default_factory=set)
     month_spend: tuple[Mapping, float] | None = None  # cloud spend, on-prem TCO: read at first need
+    writer: PassWriter | None = None  # set: decisions to place are written in chunks (placing_writes)
 
     def spend(self) -> tuple[Mapping, float]:
         if self.month_spend is None:
@@ -214,29 +217,6 @@ def release_holds(*, workload_uid: str) -> None:
     GpuPool.objects.filter(held_for=workload_uid).update(held_for="")
 
 
-def runtime_hours_for(*, project_id: int, gpu_class_id: int | None) -> float | None:
-    runs = list(
-        Workload.objects.filter(
-            project_id=project_id,
-            gpu_class_id=gpu_class_id,
-            state=WorkloadState.COMPLETED,
-            started_at__isnull=False,
-            ended_at__isnull=False,
-        )
-        .order_by("-ended_at")
-        .values_list("started_at", "ended_at", "run_seconds")[:20]
-    )
-    if len(runs) < 3:
-        return None  # too little history: the time limit is the honest estimate
-    # the run time the cluster reported: a time-compressed simulation's wall span is 1/120 of it
-    spans = [
-        ran if ran is not None else (end - start).total_seconds()
-        for start, end, ran in runs
-        if start is not None and end is not None
-    ]  # (filtered above)
-    return median(spans) / 3600
-
-
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
     workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
     return place_one(workload, now=now or timezone.now())
@@ -302,14 +282,21 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             _hold_for_gang(workload, fleet, spec, now)
         return _no_place(workload, _with_retry(record, workload, now), excluded, result, loaded.version)
+    if ctx is shared and shared is not None and shared.writer is not None:  # written with its chunk
+        shared.writer.add(decision_for(workload, ranked[0], record, loaded, use.remaining))
+        shared.left.add(workload.id)
+        with suppress(KeyError):
+            shared.booked(workload, ranked[0])
+        return workload
     try:
         placed = _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
     except QuotaExceeded as exc:
         return _wait(workload, _with_retry(record, workload, now), LocalReason.POLICY, str(exc), loaded.version)
     except _LostRace:
         return Workload.objects.get(id=workload.id)
-    if ctx is shared:
-        shared.booked(workload, ranked[0])
+    if shared is not None:  # (placed on its own fleet too: the pass's must not offer those GPUs again)
+        with suppress(KeyError):
+            shared.booked(workload, ranked[0])
     return placed
 
 
@@ -345,20 +332,7 @@ def _reserve_and_dispatch(workload: Workload, best, record: dict, loaded, quota_
             "raw_reason": "",
         },
         then=lambda: release_holds(workload_uid=workload.uid),
-        note=Note(
-            action="placement.decided",
-            workload=workload,
-            policy_version=loaded.version,
-            cluster=cluster.name,
-            score_breakdown=best.to_dict(),
-            inputs={
-                "spec": workload.spec,
-                "quota_remaining": quota_remaining,
-                "candidates": [c["cluster"] for c in record["ranked"]],
-                "excluded": record["excluded"],
-            },
-            message=f"{cluster.name} / {best.pool}, score {best.score:.3f}",
-        ),
+        note=decided_note(workload, best, record, loaded.version, quota_remaining),
     ):
         raise _LostRace  # rolls the reservation back with it
     tasks_bridge.enqueue_dispatch(workload.id)
@@ -465,6 +439,7 @@ class PassReport:
     due: int = 0  # looked at in this pass
     pausing: int = 0  # left for a later pass: their pause after a fruitless try runs on
     placed: int = 0
+    left_due: int = 0  # due but over the pass's limit: the next pass follows at once (tasks.place_waiting)
 
 
 def waiting_place_pass(*, now: datetime | None = None, limit: int = 500) -> PassReport:
@@ -472,27 +447,50 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = 500) -> Pass
     once and shared by all of them, so the reads do not grow with the number of workloads
     or clusters; each workload costs only its own writes."""
     now = now or timezone.now()
-    queue = list(
+    queue = _waiting_queue()
+    ours = [row for row in queue if row[4] == "broker" and row[5] is None]
+    due = [row[0] for row in ours if not row[6] or datetime.fromisoformat(row[6]) <= now]
+    report = PassReport(due=min(len(due), limit), pausing=len(ours) - len(due), left_due=max(0, len(due) - limit))
+    if not due:
+        return report
+    shared = placing_pass_open(now=now, queue=queue)
+    shared.writer = PassWriter(now=now, on_over=lambda d, exc: _over_quota(d.workload, d.record, str(exc), now))
+    for workload in (
+        Workload.objects.filter(id__in=due[:limit])
+        .select_related("tenant", "project", "gpu_class")
+        .order_by("created_at", "id")
+    ):
+        report.placed += int(place_in_pass(shared, workload).state == WorkloadState.RESERVED)
+    shared.writer.flush()
+    report.placed += shared.writer.placed
+    return report
+
+
+def _over_quota(workload: Workload, record: dict, why: str, now: datetime) -> Workload:
+    return _wait(workload, _with_retry(record, workload, now), LocalReason.POLICY, why, record["policy_version"])
+
+
+def _waiting_queue() -> list[tuple]:
+    return list(
         Workload.objects.filter(state__in=PLACEABLE)
         .order_by("created_at", "id")
         .values_list(
             "id", "created_at", "gpu_class_id", "total_gpus", "origin", "cancel_requested_at", "placement__retry__at"
         )
     )
-    ours = [row for row in queue if row[4] == "broker" and row[5] is None]
-    due = [row[0] for row in ours if not row[6] or datetime.fromisoformat(row[6]) <= now]
-    report = PassReport(due=min(len(due), limit), pausing=len(ours) - len(due))
-    if not due:
-        return report
+
+
+def placing_pass_open(*, now: datetime, queue: list[tuple] | None = None) -> PlacingPass:
+    """A pass over the waiting queue as it stands: the fleet prepared and the queue read once."""
     shared = placing_pass_prepare(now=now)
-    shared.queue = [(created, wid, cls, gpus) for wid, created, cls, gpus, *_ in queue]
-    for workload in (
-        Workload.objects.filter(id__in=due[:limit])
-        .select_related("tenant", "project", "gpu_class")
-        .order_by("created_at", "id")
-    ):
-        outcome = place_one(workload, now=now, shared=shared)
-        if outcome.state not in PLACEABLE:
-            shared.left.add(workload.id)
-        report.placed += int(outcome.state == WorkloadState.RESERVED)
-    return report
+    rows = _waiting_queue() if queue is None else queue
+    shared.queue = [(created, wid, cls, gpus) for wid, created, cls, gpus, *_ in rows]
+    return shared
+
+
+def place_in_pass(shared: PlacingPass, workload: Workload) -> Workload:
+    """Place one workload of the pass (loaded with tenant, project and GPU class)."""
+    outcome = place_one(workload, now=shared.now, shared=shared)
+    if outcome.state not in PLACEABLE:
+        shared.left.add(workload.id)
+    return outcome
