@@ -24,6 +24,8 @@ class Knobs:
     burst_min_onprem_wait_s: float = 0.0
     reassess_share: float | None = None
     queue_wait_weight: float | None = None
+    # aging.queue_weight_per_hour: how fast a waiting job's queue-wait weight grows
+    aging_queue_weight_per_hour: float | None = None
 
     @property
     def label(self) -> str:
@@ -32,6 +34,8 @@ class Knobs:
             parts.append(f"reassess{self.reassess_share:g}")
         if self.queue_wait_weight is not None:
             parts.append(f"wait{self.queue_wait_weight:g}")
+        if self.aging_queue_weight_per_hour is not None:
+            parts.append(f"age{self.aging_queue_weight_per_hour:g}")
         return "default[" + ",".join(parts) + "]"
 
     def policy_text(self, base: str) -> str:
@@ -44,6 +48,8 @@ class Knobs:
         policy["burst"] = burst
         if self.queue_wait_weight is not None:
             policy["weights"] = {**(policy.get("weights") or {}), "queue_wait_s": self.queue_wait_weight}
+        if self.aging_queue_weight_per_hour is not None:
+            policy["aging"] = {**(policy.get("aging") or {}), "queue_weight_per_hour": self.aging_queue_weight_per_hour}
         return yaml.safe_dump(policy, sort_keys=False)
 
     @classmethod

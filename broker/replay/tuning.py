@@ -6,7 +6,9 @@ policy in force with these keys overlaid:
 
 * ``burst.min_onprem_wait_s``: the cloud only when the predicted on-prem wait passes it;
 * ``burst.reassess_share``: the share of on-prem TCO past which the threshold doubles;
-* ``weights.queue_wait_s``: the weight of the predicted queue wait in the score.
+* ``weights.queue_wait_s``: the weight of the predicted queue wait in the score;
+* ``aging.queue_weight_per_hour``: how much that weight grows per hour a job has waited
+  at the broker (under load it soon outweighs the preset's own weights).
 
 (The tenant's monthly cloud budget is a row, not a policy key; the replay's tenants have
 none, so it is not on the grid.)  A setting is scored on every first-half cell (trace x
@@ -38,9 +40,12 @@ _RATIO_CAP = 100.0  # a ratio to a race that waited 0 s
 
 
 def grid(
-    burst_minutes: Sequence[float], reassess: Sequence[float | None], weights: Sequence[float | None]
+    burst_minutes: Sequence[float],
+    reassess: Sequence[float | None],
+    weights: Sequence[float | None],
+    aging: Sequence[float | None] = (None,),
 ) -> list[Knobs]:
-    return [Knobs(m * 60.0, r, w) for m, r, w in itertools.product(burst_minutes, reassess, weights)]
+    return [Knobs(m * 60.0, r, w, a) for m, r, w, a in itertools.product(burst_minutes, reassess, weights, aging)]
 
 
 @dataclass(frozen=True)
@@ -110,8 +115,10 @@ def tune(plan: TunePlan, results_path: Path, progress: Callable[[str], None] | N
         seen = results["jobs_seen"].setdefault(trace.name, [])
         seen.extend(sorted({j.key for j in jobs} - set(seen)))
         cell = results["cells"].setdefault(
-            cell_key(trace, compress, seed), {"trace": trace.name, "compress": compress, "seed": seed, "policies": {}}
+            cell_key(trace, compress, seed),
+            {"trace": trace.name, "compress": compress, "seed": seed, "half": TUNING_HALF, "policies": {}},
         )
+        cell["jobs_replayed"] = len(jobs)
         for name, knobs in [(RACE, None), *((k.label, k) for k in plan.grid)]:
             if name in cell["policies"]:
                 continue
@@ -125,22 +132,33 @@ def tune(plan: TunePlan, results_path: Path, progress: Callable[[str], None] | N
     return results
 
 
+def merge(paths: Sequence[Path]) -> dict[str, Any]:
+    """Tuning results of several runs (say one per trace, run side by side) as one."""
+    merged: dict[str, Any] = load(Path("/nonexistent"))
+    for path in paths:
+        part = load(path)
+        for key, cell in part["cells"].items():
+            mine = merged["cells"].setdefault(key, {**cell, "policies": {}})
+            mine["policies"] = {**cell["policies"], **mine["policies"]}
+        for trace, keys in part["jobs_seen"].items():
+            seen = merged["jobs_seen"].setdefault(trace, [])
+            seen.extend(sorted(set(keys) - set(seen)))
+    return merged
+
+
 def choose(results: dict[str, Any], candidates: Sequence[Knobs]) -> list[Score]:
     """The candidates, best first."""
     return sorted((score(results, k) for k in candidates), key=lambda s: s.key)
 
 
-def write_choice(path: Path, plan: TunePlan, ranked: Sequence[Score]) -> Knobs:
+def write_choice(path: Path, results: dict[str, Any], ranked: Sequence[Score]) -> Knobs:
     best = ranked[0]
     doc = {
         "knobs": asdict(best.knobs),
-        "tuned_on": {
-            "half": TUNING_HALF,
-            "traces": [t.name for t in plan.traces],
-            "compressions": list(plan.compressions),
-            "seeds": list(plan.seeds),
-            "max_jobs_per_half": plan.max_jobs,
-        },
+        "tuned_on": [
+            {k: cell.get(k) for k in ("trace", "half", "compress", "seed", "jobs_replayed")}
+            for _key, cell in sorted(results["cells"].items())
+        ],
         "ranking": [
             {"label": s.knobs.label, "target_met_cells": s.met, "mean_worse_ratio": round(s.key[1], 3)} for s in ranked
         ],
