@@ -1,5 +1,5 @@
 """How good the learned queue-wait estimates were: the wait predicted at each workload's
-first placement decision (``placement["predicted_wait_s"]``) against the wait it had
+first placement decision (``PlacementRecord.predicted_wait_s``) against the wait it had
 (start - submission), over workloads that started."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from datetime import datetime
 from django.db.models import QuerySet
 
 from broker.models import Workload
+from broker.placement.record import PlacementRecord
 from broker.wait_estimator import ErrorSummary, error_summary
 
 
@@ -18,7 +19,7 @@ def prediction_pairs(workloads: QuerySet[Workload], *, since: datetime | None = 
         rows = rows.filter(started_at__gte=since)
     pairs = []
     for placement, created, started in rows.values_list("placement", "created_at", "started_at").iterator():
-        predicted = placement.get("predicted_wait_s") if isinstance(placement, dict) else None
+        predicted = PlacementRecord.from_json(placement).predicted_wait_s
         if predicted is not None and started is not None:
             pairs.append((float(predicted), max(0.0, (started - created).total_seconds())))
     return pairs

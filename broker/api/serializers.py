@@ -11,6 +11,7 @@ from rest_framework import serializers
 
 from broker.models import AuditRecord, Cluster, DispatchAttempt, Escalation, GpuPool, Quota, Workload
 from broker.outcomes import workload_outcome
+from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.web.forms import QUOTA_MAX_GPUS
 
@@ -303,23 +304,18 @@ class ExplainOut(serializers.Serializer):
 
     @staticmethod
     def shape(workload: Workload) -> dict:
-        placement = workload.placement or {}
-        chosen = placement.get("chosen") or None
+        placement = PlacementRecord.from_json(workload.placement)
+        chosen = placement.chosen
         return {
             "id": workload.id,
             "state": workload.state,
-            "policy_version": placement.get("policy_version") or workload.policy_version,
-            "reason": placement.get("reason", "") or "",
-            "chosen": {"cluster": chosen["cluster"], "pool": chosen.get("pool", "")} if chosen else None,
-            "candidates": [{**c, "weighted": c.get("weighted", {})} for c in placement.get("ranked", [])],
+            "policy_version": placement.policy_version or workload.policy_version,
+            "reason": placement.reason,
+            "chosen": {"cluster": chosen.cluster, "pool": chosen.pool} if chosen else None,
+            "candidates": [c.to_json() for c in placement.ranked],
             "excluded": [
-                {
-                    "cluster": name,
-                    "rule": e.get("rule", ""),
-                    "rule_text": RULE_WORDS.get(e.get("rule", ""), ""),
-                    "detail": e.get("message", ""),
-                }
-                for name, e in placement.get("excluded", {}).items()
+                {"cluster": name, "rule": e.rule, "rule_text": RULE_WORDS.get(e.rule, ""), "detail": e.message}
+                for name, e in placement.excluded.items()
             ],
         }
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from contextlib import suppress
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from django.db import transaction
@@ -21,6 +21,7 @@ from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadSta
 from broker.models.workload import LocalReason
 from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import hold_target, should_hold_for_gang
+from broker.placement.record import PlacementRecord
 from broker.runtime_selectors import runtime_hours_for
 from broker.services import tasks_bridge
 from broker.services.audit import audit
@@ -227,9 +228,8 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
     destination refused sees the fleet without that destination: it gets its own)."""
     if workload.state not in PLACEABLE or workload.cancel_requested_at or workload.origin != "broker":
         return workload  # (a MultiKueue workload is placed by broker.services.multikueue_dispatch)
-    rejections = {
-        name: (workload.placement or {}).get("rejections", {}).get(name, "rejected") for name in workload.tried_clusters
-    }
+    prior = PlacementRecord.from_json(workload.placement)
+    rejections = {name: prior.rejections.get(name, "rejected") for name in workload.tried_clusters}
     ctx = shared if shared is not None and not rejections else placing_pass_prepare(now=now, rejections=rejections)
     loaded, fleet, forced = ctx.loaded, ctx.fleet, ctx.forced
     spec = validate_spec(workload.spec)
@@ -263,27 +263,29 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
         spend=shared.spend if ctx is shared and shared is not None else None,
     )
     ranked = gate.ranked
-    record = {
-        **result.to_dict(),
-        "policy_version": loaded.version,
-        "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
-        "ranked": [c.to_dict() for c in ranked],
-        "quota_remaining": use.remaining,
-        "rejections": rejections,
-        "burst": gate.held_back,
-        "onprem_wait_s": gate.onprem_wait_s,
-        "predicted_wait_s": first_prediction(
+    record = PlacementRecord.decided(
+        result,
+        policy_version=loaded.version,
+        ranked=ranked,
+        excluded=excluded,
+        quota_remaining=use.remaining,
+        rejections=rejections,
+        burst=gate.held_back,
+        onprem_wait_s=gate.onprem_wait_s,
+        predicted_wait_s=first_prediction(
             workload=workload, ranked=ranked, fleet=fleet, spec=spec, now=now, estimator=estimator, ahead_gpus=ahead
         ),
-    }
+    )
     if not ranked and gate.held_back:
-        return _wait(workload, _with_retry(record, workload, now), LocalReason.CAPACITY, gate.held_back, loaded.version)
+        return _wait(workload, _with_retry(record, prior, now), LocalReason.CAPACITY, gate.held_back, loaded.version)
     if not ranked:
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             _hold_for_gang(workload, fleet, spec, now)
-        return _no_place(workload, _with_retry(record, workload, now), excluded, result, loaded.version)
+        return _no_place(workload, _with_retry(record, prior, now), excluded, result, loaded.version)
     if ctx is shared and shared is not None and shared.writer is not None:  # written with its chunk
-        shared.writer.add(decision_for(workload, ranked[0], record, loaded, use.remaining))
+        shared.writer.add(
+            decision_for(workload, ranked[0], record.choosing(ranked[0]).to_json(), loaded, use.remaining)
+        )
         shared.left.add(workload.id)
         with suppress(KeyError):
             shared.booked(workload, ranked[0])
@@ -291,7 +293,7 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
     try:
         placed = _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
     except QuotaExceeded as exc:
-        return _wait(workload, _with_retry(record, workload, now), LocalReason.POLICY, str(exc), loaded.version)
+        return _wait(workload, _with_retry(record, prior, now), LocalReason.POLICY, str(exc), loaded.version)
     except _LostRace:
         return Workload.objects.get(id=workload.id)
     if shared is not None:  # (placed on its own fleet too: the pass's must not offer those GPUs again)
@@ -300,17 +302,15 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
     return placed
 
 
-def _with_retry(record: dict, workload: Workload, now: datetime) -> dict:
+def _with_retry(record: PlacementRecord, prior: PlacementRecord, now: datetime) -> dict:
     """The record with when ``place_waiting`` should look again (see RETRY_FIRST_S)."""
-    tries = int(((workload.placement or {}).get("retry") or {}).get("tries", 0)) + 1
-    pause = min(RETRY_CAP_S, RETRY_FIRST_S * 2 ** (tries - 1))
-    return {**record, "retry": {"tries": tries, "at": (now + timedelta(seconds=pause)).isoformat()}}
+    return record.retrying(earlier=prior.retry, now=now, first_s=RETRY_FIRST_S, cap_s=RETRY_CAP_S).to_json()
 
 
 @transaction.atomic
-def _reserve_and_dispatch(workload: Workload, best, record: dict, loaded, quota_remaining: int) -> Workload:
+def _reserve_and_dispatch(workload: Workload, best, record: PlacementRecord, loaded, quota_remaining: int) -> Workload:
     cluster = Cluster.objects.get(name=best.cluster)
-    record["chosen"] = best.to_dict()
+    placement = record.choosing(best).to_json()
     reservation_create(
         workload=workload,
         cluster=cluster,
@@ -326,13 +326,13 @@ def _reserve_and_dispatch(workload: Workload, best, record: dict, loaded, quota_
         where={"cancel_requested_at__isnull": True},
         fields={
             "cluster": cluster,
-            "placement": record,
+            "placement": placement,
             "policy_version": loaded.version,
             "reason": "",
             "raw_reason": "",
         },
         then=lambda: release_holds(workload_uid=workload.uid),
-        note=decided_note(workload, best, record, loaded.version, quota_remaining),
+        note=decided_note(workload, best, placement, loaded.version, quota_remaining),
     ):
         raise _LostRace  # rolls the reservation back with it
     tasks_bridge.enqueue_dispatch(workload.id)
@@ -414,8 +414,7 @@ def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str)
     """After a local rejection: the next candidate, or reject with the reason."""
     workload = Workload.objects.get(id=workload_id)
     tried = sorted(set(workload.tried_clusters) | {rejected_by})
-    placement = {**(workload.placement or {})}
-    placement["rejections"] = {**placement.get("rejections", {}), rejected_by: reason}
+    placement = PlacementRecord.from_json(workload.placement).rejected_by(rejected_by, reason).to_json()
     if transition(
         Workload,
         workload_id,
@@ -467,7 +466,9 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = 500) -> Pass
 
 
 def _over_quota(workload: Workload, record: dict, why: str, now: datetime) -> Workload:
-    return _wait(workload, _with_retry(record, workload, now), LocalReason.POLICY, why, record["policy_version"])
+    prior = PlacementRecord.from_json(workload.placement)
+    decided = PlacementRecord.from_json(record)
+    return _wait(workload, _with_retry(decided, prior, now), LocalReason.POLICY, why, decided.policy_version)
 
 
 def _waiting_queue() -> list[tuple]:

@@ -21,6 +21,7 @@ from broker.backends.registry import backend_for
 from broker.lifecycle import TransitionReason
 from broker.models import AuditRecord, Workload, WorkloadState
 from broker.models.workload import LocalReason
+from broker.placement.record import PlacementRecord
 from broker.services.audit import audit
 from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
@@ -97,8 +98,7 @@ def workload_withdraw(*, workload_id: int, held_s: float) -> Workload:
 def _withdrawn(workload: Workload, reason: str) -> bool:
     cluster = workload.cluster
     assert cluster is not None
-    placement = {**(workload.placement or {})}
-    placement["rejections"] = {**placement.get("rejections", {}), cluster.name: reason}
+    placement = PlacementRecord.from_json(workload.placement).rejected_by(cluster.name, reason).to_json()
     moved = transition(
         Workload,
         workload.id,

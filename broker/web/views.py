@@ -35,6 +35,7 @@ from broker.services.workloads import workload_cancel, workload_submit
 from broker.spec import SpecError
 from broker import overview_selectors
 from broker.outcomes import workload_outcome
+from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, plain_reason
 from broker.workload_logs import workload_last_lines
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
@@ -147,14 +148,13 @@ def workload_quota_hint(request: HttpRequest) -> HttpResponse:
 @login_required
 def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     workload = workload_get(user=request.user, workload_id=workload_id)
-    placement = workload.placement or {}
+    placement = PlacementRecord.from_json(workload.placement)
     context = {
         "w": workload,
         "plain_reason": plain_reason(workload.reason),
-        "ranked": placement.get("ranked", []),
+        "ranked": placement.ranked,
         "excluded": [
-            (name, e["rule"], RULE_WORDS.get(e["rule"], e["rule"]), e["message"])
-            for name, e in sorted(placement.get("excluded", {}).items())
+            (name, e.rule, RULE_WORDS.get(e.rule, e.rule), e.message) for name, e in sorted(placement.excluded.items())
         ],
         "timeline": workload_timeline(user=request.user, workload_id=workload_id),
         "attempts": workload.attempts.select_related("cluster"),

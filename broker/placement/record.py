@@ -1,0 +1,250 @@
+"""The placement record: what a workload's placement decision was, as stored with it.
+
+``Workload.placement`` is a JSON column; this is the one typed view of it.  The placing
+service writes it only through ``PlacementRecord.to_json`` and every reader (workload
+page, API, wait estimates, withdrawal) goes through ``PlacementRecord.from_json``.  The
+JSON keeps the shape rows already hold (same keys, same nesting: ``place_waiting``
+filters on ``retry.at`` in the database), and ``from_json`` reads any stored row, older
+or damaged ones included: a missing or malformed field reads as its default, never an
+error, because a stored decision is history to show, not input to check.  Keys this
+module does not know (the MultiKueue dispatcher's nomination) are kept as they were.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Mapping
+
+from broker.placement.results import Candidate, Exclusion, PlacementResult
+
+KNOWN = frozenset(
+    {
+        "policy_version",
+        "reason",
+        "weights",
+        "chosen",
+        "ranked",
+        "excluded",
+        "rejections",
+        "quota_remaining",
+        "burst",
+        "onprem_wait_s",
+        "predicted_wait_s",
+        "retry",
+    }
+)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _numbers(value: Any) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): n for k, v in value.items() if (n := _number(v)) is not None}
+
+
+@dataclass(frozen=True)
+class RecordedCandidate:
+    """One ranked destination: its score and each term, as the decision saw them."""
+
+    cluster: str
+    pool: str = ""
+    score: float = 0.0
+    breakdown: Mapping[str, float] = field(default_factory=dict)  # each term in its unit
+    weighted: Mapping[str, float] = field(default_factory=dict)  # normalised x weight
+    assignment: tuple[str, ...] = ()  # the node of each worker
+    gpus_per_worker: int = 1
+    detail: Mapping[str, Any] = field(default_factory=dict)  # staging, egress source, quota wait
+
+    @classmethod
+    def of(cls, c: Candidate) -> RecordedCandidate:
+        recorded = cls.from_json(c.to_dict())  # (rounded as stored)
+        assert recorded is not None  # a library candidate always names its cluster
+        return recorded
+
+    @classmethod
+    def from_json(cls, data: Any) -> RecordedCandidate | None:
+        if not isinstance(data, Mapping) or not _text(data.get("cluster")):
+            return None
+        assignment = data.get("assignment")
+        gpus = data.get("gpus_per_worker")
+        return cls(
+            cluster=data["cluster"],
+            pool=_text(data.get("pool")),
+            score=_number(data.get("score")) or 0.0,
+            breakdown=_numbers(data.get("breakdown")),
+            weighted=_numbers(data.get("weighted")),
+            assignment=tuple(str(n) for n in assignment) if isinstance(assignment, (list, tuple)) else (),
+            gpus_per_worker=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0 else 1,
+            detail=dict(data["detail"]) if isinstance(data.get("detail"), Mapping) else {},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "pool": self.pool,
+            "score": self.score,
+            "breakdown": dict(self.breakdown),
+            "weighted": dict(self.weighted),
+            "assignment": list(self.assignment),
+            "gpus_per_worker": self.gpus_per_worker,
+            "detail": dict(self.detail),
+        }
+
+
+@dataclass(frozen=True)
+class RecordedExclusion:
+    """Why a cluster was left out: the filter rule and its message with the numbers."""
+
+    rule: str
+    message: str = ""
+
+    @classmethod
+    def from_json(cls, data: Any) -> RecordedExclusion:
+        if isinstance(data, Mapping):
+            return cls(_text(data.get("rule")), _text(data.get("message")))
+        return cls("", _text(data))
+
+    def to_json(self) -> dict[str, str]:
+        return {"rule": self.rule, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Retry:
+    """When ``place_waiting`` looks again at a workload that found no place."""
+
+    tries: int
+    at: datetime | None
+
+    @classmethod
+    def from_json(cls, data: Any) -> Retry | None:
+        if not isinstance(data, Mapping):
+            return None
+        tries = data.get("tries")
+        try:
+            at = datetime.fromisoformat(data["at"]) if isinstance(data.get("at"), str) else None
+        except ValueError:
+            at = None
+        return cls(tries if isinstance(tries, int) and not isinstance(tries, bool) else 0, at)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tries": self.tries, "at": self.at.isoformat() if self.at else None}
+
+
+@dataclass(frozen=True)
+class PlacementRecord:
+    policy_version: str = ""
+    reason: str = ""  # why nothing was chosen (empty once placed)
+    weights: Mapping[str, float] = field(default_factory=dict)
+    chosen: RecordedCandidate | None = None
+    ranked: tuple[RecordedCandidate, ...] = ()
+    excluded: Mapping[str, RecordedExclusion] = field(default_factory=dict)
+    rejections: Mapping[str, str] = field(default_factory=dict)  # cluster -> why it refused or lost it
+    quota_remaining: int | None = None
+    burst: str = ""  # why the cloud was held back ("" when it was not)
+    onprem_wait_s: float | None = None
+    predicted_wait_s: float | None = None  # at the first decision, kept from then on
+    retry: Retry | None = None
+    other: Mapping[str, Any] = field(default_factory=dict)  # keys of other writers, as read
+
+    # -- reading and writing -----------------------------------------------------------
+    @classmethod
+    def from_json(cls, data: Any) -> PlacementRecord:
+        """Any stored value: a dict of any age, ``None`` or ``{}`` (no decision yet)."""
+        if not isinstance(data, Mapping):
+            return cls()
+        ranked = data.get("ranked")
+        excluded = data.get("excluded")
+        rejections = data.get("rejections")
+        quota = data.get("quota_remaining")
+        return cls(
+            policy_version=_text(data.get("policy_version")),
+            reason=_text(data.get("reason")),
+            weights=_numbers(data.get("weights")),
+            chosen=RecordedCandidate.from_json(data.get("chosen")),
+            ranked=tuple(
+                c for c in map(RecordedCandidate.from_json, ranked if isinstance(ranked, list) else []) if c is not None
+            ),
+            excluded={str(k): RecordedExclusion.from_json(v) for k, v in excluded.items()}
+            if isinstance(excluded, Mapping)
+            else {},
+            rejections={str(k): str(v) for k, v in rejections.items()} if isinstance(rejections, Mapping) else {},
+            quota_remaining=quota if isinstance(quota, int) and not isinstance(quota, bool) else None,
+            burst=_text(data.get("burst")),
+            onprem_wait_s=_number(data.get("onprem_wait_s")),
+            predicted_wait_s=_number(data.get("predicted_wait_s")),
+            retry=Retry.from_json(data.get("retry")),
+            other={k: v for k, v in data.items() if k not in KNOWN},
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored shape (the keys rows have always had; chosen and retry when set)."""
+        out: dict[str, Any] = {
+            **self.other,
+            "policy_version": self.policy_version,
+            "reason": self.reason,
+            "weights": dict(self.weights),
+            "ranked": [c.to_json() for c in self.ranked],
+            "excluded": self.excluded_json(),
+            "quota_remaining": self.quota_remaining,
+            "rejections": dict(self.rejections),
+            "burst": self.burst,
+            "onprem_wait_s": self.onprem_wait_s,
+            "predicted_wait_s": self.predicted_wait_s,
+        }
+        if self.retry is not None:
+            out["retry"] = self.retry.to_json()
+        if self.chosen is not None:
+            out["chosen"] = self.chosen.to_json()
+        return out
+
+    def excluded_json(self) -> dict[str, dict[str, str]]:
+        return {k: v.to_json() for k, v in sorted(self.excluded.items())}
+
+    # -- building ------------------------------------------------------------------------
+    @classmethod
+    def decided(
+        cls,
+        result: PlacementResult,
+        *,
+        policy_version: str,
+        ranked: list[Candidate],
+        excluded: Mapping[str, Exclusion],
+        **fields: Any,
+    ) -> PlacementRecord:
+        """A decision of the placement library, with what the service adds (``fields``)."""
+        return cls(
+            policy_version=policy_version,
+            reason=result.reason,
+            weights=dict(result.weights),
+            ranked=tuple(RecordedCandidate.of(c) for c in ranked),
+            excluded={k: RecordedExclusion(v.rule, v.message) for k, v in excluded.items()},
+            **fields,
+        )
+
+    def choosing(self, best: Candidate) -> PlacementRecord:
+        return replace(self, chosen=RecordedCandidate.of(best))
+
+    def rejected_by(self, cluster: str, why: str) -> PlacementRecord:
+        """The record after ``cluster`` refused the job (or it was withdrawn from there)."""
+        return replace(self, rejections={**self.rejections, cluster: why})
+
+    def retrying(self, *, earlier: Retry | None, now: datetime, first_s: float, cap_s: float) -> PlacementRecord:
+        """One more fruitless try after ``earlier`` ones: the next look after a pause
+        doubling with each try, up to ``cap_s``."""
+        tries = (earlier.tries if earlier else 0) + 1
+        pause = min(cap_s, first_s * 2 ** (tries - 1))
+        return replace(self, retry=Retry(tries, now + timedelta(seconds=pause)))
+
+    @property
+    def candidates(self) -> list[str]:
+        return [c.cluster for c in self.ranked]

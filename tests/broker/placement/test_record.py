@@ -1,0 +1,131 @@
+"""The typed placement record: rows of every age read, and write back in the stored shape."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from broker.placement.record import PlacementRecord, RecordedCandidate, RecordedExclusion, Retry
+from broker.placement.results import Candidate, Exclusion, PlacementResult
+
+CANDIDATE = {
+    "cluster": "onprem-slurm",
+    "pool": "a100",
+    "score": 0.125,
+    "breakdown": {"queue_wait_s": 0.0, "startup_s": 30.0, "gpu_cost": 4.0, "transfer_cost": 0.0},
+    "weighted": {"queue_wait_s": 0.0, "gpu_cost": 0.125},
+    "assignment": ["n1", "n2"],
+    "gpus_per_worker": 4,
+    "detail": {"data_from": "s3-eu", "egress_per_gb": 0.09, "staging_s": 12.0},
+}
+# what the placing service stored before the record existed (a placed workload, retried once)
+TODAYS_ROW = {
+    "policy_version": "v7-abc",
+    "reason": "",
+    "weights": {"queue_wait_s": 1.0, "gpu_cost": 0.5},
+    "ranked": [CANDIDATE],
+    "excluded": {"cloud-k8s": {"rule": "local_limit", "message": "ClusterQueue cq admits at most 24 GPUs"}},
+    "quota_remaining": 24,
+    "rejections": {"old-slurm": "QOSMaxGRESPerJob"},
+    "burst": "",
+    "onprem_wait_s": None,
+    "predicted_wait_s": 42.5,
+    "retry": {"tries": 1, "at": "2026-12-01T10:00:10+00:00"},
+    "chosen": CANDIDATE,
+}
+
+
+def test_a_row_of_todays_shape_reads_typed_and_writes_back_unchanged():
+    record = PlacementRecord.from_json(TODAYS_ROW)
+    assert record.chosen == RecordedCandidate(
+        "onprem-slurm",
+        "a100",
+        0.125,
+        CANDIDATE["breakdown"],
+        CANDIDATE["weighted"],
+        ("n1", "n2"),
+        4,
+        CANDIDATE["detail"],
+    )
+    assert record.candidates == ["onprem-slurm"]
+    assert record.excluded["cloud-k8s"] == RecordedExclusion("local_limit", "ClusterQueue cq admits at most 24 GPUs")
+    assert record.rejections == {"old-slurm": "QOSMaxGRESPerJob"}
+    assert record.predicted_wait_s == 42.5 and record.quota_remaining == 24
+    assert record.retry == Retry(1, datetime(2026, 12, 1, 10, 0, 10, tzinfo=timezone.utc))
+    assert record.to_json() == TODAYS_ROW
+
+
+def test_an_older_row_without_the_later_keys_reads_with_defaults():
+    old = {
+        "policy_version": "v1",
+        "ranked": [{"cluster": "a", "pool": "p", "score": 0.5, "breakdown": {"gpu_cost": 1}}],
+        "excluded": {"b": {"rule": "stale", "message": "stopped answering"}},
+    }
+    record = PlacementRecord.from_json(old)
+    assert record.ranked[0].weighted == {} and record.ranked[0].assignment == ()
+    assert record.ranked[0].gpus_per_worker == 1
+    assert record.chosen is None and record.retry is None and record.predicted_wait_s is None
+    assert record.rejections == {} and record.excluded["b"].rule == "stale"
+
+
+@pytest.mark.parametrize("stored", [None, {}, [], "placed", 3])
+def test_no_decision_yet_reads_as_an_empty_record(stored):
+    record = PlacementRecord.from_json(stored)
+    assert record == PlacementRecord()
+    assert record.ranked == () and record.excluded == {} and record.chosen is None
+
+
+def test_malformed_fields_read_as_their_defaults_and_never_raise():
+    record = PlacementRecord.from_json(
+        {
+            "ranked": [{"pool": "no cluster"}, "junk", {"cluster": "a", "score": "high", "gpus_per_worker": 0}],
+            "excluded": {"b": "just words"},
+            "predicted_wait_s": "5",
+            "quota_remaining": True,
+            "retry": {"tries": "two", "at": "not a time"},
+            "chosen": {},  # what the MultiKueue dispatcher writes while it waits
+        }
+    )
+    assert [c.cluster for c in record.ranked] == ["a"]
+    assert record.ranked[0].score == 0.0 and record.ranked[0].gpus_per_worker == 1
+    assert record.excluded["b"] == RecordedExclusion("", "just words")
+    assert record.predicted_wait_s is None and record.quota_remaining is None
+    assert record.retry == Retry(0, None) and record.chosen is None
+
+
+def test_keys_other_writers_store_are_kept_through_a_rejection():
+    row = {**TODAYS_ROW, "manager": "mk-manager", "nomination": {"workers": ["w1"]}, "admission_timeout_s": 300}
+    written = PlacementRecord.from_json(row).rejected_by("onprem-slurm", "withdrawn after 30 min").to_json()
+    assert written["manager"] == "mk-manager" and written["nomination"] == {"workers": ["w1"]}
+    assert written["rejections"] == {"old-slurm": "QOSMaxGRESPerJob", "onprem-slurm": "withdrawn after 30 min"}
+
+
+def test_each_fruitless_try_doubles_the_pause_up_to_the_cap():
+    now = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+    record = PlacementRecord()
+    first = record.retrying(earlier=None, now=now, first_s=10, cap_s=120)
+    assert first.retry == Retry(1, now + timedelta(seconds=10))
+    third = record.retrying(earlier=Retry(2, None), now=now, first_s=10, cap_s=120)
+    assert third.retry == Retry(3, now + timedelta(seconds=40))
+    tenth = record.retrying(earlier=Retry(9, None), now=now, first_s=10, cap_s=120)
+    assert tenth.retry is not None and tenth.retry.at == now + timedelta(seconds=120)
+    assert first.to_json()["retry"] == {"tries": 1, "at": "2026-12-01T10:00:10+00:00"}
+
+
+def test_a_library_decision_records_ranking_exclusions_and_the_chosen_candidate():
+    best = Candidate("a", "p", 0.2, {"gpu_cost": 2.0}, {"gpu_cost": 0.2}, ("n1",), 8)
+    result = PlacementResult([best], {"b": Exclusion("never_fits", "no pool holds 64 GPUs")}, weights={"gpu_cost": 1})
+    record = PlacementRecord.decided(
+        result,
+        policy_version="v2",
+        ranked=[best],
+        excluded=result.excluded,
+        rejections={},
+        predicted_wait_s=0.0,
+    ).choosing(best)
+    stored = record.to_json()
+    assert stored["chosen"] == best.to_dict() and stored["ranked"] == [best.to_dict()]
+    assert stored["excluded"] == {"b": {"rule": "never_fits", "message": "no pool holds 64 GPUs"}}
+    assert stored["weights"] == {"gpu_cost": 1.0} and stored["policy_version"] == "v2"
+    assert PlacementRecord.from_json(stored) == record
