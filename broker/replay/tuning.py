@@ -73,7 +73,7 @@ class Score:
 def _ratio(a: float, b: float) -> float:
     if b > 0:
         return a / b
-    return 1.0 if a <= 0 else _RATIO_CAP
+    return 0.0 if a <= 0 else _RATIO_CAP  # both 0: a <= k * b holds, the target is met
 
 
 def score(results: dict[str, Any], knobs: Knobs) -> Score:

@@ -34,3 +34,10 @@ def test_a_zero_race_wait_is_shown_as_such_not_as_a_ratio():
 def test_the_frontier_keeps_the_points_nothing_beats_on_both_axes():
     points = [(1.0, 1.0, "race"), (0.5, 2.0, "cheap"), (2.0, 0.5, "fast"), (1.5, 1.5, "worse")]
     assert [p[2] for p in frontier(points)] == ["cheap", "race", "fast"]
+
+
+def test_a_policy_that_ties_a_race_waiting_zero_meets_the_wait_target():
+    results = {"cells": {"a": _cell(7, {"multikueue-race": (0, 100), "default": (0, 50)})}}
+    rows = {s.policy: s for s in summarise(results)}
+    assert rows["default"].dominates_race
+    assert "0 = race's 0" in markdown(rows.values())
