@@ -108,3 +108,13 @@ def test_results_of_two_runs_are_summarised_side_by_side(tmp_path):
     b.write_text(json.dumps({"cells": {"k": {"trace": "t", "policies": {"default": {"x": 2}}}}}))
     assert set(merge_results([a, b])["cells"]["k"]["policies"]) == {"multikueue-race", "default"}
 
+
+
+def test_the_shipped_knobs_were_tuned_on_first_halves_and_are_the_reports_default():
+    from broker.management.commands.replay_sweep import Command  # noqa: PLC0415
+    from broker.replay.knobs import KNOBS_FILE  # noqa: PLC0415
+
+    read_knobs(KNOBS_FILE)
+    assert {cell["half"] for cell in json.loads(KNOBS_FILE.read_text())["tuned_on"]} == {"first"}
+    parser = Command().create_parser("manage.py", "replay_sweep")
+    assert parser.parse_args(["t.csv"]).knobs == str(KNOBS_FILE)
