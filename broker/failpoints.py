@@ -8,8 +8,9 @@ harness arm names through ``armed``; an armed action may raise (a simulated cras
 reply) or block (a real worker paused there so a test can kill it).
 
 The names are fixed and listed here, with where each sits; arming a name not listed is an
-error, and a test checks that every listed name is called exactly once in the product and
-that every call names a listed one.  This module imports nothing of the broker, so any
+error, and a test checks that every listed name is called in the product (a crash point
+reached by two paths, such as a reservation written alone or in a batch, has one call on
+each) and that every call names a listed one.  This module imports nothing of the broker, so any
 layer may mark its crash points.
 """
 
@@ -33,7 +34,7 @@ FAILPOINTS: Mapping[str, str] = {
     "dispatch.after_reject_released": (
         "services/dispatch.py: a rejection released the reservation; the workload is not placed again yet"
     ),
-    "quota.after_reserve": "services/quota.py: a reservation row is written; its transaction has not committed",
+    "quota.after_reserve": "services/quota.py: reservation rows are written; their transaction has not committed",
     "cancel.before_send": "services/cancel.py: the cancellation is stored; the cluster is not told yet",
     "cancel.after_send": "services/cancel.py: the cluster cancelled the job; the broker has not recorded it",
     "status.after_poll": "services/status.py: the cluster answered a status poll; nothing of it is applied yet",

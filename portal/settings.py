@@ -60,6 +60,17 @@ INSTALLED_APPS = [
 ]
 if django.VERSION < (6, 0):
     INSTALLED_APPS.append("template_partials")
+# Development tools: the fault harness (manage.py fault_harness) is test tooling in
+# broker/faults, which the wheel does not ship; it is an app only when this is on.
+GPUBROKER_DEV_TOOLS = env_bool("GPUBROKER_DEV_TOOLS", False)
+if GPUBROKER_DEV_TOOLS:
+    import importlib.util
+
+    if importlib.util.find_spec("broker.faults") is None:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured("GPUBROKER_DEV_TOOLS: the development tools run from a source checkout only")
+    INSTALLED_APPS.append("broker.faults")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

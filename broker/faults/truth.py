@@ -9,7 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from broker.backends.slurm.transport import SlurmAcct, SlurmJob
 
 
 @dataclass(frozen=True)
@@ -60,23 +63,44 @@ class SimTruth:
         return out
 
 
-class SlurmTruth:
-    """squeue and sacct of the real cluster, for the jobs whose name starts with
-    ``prefix`` (the harness's workload ids) or that it injected itself."""
+def truth_of_accounting(cluster: str, rec: SlurmAcct) -> TruthJob:
+    """An sacct record as the truth counts it, read with the Slurm backend's own parsers
+    (its workload id, state mapping and GPU count), so the two never disagree on a job."""
+    from broker.backends.slurm import parsers
 
-    def __init__(self, cluster: str, since: datetime, prefixes: Sequence[str] = ("wl-",), timeout_s: float = 30):
+    return TruthJob(
+        cluster,
+        rec.job_id,
+        parsers.workload_id_of(rec.name, rec.comment),
+        not parsers.map_job_state(rec.state).ended,
+        parsers.tres_gpus(rec.alloc_tres) or parsers.tres_gpus(rec.req_tres),
+    )
+
+
+def truth_of_queue(cluster: str, job: SlurmJob) -> TruthJob:
+    """An squeue record as the truth counts it (the backend's parsers, as above)."""
+    from broker.backends.slurm import parsers
+
+    return TruthJob(
+        cluster,
+        job.job_id,
+        parsers.workload_id_of(job.name, job.comment),
+        not parsers.map_job_state(job.state).ended,
+        parsers.tres_gpus(job.tres),
+    )
+
+
+class SlurmTruth:
+    """squeue and sacct of the real cluster: the jobs that carry a workload id (the
+    backend's reading of name and comment) and the foreign jobs the harness injected."""
+
+    def __init__(self, cluster: str, since: datetime, timeout_s: float = 30, transport: Any = None):
         from broker.backends.slurm import CommandTransport
 
-        self.cluster, self.since, self.prefixes = cluster, since, tuple(prefixes)
-        self.transport = CommandTransport(timeout_s=timeout_s)
+        self.cluster, self.since = cluster, since
+        self.transport = transport or CommandTransport(timeout_s=timeout_s)
         self.extra_ids: set[str] = set()  # foreign jobs the harness submitted
         self._last: list[TruthJob] = []
-
-    def _mine(self, name: str, comment: str, job_id: str) -> str | None:
-        for text in (comment, name):
-            if text and text.startswith(self.prefixes):
-                return text
-        return None
 
     def all_jobs(self) -> list[TruthJob]:
         """The cluster's jobs; while slurmctld is down (the harness stopped it), the last
@@ -90,27 +114,15 @@ class SlurmTruth:
         return list(self._last)
 
     def _read(self) -> list[TruthJob]:
-        from broker.backends.slurm import parsers
-
         jobs: dict[str, TruthJob] = {}
-        for rec in self.transport.accounting(since=self.since - timedelta(minutes=1)):
-            wid = self._mine(rec.name, rec.comment, rec.job_id)
-            if wid is None and rec.job_id not in self.extra_ids:
-                continue
-            state = parsers.map_job_state(rec.state)
-            jobs[rec.job_id] = TruthJob(
-                self.cluster,
-                rec.job_id,
-                wid,
-                not state.ended,
-                parsers.tres_gpus(rec.alloc_tres) or parsers.tres_gpus(rec.req_tres),
-            )
-        for job in self.transport.jobs():
-            wid = self._mine(job.name, job.comment, job.job_id)
-            if wid is None and job.job_id not in self.extra_ids:
-                continue
-            state = parsers.map_job_state(job.state)
-            jobs[job.job_id] = TruthJob(self.cluster, job.job_id, wid, not state.ended, parsers.tres_gpus(job.tres))
+        read = [
+            truth_of_accounting(self.cluster, r)
+            for r in self.transport.accounting(since=self.since - timedelta(minutes=1))
+        ]
+        read += [truth_of_queue(self.cluster, j) for j in self.transport.jobs()]  # squeue's word is the later one
+        for job in read:
+            if job.workload_id or job.job_id in self.extra_ids:
+                jobs[job.job_id] = job
         return list(jobs.values())
 
 

@@ -3,6 +3,9 @@
     manage.py fault_harness --workloads 400 --faults 1000 --seed 7
     manage.py fault_harness --workloads 20 --faults 60 --seed 3 --slurm   # the real Slurm test cluster
 
+Development tooling: the command exists only with ``GPUBROKER_DEV_TOOLS=1`` in a source
+checkout (the setting installs ``broker.faults`` as an app; the wheel does not ship it).
+
 Runs in a scratch database (``<name>_faults``, created and migrated, then dropped; SQLite:
 in memory), so it never touches the portal's data.  Prints the faults injected per crash
 point and the invariant table; exits 1 when any count is not zero or fewer faults than
@@ -34,13 +37,8 @@ class Command(BaseCommand):
         parser.add_argument("--quiet", action="store_true", help="no progress lines")
 
     def handle(self, *args, **opts):
-        try:
-            from broker.faults.harness import HarnessConfig, run_harness
-            from broker.faults.points import POINTS_BY_NAME
-        except ImportError:  # an installed wheel: the harness is test tooling, kept in the source tree
-            raise CommandError(
-                "the fault harness runs from a source checkout (broker/faults is not installed with the package)"
-            ) from None
+        from broker.faults.harness import HarnessConfig, run_harness
+        from broker.faults.points import POINTS_BY_NAME
 
         points = tuple(p.strip() for p in opts["points"].split(",") if p.strip())
         unknown = [p for p in points if p not in POINTS_BY_NAME]
