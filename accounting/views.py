@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
@@ -19,7 +18,7 @@ from accounting.periods import this_month
 from accounting.services.bills import BillRejected, bill_import
 from accounting.services.rates import TcoInputs, rate_set, rate_set_from_tco
 from accounting.services.reconciliation import reconciliation_run, reconciliation_run_all
-from portal.tenancy.access import is_operator
+from portal.tenancy.access import is_operator, require_operator
 from portal.pages.nav import accounting_links
 
 _EXPORTS = {
@@ -169,8 +168,7 @@ def rate_list(request: HttpRequest) -> HttpResponse:
     direct = RateForm(request.POST if kind == "direct" else None, prefix="direct")
     tco = TcoRateForm(request.POST if kind == "tco" else None, prefix="tco")
     if request.method == "POST":
-        if not can_set:
-            raise PermissionDenied("only operators set rates")
+        require_operator(request.user)  # rates are the fleet's prices
         if _save_rate(request, direct if kind == "direct" else tco, kind):
             return redirect("rate-list")
     return render(request, "accounting/rates.html", {"rates": rates, "can_set": can_set, "direct": direct, "tco": tco})

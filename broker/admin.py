@@ -2,9 +2,14 @@
 
 Clusters, pools and prices are edited here by operators; workloads, attempts, audit
 records and reservations are shown read-only because only the services may change them.
+Quotas are edited here too, but saved through the services, as the quota page saves them.
 """
 
+from typing import Any
+
+from django import forms
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
 
 from broker.models import (
     AuditRecord,
@@ -19,6 +24,9 @@ from broker.models import (
     Reservation,
     Workload,
 )
+from broker.services.quota import QuotaBelowUse, quota_set
+from broker.services.quota_owners import OwnerRefused, quota_set_owner
+from portal.refusals import form_refused
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -84,10 +92,69 @@ class GpuClassAdmin(admin.ModelAdmin):
     list_display = ("slug", "name", "min_memory_gb")
 
 
+_REFUSAL = "_gpubroker_quota_refusal"  # the request attribute carrying the service's refusal
+
+
+class QuotaAdminForm(forms.ModelForm):
+    refusal: Exception | None = None  # set (per request) when the service refused the first try
+
+    class Meta:
+        model = Quota
+        fields = ("tenant", "gpu_class", "limit_gpus", "borrow_limit_gpus", "owner", "alert_share")
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if self.refusal is not None:
+            form_refused(self, self.refusal)
+        return cleaned
+
+
 @admin.register(Quota)
 class QuotaAdmin(admin.ModelAdmin):
+    """Saves go through ``quota_set`` (the row locked, the change audited, a limit below what is
+    reserved or running refused) and ``quota_set_owner``.  The services decide: a refusal rolls
+    the whole save back and the same form comes back with the service's words on the field."""
+
+    form = QuotaAdminForm
     list_display = ("tenant", "gpu_class", "limit_gpus", "borrow_limit_gpus", "owner", "updated_at")
     list_filter = ("gpu_class", "tenant")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Quota | None = None) -> tuple[str, ...]:
+        # a quota is one tenant's of one class: moving it would move its reservations' ceiling
+        return ("tenant", "gpu_class", "alert_active") if obj else ("alert_active",)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Quota | None = None) -> bool:
+        return False  # deleting would drop the ceiling under live reservations: set the limit instead
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        refusal = getattr(request, _REFUSAL, None)
+        return type(form.__name__, (form,), {"refusal": refusal}) if refusal is not None else form
+
+    def changeform_view(
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except (QuotaBelowUse, OwnerRefused) as exc:
+            # the save's transaction is rolled back: validate the same input again, refused
+            setattr(request, _REFUSAL, exc)
+            return super().changeform_view(request, object_id, form_url, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: Quota, form: Any, change: bool) -> None:
+        saved = quota_set(
+            actor=request.user,
+            tenant_id=obj.tenant_id,
+            gpu_class_id=obj.gpu_class_id,
+            limit_gpus=obj.limit_gpus,
+            borrow_limit_gpus=obj.borrow_limit_gpus,
+        )
+        if (obj.owner_id, obj.alert_share) != (saved.owner_id, saved.alert_share):
+            saved = quota_set_owner(
+                actor=request.user, quota_id=saved.id, owner_id=obj.owner_id, alert_share=obj.alert_share
+            )
+        obj.pk, obj.updated_at = saved.pk, saved.updated_at  # the admin's log and redirect read them
+        obj._state.adding = False
 
 
 @admin.register(Workload)

@@ -1,5 +1,9 @@
 """The API's one error shape:
-``{"error": {"code": "<snake_case>", "message": "<text>", "fields": {"<field>": ["<msg>"]}}}``."""
+``{"error": {"code": "<snake_case>", "message": "<text>", "fields": {"<field>": ["<msg>"]}}}``.
+
+The one exception handler: DRF's own errors, Django's 404 and 403, and the services'
+domain errors (through ``portal.refusals``, the table the pages use too), so no API view
+maps an error by hand."""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ from typing import Any
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
+
+from portal.refusals import refusal_of
 
 # What each status says when the exception names no code of its own.
 _DEFAULT_CODES = {
@@ -28,6 +34,11 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
+    refusal = refusal_of(exc)
+    if refusal is not None and refusal.status == status.HTTP_400_BAD_REQUEST:
+        exc = exceptions.ValidationError(refusal.fields or {"non_field_errors": [refusal.message]})
+    elif refusal is not None:
+        return Response(error_body(refusal.code, refusal.message, refusal.fields), status=refusal.status)
     response = exception_handler(exc, context)  # Django's Http404 / PermissionDenied included
     if response is None:
         return None  # a real server error: Django's 500 (and its logging) stay as they are

@@ -6,30 +6,24 @@ import re
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import status
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.generics import ListAPIView, RetrieveAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api import serializers as s
-from broker.api.errors import error_body
 from broker.api.selectors import workload_attempts
-from broker.api.services import IdempotencyKeyReused, Submitted, workload_submit_once
+from broker.access import workload_for
+from broker.api.services import Submitted, workload_submit_once
 from broker.models import WorkloadState
-from broker.selectors import workload_get, workload_list, workload_timeline
+from broker.selectors import WORKLOAD_ROLES, workload_list, workload_timeline
 from broker.services.workloads import workload_cancel, workload_submit
-from broker.spec import SpecError
-from portal.tenancy.access import roles_of
+from portal.tenancy.access import require_role
 from portal.tenancy.models import Role
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 _KEY_RE = re.compile(r"^[\x21-\x7e]{1,200}$")  # visible ASCII, as a header carries it
-
-
-def require_role(request: Request, role: str) -> None:
-    if role not in roles_of(request.user):
-        raise PermissionDenied(f"needs the {role} role")
 
 
 def _idempotency_key(request: Request) -> str:
@@ -55,6 +49,7 @@ class WorkloadListCreate(ListAPIView):
     serializer_class = s.WorkloadOut
 
     def get_queryset(self):
+        require_role(self.request.user, *WORKLOAD_ROLES)  # as the page: who may list workloads at all
         state = self.request.query_params.get("state", "")
         if state and state not in WorkloadState.values:
             raise ValidationError({"state": [f"must be one of {', '.join(WorkloadState.values)}."]})
@@ -80,26 +75,16 @@ class WorkloadListCreate(ListAPIView):
         },
     )
     def post(self, request: Request) -> Response:
-        require_role(request, Role.RESEARCHER)
+        require_role(request.user, Role.RESEARCHER)
         key = _idempotency_key(request)
         data = s.WorkloadSpecIn(data=request.data)
         data.is_valid(raise_exception=True)
         spec = dict(data.validated_data)
         project_id = spec.pop("project")
-        try:
-            if key:
-                done = workload_submit_once(
-                    user=request.user, project_id=project_id, spec_data=spec, idempotency_key=key
-                )
-            else:
-                done = Submitted(workload_submit(user=request.user, project_id=project_id, spec_data=spec), True)
-        except SpecError as exc:
-            raise ValidationError(exc.errors) from None
-        except IdempotencyKeyReused as exc:
-            return Response(
-                error_body("idempotency_key_reused", str(exc), {IDEMPOTENCY_HEADER: [str(exc)]}),
-                status=status.HTTP_409_CONFLICT,
-            )
+        if key:  # SpecError, IdempotencyKeyReused: the exception handler answers them
+            done = workload_submit_once(user=request.user, project_id=project_id, spec_data=spec, idempotency_key=key)
+        else:
+            done = Submitted(workload_submit(user=request.user, project_id=project_id, spec_data=spec), True)
         return Response(
             s.WorkloadOut(done.workload).data, status=status.HTTP_201_CREATED if done.created else status.HTTP_200_OK
         )
@@ -109,7 +94,7 @@ class WorkloadDetail(RetrieveAPIView):
     serializer_class = s.WorkloadOut
 
     def get_object(self):
-        return workload_get(user=self.request.user, workload_id=self.kwargs["workload_id"])
+        return workload_for(user=self.request.user, workload_id=self.kwargs["workload_id"])
 
 
 class WorkloadTimeline(ListAPIView):
@@ -117,6 +102,7 @@ class WorkloadTimeline(ListAPIView):
     keyset_ordering = "id"  # oldest first: a timeline reads forwards
 
     def get_queryset(self):
+        workload_for(user=self.request.user, workload_id=self.kwargs["workload_id"])  # 403 or 404 first
         return workload_timeline(user=self.request.user, workload_id=self.kwargs["workload_id"])
 
 
@@ -125,18 +111,20 @@ class WorkloadAttempts(ListAPIView):
     keyset_ordering = "id"
 
     def get_queryset(self):
+        workload_for(user=self.request.user, workload_id=self.kwargs["workload_id"])  # 403 or 404 first
         return workload_attempts(user=self.request.user, workload_id=self.kwargs["workload_id"])
 
 
 class WorkloadExplain(APIView):
     @extend_schema(responses={200: s.ExplainOut})
     def get(self, request: Request, workload_id: int) -> Response:
-        workload = workload_get(user=request.user, workload_id=workload_id)
+        workload = workload_for(user=request.user, workload_id=workload_id)
         return Response(s.ExplainOut(s.ExplainOut.shape(workload)).data)
 
 
 class WorkloadCancel(APIView):
     @extend_schema(request=None, responses={202: s.WorkloadOut})
     def post(self, request: Request, workload_id: int) -> Response:
+        workload_for(user=request.user, workload_id=workload_id)
         workload = workload_cancel(user=request.user, workload_id=workload_id)
         return Response(s.WorkloadOut(workload).data, status=status.HTTP_202_ACCEPTED)

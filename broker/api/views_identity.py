@@ -8,23 +8,22 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.exceptions import PermissionDenied
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api.serializers import StrictSerializer
-from broker.api.views import require_role
 from portal.identity.selectors import people_list, person_get, tenants_not_administered
 from portal.identity.services.cluster_identity import (
-    IdentityInvalid,
     cluster_identity_clear,
     cluster_identity_set,
     project_run_as_set,
 )
+from portal.tenancy.access import object_for, require_role
 from portal.tenancy.models import Role, RunAs
-from portal.tenancy.selectors import project_get
+from portal.tenancy.selectors import project_list
 
 
 class ClusterIdentityOut(serializers.Serializer):
@@ -73,7 +72,7 @@ class RunAsOut(serializers.Serializer):
 
 
 def _person_to_change(request: Request, user_id: int):
-    require_role(request, Role.ADMIN)
+    require_role(request.user, Role.ADMIN)
     person = person_get(user=request.user, person_id=user_id)  # 404 for outsiders
     others = tenants_not_administered(user=request.user, person=person)
     if others:
@@ -95,14 +94,14 @@ class ClusterIdentityList(ListAPIView):
     keyset_ordering = "id"
 
     def get_queryset(self):
-        require_role(self.request, Role.ADMIN)
+        require_role(self.request.user, Role.ADMIN)
         return people_list(user=self.request.user)
 
 
 class ClusterIdentityDetail(APIView):
     @extend_schema(responses={200: ClusterIdentityOut})
     def get(self, request: Request, user_id: int) -> Response:
-        require_role(request, Role.ADMIN)
+        require_role(request.user, Role.ADMIN)
         return Response(ClusterIdentityOut(person_get(user=request.user, person_id=user_id)).data)
 
     @extend_schema(request=ClusterIdentityIn, responses={200: ClusterIdentityOut})
@@ -110,10 +109,7 @@ class ClusterIdentityDetail(APIView):
         person = _person_to_change(request, user_id)
         data = ClusterIdentityIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            cluster_identity_set(actor=request.user, user=person, **data.validated_data)
-        except IdentityInvalid as exc:
-            raise ValidationError(exc.fields) from None
+        cluster_identity_set(actor=request.user, user=person, **data.validated_data)  # IdentityInvalid: 400
         return Response(ClusterIdentityOut(_fresh(person)).data)
 
     @extend_schema(request=None, responses={200: ClusterIdentityOut})
@@ -126,8 +122,8 @@ class ClusterIdentityDetail(APIView):
 class ProjectRunAs(APIView):
     @extend_schema(request=RunAsIn, responses={200: RunAsOut})
     def patch(self, request: Request, project_id: int) -> Response:
-        require_role(request, Role.ADMIN)
-        project = project_get(user=request.user, project_id=project_id, roles=(Role.ADMIN,))
+        admin_of = project_list(user=request.user, roles=(Role.ADMIN,))
+        project = object_for(request.user, admin_of, project_id, tenant_field="tenant_id", roles=(Role.ADMIN,))
         data = RunAsIn(data=request.data)
         data.is_valid(raise_exception=True)
         project = project_run_as_set(actor=request.user, project=project, run_as=data.validated_data["run_as"])

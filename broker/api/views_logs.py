@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api.errors import error_body
-from broker.workload_logs import LIMIT_MAX, LogQueryError, log_query, workload_for_logs, workload_logs_read
+from broker.access import workload_for
+from broker.workload_logs import LIMIT_MAX, log_query, workload_logs_read
 
 
 class LogsOut(serializers.Serializer):
@@ -45,11 +45,8 @@ class WorkloadLogs(APIView):
         },
     )
     def get(self, request: Request, workload_id: int) -> Response:
-        workload = workload_for_logs(user=request.user, workload_id=workload_id)  # outsiders: 404 first
-        try:
-            query = log_query(request.query_params, workers=int(workload.spec.get("workers", 1)))
-        except LogQueryError as exc:
-            raise ValidationError(exc.errors) from None
+        workload = workload_for(user=request.user, workload_id=workload_id, need="logs")  # 403 or 404 first
+        query = log_query(request.query_params, workers=int(workload.spec.get("workers", 1)))  # LogQueryError: 400
         logs = workload_logs_read(user=request.user, workload_id=workload_id, query=query)
         if logs.unreachable:
             return Response(

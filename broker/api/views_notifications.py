@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -16,7 +15,6 @@ from broker.notification_selectors import notification_preference_get
 from broker.services.notifications import (
     LONG_WAIT_MAX_MINUTES,
     SIGNATURE_HEADER,
-    PreferenceRefused,
     preference_update,
 )
 
@@ -78,8 +76,5 @@ class NotificationPreferences(APIView):
         data.is_valid(raise_exception=True)
         if not data.validated_data:
             return self.get(request)
-        try:
-            pref = preference_update(user=request.user, **data.validated_data)
-        except PreferenceRefused as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from None
+        pref = preference_update(user=request.user, **data.validated_data)  # PreferenceRefused: 400
         return Response(PreferencesOut(pref).data)

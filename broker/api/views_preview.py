@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api.serializers import ExplainExclusionOut, WorkloadSpecIn
-from broker.api.views import require_role
 from broker.services.preview import Preview, workload_preview
-from broker.spec import SpecError
 from broker.web.explain import RULE_WORDS
+from portal.tenancy.access import require_role
 from portal.tenancy.models import Role
 
 
@@ -90,13 +88,10 @@ class WorkloadPreview(APIView):
 
     @extend_schema(request=WorkloadSpecIn, responses={200: PreviewOut})
     def post(self, request: Request) -> Response:
-        require_role(request, Role.RESEARCHER)
+        require_role(request.user, Role.RESEARCHER)
         data = WorkloadSpecIn(data=request.data)
         data.is_valid(raise_exception=True)
         spec = dict(data.validated_data)
         project_id = spec.pop("project")
-        try:
-            preview = workload_preview(user=request.user, project_id=project_id, spec_data=spec)
-        except SpecError as exc:
-            raise ValidationError(exc.errors) from None
+        preview = workload_preview(user=request.user, project_id=project_id, spec_data=spec)  # SpecError: 400
         return Response(PreviewOut(PreviewOut.shape(preview)).data)

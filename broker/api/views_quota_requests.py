@@ -6,17 +6,17 @@ from typing import TYPE_CHECKING, cast
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
-from rest_framework.exceptions import ValidationError
 from rest_framework.generics import ListAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api.serializers import MAX_ID, StrictSerializer
-from broker.api.views import require_role
+from broker.access import quota_request_for
 from broker.models import AuditRecord, QuotaRequest
-from broker.quota_request_selectors import quota_request_get, quota_request_list, quota_request_trail
-from broker.services.quota_requests import QuotaRequestRefused, quota_request_create, quota_request_decide
+from broker.quota_request_selectors import quota_request_list, quota_request_trail
+from broker.services.quota_requests import quota_request_create, quota_request_decide
+from portal.tenancy.access import require_role
 from portal.tenancy.models import Role
 
 if TYPE_CHECKING:
@@ -99,10 +99,6 @@ class QuotaRequestDetailOut(QuotaRequestOut):
         return cast(list[dict], TrailOut(quota_request_trail(request=item), many=True).data)  # many=True: a list
 
 
-def _refused(exc: QuotaRequestRefused) -> ValidationError:
-    return ValidationError({exc.field: [str(exc)]})
-
-
 class QuotaRequestListCreate(ListAPIView):
     serializer_class = QuotaRequestOut
 
@@ -111,43 +107,39 @@ class QuotaRequestListCreate(ListAPIView):
 
     @extend_schema(request=QuotaRequestIn, responses={201: QuotaRequestDetailOut})
     def post(self, request: Request) -> Response:
-        require_role(request, Role.RESEARCHER)
+        require_role(request.user, Role.RESEARCHER)
         data = QuotaRequestIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        try:
-            made = quota_request_create(
-                user=request.user,
-                project_id=v["project"],
-                gpu_class=v["gpu_class"],
-                extra_gpus=v["extra_gpus"],
-                reason=v["reason"],
-                ends_on=v["ends_on"],
-            )
-        except QuotaRequestRefused as exc:
-            raise _refused(exc) from None
+        made = quota_request_create(  # QuotaRequestRefused: a 400 naming its field
+            user=request.user,
+            project_id=v["project"],
+            gpu_class=v["gpu_class"],
+            extra_gpus=v["extra_gpus"],
+            reason=v["reason"],
+            ends_on=v["ends_on"],
+        )
         return Response(QuotaRequestDetailOut(made).data, status=status.HTTP_201_CREATED)
 
 
 class QuotaRequestDetail(APIView):
     @extend_schema(responses={200: QuotaRequestDetailOut})
     def get(self, request: Request, quota_request_id: int) -> Response:
-        return Response(QuotaRequestDetailOut(quota_request_get(user=request.user, request_id=quota_request_id)).data)
+        return Response(
+            QuotaRequestDetailOut(quota_request_for(user=request.user, quota_request_id=quota_request_id)).data
+        )
 
 
 class QuotaRequestDecision(APIView):
     @extend_schema(request=DecisionIn, responses={200: QuotaRequestDetailOut})
     def post(self, request: Request, quota_request_id: int) -> Response:
-        quota_request_get(user=request.user, request_id=quota_request_id)  # 404 before any 400
+        quota_request_for(user=request.user, quota_request_id=quota_request_id)  # 403 or 404 before any 400
         data = DecisionIn(data=request.data)
         data.is_valid(raise_exception=True)
-        try:
-            done = quota_request_decide(
-                user=request.user,
-                request_id=quota_request_id,
-                approve=data.validated_data["decision"] == "approve",
-                note=data.validated_data["note"],
-            )
-        except QuotaRequestRefused as exc:
-            raise _refused(exc) from None
+        done = quota_request_decide(
+            user=request.user,
+            request_id=quota_request_id,
+            approve=data.validated_data["decision"] == "approve",
+            note=data.validated_data["note"],
+        )
         return Response(QuotaRequestDetailOut(done).data)

@@ -15,7 +15,8 @@ from broker.policyrelease.services import impact as impact_services
 from broker.policyrelease.services import releases as release_services
 from broker.policyrelease.validation import PolicyInvalid, check_policy
 from broker.web.htmx import HtmxHttpRequest
-from portal.tenancy.access import is_operator
+from portal.refusals import form_refused, refusal_of
+from portal.tenancy.access import require_operator
 
 _ACTIONS = {
     "approve": release_services.release_approve,
@@ -27,8 +28,7 @@ _ACTIONS = {
 
 
 def _operator(request: HttpRequest) -> None:
-    if not is_operator(request.user):
-        raise Http404("no such page")  # policy is the fleet's: nobody else learns it exists
+    require_operator(request.user, hidden=True)  # policy is the fleet's: nobody else learns it exists
 
 
 @login_required
@@ -68,7 +68,7 @@ def release_propose(request: HttpRequest) -> HttpResponse:
             problem = exc.problem
             form.add_error("content", str(exc))
         except release_services.ReleaseRefused as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+            form_refused(form, exc)
     status = 400 if request.method == "POST" and (form.errors or problem) else 200
     return render(
         request,
@@ -106,11 +106,13 @@ def release_action(request: HttpRequest, release_id: int, action: str) -> HttpRe
     try:
         service(actor=request.user, release_id=release.id)
     except release_services.ReleaseRefused as exc:
+        refusal = refusal_of(exc)
+        assert refusal is not None  # ReleaseRefused is in the table: 403 for the approver, else 409
         return render(
             request,
             "policyrelease/refused.html",
-            {"release": release, "message": str(exc)},
-            status=403 if exc.field == "approver" else 409,
+            {"release": release, "message": refusal.message},
+            status=refusal.status,
         )
     messages.success(request, _DONE[action].format(n=release.number))
     return redirect("policy-detail", release_id=release.id)

@@ -12,7 +12,9 @@ from django.views.decorators.http import require_GET
 
 from broker.web.htmx import HtmxHttpRequest
 from broker.web.queue import HTMX_STOP_POLLING
-from broker.workload_logs import LogQueryError, log_query, workload_for_logs, workload_logs_read
+from broker.access import workload_for
+from broker.workload_logs import LogQueryError, log_query, workload_logs_read
+from portal.refusals import refusal_text
 
 PAGE_TAIL = 100  # what the page opens on: the last lines
 
@@ -20,11 +22,11 @@ PAGE_TAIL = 100  # what the page opens on: the last lines
 @login_required
 @require_GET
 def workload_logs_page(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
-    workload = workload_for_logs(user=request.user, workload_id=workload_id)  # outsiders: 404 first
+    workload = workload_for(user=request.user, workload_id=workload_id, need="logs")  # 403 or 404 first
     try:
         query = log_query(request.GET, workers=int(workload.spec.get("workers", 1)), default_tail=PAGE_TAIL)
     except LogQueryError as exc:
-        return HttpResponseBadRequest(str(exc), content_type="text/plain; charset=utf-8")
+        return HttpResponseBadRequest(refusal_text(exc), content_type="text/plain; charset=utf-8")
     logs = workload_logs_read(user=request.user, workload_id=workload_id, query=query)
     page = logs.page
     more = bool(page and page.more)

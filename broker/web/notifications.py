@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 
 from broker.models.notification import EVENTS
 from broker.notification_selectors import notification_preference_get, notifications_sent
+from portal.refusals import form_refused
 from broker.services.notifications import (
     LONG_WAIT_MAX_MINUTES,
     SIGNATURE_HEADER,
@@ -56,7 +57,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
         try:
             preference_set(user=request.user, **form.cleaned_data)
         except PreferenceRefused as exc:
-            form.add_error(exc.field, str(exc))
+            form_refused(form, exc)
         else:
             messages.success(request, "Notification settings saved.")
             return redirect("notification-settings")

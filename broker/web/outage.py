@@ -11,7 +11,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from broker.selectors import cluster_get
-from broker.services.outage import OutageRefused, cluster_outage_set
+from broker.services.outage import cluster_outage_set
+from portal.refusals import redirect_on_refusal
 
 _ALLOWED_FIELDS = {"outage", "csrfmiddlewaretoken"}
 
@@ -28,6 +29,7 @@ class OutageForm(forms.Form):
 
 @login_required
 @require_POST
+@redirect_on_refusal("cluster-list")
 def cluster_outage(request: HttpRequest, cluster_id: int) -> HttpResponse:
     cluster = cluster_get(user=request.user, cluster_id=cluster_id)  # 404 for anyone outside every tenant
     form = OutageForm(request.POST)
@@ -35,11 +37,7 @@ def cluster_outage(request: HttpRequest, cluster_id: int) -> HttpResponse:
         problems = "; ".join(f"{field}: {' '.join(map(str, errors))}" for field, errors in form.errors.items())
         return HttpResponseBadRequest(problems.replace("__all__: ", ""), content_type="text/plain")
     start = form.cleaned_data["outage"] == "start"
-    try:
-        cluster = cluster_outage_set(actor=request.user, cluster_id=cluster.id, unreachable=start)
-    except OutageRefused as exc:
-        messages.error(request, str(exc))
-        return redirect("cluster-list")
+    cluster = cluster_outage_set(actor=request.user, cluster_id=cluster.id, unreachable=start)
     if start:
         messages.warning(
             request,

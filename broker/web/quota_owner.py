@@ -6,13 +6,12 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from broker.selectors import quota_get
+from broker.access import quota_for
 from broker.services.quota_owners import OwnerRefused, owner_candidates, quota_set_owner
-from portal.tenancy.access import can_admin_tenant
+from portal.refusals import form_refused
 
 
 class QuotaOwnerForm(forms.Form):
@@ -26,9 +25,7 @@ class QuotaOwnerForm(forms.Form):
 
 @login_required
 def quota_owner_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
-    quota = quota_get(user=request.user, quota_id=quota_id)
-    if not can_admin_tenant(request.user, quota.tenant_id):
-        raise PermissionDenied
+    quota = quota_for(user=request.user, quota_id=quota_id)  # the tenant's admins; 403 or 404 first
     form = QuotaOwnerForm(
         request.POST if request.method == "POST" else None,
         candidates=owner_candidates(quota=quota),
@@ -44,7 +41,7 @@ def quota_owner_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
                 alert_share=form.cleaned_data["alert_percent"] / 100,
             )
         except OwnerRefused as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+            form_refused(form, exc)
         else:
             messages.success(request, f"Owner of {quota.tenant.slug}/{quota.gpu_class.slug} saved.")
             return redirect("quota-list")

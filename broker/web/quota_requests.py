@@ -5,15 +5,16 @@ from __future__ import annotations
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from broker.models import GpuClass, QuotaRequestState
-from broker.quota_request_selectors import can_decide, quota_request_get, quota_request_list, quota_request_trail
+from broker.access import quota_request_for
+from broker.quota_request_selectors import can_decide, quota_request_list, quota_request_trail
 from broker.services.quota_requests import OwnRequest, QuotaRequestRefused, quota_request_create, quota_request_decide
-from portal.tenancy.access import roles_of
+from portal.refusals import form_refused
+from portal.tenancy.access import require_role, roles_of
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_list
 
@@ -39,8 +40,8 @@ class DecisionForm(forms.Form):
 def quota_request_list_page(request: HttpRequest) -> HttpResponse:
     """The requests the user may see, and (for researchers) the form to ask for more."""
     researcher = Role.RESEARCHER in roles_of(request.user)
-    if request.method == "POST" and not researcher:
-        raise PermissionDenied
+    if request.method == "POST":
+        require_role(request.user, Role.RESEARCHER)
     form = QuotaRequestForm(
         request.POST or None,
         initial=request.GET.dict() or None,
@@ -58,7 +59,7 @@ def quota_request_list_page(request: HttpRequest) -> HttpResponse:
                 ends_on=data["ends_on"],
             )
         except QuotaRequestRefused as exc:
-            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+            form_refused(form, exc)
         else:
             messages.success(request, "Request sent to the quota's owner.")
             return redirect("quota-request-detail", quota_request_id=made.id)
@@ -74,7 +75,7 @@ def quota_request_list_page(request: HttpRequest) -> HttpResponse:
 def quota_request_detail(
     request: HttpRequest, quota_request_id: int, form: DecisionForm | None = None, status: int = 200
 ) -> HttpResponse:
-    item = quota_request_get(user=request.user, request_id=quota_request_id)
+    item = quota_request_for(user=request.user, quota_request_id=quota_request_id)
     decider = (
         item.state == QuotaRequestState.PENDING
         and item.requester_id != request.user.pk
@@ -95,7 +96,7 @@ def quota_request_detail(
 @login_required
 @require_POST
 def quota_request_decide_view(request: HttpRequest, quota_request_id: int) -> HttpResponse:
-    quota_request_get(user=request.user, request_id=quota_request_id)  # 404 for outsiders first
+    quota_request_for(user=request.user, quota_request_id=quota_request_id)  # 403 or 404 first
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return quota_request_detail(request, quota_request_id, form=form, status=400)
@@ -110,6 +111,6 @@ def quota_request_decide_view(request: HttpRequest, quota_request_id: int) -> Ht
         messages.error(request, str(exc))
         return quota_request_detail(request, quota_request_id, status=403)
     except QuotaRequestRefused as exc:
-        form.add_error(exc.field if exc.field in form.fields else None, str(exc))
+        form_refused(form, exc)
         return quota_request_detail(request, quota_request_id, form=form, status=400)
     return redirect("quota-request-detail", quota_request_id=quota_request_id)

@@ -6,36 +6,33 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.urls import reverse
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from broker.models import Workload
 from broker.models.workload import TERMINAL_STATES
-from broker.selectors import workload_get
+from broker.access import workload_for
 from broker.services.preview import workload_preview
 from broker.services.workloads import workload_submit
 from broker.spec import SpecError
 from broker.web.explain import RULE_WORDS
 from broker.web.forms import WorkloadForm
 from broker.web.htmx import HtmxHttpRequest
-from portal.tenancy.access import roles_of
+from portal.refusals import redirect_on_refusal, refusal_fields
+from portal.tenancy.access import require_role
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
 
 _LIST_FIELDS = ("gpu_models", "residency")  # lists in the spec, comma-separated text in the form
 
 
-def _require_researcher(request: HttpRequest) -> None:
-    if Role.RESEARCHER not in roles_of(request.user):
-        raise PermissionDenied
-
-
 @login_required
 @require_POST
 def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
     """HTMX: the submit form's Preview button; the table of destinations, or the form's errors."""
-    _require_researcher(request)
+    require_role(request.user, Role.RESEARCHER)
     form = WorkloadForm(request.POST, projects=project_list(user=request.user, roles=(Role.RESEARCHER,)))
     context: dict = {"errors": {}}
     if form.is_valid():
@@ -44,7 +41,7 @@ def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
                 user=request.user, project_id=form.cleaned_data["project"].id, spec_data=form.spec_data()
             )
         except SpecError as exc:
-            context["errors"] = exc.errors
+            context["errors"] = refusal_fields(exc)  # named as the spec names them
     else:
         context["errors"] = {k: [str(e) for e in v] for k, v in form.errors.items()}
     if "preview" in context:
@@ -58,8 +55,8 @@ def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def ended_workload(*, user, workload_id: int) -> Workload:
-    """The workload to run again: the caller's to see (404 otherwise) and ended."""
-    workload = workload_get(user=user, workload_id=workload_id)
+    """The workload to run again: the project's researchers' (403 or 404 otherwise), and ended."""
+    workload = workload_for(user=user, workload_id=workload_id, need="resubmit")
     if workload.state not in TERMINAL_STATES:
         raise PermissionDenied("only an ended workload can be run again")
     return workload
@@ -74,24 +71,17 @@ def resubmit_initial(workload: Workload) -> dict:
     return {**spec, "project": workload.project_id, "resubmit_of": workload.id}
 
 
+def _edit_instead(request: HttpRequest, workload_id: int) -> str:
+    return f"{reverse('workload-new')}?from={workload_id}"
+
+
 @login_required
 @require_POST
+@redirect_on_refusal(_edit_instead)  # the fleet changed since (a class or location gone): edit it instead
 def workload_run_again(request: HttpRequest, workload_id: int) -> HttpResponse:
     """Run again, unchanged: a new workload from the same spec, linked to the old one."""
     source = ended_workload(user=request.user, workload_id=workload_id)
     spec = {k: v for k, v in (source.spec or {}).items() if k != "project"}
-    try:
-        workload = workload_submit(user=request.user, project_id=source.project_id, spec_data=spec, resubmit_of=source)
-    except SpecError as exc:  # the fleet changed since (a class or location gone): edit it instead
-        messages.error(
-            request, "Cannot run it again unchanged: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in exc.errors.items())
-        )
-        return redirect(f"{_new_url()}?from={source.id}")
+    workload = workload_submit(user=request.user, project_id=source.project_id, spec_data=spec, resubmit_of=source)
     messages.success(request, f"Submitted {workload.name} ({workload.uid}) again.")
     return redirect("workload-detail", workload_id=workload.id)
-
-
-def _new_url() -> str:
-    from django.urls import reverse
-
-    return reverse("workload-new")

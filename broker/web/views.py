@@ -10,7 +10,6 @@ from typing import cast
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.forms import ModelChoiceField
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
@@ -19,13 +18,12 @@ from django.utils.cache import get_conditional_response, patch_vary_headers
 from django.views.decorators.http import require_POST
 
 from broker.models import GpuClass
+from broker.access import escalation_for, quota_for, workload_for
 from broker.selectors import (
-    escalation_get,
+    WORKLOAD_ROLES,
     escalation_list,
-    quota_get,
     quota_list,
     reservation_list,
-    workload_get,
     workload_page,
     workload_timeline,
 )
@@ -43,14 +41,10 @@ from broker.web.htmx import HtmxHttpRequest
 from broker.web.submit_extras import ended_workload, resubmit_initial
 from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, queue_query
 from portal.metrics.selectors import fleet_charts
-from portal.tenancy.access import is_operator, roles_of
+from portal.refusals import form_refused
+from portal.tenancy.access import is_operator, require_role
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
-
-
-def _require(request: HttpRequest, role: str) -> None:
-    if role not in roles_of(request.user):
-        raise PermissionDenied
 
 
 def _partial(request: HtmxHttpRequest, template: str, name: str) -> str:
@@ -62,8 +56,7 @@ def workload_list_page(request: HtmxHttpRequest) -> HttpResponse:
     """The queue, 50 rows a page.  Its htmx refresh is what every open tab sends every 2 s, so
     it costs as little as it can: rows that can no longer change end the polling (htmx's
     286), and an unchanged page is a 304 with no rendering at all."""
-    if not (is_operator(request.user) or roles_of(request.user) & {Role.RESEARCHER, Role.ADMIN}):
-        raise PermissionDenied  # admins follow their tenants' workloads too, as on the detail page
+    require_role(request.user, *WORKLOAD_ROLES)  # admins follow their tenants' workloads too, as the API
     try:
         query = queue_query(request.GET)
     except ValueError as exc:
@@ -93,7 +86,7 @@ def workload_list_page(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 def workload_new(request: HttpRequest) -> HttpResponse:
-    _require(request, Role.RESEARCHER)
+    require_role(request.user, Role.RESEARCHER)
     projects = project_list(user=request.user, roles=(Role.RESEARCHER,))
     raw = request.POST.get("resubmit_of") or request.GET.get("from") or ""
     source = ended_workload(user=request.user, workload_id=int(raw)) if raw.isdigit() else None
@@ -107,8 +100,7 @@ def workload_new(request: HttpRequest) -> HttpResponse:
                 resubmit_of=source,
             )
         except SpecError as exc:
-            for field, errors in exc.errors.items():
-                form.add_error(field if field in form.fields else None, " ".join(errors))
+            form_refused(form, exc)
         else:
             messages.success(request, f"Submitted {workload.name} ({workload.uid}).")
             return redirect("workload-detail", workload_id=workload.id)
@@ -140,14 +132,14 @@ def _quota_left(request: HttpRequest, form: WorkloadForm) -> dict | None:
 @login_required
 def workload_quota_hint(request: HttpRequest) -> HttpResponse:
     """HTMX: the quota left for the class chosen in the submit form."""
-    _require(request, Role.RESEARCHER)
+    require_role(request.user, Role.RESEARCHER)
     form = WorkloadForm(request.GET, projects=project_list(user=request.user, roles=(Role.RESEARCHER,)))
     return render(request, "broker/workload_new.html#quota", {"quota": _quota_left(request, form)})
 
 
 @login_required
 def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
-    workload = workload_get(user=request.user, workload_id=workload_id)
+    workload = workload_for(user=request.user, workload_id=workload_id)
     placement = PlacementRecord.from_json(workload.placement)
     context = {
         "w": workload,
@@ -168,6 +160,7 @@ def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def workload_cancel_view(request: HttpRequest, workload_id: int) -> HttpResponse:
+    workload_for(user=request.user, workload_id=workload_id)  # 403 or 404 first
     workload = workload_cancel(user=request.user, workload_id=workload_id)
     messages.info(request, f"Cancellation of {workload.name} stored; it is final once the cluster confirms.")
     return redirect("workload-detail", workload_id=workload.id)
@@ -175,7 +168,7 @@ def workload_cancel_view(request: HttpRequest, workload_id: int) -> HttpResponse
 
 @login_required
 def quota_list_page(request: HttpRequest) -> HttpResponse:
-    _require(request, Role.ADMIN)
+    require_role(request.user, Role.ADMIN)
     return render(request, "broker/quota_list.html", {"rows": _quota_rows(request)})
 
 
@@ -198,8 +191,7 @@ def _quota_rows(request: HttpRequest) -> list[dict]:
 @login_required
 @require_POST
 def quota_edit(request: HtmxHttpRequest, quota_id: int) -> HttpResponse:
-    _require(request, Role.ADMIN)
-    quota = quota_get(user=request.user, quota_id=quota_id)
+    quota = quota_for(user=request.user, quota_id=quota_id)
     form = QuotaForm(request.POST)
     error = ""
     if form.is_valid():
@@ -212,9 +204,8 @@ def quota_edit(request: HtmxHttpRequest, quota_id: int) -> HttpResponse:
                 borrow_limit_gpus=form.cleaned_data["borrow_limit_gpus"],
             )
         except QuotaBelowUse as exc:
-            error = str(exc)
-    else:
-        error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
+            form_refused(form, exc)
+    error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
     use = quota_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
     row = {
         "quota": quota,
@@ -246,13 +237,13 @@ def cluster_list_page(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def reservation_list_page(request: HttpRequest) -> HttpResponse:
-    _require(request, Role.ADMIN)
+    require_role(request.user, Role.ADMIN)
     return render(request, "broker/reservation_list.html", {"reservations": reservation_list(user=request.user)[:500]})
 
 
 @login_required
 def escalation_list_page(request: HttpRequest) -> HttpResponse:
-    _require(request, Role.ADMIN)
+    require_role(request.user, Role.ADMIN)
     show_all = request.GET.get("all") == "1"
     return render(
         request,
@@ -268,8 +259,7 @@ def escalation_list_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> HttpResponse:
-    _require(request, Role.ADMIN)
-    escalation_get(user=request.user, escalation_id=escalation_id)  # 404 for outsiders first
+    escalation_for(user=request.user, escalation_id=escalation_id)  # 403 or 404 first
     if action not in ("acknowledge", "resolve"):
         raise Http404("unknown action")
     if action == "acknowledge":

@@ -1,19 +1,26 @@
-"""Who may see what: the one place tenant scoping is decided.
+"""Who may see what: the one place tenant scoping and refusals are decided.
 
 Every selector in the project narrows its queryset with these helpers, so an
-outsider's query is simply empty and the view answers 404.
+outsider's query is simply empty.  Views and API views ask ``require_role`` (no object
+yet) or ``object_for`` (one object), which decide 403 before 404 in one way for every
+page and endpoint: no role for this kind of object anywhere -> 403 whatever the id; the
+object visible -> the object; a member of the object's tenant without the role -> 403;
+anyone else -> 404, so an outsider never learns that the id exists.
 """
 
 from __future__ import annotations
 
-from typing import cast
+from typing import TypeVar, cast
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
-from django.db.models import Q, QuerySet
+from django.core.exceptions import PermissionDenied
+from django.db.models import Model, Q, QuerySet
+from django.http import Http404
 
 from portal.tenancy.models import Membership, Project, Role, Tenant
 
 AnyUser = AbstractBaseUser | AnonymousUser
+M = TypeVar("M", bound=Model)
 
 
 def is_operator(user: AnyUser) -> bool:
@@ -53,3 +60,34 @@ def roles_of(user: AnyUser) -> set[str]:
 
 def can_admin_tenant(user: AnyUser, tenant_id: int) -> bool:
     return is_operator(user) or memberships(user, Role.ADMIN).filter(tenant_id=tenant_id).exists()
+
+
+def require_role(user: AnyUser, *roles: str) -> None:
+    """403 unless the user holds one of ``roles`` in some tenant (operators count as admins)."""
+    if not roles_of(user) & set(roles):
+        raise PermissionDenied(f"needs the {' or '.join(roles)} role")
+
+
+def require_operator(user: AnyUser, *, hidden: bool = False) -> None:
+    """Platform operators only: 403, or 404 where the page's existence is itself the fleet's."""
+    if not is_operator(user):
+        if hidden:
+            raise Http404("Not found.")
+        raise PermissionDenied("only platform operators may do this")
+
+
+def object_for(user: AnyUser, visible: QuerySet[M], pk: int, *, tenant_field: str, roles: tuple[str, ...] = ()) -> M:
+    """The object ``pk`` of ``visible`` (the selector's scoped queryset), or the refusal.
+
+    ``roles``: who may reach this kind of object at all (checked first, before any row is
+    read); ``tenant_field``: the lookup from the object to its tenant's id, which tells a
+    member of that tenant (403: they know it exists) from an outsider (404)."""
+    if roles:
+        require_role(user, *roles)
+    found = visible.filter(pk=pk).first()
+    if found is not None:
+        return found
+    tenant_id = visible.model._default_manager.filter(pk=pk).values_list(tenant_field, flat=True).first()
+    if tenant_id is not None and memberships(user).filter(tenant_id=tenant_id).exists():
+        raise PermissionDenied("your role in this tenant does not allow this")
+    raise Http404("Not found.")

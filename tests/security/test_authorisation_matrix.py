@@ -23,7 +23,9 @@ from tests.factories import PASSWORD
 ROLES = ("anonymous", "researcher", "admin", "finance", "outsider")
 
 # name: {method: "anonymous researcher admin finance outsider"}.  302 from a page is a
-# redirect to the login form for the anonymous, to the result for the others.
+# redirect to the login form for the anonymous, to the result for the others.  403 before
+# 404 (portal.tenancy.access.object_for): a member of tenant A without the role is told
+# no (403); the outsider, a member of tenant B only, is told nothing exists (404).
 MATRIX: dict[str, dict[str, str]] = {
     "home":                   {"get": "302 200 200 200 200"},
     "healthz":                {"get": "200 200 200 200 200"},
@@ -37,18 +39,18 @@ MATRIX: dict[str, dict[str, str]] = {
     # the outsider's form names tenant A's project as not theirs (400, nothing stored)
     "workload-preview":       {"get": "302 405 405 405 405", "post": "302 200 403 403 400"},
     # the world's workload is still reserved: only an ended one may run again
-    "workload-run-again":     {"get": "302 405 405 405 405", "post": "302 403 403 404 404"},
-    "workload-detail":        {"get": "302 200 200 404 404"},
-    "workload-cancel":        {"get": "302 405 405 405 405", "post": "302 302 302 404 404"},
+    "workload-run-again":     {"get": "302 405 405 405 405", "post": "302 403 403 403 404"},
+    "workload-detail":        {"get": "302 200 200 403 404"},
+    "workload-cancel":        {"get": "302 405 405 405 405", "post": "302 302 302 403 404"},
     # output: the project's researchers and the tenant's admins only (the workload has not run: a note)
-    "workload-logs":          {"get": "302 200 200 404 404", "post": "302 405 405 405 405"},
+    "workload-logs":          {"get": "302 200 200 403 404", "post": "302 405 405 405 405"},
     "quota-list":             {"get": "302 403 200 403 200"},
     "quota-edit":             {"get": "302 405 405 405 405", "post": "302 403 302 403 404"},
-    "quota-owner":            {"get": "302 404 200 404 404", "post": "302 404 400 404 404"},
+    "quota-owner":            {"get": "302 403 200 403 404", "post": "302 403 400 403 404"},
     "quota-request-list":     {"get": "302 200 200 200 200", "post": "302 302 403 403 400"},
-    "quota-request-detail":   {"get": "302 200 200 404 404"},
+    "quota-request-detail":   {"get": "302 200 200 403 404"},
     # the requester may not decide their own request; the tenant's admin decides an ownerless quota's
-    "quota-request-decide":   {"get": "302 405 405 405 405", "post": "302 403 302 404 404"},
+    "quota-request-decide":   {"get": "302 405 405 405 405", "post": "302 403 302 403 404"},
     "notification-settings":  {"get": "302 200 200 200 200", "post": "302 302 302 302 302"},
     "cluster-list":           {"get": "302 200 200 200 200"},
     # the demo outage switch: platform operators only (none of these roles is one)
@@ -69,21 +71,22 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-projects":           {"get": "401 200 200 200 200"},
     "api-tokens":             {"get": "401 200 200 200 200", "post": "401 201 201 201 201"},
     "api-token":              {"get": "401 405 405 405 405", "delete": "401 204 404 404 404"},
-    "api-workloads":          {"get": "401 200 200 200 200", "post": "401 201 403 403 404"},
-    "api-workload":           {"get": "401 200 200 404 404", "post": "401 405 405 405 405"},
+    # who may list workloads: the same roles as the page (finance: 403 on both)
+    "api-workloads":          {"get": "401 200 200 403 200", "post": "401 201 403 403 404"},
+    "api-workload":           {"get": "401 200 200 403 404", "post": "401 405 405 405 405"},
     "api-workload-preview":   {"get": "401 405 405 405 405", "post": "401 200 403 403 404"},
-    "api-workload-timeline":  {"get": "401 200 200 404 404"},
-    "api-workload-attempts":  {"get": "401 200 200 404 404"},
-    "api-workload-explain":   {"get": "401 200 200 404 404"},
-    "api-workload-cancel":    {"get": "401 405 405 405 405", "post": "401 202 202 404 404"},
-    "api-workload-logs":      {"get": "401 200 200 404 404", "post": "401 405 405 405 405"},
+    "api-workload-timeline":  {"get": "401 200 200 403 404"},
+    "api-workload-attempts":  {"get": "401 200 200 403 404"},
+    "api-workload-explain":   {"get": "401 200 200 403 404"},
+    "api-workload-cancel":    {"get": "401 405 405 405 405", "post": "401 202 202 403 404"},
+    "api-workload-logs":      {"get": "401 200 200 403 404", "post": "401 405 405 405 405"},
     "api-usage":              {"get": "401 200 200 200 200"},
     "api-chargeback":         {"get": "401 403 403 200 200"},
     "api-quotas":             {"get": "401 403 200 403 200"},
     "api-quota":              {"get": "401 403 200 403 404", "patch": "401 403 200 403 404"},
     "api-quota-requests":     {"get": "401 200 200 200 200", "post": "401 201 403 403 404"},
-    "api-quota-request":      {"get": "401 200 200 404 404"},
-    "api-quota-request-decision": {"get": "401 405 405 405 405", "post": "401 403 200 404 404"},
+    "api-quota-request":      {"get": "401 200 200 403 404"},
+    "api-quota-request-decision": {"get": "401 405 405 405 405", "post": "401 403 200 403 404"},
     # each caller's own preferences: there is no one else's to reach
     "api-notification-preferences": {"get": "401 200 200 200 200", "patch": "401 200 200 200 200"},
     # cluster identities: tenant admins only; tenant A's member is nobody the outsider may see

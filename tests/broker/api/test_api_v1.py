@@ -68,10 +68,10 @@ def test_attempts_list_the_dispatch_attempts(trio, placed, api):
 
 
 @pytest.mark.parametrize("name", ["api-workload-explain", "api-workload-attempts"])
-def test_outsider_and_finance_get_404_on_explain_and_attempts(trio, placed, api, name):
-    for who in ("outsider", "finance"):
+def test_outsider_gets_404_and_the_tenants_finance_403_on_explain_and_attempts(trio, placed, api, name):
+    for who, status, code in (("outsider", 404, "not_found"), ("finance", 403, "permission_denied")):
         response = api(getattr(trio, who)).get(reverse(name, args=[placed.id]))
-        assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+        assert response.status_code == status and response.json()["error"]["code"] == code
         assert "onprem" not in response.content.decode()
 
 

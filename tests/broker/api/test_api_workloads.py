@@ -167,7 +167,8 @@ def test_404_for_an_outsiders_object_matches_404_for_a_missing_one(trio, placed,
     assert hidden.json() == missing.json()
 
 
-def test_finance_sees_no_workloads(trio, placed, api):
+def test_finance_may_neither_list_nor_open_workloads_as_on_the_pages(trio, placed, api):
     client = api(trio.finance)
-    assert _rows(client.get(reverse("api-workloads"))) == []
-    assert client.get(reverse("api-workload", args=[placed.id])).status_code == 404
+    listed, opened = client.get(reverse("api-workloads")), client.get(reverse("api-workload", args=[placed.id]))
+    assert listed.status_code == opened.status_code == 403  # the queue page and the detail page say 403 too
+    assert placed.name not in listed.content.decode() + opened.content.decode()
