@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Subquery
+
 from broker.models import AuditRecord, Workload
 
 
@@ -20,9 +22,44 @@ def audit(
     score_breakdown: dict[str, Any] | None = None,
     destination_job_id: str = "",
 ) -> AuditRecord:
+    record = audit_record(
+        action=action,
+        workload=workload,
+        tenant_id=tenant_id,
+        actor=actor,
+        message=message,
+        policy_version=policy_version,
+        inputs=inputs,
+        cluster=cluster,
+        score_breakdown=score_breakdown,
+        destination_job_id=destination_job_id,
+    )
+    record.save(force_insert=True)
+    return record
+
+
+def audit_many(records: list[AuditRecord]) -> None:
+    """Store records built with ``audit_record`` in one statement (a placement pass's chunk)."""
+    AuditRecord.objects.bulk_create(records)
+
+
+def audit_record(
+    *,
+    action: str,
+    workload: Workload | None = None,
+    tenant_id: int | None = None,
+    actor=None,
+    message: str = "",
+    policy_version: str = "",
+    inputs: dict[str, Any] | None = None,
+    cluster: str = "",
+    score_breakdown: dict[str, Any] | None = None,
+    destination_job_id: str = "",
+) -> AuditRecord:
+    """The record ``audit`` writes, not saved yet."""
     if workload is not None and tenant_id is None:
         tenant_id = workload.tenant_id
-    return AuditRecord.objects.create(
+    return AuditRecord(
         workload=workload,
         tenant_id=tenant_id,
         actor=actor if getattr(actor, "pk", None) else None,
@@ -47,9 +84,9 @@ def audit_link_destination(*, workload: Workload, cluster: str, destination_job_
             workload=workload, action="placement.decided", cluster=cluster, destination_job_id=""
         )
         .order_by("-created_at", "-id")
-        .values_list("id", flat=True)
-        .first()
+        .values("id")[:1]
     )
-    if decision is None:
-        return 0
-    return AuditRecord.objects.filter(id=decision, destination_job_id="").update(destination_job_id=destination_job_id)
+    # one statement (the newest blank decision found and completed together): dispatch runs it per job
+    return AuditRecord.objects.filter(id=Subquery(decision), destination_job_id="").update(
+        destination_job_id=destination_job_id
+    )

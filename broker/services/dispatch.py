@@ -9,6 +9,7 @@ retry cannot both get to call the cluster.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from datetime import timedelta
 
@@ -35,7 +36,7 @@ def attempt_lease_s() -> float:
 
 
 def workload_dispatch(*, workload_id: int) -> Workload:
-    workload = Workload.objects.select_related("cluster", "project", "submitted_by").get(id=workload_id)
+    workload = Workload.objects.select_related("cluster", "project__tenant", "submitted_by").get(id=workload_id)
     moved = transition(
         Workload,
         workload_id,
@@ -74,8 +75,10 @@ def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
     if _in_flight(last):
         return None
     failpoint("dispatch.before_attempt_written")
+    # one INSERT: outside a transaction it needs none (and a failed one leaves nothing to undo)
+    alone = not transaction.get_connection().in_atomic_block
     try:
-        with transaction.atomic():
+        with contextlib.nullcontext() if alone else transaction.atomic():
             return DispatchAttempt.objects.create(
                 workload=workload, cluster=workload.placed_cluster, number=(last.number + 1) if last else 1
             )
@@ -115,7 +118,8 @@ def _earlier_attempt_may_have_landed(workload: Workload, attempt: DispatchAttemp
 def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
     try:
         backend = backend_for(workload.cluster)  # inside: a backend that can't be built is no answer
-        if _earlier_attempt_may_have_landed(workload, attempt):
+        # the first attempt has no earlier one to look up (one read fewer per dispatch)
+        if attempt.number > 1 and _earlier_attempt_may_have_landed(workload, attempt):
             found = backend.find(workload.uid)
             if found is not None:
                 return _adopt(workload, attempt, found)
@@ -149,6 +153,7 @@ def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) 
 def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: str) -> Workload:
     now = timezone.now()
     why = TransitionReason.ADOPTED if state == AttemptState.ADOPTED else TransitionReason.ACCEPTED
+    # one transaction that rolls back whole on any error: the moves need no savepoints
     transition(
         DispatchAttempt,
         attempt.id,
@@ -156,6 +161,7 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
         reason=why,
         note=None,
         fields={"destination_job_id": job_id, "finished_at": now},
+        savepoint=False,
     )
     if state == AttemptState.ADOPTED:
         # the earlier attempt whose reply was lost is the one that created this job
@@ -168,11 +174,23 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
             exclude={"id": attempt.id},
             note=None,
             fields={"destination_job_id": job_id, "finished_at": now},
+            savepoint=False,
         )
-    Workload.objects.filter(id=workload.id, destination_job_id="").update(destination_job_id=job_id, dispatched_at=now)
-    transition(
-        Workload, workload.id, to=WorkloadState.QUEUED, from_=(WorkloadState.DISPATCHING,), reason=why, note=None
+    queued = transition(
+        Workload,
+        workload.id,
+        to=WorkloadState.QUEUED,
+        from_=(WorkloadState.DISPATCHING,),
+        reason=why,
+        note=None,
+        where={"destination_job_id": ""},
+        fields={"destination_job_id": job_id, "dispatched_at": now},
+        savepoint=False,
     )
+    if not queued:  # cancelled meanwhile (or an id already there): the job id is still recorded
+        Workload.objects.filter(id=workload.id, destination_job_id="").update(
+            destination_job_id=job_id, dispatched_at=now
+        )
     reservation_confirm(workload=workload, cluster=workload.placed_cluster, now=now)
     audit_link_destination(workload=workload, cluster=workload.placed_cluster.name, destination_job_id=job_id)
     if state == AttemptState.ACCEPTED:
@@ -183,7 +201,12 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
             destination_job_id=job_id,
             message=f"attempt {attempt.number}",
         )
-    workload.refresh_from_db()
+    if queued:
+        stored = {"state": WorkloadState.QUEUED, "destination_job_id": job_id, "dispatched_at": now}
+        for name, value in stored.items():
+            setattr(workload, name, value)  # what was stored: no read back
+    else:
+        workload.refresh_from_db()
     if workload.state == WorkloadState.CANCELLING:
         tasks_bridge.enqueue_cancel(workload.id)
     return workload

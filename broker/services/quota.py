@@ -7,17 +7,17 @@ quota row is locked before the sum is read, so concurrent reservations serialise
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Q, Sum
 from django.utils import timezone
 
 from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_RESERVATION_STATES, TransitionReason
-from broker.models import Cluster, GpuClass, Location, Quota, Reservation, ReservationState, Workload
-from broker.services.audit import audit
+from broker.models import AuditRecord, Cluster, GpuClass, Location, Quota, Reservation, ReservationState, Workload
+from broker.services.audit import audit, audit_many, audit_record
 from broker.services.quota_owners import quota_alert_check
 from broker.services.transitions import Note, transition
 
@@ -109,9 +109,91 @@ def reservation_create(
     return reservation
 
 
-@transaction.atomic
+@dataclass
+class QuotaLedger:
+    """The quota rows of a batch of reservations, locked, and the GPUs their live
+    reservations hold: what ``reservation_create`` reads for one workload, read once."""
+
+    now: datetime
+    quotas: dict[tuple[int, int | None], Quota]
+    used: dict[tuple[int, int | None], int]
+    reserved: set[int]  # workloads that already hold a live reservation
+    pending: list[tuple[Reservation, int, int]] = field(default_factory=list)  # (row, used before, ceiling)
+
+    def reserve(self, *, workload: Workload, cluster: Cluster, ttl_s: int, burst_gpus: int = 0) -> None:
+        """Count the workload's GPUs against its quota (raises QuotaExceeded); ``store`` writes it."""
+        if workload.id in self.reserved:
+            return  # a retried placement must not count the workload twice
+        key = (workload.tenant_id, workload.gpu_class_id)
+        quota = self.quotas.get(key)
+        slug = workload.gpu_class.slug if workload.gpu_class else "?"
+        if quota is None:
+            raise QuotaExceeded(needed=0, used=0, ceiling=0, gpu_class=slug)
+        used = self.used.get(key, 0)
+        ceiling = quota.ceiling + (burst_gpus if cluster.location == Location.CLOUD else 0)
+        if used + workload.total_gpus > ceiling:
+            raise QuotaExceeded(needed=workload.total_gpus, used=used, ceiling=ceiling, gpu_class=slug)
+        self.used[key] = used + workload.total_gpus
+        self.reserved.add(workload.id)
+        row = Reservation(
+            workload=workload,
+            tenant_id=workload.tenant_id,
+            gpu_class_id=workload.gpu_class_id,
+            cluster=cluster,
+            gpus=workload.total_gpus,
+            expires_at=self.now + timedelta(seconds=ttl_s),
+        )
+        self.pending.append((row, used, ceiling))
+
+    def store(self) -> None:
+        """The reservations counted since the last call and their records, in two statements."""
+        rows, self.pending = self.pending, []
+        if not rows:
+            return
+        Reservation.objects.bulk_create([row for row, _, _ in rows])
+        audit_many([_created_record(row, used, ceiling, self.quotas) for row, used, ceiling in rows])
+        for key in {(row.tenant_id, row.gpu_class_id) for row, _, _ in rows}:
+            quota_alert_check(quota=self.quotas[key], used=self.used[key])
+
+
+def _created_record(row: Reservation, used: int, ceiling: int, quotas: dict) -> AuditRecord:
+    quota = quotas[(row.tenant_id, row.gpu_class_id)]
+    return audit_record(
+        action="reservation.created",
+        workload=row.workload,
+        cluster=row.cluster.name,
+        message=f"{row.gpus} {quota.gpu_class.slug} GPUs held until {row.expires_at:%H:%M:%S}",
+        inputs={"used_before": used, "ceiling": ceiling, "burst": max(0, used + row.gpus - quota.ceiling)},
+    )
+
+
+def quota_ledger_lock(*, keys: set[tuple[int, int | None]], workload_ids: list[int], now: datetime) -> QuotaLedger:
+    """Lock the quota rows of ``keys`` (tenant id, GPU class id) and read their use, once for
+    a batch: inside the caller's transaction, which writes the reservations before it commits."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("quota_ledger_lock: call it inside a transaction")
+    match = Q(pk__in=[])
+    for tenant_id, gpu_class_id in keys:
+        match |= Q(tenant_id=tenant_id, gpu_class_id=gpu_class_id)
+    # the UPDATE takes the rows' write locks on every database, as in _lock_quota
+    Quota.objects.filter(match).update(updated_at=now)
+    quotas = {
+        (q.tenant_id, q.gpu_class_id): q
+        for q in Quota.objects.select_for_update(of=("self",)).select_related("gpu_class", "tenant").filter(match)
+    }
+    live = Reservation.objects.filter(state__in=LIVE_RESERVATION_STATES)
+    used = {
+        (t, c): int(n or 0)
+        for t, c, n in live.filter(match).values_list("tenant_id", "gpu_class_id").annotate(n=Sum("gpus"))
+    }
+    reserved = set(live.filter(workload_id__in=workload_ids).values_list("workload_id", flat=True))
+    return QuotaLedger(now=now, quotas=quotas, used=used, reserved=reserved)
+
+
 def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime | None = None) -> bool:
-    """The destination acknowledged the job: the hold becomes confirmed usage."""
+    """The destination acknowledged the job: the hold becomes confirmed usage.  One
+    conditional update and its record; inside the caller's transaction when there is one
+    (no savepoint: nobody catches an error of it and carries on)."""
     now = now or timezone.now()
     n = transition(
         Reservation,
@@ -120,6 +202,7 @@ def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime |
         where={"workload": workload},
         fields={"confirmed_at": now, "cluster": cluster},
         note=Note(action="reservation.confirmed", workload=workload, cluster=cluster.name),
+        savepoint=False,
     )
     return bool(n)
 

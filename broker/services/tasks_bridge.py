@@ -74,6 +74,16 @@ def enqueue_place(workload_id: int) -> None:
     _on_commit("place_workload", workload_id)
 
 
+def enqueue_place_pass() -> None:
+    """The next placement pass.  Without a queue (eager) nothing: a pass would run the next
+    inside itself; the in-process ticker runs passes on its own."""
+    from broker import tasks
+
+    if _sink is None and tasks.place_waiting.app.conf.task_always_eager:
+        return
+    _on_commit("place_waiting")
+
+
 def enqueue_dispatch(workload_id: int) -> None:
     _on_commit("dispatch_workload", workload_id)
 

@@ -9,6 +9,7 @@ that means.  A move the table does not list is a programming error and is refuse
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,7 @@ def transition(
     fields: Mapping[str, Any] | None = None,
     note: Note | None = None,
     then: Callable[[], object] | None = None,
+    savepoint: bool = True,
 ) -> int:
     """Move the row ``pk`` (or the rows matching ``where``) to ``to``; returns how many moved.
 
@@ -83,11 +85,16 @@ def transition(
     written with the state.  When a row moved: ``then`` runs (effects that belong to the
     move, e.g. releasing the reservation of an ended workload), then ``note`` is written as
     the audit record, with the move and its ``reason`` in its inputs.  ``note=None``: the
-    row itself is the record (attempts), or the caller writes none on purpose."""
+    row itself is the record (attempts), or the caller writes none on purpose.
+    ``savepoint=False``: inside a caller's transaction that rolls back whole on any error
+    (no savepoint round trips on a hot path); never where an error is caught and the
+    enclosing transaction carries on."""
     before = _sources(model, to, from_)
     if pk is None and not where:
         raise TransitionRefused(kind=_label(model), before=before, after=to)
-    with transaction.atomic():
+    alone = note is None and then is None and not transaction.get_connection().in_atomic_block
+    # a lone UPDATE outside any transaction is atomic by itself: no BEGIN/COMMIT round trips
+    with contextlib.nullcontext() if alone else transaction.atomic(savepoint=savepoint):
         return _apply(
             model,
             pk,

@@ -1,0 +1,164 @@
+"""The writes of a placement pass, a chunk at a time.
+
+A pass decides for each waiting workload in memory (``broker.services.placing``); what it
+decided to place is written here in chunks: one transaction locks the quota rows of the
+chunk once and reads their use once (``quota_ledger_lock``), locks the chunk's workloads,
+writes every reservation and its record in two statements, then moves each workload to
+``reserved`` with its decision record (the conditional update of ``transitions``).  The
+invariants are those of the one-at-a-time path: the quota rows are locked before their
+use is read and stay locked until the reservations are committed; a workload no longer
+placeable moves nowhere and holds nothing; dispatch is queued after the commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable
+
+from django.db import transaction
+
+from broker.lifecycle import PLACEABLE_STATES, TransitionReason
+from broker.models import Cluster, GpuPool, Workload, WorkloadState
+from broker.services import tasks_bridge
+from broker.services.quota import QuotaExceeded, quota_ledger_lock
+from broker.services.transitions import Note, transition
+
+CHUNK = 50  # workloads per transaction: the quota rows stay locked for one chunk's writes
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A workload the pass chose a cluster for: what its move to ``reserved`` writes."""
+
+    workload: Workload
+    cluster: str
+    record: dict[str, Any]  # the workload's placement record
+    note: Note  # the decision's audit record
+    policy_version: str
+    ttl_s: int
+    burst_gpus: int
+
+
+class _ChunkLost(Exception):
+    """A workload locked as placeable did not move: the chunk rolls back whole."""
+
+
+@dataclass
+class PassWriter:
+    """Collects a pass's decisions and writes them ``CHUNK`` at a time.
+
+    ``on_over(decision, exc)``: what the pass does with a workload its quota cannot hold
+    after all (it waits, with the reason)."""
+
+    now: datetime
+    on_over: Callable[[Decision, QuotaExceeded], object]
+    chunk: int = CHUNK
+    placed: int = 0
+    pending: list[Decision] = field(default_factory=list)
+    clusters: dict[str, Cluster] = field(default_factory=dict)
+
+    def add(self, decision: Decision) -> None:
+        self.pending.append(decision)
+        if len(self.pending) >= self.chunk:
+            self.flush()
+
+    def flush(self) -> None:
+        decisions, self.pending = self.pending, []
+        if not decisions:
+            return
+        self._load_clusters({d.cluster for d in decisions})
+        over: list[tuple[Decision, QuotaExceeded]] = []
+        moved = self._write(decisions, over)
+        self.placed += moved
+        for decision, exc in over:
+            self.on_over(decision, exc)
+
+    def _load_clusters(self, names: set[str]) -> None:
+        missing = names - set(self.clusters)
+        if missing:
+            self.clusters.update((c.name, c) for c in Cluster.objects.filter(name__in=missing))
+
+    @transaction.atomic
+    def _write(self, decisions: list[Decision], over: list[tuple[Decision, QuotaExceeded]]) -> int:
+        ids = [d.workload.id for d in decisions]
+        keys = {(d.workload.tenant_id, d.workload.gpu_class_id) for d in decisions}
+        ledger = quota_ledger_lock(keys=keys, workload_ids=ids, now=self.now)
+        placeable = set(
+            Workload.objects.select_for_update()
+            .filter(id__in=ids, state__in=PLACEABLE_STATES, cancel_requested_at__isnull=True)
+            .values_list("id", flat=True)
+        )
+        going = []
+        for d in decisions:
+            if d.workload.id not in placeable:
+                continue  # moved on since the pass read it (cancelled, placed by an event)
+            try:
+                ledger.reserve(
+                    workload=d.workload, cluster=self.clusters[d.cluster], ttl_s=d.ttl_s, burst_gpus=d.burst_gpus
+                )
+            except QuotaExceeded as exc:
+                over.append((d, exc))
+                continue
+            going.append(d)
+        ledger.store()
+        for d in going:
+            if not self._reserve(d):
+                raise _ChunkLost(d.workload.uid)  # locked above: only a bug gets here
+        if going:
+            GpuPool.objects.filter(held_for__in=[d.workload.uid for d in going]).update(held_for="")
+        return len(going)
+
+    def _reserve(self, d: Decision) -> bool:
+        moved = transition(
+            Workload,
+            d.workload.id,
+            to=WorkloadState.RESERVED,
+            from_=PLACEABLE_STATES,
+            reason=TransitionReason.PLACED,
+            where={"cancel_requested_at__isnull": True},
+            fields={
+                "cluster": self.clusters[d.cluster],
+                "placement": d.record,
+                "policy_version": d.policy_version,
+                "reason": "",
+                "raw_reason": "",
+            },
+            note=d.note,
+            savepoint=False,  # the chunk's transaction rolls back whole on any error
+        )
+        if moved:
+            tasks_bridge.enqueue_dispatch(d.workload.id)
+        return bool(moved)
+
+
+def decision_for(workload: Workload, best: Any, record: dict[str, Any], loaded: Any, quota_remaining: int) -> Decision:
+    """What placing ``workload`` on ``best`` writes (``record`` gains the chosen candidate)."""
+    record["chosen"] = best.to_dict()
+    return Decision(
+        workload=workload,
+        cluster=best.cluster,
+        record=record,
+        note=decided_note(workload, best, record, loaded.version, quota_remaining),
+        policy_version=loaded.version,
+        ttl_s=int(loaded.policy.reservation_ttl_s),
+        burst_gpus=loaded.policy.tenant(workload.tenant.slug).burst_gpus,
+    )
+
+
+def decided_note(workload: Workload, best: Any, record: dict[str, Any], version: str, quota_remaining: int) -> Note:
+    """The audit record of a placement decision (one at a time or in a pass's chunk)."""
+    return Note(
+        action="placement.decided",
+        workload=workload,
+        policy_version=version,
+        cluster=best.cluster,
+        score_breakdown=best.to_dict(),
+        inputs={
+            "spec": workload.spec,
+            "quota_remaining": quota_remaining,
+            "candidates": [c["cluster"] for c in record["ranked"]],
+            "excluded": record["excluded"],
+        },
+        message=f"{best.cluster} / {best.pool}, score {best.score:.3f}",
+    )
