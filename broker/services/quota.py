@@ -151,6 +151,7 @@ class QuotaLedger:
         if not rows:
             return
         Reservation.objects.bulk_create([row for row, _, _ in rows])
+        failpoint("quota.after_reserve")  # as after one reservation: the rows written, not committed
         audit_many([_created_record(row, used, ceiling, self.quotas) for row, used, ceiling in rows])
         for key in {(row.tenant_id, row.gpu_class_id) for row, _, _ in rows}:
             quota_alert_check(quota=self.quotas[key], used=self.used[key])
