@@ -26,6 +26,9 @@ class Knobs:
     queue_wait_weight: float | None = None
     # aging.queue_weight_per_hour: how fast a waiting job's queue-wait weight grows
     aging_queue_weight_per_hour: float | None = None
+    # policy_hold_withdraw_s: a job held at its destination by a local policy reason this
+    # long is withdrawn and placed again (0: never)
+    policy_hold_withdraw_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -36,6 +39,8 @@ class Knobs:
             parts.append(f"wait{self.queue_wait_weight:g}")
         if self.aging_queue_weight_per_hour is not None:
             parts.append(f"age{self.aging_queue_weight_per_hour:g}")
+        if self.policy_hold_withdraw_s is not None:
+            parts.append(f"hold{self.policy_hold_withdraw_s / 60:g}m")
         return "default[" + ",".join(parts) + "]"
 
     def policy_text(self, base: str) -> str:
@@ -50,6 +55,8 @@ class Knobs:
             policy["weights"] = {**(policy.get("weights") or {}), "queue_wait_s": self.queue_wait_weight}
         if self.aging_queue_weight_per_hour is not None:
             policy["aging"] = {**(policy.get("aging") or {}), "queue_weight_per_hour": self.aging_queue_weight_per_hour}
+        if self.policy_hold_withdraw_s is not None:
+            policy["policy_hold_withdraw_s"] = self.policy_hold_withdraw_s
         return yaml.safe_dump(policy, sort_keys=False)
 
     @classmethod

@@ -8,7 +8,9 @@ policy in force with these keys overlaid:
 * ``burst.reassess_share``: the share of on-prem TCO past which the threshold doubles;
 * ``weights.queue_wait_s``: the weight of the predicted queue wait in the score;
 * ``aging.queue_weight_per_hour``: how much that weight grows per hour a job has waited
-  at the broker (under load it soon outweighs the preset's own weights).
+  at the broker (under load it soon outweighs the preset's own weights);
+* ``policy_hold_withdraw_s``: how long a job may sit held at its destination by a local
+  policy reason (quota, QoS) before it is withdrawn and placed again (0: never).
 
 (The tenant's monthly cloud budget is a row, not a policy key; the replay's tenants have
 none, so it is not on the grid.)  A setting is scored on every first-half cell (trace x
@@ -44,8 +46,11 @@ def grid(
     reassess: Sequence[float | None],
     weights: Sequence[float | None],
     aging: Sequence[float | None] = (None,),
+    hold_minutes: Sequence[float | None] = (None,),
 ) -> list[Knobs]:
-    return [Knobs(m * 60.0, r, w, a) for m, r, w, a in itertools.product(burst_minutes, reassess, weights, aging)]
+    holds = [None if h is None else h * 60.0 for h in hold_minutes]
+    axes = itertools.product(burst_minutes, reassess, weights, aging, holds)
+    return [Knobs(m * 60.0, r, w, a, h) for m, r, w, a, h in axes]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ class Command(BaseCommand):
         parser.add_argument("--burst-minutes", default="0,30,120", help="burst.min_onprem_wait_s, in minutes")
         parser.add_argument("--reassess-shares", default="file", help="burst.reassess_share ('file': as it is)")
         parser.add_argument("--aging-per-hour", default="file", help="aging.queue_weight_per_hour ('file': as it is)")
+        parser.add_argument(
+            "--hold-withdraw-minutes", default="file", help="policy_hold_withdraw_s, in minutes ('file': as it is)"
+        )
         parser.add_argument("--wait-weights", default="file", help="weights.queue_wait_s ('file': the preset's)")
         parser.add_argument(
             "--max-jobs", type=int, default=None, help="only the first N jobs of each first half (a cheaper tuning)"
@@ -58,6 +61,7 @@ class Command(BaseCommand):
                     _optional(opts["reassess_shares"], "reassess-shares"),
                     _optional(opts["wait_weights"], "wait-weights"),
                     _optional(opts["aging_per_hour"], "aging-per-hour"),
+                    _optional(opts["hold_withdraw_minutes"], "hold-withdraw-minutes"),
                 )
             ),
             fleet=Path(opts["fleet"]),

@@ -71,15 +71,16 @@ def test_the_report_replays_default_with_the_tuned_knobs(db, no_isolation, trace
     report = json.loads(results.read_text())
     assert report["window"] == "second"
     assert report["knobs"] == {"burst_min_onprem_wait_s": 5400.0, "reassess_share": None, "queue_wait_weight": 0.5,
-                               "aging_queue_weight_per_hour": None}
+                               "aging_queue_weight_per_hour": None, "policy_hold_withdraw_s": None}
     assert report["cells"]["trace.csv|x2|seed 11"]["policies"]["default"]["jobs"] == len(SECOND)
 
 
 def test_default_with_knobs_is_the_policy_file_with_those_keys_set(db):
-    strategy = make_strategy("default", parse_fleet(FRAGMENTED_FLEET, source="f"), Knobs(1800.0, 0.6, 2.0, 0.0))
+    strategy = make_strategy("default", parse_fleet(FRAGMENTED_FLEET, source="f"), Knobs(1800.0, 0.6, 2.0, 0.0, 0.0))
     policy = load_policy(strategy.policy_text)  # type: ignore[attr-defined]
     assert (policy.burst.min_onprem_wait_s, policy.burst.reassess_share) == (1800.0, 0.6)
     assert policy.weights["queue_wait_s"] == 2.0 and policy.aging.queue_weight_per_hour == 0.0
+    assert policy.policy_hold_withdraw_s == 0.0
     assert policy.gpu_classes.keys() == load_policy(current_policy().text).gpu_classes.keys()
 
 
