@@ -101,7 +101,8 @@ def _same_knobs(results: dict[str, Any], plan: SweepPlan) -> None:
     with others would mix two policies under one name."""
     ran_default = any("default" in c.get("policies", {}) for c in results["cells"].values())
     wanted = asdict(plan.knobs) if plan.knobs else None
-    if ran_default and results.get("knobs") != wanted:
+    had = results.get("knobs")
+    if ran_default and (Knobs.from_dict(had) if had else None) != plan.knobs:
         raise ValueError(f"the results file's default runs used knobs {results.get('knobs')}, not {wanted}")
 
 
