@@ -64,6 +64,9 @@ class HarnessReport:
                 lines.append(f"| {point.name:<34} | {self.faults_by_point[point.name]:>8} |")
         lines.append(f"| {'**total**':<34} | {self.faults:>8} |")
         lines.append("")
+        if self.faults_by_failpoint:
+            at = ", ".join(f"{k} {v}" for k, v in sorted(self.faults_by_failpoint.items()))
+            lines.extend([f"fired at the services' failpoints: {at}", ""])
         lines.append(f"| {'invariant':<62} | {'count':>5} |")
         lines.append(f"|{'-' * 64}|{'-' * 6}:|")
         for key, label in INVARIANTS + CHECKS:
