@@ -64,6 +64,9 @@ class Command(BaseCommand):
         parser.add_argument("--summary", default="", help="also write the Markdown here")
         parser.add_argument("--png", default="", help="draw the Pareto picture here")
         parser.add_argument(
+            "--summary-seeds", default="", help="summarise and draw only these seeds (comma-separated; default: all)"
+        )
+        parser.add_argument(
             "--render-only", action="store_true", help="summarise the results file without running anything"
         )
 
@@ -94,7 +97,11 @@ class Command(BaseCommand):
             except (TraceError, FleetError, ValueError) as exc:
                 raise CommandError(str(exc)) from None
         merged = [Path(p) for p in opts["merge"].split(",") if p.strip()]
-        summaries = summarise(merge_results([out, *merged]))
+        results = merge_results([out, *merged])
+        if opts["summary_seeds"]:
+            keep = {int(s) for s in _floats(opts["summary_seeds"], "summary-seeds")}
+            results["cells"] = {k: c for k, c in results["cells"].items() if c["seed"] in keep}
+        summaries = summarise(results)
         text = markdown(summaries)
         self.stdout.write(text)
         if opts["summary"]:

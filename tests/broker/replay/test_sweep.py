@@ -41,3 +41,18 @@ def test_a_policy_that_ties_a_race_waiting_zero_meets_the_wait_target():
     rows = {s.policy: s for s in summarise(results)}
     assert rows["default"].dominates_race
     assert "0 = race's 0" in markdown(rows.values())
+
+
+def test_the_summary_can_be_limited_to_the_seeds_every_policy_ran(tmp_path, capsys):
+    import json  # noqa: PLC0415
+
+    from django.core.management import call_command  # noqa: PLC0415
+
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"cells": {
+        "a": _cell(11, {"multikueue-race": (600, 100), "default": (300, 90)}),
+        "b": _cell(12, {"multikueue-race": (6000, 1000)}),
+    }}))  # fmt: skip
+    call_command("replay_sweep", "t.csv", "--render-only", "--results", str(results), "--summary-seeds", "11")
+    race_row = next(line for line in capsys.readouterr().out.splitlines() if "| multikueue-race |" in line)
+    assert "| 10.0 |" in race_row and "| 1 | - |" in race_row
