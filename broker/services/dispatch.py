@@ -23,6 +23,7 @@ from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
 from broker.models import AttemptState, DispatchAttempt, GpuPool, Reservation, Workload, WorkloadState
 from broker.models.workload import LocalReason
+from broker.placement.record import PlacementRecord
 from broker.services import tasks_bridge
 from broker.services.audit import audit, audit_link_destination
 from broker.services.quota import reservation_confirm, reservation_release
@@ -90,7 +91,8 @@ def targeted_spec(workload: Workload) -> WorkloadSpec:
     """The spec as sent: narrowed to the GPU model of the pool placement chose, so a
     class-only request reaches the scheduler as the model (GRES type, node label) it has."""
     spec = validate_spec(workload.spec)
-    pool = (workload.placement or {}).get("chosen", {}).get("pool", "")
+    chosen = PlacementRecord.from_json(workload.placement).chosen
+    pool = chosen.pool if chosen else ""
     model = (
         GpuPool.objects.filter(cluster=workload.placed_cluster, name=pool).values_list("gpu_model", flat=True).first()
     )
@@ -128,8 +130,9 @@ def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
         if not Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).exists():
             return _unreserved(workload, attempt)
         identity = identity_for(workload.project, workload.submitted_by)
-        failpoint("dispatch.after_attempt_written")
-        job_id = backend.submit(targeted_spec(workload), workload.uid, identity)
+        spec = targeted_spec(workload)
+        failpoint("dispatch.after_attempt_written")  # what is read is read: next comes the cluster call
+        job_id = backend.submit(spec, workload.uid, identity)
         failpoint("dispatch.after_submit")
     except Rejected as exc:
         return _rejected(workload, attempt, exc)
