@@ -9,8 +9,11 @@ the simulated fleet's file and clock speed) is handed to them from here.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -86,6 +89,31 @@ def identity_for(project, submitted_by=None) -> ProjectIdentity:
     )
 
 
+# The registry override seam: a run that brings its own destinations (the fault harness's
+# faulty or journal clusters) says how to build a cluster's backend for the length of a
+# ``with`` block, given the registry's own builder, instead of editing the builder table.
+Override = Callable[[Any, Callable[[Any], Backend]], Backend]
+_override: Override | None = None
+
+
+@contextlib.contextmanager
+def backend_override(build: Override) -> Iterator[None]:
+    """Until the block ends, ``backend_for`` builds with ``build(cluster, default)``;
+    ``default`` is the builder in force before (the registry's own, or an outer override's)."""
+    global _override
+    outer = _override
+
+    def composed(cluster: Any, own: Callable[[Any], Backend]) -> Backend:
+        default = own if outer is None else (lambda c: outer(c, own))
+        return build(cluster, default)
+
+    _override = composed
+    try:
+        yield
+    finally:
+        _override = outer
+
+
 def backend_for(cluster) -> Backend:
     flag = _ENABLE_FLAG.get(cluster.kind)
     if flag is None:
@@ -94,7 +122,7 @@ def backend_for(cluster) -> Backend:
         raise Unavailable(f"cluster {cluster.name}: {cluster.kind} backend disabled ({flag}=false)")
     builder = _BUILDERS[cluster.kind]
     try:
-        return GuardedBackend(builder(cluster))
+        return GuardedBackend(builder(cluster) if _override is None else _override(cluster, builder))
     except BackendError:
         raise  # the builders' own refusals already say which cluster and why
     except Exception as exc:
