@@ -248,3 +248,21 @@ class PlacementRecord:
     @property
     def candidates(self) -> list[str]:
         return [c.cluster for c in self.ranked]
+
+    # -- the MultiKueue dispatcher's keys (kept in ``other``: it writes them itself) ------
+    @property
+    def manager(self) -> str:
+        """The MultiKueue manager the Workload was submitted to ("" for other origins)."""
+        return _text(self.other.get("manager"))
+
+    @property
+    def nominated_workers(self) -> tuple[str, ...]:
+        """The MultiKueue workers of the nomination recorded last (as the manager names them)."""
+        nomination = self.other.get("nomination")
+        workers = nomination.get("workers") if isinstance(nomination, Mapping) else None
+        return tuple(str(w) for w in workers) if isinstance(workers, (list, tuple)) else ()
+
+    @property
+    def admission_timeout_s(self) -> float | None:
+        """How long the policy of the last nomination gave a worker to admit it."""
+        return _number(self.other.get("admission_timeout_s"))

@@ -22,6 +22,7 @@ from broker.models import GpuPool, Location, Workload
 from broker.placement import PreparedFleet
 from broker.placement.burst import cloud_verdict, reassess_due
 from broker.placement.policy import Policy
+from broker.placement.record import PlacementRecord
 from broker.spec import WorkloadSpec
 from broker.wait_estimator import WaitEstimator
 from portal.metrics.readings import cloud_spend_month
@@ -190,9 +191,9 @@ def first_prediction(
     ahead_gpus: Callable[[], int] | None = None,
 ) -> float | None:
     """The wait predicted at the workload's first decision (kept from then on)."""
-    earlier = (workload.placement or {}).get("predicted_wait_s")
+    earlier = PlacementRecord.from_json(workload.placement).predicted_wait_s
     if earlier is not None:
-        return float(earlier)
+        return earlier
     return predicted_wait_s(
         workload=workload,
         fleet=fleet,

@@ -33,6 +33,7 @@ from broker.backends.registry import backend_config, resolve_credentials
 from broker.lifecycle import TERMINAL_STATES, TransitionReason, WorkloadState
 from broker.models import Cluster, Workload
 from broker.models.workload import WorkloadOrigin
+from broker.placement.record import PlacementRecord
 from broker.services import multikueue_nominate as nom
 from broker.services.audit import audit
 from broker.services.inventory import cluster_mark_stale, cluster_sync_inventory
@@ -135,12 +136,13 @@ def _nominate_or_wait(
     report: DispatchReport,
     now: datetime,
 ) -> None:
-    ours = list(((record.placement or {}).get("nomination") or {}).get("workers") or [])
-    if wl.nominated and ours != list(wl.nominated):
+    placement = PlacementRecord.from_json(record.placement)
+    if wl.nominated and placement.nominated_workers != tuple(wl.nominated):
         nom.adopt_nomination(record, wl, cfg, now=now)
         report.adopted.append(f"{wl.ref} -> {','.join(wl.nominated)}")
         return
-    timeout = timedelta(seconds=float((record.placement or {}).get("admission_timeout_s", 300)))
+    given_s = placement.admission_timeout_s
+    timeout = timedelta(seconds=300.0 if given_s is None else given_s)
     if wl.nominated and record.nominated_at and now - record.nominated_at < timeout:
         return  # the nomination in force still has time
     skip = tuple(record.tried_clusters) if wl.nominated else ()

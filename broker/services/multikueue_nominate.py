@@ -41,6 +41,7 @@ from broker.models import (
 from broker.models.quota import LIVE_RESERVATION_STATES
 from broker.models.workload import WorkloadOrigin
 from broker.placement import Exclusion, PreparedFleet, place_prepared
+from broker.placement.record import PlacementRecord
 from broker.services.audit import audit
 from broker.services.placing import fleet_inputs
 from broker.services.policy import current_policy
@@ -239,7 +240,7 @@ def rank_workers(
     ranked = [c for c in result.ranked if c.cluster not in forced]
     return {
         **result.to_dict(),
-        "manager": (record.placement or {}).get("manager", ""),
+        "manager": PlacementRecord.from_json(record.placement).manager,
         "policy_version": loaded.version,
         "ranked": [c.to_dict() for c in ranked],
         "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},

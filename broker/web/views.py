@@ -145,6 +145,7 @@ def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
         "w": workload,
         "plain_reason": plain_reason(workload.reason),
         "ranked": placement.ranked,
+        "manager": placement.manager,  # the MultiKueue manager it came from ("" otherwise)
         "excluded": [
             (name, e.rule, RULE_WORDS.get(e.rule, e.rule), e.message) for name, e in sorted(placement.excluded.items())
         ],

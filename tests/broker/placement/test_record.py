@@ -129,3 +129,21 @@ def test_a_library_decision_records_ranking_exclusions_and_the_chosen_candidate(
     assert stored["excluded"] == {"b": {"rule": "never_fits", "message": "no pool holds 64 GPUs"}}
     assert stored["weights"] == {"gpu_cost": 1.0} and stored["policy_version"] == "v2"
     assert PlacementRecord.from_json(stored) == record
+
+
+def test_the_multikueue_keys_read_typed_and_write_back_as_they_were():
+    row = {
+        **TODAYS_ROW,
+        "manager": "mk-manager",
+        "nomination": {"workers": ["w1", "w2"], "clusters": ["k8s-a", "k8s-b"], "at": "2026-12-01T10:00:00+00:00"},
+        "admission_timeout_s": 120,
+    }
+    record = PlacementRecord.from_json(row)
+    assert (record.manager, record.nominated_workers, record.admission_timeout_s) == ("mk-manager", ("w1", "w2"), 120.0)
+    assert record.to_json() == row
+
+
+def test_a_row_without_or_with_damaged_multikueue_keys_reads_the_defaults():
+    assert (PlacementRecord.from_json({}).manager, PlacementRecord.from_json(None).nominated_workers) == ("", ())
+    damaged = PlacementRecord.from_json({"manager": 3, "nomination": "w1", "admission_timeout_s": "soon"})
+    assert (damaged.manager, damaged.nominated_workers, damaged.admission_timeout_s) == ("", (), None)
