@@ -124,10 +124,11 @@ class QuotaLedger:
         """Count the workload's GPUs against its quota (raises QuotaExceeded); ``store`` writes it."""
         if workload.id in self.reserved:
             return  # a retried placement must not count the workload twice
-        key = (workload.tenant_id, workload.gpu_class_id)
+        gpu_class_id = workload.gpu_class_id
+        key = (workload.tenant_id, gpu_class_id)
         quota = self.quotas.get(key)
         slug = workload.gpu_class.slug if workload.gpu_class else "?"
-        if quota is None:
+        if quota is None or gpu_class_id is None:
             raise QuotaExceeded(needed=0, used=0, ceiling=0, gpu_class=slug)
         used = self.used.get(key, 0)
         ceiling = quota.ceiling + (burst_gpus if cluster.location == Location.CLOUD else 0)
@@ -138,7 +139,7 @@ class QuotaLedger:
         row = Reservation(
             workload=workload,
             tenant_id=workload.tenant_id,
-            gpu_class_id=workload.gpu_class_id,
+            gpu_class_id=gpu_class_id,
             cluster=cluster,
             gpus=workload.total_gpus,
             expires_at=self.now + timedelta(seconds=ttl_s),
@@ -162,7 +163,7 @@ def _created_record(row: Reservation, used: int, ceiling: int, quotas: dict) -> 
     return audit_record(
         action="reservation.created",
         workload=row.workload,
-        cluster=row.cluster.name,
+        cluster=row.cluster.name if row.cluster else "",
         message=f"{row.gpus} {quota.gpu_class.slug} GPUs held until {row.expires_at:%H:%M:%S}",
         inputs={"used_before": used, "ceiling": ceiling, "burst": max(0, used + row.gpus - quota.ceiling)},
     )
@@ -178,7 +179,7 @@ def quota_ledger_lock(*, keys: set[tuple[int, int | None]], workload_ids: list[i
         match |= Q(tenant_id=tenant_id, gpu_class_id=gpu_class_id)
     # the UPDATE takes the rows' write locks on every database, as in _lock_quota
     Quota.objects.filter(match).update(updated_at=now)
-    quotas = {
+    quotas: dict[tuple[int, int | None], Quota] = {
         (q.tenant_id, q.gpu_class_id): q
         for q in Quota.objects.select_for_update(of=("self",)).select_related("gpu_class", "tenant").filter(match)
     }
