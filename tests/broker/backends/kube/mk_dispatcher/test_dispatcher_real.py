@@ -20,7 +20,7 @@ from broker.models import AuditRecord, Reservation, Workload
 from broker.services.multikueue_dispatch import multikueue_dispatch
 from broker.services.quota import gpus_in_use
 from tests.broker.backends.kube.real import cluster as c
-from tests.factories import UserFactory
+from tests.factories import MembershipFactory, UserFactory
 
 from . import support as s
 from .conftest import ADMISSION_TIMEOUT_S
@@ -121,7 +121,8 @@ def _shown_in_portal_and_chargeback(fleet, rec: Workload) -> None:
 
     member, outsider = Client(), Client()
     member.force_login(fleet["user"])
-    outsider.force_login(UserFactory(username="mk-outsider"))
+    # an outsider: a researcher of another tenant (one with no role anywhere gets 403)
+    outsider.force_login(MembershipFactory(user=UserFactory(username="mk-outsider")).user)
     page = member.get(f"/workloads/{rec.id}/")
     assert page.status_code == 200
     body = page.content.decode()
