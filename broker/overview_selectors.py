@@ -9,7 +9,8 @@ from typing import cast
 
 from django.utils import timezone
 
-from broker.models import AuditRecord, ClusterHealth, ReconcileRun, WorkloadState
+from broker.lifecycle import WAITING_STATES
+from broker.models import AuditRecord, ClusterHealth, ReconcileRun
 from broker.selectors import cluster_list, workload_list
 from broker.services.status import run_seconds_of
 from broker.wait_selectors import wait_estimate_error
@@ -116,15 +117,7 @@ def _figures(user: AnyUser, now) -> dict:
     )
     waits = [(s - c).total_seconds() for c, s, _ in started]
     first_gpu = [(s - d).total_seconds() for _, s, d in started if d]
-    depth = mine.filter(
-        state__in=(
-            WorkloadState.SUBMITTED,
-            WorkloadState.WAITING,
-            WorkloadState.RESERVED,
-            WorkloadState.DISPATCHING,
-            WorkloadState.QUEUED,
-        )
-    ).count()
+    depth = mine.filter(state__in=WAITING_STATES).count()
     failed = AuditRecord.objects.filter(
         workload__in=mine, created_at__gte=day, action__in=("dispatch.rejected", "workload.rejected")
     ).count()

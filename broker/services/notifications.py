@@ -32,6 +32,7 @@ from broker.models import (
     Workload,
     WorkloadState,
 )
+from broker.lifecycle import WAITING_STATES
 from broker.models.notification import EVENTS, new_webhook_secret
 from broker.notification_selectors import notification_preference_get
 from broker.services.audit import audit
@@ -273,15 +274,7 @@ def long_waits_notify(*, now: datetime | None = None) -> int:
                 started_at__isnull=True,
                 created_at__lt=now - timedelta(minutes=pref.long_wait_minutes),
             )
-            .filter(
-                state__in=(
-                    WorkloadState.SUBMITTED,
-                    WorkloadState.WAITING,
-                    WorkloadState.RESERVED,
-                    WorkloadState.DISPATCHING,
-                    WorkloadState.QUEUED,
-                )
-            )
+            .filter(state__in=WAITING_STATES)
             .exclude(notifications__event="long_wait")
         )
         for workload_id in waiting.values_list("id", flat=True):
