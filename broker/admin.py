@@ -18,6 +18,7 @@ from broker.models import (
     Escalation,
     GpuClass,
     GpuPool,
+    POOL_REPORT_FIELDS,
     PolicyVersion,
     Quota,
     ReconcileRun,
@@ -43,19 +44,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class GpuPoolInline(admin.TabularInline):
     model = GpuPool
     extra = 0
-    fields = (
-        "name",
-        "gpu_model",
-        "gpu_memory_gb",
-        "partitioning",
-        "owner",
-        "gpus_total",
-        "gpus_allocatable",
-        "gpus_allocated",
-        "gpus_reserved",
-        "gpus_idle",
-        "taken_at",
-    )
+    fields = POOL_REPORT_FIELDS
     readonly_fields = fields
     can_delete = False
 

@@ -9,7 +9,16 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from broker.models import AuditRecord, Cluster, DispatchAttempt, Escalation, GpuPool, Quota, Workload
+from broker.models import (
+    POOL_REPORT_FIELDS,
+    AuditRecord,
+    Cluster,
+    DispatchAttempt,
+    Escalation,
+    GpuPool,
+    Quota,
+    Workload,
+)
 from broker.outcomes import workload_outcome
 from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, plain_reason
@@ -203,19 +212,7 @@ class QuotaIn(StrictSerializer):
 class PoolOut(serializers.ModelSerializer):
     class Meta:
         model = GpuPool
-        fields = [
-            "name",
-            "gpu_model",
-            "gpu_memory_gb",
-            "partitioning",
-            "owner",
-            "gpus_total",
-            "gpus_allocatable",
-            "gpus_allocated",
-            "gpus_reserved",
-            "gpus_idle",
-            "taken_at",
-        ]
+        fields = list(POOL_REPORT_FIELDS)
 
 
 class ClusterOut(serializers.ModelSerializer):

@@ -1,4 +1,4 @@
-from broker.models.fleet import Cluster, ClusterHealth, ClusterKind, GpuClass, GpuPool, Location
+from broker.models.fleet import POOL_REPORT_FIELDS, Cluster, ClusterHealth, ClusterKind, GpuClass, GpuPool, Location
 from broker.models.notification import Channel, DeliveryState, Notification, NotificationPreference
 from broker.models.quota import Quota, Reservation, ReservationState
 from broker.models.quota_request import QuotaRequest, QuotaRequestState
@@ -31,6 +31,7 @@ __all__ = [
     "EscalationState",
     "GpuClass",
     "GpuPool",
+    "POOL_REPORT_FIELDS",
     "Location",
     "PolicyVersion",
     "Quota",

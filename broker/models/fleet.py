@@ -90,6 +90,22 @@ class Cluster(models.Model):
         return self.name
 
 
+# What a cluster's report says of a pool, shown as it is in the admin and the API.
+POOL_REPORT_FIELDS = (
+    "name",
+    "gpu_model",
+    "gpu_memory_gb",
+    "partitioning",
+    "owner",
+    "gpus_total",
+    "gpus_allocatable",
+    "gpus_allocated",
+    "gpus_reserved",
+    "gpus_idle",
+    "taken_at",
+)
+
+
 class GpuPool(models.Model):
     """GPUs of one model and partitioning behind one scheduler partition/flavor.
 

@@ -215,16 +215,21 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
     return workload
 
 
-@transaction.atomic
-def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -> Workload:
+def _attempt_not_sent(attempt: DispatchAttempt, reason: TransitionReason, error: str) -> None:
+    """The attempt ends without reaching a cluster (no audit note: the caller's record says why)."""
     transition(
         DispatchAttempt,
         attempt.id,
         to=AttemptState.NOT_SENT,
-        reason=TransitionReason.CANCEL_REQUESTED,
+        reason=reason,
         note=None,
-        fields={"error": "cancelled before it was sent", "finished_at": timezone.now()},
+        fields={"error": error, "finished_at": timezone.now()},
     )
+
+
+@transaction.atomic
+def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -> Workload:
+    _attempt_not_sent(attempt, TransitionReason.CANCEL_REQUESTED, "cancelled before it was sent")
     tasks_bridge.enqueue_cancel(workload.id)
     return workload
 
@@ -233,14 +238,7 @@ def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -
 def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
     """No live reservation (a crash between releasing or expiring it and re-placing the
     workload): nothing is sent without one; the workload goes back to placement."""
-    transition(
-        DispatchAttempt,
-        attempt.id,
-        to=AttemptState.NOT_SENT,
-        reason=TransitionReason.RESERVATION_LOST,
-        note=None,
-        fields={"error": "not sent: no live quota reservation", "finished_at": timezone.now()},
-    )
+    _attempt_not_sent(attempt, TransitionReason.RESERVATION_LOST, "not sent: no live quota reservation")
     if transition(
         Workload,
         workload.id,
