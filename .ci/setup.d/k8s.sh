@@ -13,3 +13,8 @@ echo "Kubernetes control planes up in $((SECONDS - k8s_t0))s:"
 scripts/k8s-cluster versions
 export K8S_TESTS=1
 export GPUBROKER_CI_REQUIRE_EXTRA="${GPUBROKER_CI_REQUIRE_EXTRA:+$GPUBROKER_CI_REQUIRE_EXTRA,}k8s"
+# the `k8s` tests (both sets of control planes) wait on controllers: a lane of their own
+k8s_lane() {
+  make test PYTEST_ARGS="-m k8s -p no:cacheprovider --junitxml=test-artifacts/junit-k8s.xml"
+}
+test_lane k8s k8s_lane
