@@ -187,9 +187,19 @@ class GpuRate(models.Model):
 
     class Meta:
         ordering = ["gpu_class__slug", "-valid_from"]
+        # Two partial constraints rather than one with nulls_distinct=False: SQLite (the
+        # laptop's database) cannot enforce that option, and a fleet-wide rate (no cluster)
+        # must be one per class and day there too.
         constraints = [
             models.UniqueConstraint(
-                fields=["gpu_class", "cluster", "valid_from"], name="rate_unique", nulls_distinct=False
+                fields=["gpu_class", "cluster", "valid_from"],
+                condition=models.Q(cluster__isnull=False),
+                name="rate_unique_per_cluster",
+            ),
+            models.UniqueConstraint(
+                fields=["gpu_class", "valid_from"],
+                condition=models.Q(cluster__isnull=True),
+                name="rate_unique_fleet_wide",
             ),
         ]
 

@@ -5,6 +5,7 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
+from django.db import IntegrityError, transaction
 
 from accounting.models import GpuRate, RateSource
 from accounting.services.rates import TcoInputs, rate_set, rate_set_from_tco, tco_price
@@ -37,3 +38,15 @@ def test_rates_set_directly_or_from_tco_and_replace_same_day(gpu_class, onprem, 
     assert GpuRate.objects.count() == 2
     with pytest.raises(ValueError, match="billed cost"):
         rate_set(gpu_class=gpu_class, cluster=cloud, price_per_gpu_hour=Decimal("1"), valid_from=date(2026, 1, 1))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_second_rate_for_the_same_class_cluster_and_day_is_refused_by_the_database(gpu_class, onprem):
+    """update_or_create keeps one row per class, cluster (or fleet-wide) and day; the database
+    refuses a second one even where a writer bypasses the service, on SQLite as on PostgreSQL."""
+    day = date(2026, 1, 1)
+    for cluster in (None, onprem):
+        GpuRate.objects.create(gpu_class=gpu_class, cluster=cluster, valid_from=day, price_per_gpu_hour=Decimal("1"))
+        with pytest.raises(IntegrityError), transaction.atomic():
+            GpuRate.objects.create(gpu_class=gpu_class, cluster=cluster, valid_from=day, price_per_gpu_hour=Decimal("2"))
+    assert GpuRate.objects.count() == 2
