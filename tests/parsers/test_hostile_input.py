@@ -341,8 +341,6 @@ def _vcjob() -> dict:
             "status": {"state": {"phase": "Running", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}
 
 
-@known_bug("broker/backends/kube/inventory.py: a node or pod with metadata/spec/status/taints "
-           "null or of the wrong type raises AttributeError/TypeError")
 @BUGGY
 @given(st.data())
 def test_kubernetes_nodes_and_pods_give_pools_or_fail_clearly(data):
@@ -357,8 +355,6 @@ def test_kubernetes_nodes_and_pods_give_pools_or_fail_clearly(data):
             assert n.gpus_total > 0
 
 
-@known_bug("broker/backends/kube/kueue.py, volcano.py: Jobs, Workloads, vcjobs and PodGroups with "
-           "null or mistyped fields raise AttributeError/TypeError")
 @BUGGY
 @given(st.data())
 def test_kueue_and_volcano_objects_give_a_state_or_fail_clearly(data):
@@ -375,7 +371,6 @@ def test_kueue_and_volcano_objects_give_a_state_or_fail_clearly(data):
         data.draw(st.sampled_from(["Open", "Closed", ""])), "default")
 
 
-@known_bug("broker/backends/kube/common.py: quantity('1e309') (or inf) raises OverflowError")
 @BUGGY
 @given(json_values)
 @example(value="1e309")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import threading
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import ProjectIdentity, Rejected, Unavailable
+from broker.backends.json_fields import Fields
 from broker.spec import WorkloadSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -278,13 +280,13 @@ def label_value(value: str) -> str:
 
 
 def workload_of(obj: Mapping[str, Any]) -> str | None:
-    meta = obj.get("metadata") or {}
-    return (meta.get("annotations") or {}).get(WORKLOAD_ANNOTATION) or (meta.get("labels") or {}).get(WORKLOAD_LABEL)
+    meta = Fields(obj).obj("metadata")
+    return meta.obj("annotations").text(WORKLOAD_ANNOTATION) or meta.obj("labels").text(WORKLOAD_LABEL) or None
 
 
 def job_ref(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+    meta = Fields(obj).obj("metadata")
+    return f"{meta.text('namespace')}/{meta.text('name')}"
 
 
 def split_ref(job_id: str, default_namespace: str) -> tuple[str, str]:
@@ -309,28 +311,44 @@ def rfc3339(moment: datetime) -> str:
 
 
 def quantity(value: Any) -> int:
-    """Integer count from a resource quantity ("4", 4, "2k"); GPUs are whole units."""
+    """Integer count from a resource quantity ("4", 4, "2k"); GPUs are whole units.
+    Text that is no number counts 0; one beyond any count (1e309, inf) is an error."""
     text = str(value or "0").strip()
-    scale = {"k": 1000, "M": 1000**2, "Ki": 1024, "Mi": 1024**2}
-    for suffix, mult in scale.items():
+    mult = 1
+    for suffix, scale in _SCALE.items():
         if text.endswith(suffix):
-            return int(float(text[: -len(suffix)]) * mult)
+            text, mult = text[: -len(suffix)], scale
+            break
     try:
-        return int(float(text))
+        amount = float(text) * mult
     except ValueError:
         return 0
+    if math.isnan(amount):
+        return 0
+    if math.isinf(amount):
+        raise ValueError(f"resource quantity {str(value)[:40]!r} is not a finite number")
+    return int(amount)
 
 
-def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == ctype:
+_SCALE = {"k": 1000, "M": 1000**2, "Ki": 1024, "Mi": 1024**2}
+
+
+def condition_fields(obj: Mapping[str, Any], ctype: str) -> Fields | None:
+    """The status condition of type ``ctype``, its fields type-checked as they are read."""
+    for cond in Fields(obj).obj("status").objs("conditions"):
+        if cond.value("type") == ctype:
             return cond
     return None
 
 
+def condition(obj: Mapping[str, Any], ctype: str) -> dict[str, Any] | None:
+    cond = condition_fields(obj, ctype)
+    return dict(cond.raw) if cond is not None else None
+
+
 def is_true(obj: Mapping[str, Any], ctype: str) -> bool:
-    cond = condition(obj, ctype)
-    return bool(cond and cond.get("status") == "True")
+    cond = condition_fields(obj, ctype)
+    return bool(cond and cond.value("status") == "True")
 
 
 # ---- the pod every GPU worker runs --------------------------------------------------
@@ -345,12 +363,13 @@ def is_gpu_resource(name: str) -> bool:
     return name == GPU_RESOURCE or name.startswith(MIG_RESOURCE_PREFIX)
 
 
-def pod_gpus(pod_spec: Mapping[str, Any]) -> int:
+def pod_gpus(pod_spec: Mapping[str, Any] | Fields) -> int:
     """GPUs (or MIG slices) one pod asks for: requests, else limits (the API defaults them)."""
+    spec = pod_spec if isinstance(pod_spec, Fields) else Fields(pod_spec)
     total = 0
-    for container in pod_spec.get("containers") or []:
-        res = container.get("resources") or {}
-        source = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+    for container in spec.objs("containers"):
+        res = container.obj("resources")
+        source = {**res.obj("limits").raw, **res.obj("requests").raw}
         total += sum(quantity(v) for k, v in source.items() if is_gpu_resource(k))
     return total
 

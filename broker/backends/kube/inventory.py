@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
 from broker.backends.base import NodeInventory, PoolInventory
+from broker.backends.json_fields import Fields
 from broker.backends.kube.common import (
     COUNT_LABEL,
     MEMORY_LABEL,
@@ -40,22 +41,24 @@ def read_gpu_pods(kube: KubeClient) -> list[dict[str, Any]]:
     """Pods that hold devices: bound and not terminated."""
     core = kube.core()
     pods = kube.items(core.list_pod_for_all_namespaces, field_selector="status.phase!=Succeeded,status.phase!=Failed")
-    return [p for p in pods if (p.get("spec") or {}).get("nodeName")]
+    return [p for i, p in enumerate(pods) if Fields(p, (f"pods[{i}]",)).obj("spec").text("nodeName")]
 
 
 def allocated_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], int]:
     """(node, resource) -> devices requested by the pods bound there."""
     out: dict[tuple[str, str], int] = defaultdict(int)
-    for pod in pods:
-        spec = pod.get("spec") or {}
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+    for i, raw in enumerate(pods):
+        pod = Fields(raw, (f"pods[{i}]",))
+        spec = pod.obj("spec")
+        if pod.obj("status").value("phase") in ("Succeeded", "Failed"):
             continue
-        for container in spec.get("containers") or []:
-            res = container.get("resources") or {}
-            merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        node = spec.text("nodeName")
+        for container in spec.objs("containers"):
+            res = container.obj("resources")
+            merged = {**res.obj("limits").raw, **res.obj("requests").raw}
             for name, value in merged.items():
                 if is_gpu_resource(name):
-                    out[(spec["nodeName"], name)] += quantity(value)
+                    out[(node, name)] += quantity(value)
     return out
 
 
@@ -75,34 +78,35 @@ def _device_kind(resource: str, labels: Mapping[str, str]) -> tuple[str, int, st
     return "whole", round(quantity(labels.get(MEMORY_LABEL)) / 1024), product
 
 
-def _healthy(node: Mapping[str, Any]) -> bool:
-    for cond in (node.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready":
-            return cond.get("status") == "True"
+def _healthy(node: Fields) -> bool:
+    for cond in node.obj("status").objs("conditions"):
+        if cond.value("type") == "Ready":
+            return cond.value("status") == "True"
     return False  # a node that never reported Ready is not trusted with work
 
 
-def _draining(node: Mapping[str, Any], settings: BackendSettings) -> bool:
-    spec = node.get("spec") or {}
-    if spec.get("unschedulable"):
+def _draining(node: Fields, settings: BackendSettings) -> bool:
+    spec = node.obj("spec")
+    if spec.value("unschedulable"):
         return True
     return any(
-        t.get("effect") in _DRAIN_TAINTS and t.get("key") not in settings.tolerated_taints
-        for t in spec.get("taints") or []
+        t.value("effect") in _DRAIN_TAINTS and t.value("key") not in settings.tolerated_taints
+        for t in spec.objs("taints")
     )
 
 
 def node_entries(
-    node: Mapping[str, Any],
+    node: Mapping[str, Any] | Fields,
     alloc: Mapping[tuple[str, str], int],
     settings: BackendSettings,
     owner: str,
     prefix: str = "",
 ) -> list[NodeInventory]:
     """One NodeInventory per GPU resource (whole GPUs, each MIG profile) of the node."""
-    meta, status = node.get("metadata") or {}, node.get("status") or {}
-    labels = meta.get("labels") or {}
-    capacity, allocatable = status.get("capacity") or {}, status.get("allocatable") or {}
+    node = node if isinstance(node, Fields) else Fields(node)
+    meta, status = node.obj("metadata"), node.obj("status")
+    labels, name = meta.texts("labels"), meta.text("name")
+    capacity, allocatable = status.obj("capacity").raw, status.obj("allocatable").raw
     out = []
     for resource in sorted(k for k in capacity if is_gpu_resource(k)):
         partitioning, memory_gb, product = _device_kind(resource, labels)
@@ -113,12 +117,12 @@ def node_entries(
             continue
         out.append(
             NodeInventory(
-                name=prefix + meta.get("name", ""),
+                name=prefix + name,
                 gpu_model=settings.model_names.get(product, product),
                 gpu_memory_gb=memory_gb,
                 gpus_total=total,
                 gpus_allocatable=quantity(allocatable.get(resource)),
-                gpus_allocated=alloc.get((meta.get("name", ""), resource), 0),
+                gpus_allocated=alloc.get((name, resource), 0),
                 partitioning=partitioning,
                 healthy=_healthy(node),
                 draining=_draining(node, settings),
@@ -131,9 +135,8 @@ def node_entries(
 
 def flavor_namer(flavors: Iterable[Mapping[str, Any]]) -> PoolNamer:
     """Kueue: the most specific ResourceFlavor whose nodeLabels the node carries."""
-    specs = [
-        ((f.get("metadata") or {}).get("name", ""), (f.get("spec") or {}).get("nodeLabels") or {}) for f in flavors
-    ]
+    read = [Fields(f, (f"resourceflavors[{i}]",)) for i, f in enumerate(flavors)]
+    specs = [(f.obj("metadata").text("name"), f.obj("spec").texts("nodeLabels")) for f in read]
     specs.sort(key=lambda s: -len(s[1]))
 
     def name(labels: Mapping[str, str]) -> str:
@@ -160,8 +163,9 @@ def build_pools(
     """Group node entries into pools named "<base>[/<mig profile>][/<model>]"."""
     alloc = allocated_by_node(pods)
     groups: dict[tuple[str, str, str], list[NodeInventory]] = defaultdict(list)
-    for node in nodes:
-        base = prefix + namer((node.get("metadata") or {}).get("labels") or {})
+    for i, raw in enumerate(nodes):
+        node = Fields(raw, (f"nodes[{i}]",))
+        base = prefix + namer(node.obj("metadata").texts("labels"))
         for entry in node_entries(node, alloc, settings, owner, prefix):
             groups[(base, entry.partitioning, entry.gpu_model)].append(entry)
     models_per_base: dict[tuple[str, str], set[str]] = defaultdict(set)

@@ -23,9 +23,11 @@ from broker.backends.kube.limits import kueue_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
+from broker.backends.json_fields import Fields
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
     condition,
+    condition_fields,
     dns_name,
     is_gpu_resource,
     is_true,
@@ -105,32 +107,34 @@ def _pod_set_verdict(text: str) -> Reason:
 
 def _ended_by_job(job: Mapping[str, Any]) -> tuple[JobState, str] | None:
     for ctype, state in (("Complete", JobState.COMPLETED), ("Failed", JobState.FAILED)):
-        cond = condition(job, ctype)
-        if cond and cond.get("status") == "True":
-            return state, cond.get("message") or cond.get("reason") or ""
+        cond = condition_fields(job, ctype)
+        if cond and cond.value("status") == "True":
+            return state, cond.text("message") or cond.text("reason")
     return None
 
 
-def _checks_text(wl: Mapping[str, Any]) -> str:
-    checks = (wl.get("status") or {}).get("admissionChecks") or []
-    return "; ".join(f"{c.get('name')}: {c.get('state')} {c.get('message', '')}".strip() for c in checks)
+def _checks_text(wl: Fields) -> str:
+    checks = wl.obj("status").objs("admissionChecks")
+    return "; ".join(f"{c.text('name')}: {c.text('state')} {c.text('message')}".strip() for c in checks)
 
 
 def _pending(wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
-    if (wl.get("spec") or {}).get("active") is False:
+    read = Fields(wl)
+    if read.obj("spec").value("active") is False:
         return JobState.PENDING, Reason.HELD, "Workload deactivated (spec.active=false)"
     if is_true(wl, "QuotaReserved"):
         # quota held, admission checks (MultiKueue, provisioning) not yet satisfied
-        adm = condition(wl, "Admitted") or {}
-        return JobState.PENDING, Reason.WAITING, _checks_text(wl) or adm.get("message", "")
-    evicted = condition(wl, "Evicted")
-    if evicted and evicted.get("status") == "True" and evicted.get("reason") in _STOP_REASONS:
-        return JobState.PENDING, Reason.UNAVAILABLE, evicted.get("message", "")
-    qr = condition(wl, "QuotaReserved") or {}
-    raw = qr.get("message", "")
-    reason = classify_pending(qr.get("reason", ""), raw) if raw else Reason.OTHER
-    if evicted and evicted.get("status") == "True" and reason in (Reason.OTHER, Reason.NONE):
-        reason, raw = Reason.CAPACITY, evicted.get("message", "") or raw  # preempted
+        adm = condition_fields(wl, "Admitted") or Fields({})
+        return JobState.PENDING, Reason.WAITING, _checks_text(read) or adm.text("message")
+    evicted = condition_fields(wl, "Evicted")
+    preempted = evicted is not None and evicted.value("status") == "True"
+    if evicted and preempted and evicted.value("reason") in _STOP_REASONS:
+        return JobState.PENDING, Reason.UNAVAILABLE, evicted.text("message")
+    qr = condition_fields(wl, "QuotaReserved") or Fields({})
+    raw = qr.text("message")
+    reason = classify_pending(qr.text("reason"), raw) if raw else Reason.OTHER
+    if evicted and preempted and reason in (Reason.OTHER, Reason.NONE):
+        reason, raw = Reason.CAPACITY, evicted.text("message") or raw  # preempted
     return JobState.PENDING, reason, raw or "waiting for Kueue to evaluate the Workload"
 
 
@@ -140,13 +144,14 @@ def kueue_state(job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> tuple[J
     if ended:
         return ended[0], Reason.NONE, ended[1]
     if wl is not None and is_true(wl, "Finished"):
-        fin = condition(wl, "Finished") or {}
-        state = JobState.COMPLETED if fin.get("reason") == "Succeeded" else JobState.FAILED
-        return state, Reason.NONE, fin.get("message", "")
+        fin = condition_fields(wl, "Finished") or Fields({})
+        state = JobState.COMPLETED if fin.value("reason") == "Succeeded" else JobState.FAILED
+        return state, Reason.NONE, fin.text("message")
     if wl is None:
-        if (job.get("spec") or {}).get("suspend"):
+        read = Fields(job)
+        if read.obj("spec").value("suspend"):
             return JobState.PENDING, Reason.OTHER, "no Kueue Workload yet (is the queue right?)"
-        active = (job.get("status") or {}).get("active", 0)
+        active = read.obj("status").whole("active")
         return (JobState.RUNNING if active else JobState.PENDING), Reason.NONE, ""
     if is_true(wl, "Admitted"):
         return _admitted(job, wl)
@@ -157,17 +162,17 @@ def _admitted(job: Mapping[str, Any], wl: Mapping[str, Any]) -> tuple[JobState, 
     """Admission only unsuspends the Job: it runs once its pods do.  Real Kueue reports
     Admitted=True with PodsReady=False/WaitForStart while the pods are still being created
     and scheduled (data/real/kueue-workload-admitted.json)."""
-    if is_true(wl, "PodsReady") or int((job.get("status") or {}).get("ready") or 0) > 0:
+    if is_true(wl, "PodsReady") or Fields(job).obj("status").whole("ready") > 0:
         return JobState.RUNNING, Reason.NONE, ""
-    ready = condition(wl, "PodsReady") or {}
-    detail = ": ".join(x for x in (ready.get("reason", ""), ready.get("message", "")) if x)
+    ready = condition_fields(wl, "PodsReady") or Fields({})
+    detail = ": ".join(x for x in (ready.text("reason"), ready.text("message")) if x)
     return JobState.PENDING, Reason.WAITING, f"admitted by Kueue, pods not running yet ({detail})"
 
 
 def job_gpus(job: Mapping[str, Any]) -> int:
-    spec = job.get("spec") or {}
-    pods = int(spec.get("parallelism") or 1)
-    return pods * pod_gpus(((spec.get("template") or {}).get("spec")) or {})
+    spec = Fields(job).obj("spec")
+    pods = spec.whole("parallelism") or 1
+    return pods * pod_gpus(spec.obj("template", "spec"))
 
 
 class KueueBackend(KubeJobBackend):
@@ -375,23 +380,24 @@ class KueueBackend(KubeJobBackend):
 
 def workload_gpus(wl: Mapping[str, Any], admitted_only: bool = False) -> int:
     """GPUs of a Workload: the admitted resourceUsage, else count x per-pod request."""
+    read = Fields(wl)
     total = 0
-    for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
-        usage = psa.get("resourceUsage") or {}
+    for psa in read.obj("status", "admission").objs("podSetAssignments"):
+        usage = psa.obj("resourceUsage").raw
         total += sum(quantity(v) for k, v in usage.items() if is_gpu_resource(k))
     if total or admitted_only:
         return total
-    for ps in (wl.get("spec") or {}).get("podSets") or []:
-        total += int(ps.get("count") or 0) * pod_gpus((ps.get("template") or {}).get("spec") or {})
+    for ps in read.obj("spec").objs("podSets"):
+        total += ps.whole("count") * pod_gpus(ps.obj("template", "spec"))
     return total
 
 
 def _owner_uid(obj: Mapping[str, Any]) -> str:
-    meta = obj.get("metadata") or {}
-    for owner in meta.get("ownerReferences") or []:
-        if owner.get("controller") or owner.get("kind") == "Job":
-            return owner.get("uid", "")
-    return (meta.get("labels") or {}).get(JOB_UID_LABEL, "")
+    meta = Fields(obj).obj("metadata")
+    for owner in meta.objs("ownerReferences"):
+        if owner.value("controller") or owner.value("kind") == "Job":
+            return owner.text("uid")
+    return meta.obj("labels").text(JOB_UID_LABEL)
 
 
 def _owned(wls: list[dict[str, Any]], uid: str) -> dict[str, Any] | None:
@@ -407,8 +413,9 @@ def _index_by_owner(wls: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def _flavor_products(flavors: list[dict[str, Any]]) -> dict[str, str]:
     out = {}
-    for flavor in flavors:
-        labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
+    for i, raw in enumerate(flavors):
+        flavor = Fields(raw, (f"resourceflavors[{i}]",))
+        labels = flavor.obj("spec").texts("nodeLabels")
         if PRODUCT_LABEL in labels:
-            out[(flavor.get("metadata") or {}).get("name", "")] = labels[PRODUCT_LABEL]
+            out[flavor.obj("metadata").text("name")] = labels[PRODUCT_LABEL]
     return out

@@ -19,9 +19,10 @@ from broker.backends.kube.limits import volcano_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
+from broker.backends.json_fields import Fields
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
-    condition,
+    condition_fields,
     dns_name,
     is_gpu_resource,
     job_ref,
@@ -74,9 +75,9 @@ def gang_reason(
         return Reason.UNAVAILABLE, f"Volcano queue {queue} not found"
     if pod_group is None:
         return Reason.OTHER, "no PodGroup yet"
-    cond = condition(pod_group, "Unschedulable")
-    if not cond or cond.get("status") != "True":
-        phase = (pod_group.get("status") or {}).get("phase", "Pending")
+    cond = condition_fields(pod_group, "Unschedulable")
+    if not cond or cond.value("status") != "True":
+        phase = Fields(pod_group).obj("status").text("phase", "Pending")
         # Real Volcano leaves a PodGroup its enqueue step refuses (queue capability) in
         # Pending with no condition at all: the reason is only in its events.
         quota = next((m for m in events if _QUOTA_EVENT in m), "")
@@ -84,8 +85,8 @@ def gang_reason(
             never = over_capability(pod_group, capability or {})
             return (Reason.POLICY if never else Reason.CAPACITY), quota
         return Reason.NONE, f"PodGroup {phase}"
-    message = cond.get("message", "") or cond.get("reason", "")
-    if cond.get("reason") == "NotEnoughResources":
+    message = cond.text("message") or cond.text("reason")
+    if cond.value("reason") == "NotEnoughResources":
         # "... Pending: 1 Unschedulable, 3 Schedulable": some members would fit.
         match = _SCHEDULABLE_RE.search(message)
         return (Reason.GANG if match and int(match.group(1)) > 0 else Reason.CAPACITY), message
@@ -94,7 +95,7 @@ def gang_reason(
 
 def over_capability(pod_group: Mapping[str, Any], capability: Mapping[str, Any]) -> bool:
     """The gang alone needs more of some resource than its queue may ever hold."""
-    need = (pod_group.get("spec") or {}).get("minResources") or {}
+    need = Fields(pod_group).obj("spec", "minResources").raw
     return any(
         quantity(need.get(name, need.get(f"requests.{name}", 0))) > quantity(limit)
         for name, limit in capability.items()
@@ -105,7 +106,7 @@ def pod_group_gpus(pod_group: Mapping[str, Any]) -> int:
     """The gang's GPUs from ``minResources``.  Real Volcano lists each resource twice,
     ``nvidia.com/gpu`` and ``requests.nvidia.com/gpu`` (data/real/volcano-podgroup-*):
     counted once."""
-    need = (pod_group.get("spec") or {}).get("minResources") or {}
+    need = Fields(pod_group).obj("spec", "minResources").raw
     per_name: dict[str, int] = {}
     for key, value in need.items():
         name = key.removeprefix("requests.")
@@ -116,24 +117,24 @@ def pod_group_gpus(pod_group: Mapping[str, Any]) -> int:
 
 def vcjob_gpus(job: Mapping[str, Any]) -> int:
     total = 0
-    for task in (job.get("spec") or {}).get("tasks") or []:
-        tpl = ((task.get("template") or {}).get("spec")) or {}
-        total += int(task.get("replicas") or 0) * pod_gpus(tpl)
+    for task in Fields(job).obj("spec").objs("tasks"):
+        total += task.whole("replicas") * pod_gpus(task.obj("template", "spec"))
     return total
 
 
 def _phase_times(job: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
     """First Running transition and the terminal transition, from status.conditions."""
     start = end = None
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        when = parse_time(cond.get("lastTransitionTime"))
-        if cond.get("status") == "Running" and start is None:
+    status = Fields(job).obj("status")
+    for cond in status.objs("conditions"):
+        when = parse_time(cond.text("lastTransitionTime"))
+        if cond.value("status") == "Running" and start is None:
             start = when
-        if _PHASES.get(cond.get("status", "")) in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
+        if _PHASES.get(cond.text("status")) in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
             end = when
-    state = (job.get("status") or {}).get("state") or {}
-    if end is None and _PHASES.get(state.get("phase", ""), JobState.PENDING).ended:
-        end = parse_time(state.get("lastTransitionTime"))
+    state = status.obj("state")
+    if end is None and _PHASES.get(state.text("phase"), JobState.PENDING).ended:
+        end = parse_time(state.text("lastTransitionTime"))
     return start, end
 
 
@@ -390,19 +391,19 @@ def _gpu_requests(pod: dict[str, Any]) -> None:
 
 
 def _selected_product(job: Mapping[str, Any]) -> str:
-    for task in (job.get("spec") or {}).get("tasks") or []:
-        selector = (((task.get("template") or {}).get("spec")) or {}).get("nodeSelector") or {}
+    for task in Fields(job).obj("spec").objs("tasks"):
+        selector = task.obj("template", "spec").texts("nodeSelector")
         if PRODUCT_LABEL in selector:
             return selector[PRODUCT_LABEL]
     return ""
 
 
 def _phase(job: Mapping[str, Any]) -> str:
-    return (((job.get("status") or {}).get("state") or {}).get("phase")) or "Pending"
+    return Fields(job).obj("status", "state").text("phase") or "Pending"
 
 
 def _owner_uid(obj: Mapping[str, Any]) -> str:
-    for owner in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("kind") == "Job":
-            return owner.get("uid", "")
+    for owner in Fields(obj).obj("metadata").objs("ownerReferences"):
+        if owner.value("kind") == "Job":
+            return owner.text("uid")
     return ""
