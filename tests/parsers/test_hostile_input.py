@@ -267,8 +267,6 @@ def _json_sample(name: str, key: str) -> dict:
     return items[0]
 
 
-@known_bug("broker/backends/slurm/json_records.py: acct_from_json/job_from_json/node_from_json raise "
-           "AttributeError/TypeError on a null or mistyped field (e.g. tres.allocated: [null])")
 @BUGGY
 @given(st.data())
 @example(data=None)

@@ -7,8 +7,10 @@ reads as one format.  Both the 22.05 shapes (v0.0.38: plain numbers, state strin
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Mapping
 
+from broker.backends.json_fields import BadField, Fields
 from broker.backends.slurm import known_fields as known
 from broker.backends.slurm.fields import unknown_fields
 from broker.backends.slurm.parsers import (
@@ -32,84 +34,99 @@ def _text(value: Any) -> str:
     return clean(value)
 
 
-def job_from_json(d: Mapping[str, Any]) -> SlurmJob:
+def _num(d: Fields, key: str) -> int:
+    """Slurm's number, plain or wrapped; one beyond any count (1e309) names its field."""
+    try:
+        return number(d.value(key), 0)
+    except OverflowError as exc:
+        raise BadField(d.at(key), "a finite number", d.value(key)) from exc
+
+
+def _when(d: Fields, key: str) -> datetime | None:
+    try:
+        return parse_time(d.value(key))
+    except (OverflowError, OSError, ValueError) as exc:  # epoch seconds out of range
+        raise BadField(d.at(key), "a time", d.value(key)) from exc
+
+
+def job_from_json(raw: Mapping[str, Any]) -> SlurmJob:
     """A job of ``GET /slurm/vX/jobs`` or ``squeue --json``."""
-    tres: Mapping[str, str] = parse_tres(d.get("tres_alloc_str")) or parse_tres(d.get("tres_req_str"))
+    d = Fields(raw)
+    tres: Mapping[str, str] = parse_tres(d.value("tres_alloc_str")) or parse_tres(d.value("tres_req_str"))
     if not tres:
-        fields = {"tres-per-node": clean(d.get("tres_per_node")), "NumNodes": str(number(d.get("node_count"), 0))}
+        fields = {"tres-per-node": clean(d.value("tres_per_node")), "NumNodes": str(_num(d, "node_count"))}
         tres = job_from_fields(fields).tres
     return SlurmJob(
-        job_id=str(number(d.get("job_id"), 0)),
-        name=clean(d.get("name")),
-        state=job_state_base(d.get("job_state")),
-        reason=clean(d.get("state_reason")) or "None",
-        account=clean(d.get("account")),
-        partition=clean(d.get("partition")),
-        qos=clean(d.get("qos")),
-        comment=_text(d.get("comment")),
+        job_id=str(_num(d, "job_id")),
+        name=clean(d.value("name")),
+        state=job_state_base(d.value("job_state")),
+        reason=clean(d.value("state_reason")) or "None",
+        account=clean(d.value("account")),
+        partition=clean(d.value("partition")),
+        qos=clean(d.value("qos")),
+        comment=_text(d.value("comment")),
         tres=tres,
-        num_nodes=number(d.get("node_count"), 0),
-        nodes=expand_hostlist(d.get("nodes")),
-        submitted_at=parse_time(d.get("submit_time")),
-        started_at=parse_time(d.get("start_time")),
-        ended_at=parse_time(d.get("end_time")),
-        extra=unknown_fields("job json", d, known.JOB_JSON),
+        num_nodes=_num(d, "node_count"),
+        nodes=expand_hostlist(d.value("nodes")),
+        submitted_at=_when(d, "submit_time"),
+        started_at=_when(d, "start_time"),
+        ended_at=_when(d, "end_time"),
+        extra=unknown_fields("job json", raw, known.JOB_JSON),
     )
 
 
-def node_from_json(d: Mapping[str, Any]) -> SlurmNode:
+def node_from_json(raw: Mapping[str, Any]) -> SlurmNode:
     """A node of ``GET /slurm/vX/nodes`` or ``sinfo --json``."""
-    base, flags = split_node_state(d.get("state"), d.get("state_flags") or ())
-    used = d.get("gres_used")
+    d = Fields(raw)
+    base, flags = split_node_state(d.value("state"), d.strings("state_flags"))
+    used = d.value("gres_used")
     return SlurmNode(
-        name=clean(d.get("name")),
+        name=clean(d.value("name")),
         state=base,
         flags=flags,
-        partitions=tuple(d.get("partitions") or ()),
-        gres=parse_gres(d.get("gres")),
+        partitions=tuple(d.strings("partitions")),
+        gres=parse_gres(d.value("gres")),
         gres_used=parse_gres(used) if used is not None else None,
-        gres_drained=parse_gres(d.get("gres_drained")),
-        cfg_tres=parse_tres(d.get("tres")),
-        alloc_tres=parse_tres(d.get("tres_used")),
-        reason=clean(d.get("reason")),
-        extra=unknown_fields("node json", d, known.NODE_JSON),
+        gres_drained=parse_gres(d.value("gres_drained")),
+        cfg_tres=parse_tres(d.value("tres")),
+        alloc_tres=parse_tres(d.value("tres_used")),
+        reason=clean(d.value("reason")),
+        extra=unknown_fields("node json", raw, known.NODE_JSON),
     )
 
 
-def _tres_list(items: Any) -> dict[str, str]:
+def _tres_list(items: list[Fields]) -> dict[str, str]:
     """``[{"type": "gres", "name": "gpu:a100", "count": 2}, ...]`` -> TRES dict."""
     out: dict[str, str] = {}
-    for item in items or ():
-        kind = clean(item.get("type"))
-        name = clean(item.get("name"))
-        count = item.get("count")
-        if count is None or not kind:
+    for item in items:
+        kind = clean(item.value("type"))
+        name = clean(item.value("name"))
+        if item.value("count") is None or not kind:
             continue
-        out[f"{kind}/{name}" if name else kind] = str(number(count, 0))
+        out[f"{kind}/{name}" if name else kind] = str(_num(item, "count"))
     return out
 
 
-def acct_from_json(d: Mapping[str, Any]) -> SlurmAcct:
+def acct_from_json(raw: Mapping[str, Any]) -> SlurmAcct:
     """A job of ``GET /slurmdb/vX/jobs`` or ``sacct --json``."""
-    state = d.get("state") or {}
-    t = d.get("time") or {}
-    tres = d.get("tres") or {}
-    comment = d.get("comment")
+    d = Fields(raw)
+    state, comment = d.value("state"), d.value("comment")
+    t, tres = d.obj("time"), d.obj("tres")
     return SlurmAcct(
-        job_id=str(number(d.get("job_id"), 0)),
-        name=clean(d.get("name")),
-        account=clean(d.get("account")),
-        partition=clean(d.get("partition")),
-        state=job_state_base(state.get("current") if isinstance(state, dict) else state),
-        alloc_tres=_tres_list(tres.get("allocated")),
-        req_tres=_tres_list(tres.get("requested")),
-        elapsed_s=number(t.get("elapsed"), 0),
-        started_at=parse_time(t.get("start")),
-        ended_at=parse_time(t.get("end")),
-        comment=_text(comment.get("job") if isinstance(comment, dict) else comment),
-        nodes=expand_hostlist(d.get("nodes")),
-        user=clean(d.get("user")),
-        extra=_acct_json_extra(d),
+        job_id=str(_num(d, "job_id")),
+        name=clean(d.value("name")),
+        account=clean(d.value("account")),
+        partition=clean(d.value("partition")),
+        state=job_state_base(d.obj("state").value("current") if isinstance(state, dict) else state),
+        alloc_tres=_tres_list(tres.objs("allocated")),
+        req_tres=_tres_list(tres.objs("requested")),
+        elapsed_s=_num(t, "elapsed"),
+        started_at=_when(t, "start"),
+        ended_at=_when(t, "end"),
+        comment=_text(d.obj("comment").value("job") if isinstance(comment, dict) else comment),
+        nodes=expand_hostlist(d.value("nodes")),
+        user=clean(d.value("user")),
+        extra=_acct_json_extra(raw),
     )
 
 
