@@ -10,11 +10,15 @@ as Slurm's own accounting counts them.
 
 from __future__ import annotations
 
+import logging
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone, tzinfo
 from typing import Iterable, Iterator, Sequence
 
 from broker.backends.base import WORKLOAD_ID_PREFIX, UsageRecord
+
+log = logging.getLogger(__name__)
 
 SACCT_FIELDS = (
     "JobID",
@@ -64,22 +68,67 @@ class _LinesTransport:
         return iter_sacct(it, fields, "|")
 
 
+@dataclass(frozen=True)
+class SacctProblem:
+    """A line of a usage file that was skipped, and the field that could not be read."""
+
+    line: int
+    field: str
+    value: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.field} {self.value[:60]!r} is not readable"
+
+
+class _Unreadable(ValueError):
+    def __init__(self, field: str, value: str):
+        super().__init__(field)
+        self.field, self.value = field, value
+
+
 def iter_sacct_usage(
-    lines: Iterable[str], *, cluster: str, fields: Sequence[str] | None = None, tz: tzinfo = timezone.utc
+    lines: Iterable[str],
+    *,
+    cluster: str,
+    fields: Sequence[str] | None = None,
+    tz: tzinfo = timezone.utc,
+    problems: list[SacctProblem] | None = None,
 ) -> Iterator[UsageRecord]:
-    """Yield GPU jobs from ``sacct -P`` lines; the first line is the header unless ``fields``."""
+    """Yield GPU jobs from ``sacct -P`` lines; the first line is the header unless ``fields``.
+
+    A line with an unreadable field is skipped, not the file: it goes to ``problems`` (and
+    the log) with its line number, and the lines after it are still read."""
     it = iter(lines)
+    first_line = 1
     if fields is None:
         header = next(it, "")
-        fields = header.rstrip("\r\n").split("|")
+        fields, first_line = header.rstrip("\r\n").split("|"), 2
     idx = {name: i for i, name in enumerate(fields)}
     missing = [f for f in ("JobID", "Start", "AllocTRES") if f not in idx]
     if missing:
         raise ValueError(f"sacct output lacks {', '.join(missing)}")
-    for line in it:
-        record = _record(line.rstrip("\r\n").split("|"), idx, cluster, tz)
+    skipped = 0
+    for number, line in enumerate(it, start=first_line):
+        try:
+            record = _record(line.rstrip("\r\n").split("|"), idx, cluster, tz)
+        except _Unreadable as exc:
+            skipped += 1
+            _note(SacctProblem(number, exc.field, exc.value), skipped, problems)
+            continue
         if record is not None:
             yield record
+    if skipped > _LOGGED_PROBLEMS:
+        log.warning("sacct usage of %s: %d lines skipped in all", cluster, skipped)
+
+
+_LOGGED_PROBLEMS = 20  # a broken file is not logged line by line
+
+
+def _note(problem: SacctProblem, skipped: int, problems: list[SacctProblem] | None) -> None:
+    if problems is not None:
+        problems.append(problem)
+    if skipped <= _LOGGED_PROBLEMS:
+        log.warning("sacct usage: %s; line skipped", problem)
 
 
 def _record(cols: list[str], idx: dict[str, int], cluster: str, tz: tzinfo) -> UsageRecord | None:
@@ -91,12 +140,12 @@ def _record(cols: list[str], idx: dict[str, int], cluster: str, tz: tzinfo) -> U
     if not job_id or "." in job_id:  # job steps repeat their job's allocation
         return None
     gpus, gpu_model = parse_gpu_tres(col("AllocTRES"))
-    start = _time(col("Start"), tz)
+    start = _time("Start", col("Start"), tz)
     if gpus == 0 or start is None:
         return None
-    end = _time(col("End"), tz)
+    end = _time("End", col("End"), tz)
     elapsed = col("ElapsedRaw")
-    seconds = int(elapsed) if elapsed.isdigit() else int(((end or start) - start).total_seconds())
+    seconds = int(elapsed) if _is_count(elapsed) else int(((end or start) - start).total_seconds())
     state = col("State").split(" ", 1)[0]
     if state in ("RUNNING", "PENDING", "REQUEUED", "SUSPENDED"):
         end = None  # its End is only a guess until the job ends
@@ -132,13 +181,20 @@ def parse_gpu_tres(tres: str) -> tuple[int, str]:
 
 
 def _count(value: str) -> int:
-    return int(value) if value.isdigit() else 0
+    return int(value) if _is_count(value) else 0
 
 
-def _time(value: str, tz: tzinfo) -> datetime | None:
+def _is_count(value: str) -> bool:
+    return value.isascii() and value.isdigit()  # not "²": int() refuses what isdigit() allows
+
+
+def _time(field: str, value: str, tz: tzinfo) -> datetime | None:
     if value in _NO_TIME:
         return None
-    moment = datetime.fromisoformat(value)
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise _Unreadable(field, value) from exc
     return moment if moment.tzinfo else moment.replace(tzinfo=tz)
 
 

@@ -233,8 +233,6 @@ def test_sacct_lines_give_records_or_are_skipped(text):
         assert isinstance(rec.elapsed_s, int)
 
 
-@known_bug("accounting/sacct.py: one bad Start/End value aborts the whole file with "
-           "'Invalid isoformat string' and no line number")
 @BUGGY
 @given(hostile_text | mangled_lines(_fixture("sacct-P-X.txt")))
 def test_sacct_usage_file_gives_records_or_says_what_is_missing(text):
@@ -247,6 +245,21 @@ def test_sacct_usage_file_gives_records_or_says_what_is_missing(text):
         return
     for r in records:
         assert r.gpus > 0 and r.gpu_seconds >= 0
+
+
+def test_a_bad_time_in_a_usage_file_skips_its_line_names_it_and_keeps_the_rest():
+    from accounting.sacct import iter_sacct_usage
+
+    lines = _fixture("sacct-P-X.txt").splitlines()
+    good = list(iter_sacct_usage(lines, cluster="hpc"))
+    row = next(i for i, line in enumerate(lines) if line.startswith(f"{good[0].job_id}|"))
+    cols = lines[row].split("|")
+    cols[lines[0].split("|").index("End")] = "2024-13-45T99:99:99"
+    lines[row] = "|".join(cols)
+    problems: list = []
+    records = list(iter_sacct_usage(lines, cluster="hpc", problems=problems))
+    assert [r.job_id for r in records] == [r.job_id for r in good[1:]]
+    assert [str(p) for p in problems] == [f"line {row + 1}: End '2024-13-45T99:99:99' is not readable"]
 
 
 @FAST
