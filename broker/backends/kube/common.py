@@ -453,5 +453,5 @@ def object_annotations(spec: WorkloadSpec, workload_id: str, tenant: str) -> dic
 
 def first(items: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
     """The oldest object, so repeated look-ups agree on which one is "the" job."""
-    ordered = sorted(items, key=lambda o: (o.get("metadata") or {}).get("creationTimestamp", ""))
+    ordered = sorted(items, key=lambda o: Fields(o).obj("metadata").text("creationTimestamp"))
     return ordered[0] if ordered else None

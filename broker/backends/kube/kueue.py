@@ -26,7 +26,6 @@ from broker.backends.kube import inventory as inv
 from broker.backends.json_fields import Fields
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
-    condition,
     condition_fields,
     dns_name,
     is_gpu_resource,
@@ -236,20 +235,19 @@ class KueueBackend(KubeJobBackend):
         return self.kube.items(custom.list_cluster_custom_object, KUEUE_GROUP, self.api_version, plural, **kwargs)
 
     def _workload_for(self, job: Mapping[str, Any]) -> dict[str, Any] | None:
-        meta = job.get("metadata") or {}
-        wls = self._custom(
-            "workloads", meta.get("namespace", ""), label_selector=f"{JOB_UID_LABEL}={meta.get('uid', '')}"
-        )
-        return _owned(wls, meta.get("uid", ""))
+        meta = Fields(job).obj("metadata")
+        uid = meta.text("uid")
+        wls = self._custom("workloads", meta.text("namespace"), label_selector=f"{JOB_UID_LABEL}={uid}")
+        return _owned(wls, uid)
 
     def _job_nodes(self, job: Mapping[str, Any]) -> tuple[str, ...]:
-        meta = job.get("metadata") or {}
+        meta = Fields(job).obj("metadata")
         pods = self.kube.items(
             self.kube.core().list_namespaced_pod,
-            meta.get("namespace", ""),
-            label_selector=f"batch.kubernetes.io/job-name={meta.get('name')}",
+            meta.text("namespace"),
+            label_selector=f"batch.kubernetes.io/job-name={meta.text('name')}",
         )
-        names = {str(name) for p in pods if (name := (p.get("spec") or {}).get("nodeName"))}
+        names = {name for i, p in enumerate(pods) if (name := Fields(p, (f"pods[{i}]",)).obj("spec").text("nodeName"))}
         return tuple(sorted(names))
 
     # ---- describing -----------------------------------------------------------------
@@ -264,20 +262,21 @@ class KueueBackend(KubeJobBackend):
 
     def describe(self, job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> DestinationJob:
         state, reason, raw = kueue_state(job, wl)
-        status = (wl or {}).get("status") or {}
-        admitted, finished = condition(wl or {}, "Admitted"), condition(wl or {}, "Finished")
+        status = Fields(wl).obj("status")
+        admitted, finished = condition_fields(wl or {}, "Admitted"), condition_fields(wl or {}, "Finished")
         started = (
-            parse_time(admitted.get("lastTransitionTime")) if admitted and admitted.get("status") == "True" else None
+            parse_time(admitted.text("lastTransitionTime")) if admitted and admitted.value("status") == "True" else None
         )
         ended = (
-            parse_time(finished.get("lastTransitionTime"))
+            parse_time(finished.text("lastTransitionTime"))
             if state.ended and finished
-            else parse_time((job.get("status") or {}).get("completionTime"))
+            else parse_time(Fields(job).obj("status").text("completionTime"))
             if state.ended
             else None
         )
-        if state == JobState.PENDING and status.get("nominatedClusterNames"):
-            raw = f"{raw} (nominated: {', '.join(status['nominatedClusterNames'])})".strip()
+        nominated = status.strings("nominatedClusterNames")
+        if state == JobState.PENDING and nominated:
+            raw = f"{raw} (nominated: {', '.join(nominated)})".strip()
         return DestinationJob(
             job_id=job_ref(job),
             workload_id=workload_of(job),
@@ -287,7 +286,7 @@ class KueueBackend(KubeJobBackend):
             gpus=job_gpus(job),
             started_at=started,
             ended_at=ended,
-            worker_cluster=status.get("clusterName", "") or "",
+            worker_cluster=status.text("clusterName"),
         )
 
     def active_jobs(self) -> list[DestinationJob]:
@@ -296,7 +295,7 @@ class KueueBackend(KubeJobBackend):
         for job in self._list():
             if job_gpus(job) <= 0:
                 continue
-            uid = (job.get("metadata") or {}).get("uid", "")
+            uid = Fields(job).obj("metadata").text("uid")
             described = self.describe(job, by_uid.get(uid))
             if not described.state.ended:
                 out.append(described)
@@ -309,7 +308,7 @@ class KueueBackend(KubeJobBackend):
     def queue_stats(self) -> QueueStats:
         """ClusterQueue pendingWorkloads, plus the GPUs those pending Workloads ask for."""
         cqs = self._custom("clusterqueues")
-        pending = sum(int((cq.get("status") or {}).get("pendingWorkloads") or 0) for cq in cqs)
+        pending = sum(Fields(cq).obj("status").whole("pendingWorkloads") for cq in cqs)
         gpus = sum(
             workload_gpus(wl)
             for wl in self._custom("workloads")
@@ -328,7 +327,7 @@ class KueueBackend(KubeJobBackend):
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         """Admission (Admitted lastTransitionTime) to Finished, times the admitted GPUs."""
-        jobs = {(j.get("metadata") or {}).get("uid"): j for j in self._list()}
+        jobs = {Fields(j).obj("metadata").text("uid"): j for j in self._list()}
         products = _flavor_products(self._custom("resourceflavors"))
         for wl in self._custom("workloads"):
             record = self._usage_record(wl, jobs, products)
@@ -336,28 +335,30 @@ class KueueBackend(KubeJobBackend):
                 yield record
 
     def _usage_record(
-        self, wl: Mapping[str, Any], jobs: Mapping[str | None, Any], products: Mapping[str, str]
+        self, wl: Mapping[str, Any], jobs: Mapping[str, Any], products: Mapping[str, str]
     ) -> UsageRecord | None:
-        admitted = condition(wl, "Admitted")
-        if not admitted or admitted.get("status") != "True":
+        admitted = condition_fields(wl, "Admitted")
+        if not admitted or admitted.value("status") != "True":
             return None
-        start = parse_time(admitted.get("lastTransitionTime"))
+        start = parse_time(admitted.text("lastTransitionTime"))
         gpus = workload_gpus(wl, admitted_only=True)
         if start is None or gpus <= 0:
             return None
-        fin = condition(wl, "Finished")
-        end = parse_time(fin.get("lastTransitionTime")) if fin and fin["status"] == "True" else None
+        fin = condition_fields(wl, "Finished")
+        end = parse_time(fin.text("lastTransitionTime")) if fin and fin.value("status") == "True" else None
         job = jobs.get(_owner_uid(wl)) or {}
-        meta = wl.get("metadata") or {}
+        meta = Fields(wl).obj("metadata")
         state = (
-            "running" if end is None or fin is None else ("completed" if fin.get("reason") == "Succeeded" else "failed")
+            "running"
+            if end is None or fin is None
+            else ("completed" if fin.value("reason") == "Succeeded" else "failed")
         )
         return UsageRecord(
             source="kueue",
             cluster=self.cluster,
-            job_id=job_ref(job) if job else f"{meta.get('namespace')}/{meta.get('name')}",
+            job_id=job_ref(job) if job else f"{meta.text('namespace')}/{meta.text('name')}",
             workload_id=workload_of(job) if job else None,
-            account=meta.get("namespace", ""),
+            account=meta.text("namespace"),
             gpu_model=self._model_of(wl, job, products),
             gpus=gpus,
             start=start,
@@ -368,13 +369,13 @@ class KueueBackend(KubeJobBackend):
 
     def _model_of(self, wl: Mapping[str, Any], job: Mapping[str, Any], products: Mapping[str, str]) -> str:
         product = ""
-        for psa in ((wl.get("status") or {}).get("admission") or {}).get("podSetAssignments") or []:
-            for resource, flavor in (psa.get("flavors") or {}).items():
+        for psa in Fields(wl).obj("status", "admission").objs("podSetAssignments"):
+            for resource, flavor in psa.texts("flavors").items():
                 if is_gpu_resource(resource):
                     product = products.get(flavor, flavor)
         if not product:
-            tpl = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
-            product = (tpl.get("nodeSelector") or {}).get(PRODUCT_LABEL, "unknown")
+            selector = Fields(job).obj("spec", "template", "spec").texts("nodeSelector")
+            product = selector.get(PRODUCT_LABEL, "unknown")
         return self.settings.model_names.get(product, product)
 
 

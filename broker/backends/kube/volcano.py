@@ -223,9 +223,9 @@ class VolcanoBackend(KubeJobBackend):
         )
 
     def _pod_group(self, job: Mapping[str, Any]) -> dict[str, Any] | None:
-        meta = job.get("metadata") or {}
-        name = f"{meta.get('name')}-{meta.get('uid')}"  # Volcano's naming since v1.x
-        return self._read(PODGROUPS, meta.get("namespace", ""), name)
+        meta = Fields(job).obj("metadata")
+        name = f"{meta.text('name')}-{meta.text('uid')}"  # Volcano's naming since v1.x
+        return self._read(PODGROUPS, meta.text("namespace"), name)
 
     def _queue(self, queue: str, cache: dict[str, dict[str, Any] | None]) -> dict[str, Any] | None:
         if queue not in cache:
@@ -234,16 +234,17 @@ class VolcanoBackend(KubeJobBackend):
 
     def _events(self, obj: Mapping[str, Any] | None) -> tuple[str, ...]:
         """Messages of the object's events, newest first (read only for a waiting gang)."""
-        meta = (obj or {}).get("metadata") or {}
-        if not meta.get("uid"):
+        meta = Fields(obj).obj("metadata")
+        if not meta.text("uid"):
             return ()
         items = self.kube.items(
             self.kube.core().list_namespaced_event,
-            meta.get("namespace", ""),
-            field_selector=f"involvedObject.uid={meta['uid']}",
+            meta.text("namespace"),
+            field_selector=f"involvedObject.uid={meta.text('uid')}",
         )
-        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""), reverse=True)
-        return tuple(str(e.get("message") or "") for e in items)
+        events = [Fields(e, (f"events[{i}]",)) for i, e in enumerate(items)]
+        events.sort(key=lambda e: e.text("lastTimestamp") or e.text("eventTime"), reverse=True)
+        return tuple(e.text("message") for e in events)
 
     # ---- describing -----------------------------------------------------------------
     def _describe(self, objs: list[dict[str, Any]]) -> list[DestinationJob]:
@@ -263,24 +264,9 @@ class VolcanoBackend(KubeJobBackend):
         self, job: Mapping[str, Any], pod_group: Mapping[str, Any] | None, queues: dict[str, dict[str, Any] | None]
     ) -> DestinationJob:
         state = _PHASES.get(_phase(job), JobState.UNKNOWN)
-        reason, raw = Reason.NONE, (((job.get("status") or {}).get("state") or {}).get("message", "") or "")
+        reason, raw = Reason.NONE, Fields(job).obj("status", "state").text("message")
         if state == JobState.PENDING:
-            name = (job.get("spec") or {}).get("queue", "default")
-            queue = self._queue(name, queues)
-            queue_state = ((queue.get("status") or {}).get("state") or "Open") if queue else "Missing"
-            pg_status = (pod_group or {}).get("status") or {}
-            waiting = (
-                pod_group is not None
-                and pg_status.get("phase", "Pending") == "Pending"
-                and not pg_status.get("conditions")
-            )
-            reason, raw = gang_reason(
-                pod_group,
-                queue_state,
-                name,
-                self._events(pod_group) if waiting else (),
-                ((queue or {}).get("spec") or {}).get("capability"),
-            )
+            reason, raw = self._waiting(job, pod_group, queues)
         start, end = _phase_times(job)
         return DestinationJob(
             job_id=job_ref(job),
@@ -293,14 +279,36 @@ class VolcanoBackend(KubeJobBackend):
             ended_at=end if state.ended else None,
         )
 
+    def _waiting(
+        self, job: Mapping[str, Any], pod_group: Mapping[str, Any] | None, queues: dict[str, dict[str, Any] | None]
+    ) -> tuple[Reason, str]:
+        name = Fields(job).obj("spec").text("queue", "default")
+        queue = self._queue(name, queues)
+        queue_state = (Fields(queue).obj("status").text("state") or "Open") if queue else "Missing"
+        pg_status = Fields(pod_group).obj("status")
+        waiting = (
+            pod_group is not None
+            and pg_status.text("phase", "Pending") == "Pending"
+            and not pg_status.array("conditions")
+        )
+        return gang_reason(
+            pod_group,
+            queue_state,
+            name,
+            self._events(pod_group) if waiting else (),
+            Fields(queue).obj("spec", "capability").raw,
+        )
+
     def _job_nodes(self, job: Mapping[str, Any]) -> tuple[str, ...]:
-        meta = job.get("metadata") or {}
+        meta = Fields(job).obj("metadata")
         pods = self.kube.items(
             self.kube.core().list_namespaced_pod,
-            meta.get("namespace", ""),
-            label_selector=f"volcano.sh/job-name={meta.get('name')}",
+            meta.text("namespace"),
+            label_selector=f"volcano.sh/job-name={meta.text('name')}",
         )
-        return tuple(sorted({str((p.get("spec") or {}).get("nodeName") or "") for p in pods} - {""}))
+        return tuple(
+            sorted({Fields(p, (f"pods[{i}]",)).obj("spec").text("nodeName") for i, p in enumerate(pods)} - {""})
+        )
 
     def active_jobs(self) -> list[DestinationJob]:
         groups = {_owner_uid(pg): pg for pg in self._all(PODGROUPS)}
@@ -309,7 +317,7 @@ class VolcanoBackend(KubeJobBackend):
         for job in self._list():
             if vcjob_gpus(job) <= 0:
                 continue
-            uid = str((job.get("metadata") or {}).get("uid") or "")
+            uid = Fields(job).obj("metadata").text("uid")
             described = self.describe(job, groups.get(uid), queues)
             if not described.state.ended:
                 out.append(described)
@@ -328,7 +336,7 @@ class VolcanoBackend(KubeJobBackend):
         waiting = [
             pg
             for pg in self._all(PODGROUPS)
-            if (pg.get("status") or {}).get("phase", "Pending") in ("Pending", "Inqueue")
+            if Fields(pg).obj("status").text("phase", "Pending") in ("Pending", "Inqueue")
         ]
         return QueueStats(pending_jobs=len(waiting), pending_gpus=sum(pod_group_gpus(pg) for pg in waiting))
 
@@ -351,7 +359,7 @@ class VolcanoBackend(KubeJobBackend):
                 cluster=self.cluster,
                 job_id=job_ref(job),
                 workload_id=workload_of(job),
-                account=(job.get("metadata") or {}).get("namespace", ""),
+                account=Fields(job).obj("metadata").text("namespace"),
                 gpu_model=self.settings.model_names.get(model, model),
                 gpus=gpus,
                 start=start,
@@ -363,18 +371,19 @@ class VolcanoBackend(KubeJobBackend):
     def _products_by_job(self) -> dict[str, str]:
         """Job ref -> GPU product of the node its pods ran on (no selector in the spec)."""
         core = self.kube.core()
-        nodes = {
-            (n.get("metadata") or {}).get("name"): ((n.get("metadata") or {}).get("labels") or {}).get(
-                PRODUCT_LABEL, ""
-            )
-            for n in self.kube.items(core.list_node)
-        }
+        nodes = {}
+        for i, raw in enumerate(self.kube.items(core.list_node)):
+            meta = Fields(raw, (f"nodes[{i}]",)).obj("metadata")
+            nodes[meta.text("name")] = meta.texts("labels").get(PRODUCT_LABEL, "")
         out = {}
-        for pod in self.kube.items(core.list_pod_for_all_namespaces, label_selector="volcano.sh/job-name"):
-            meta = pod.get("metadata") or {}
-            product = nodes.get((pod.get("spec") or {}).get("nodeName"))
+        for i, raw in enumerate(
+            self.kube.items(core.list_pod_for_all_namespaces, label_selector="volcano.sh/job-name")
+        ):
+            pod = Fields(raw, (f"pods[{i}]",))
+            meta = pod.obj("metadata")
+            product = nodes.get(pod.obj("spec").text("nodeName"))
             if product:
-                out[f"{meta.get('namespace')}/{meta['labels']['volcano.sh/job-name']}"] = product
+                out[f"{meta.text('namespace')}/{meta.texts('labels').get('volcano.sh/job-name', '')}"] = product
         return out
 
 
