@@ -74,9 +74,14 @@ class Fields:
         return node
 
     def objs(self, key: str) -> list[Fields]:
-        """The list of objects under ``key``."""
+        """The list of objects under ``key``; a null in it is no object (unlike a null field)."""
         path = self.at(key)
-        return [Fields(item, path + (i,)) for i, item in enumerate(self.array(key))]
+        out = []
+        for i, item in enumerate(self.array(key)):
+            if item is None:
+                raise BadField(path + (i,), "an object", item)
+            out.append(Fields(item, path + (i,)))
+        return out
 
     def array(self, key: str) -> list[Any]:
         value = self.raw.get(key)
