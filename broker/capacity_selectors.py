@@ -5,6 +5,11 @@ One read for the inventory figures (``gpus_reserved`` / ``gpus_idle``) and for p
 the nodes its placement chose while it is reserved or being dispatched, and once it is
 queued or running there if it was dispatched or started after the pool's report was
 taken: three 8-GPU jobs into a 16-GPU pool between two reports see the first two.
+A job still waiting in the destination's queue (queued, not known to have started)
+counts whatever the report's age: a report shows what runs, so without it the pool
+would look free again after the next report and more work would be sent to queue
+behind it.  (Once it starts, the report shows it and the next status poll marks it
+running: until that poll it is counted twice, which only errs towards waiting.)
 System-wide reads (no acting user): placement and inventory run for everyone.
 """
 
@@ -46,7 +51,7 @@ def promised_gpus(
             for c, n, t in GpuPool.objects.filter(cluster_id__in=ids).values_list("cluster_id", "name", "taken_at")
         }
     oldest = min(taken_at.values(), default=None)
-    live = Q(state__in=PROMISED_STATES)
+    live = Q(state__in=PROMISED_STATES) | Q(state=WorkloadState.QUEUED, started_at__isnull=True)
     if oldest is not None:
         live |= Q(state__in=SINCE_REPORT_STATES) & (Q(dispatched_at__gt=oldest) | Q(started_at__gt=oldest))
     out: dict[int, Promised] = {c: Promised() for c in ids}
@@ -58,7 +63,7 @@ def promised_gpus(
     for cluster_id, state, chosen_or_none, total, dispatched, started in rows:
         chosen = chosen_or_none if isinstance(chosen_or_none, dict) else {}
         pool = chosen.get("pool", "")
-        if state not in PROMISED_STATES:
+        if state not in PROMISED_STATES and not _waiting_there(state, started):
             report = taken_at.get((cluster_id, pool))
             if report is None or not _after(report, dispatched, started):
                 continue
@@ -68,6 +73,10 @@ def promised_gpus(
         for node in chosen.get("assignment", []):
             promised.nodes[node] += int(chosen.get("gpus_per_worker", 0))
     return out
+
+
+def _waiting_there(state: str, started: datetime | None) -> bool:
+    return state == WorkloadState.QUEUED and started is None
 
 
 def _after(report: datetime, *moments: datetime | None) -> bool:

@@ -2,8 +2,10 @@
 
 A job larger than a per-job cap or a group quota's whole limit can never be admitted:
 the cluster is excluded with the rule and the numbers.  A job within the limit but above
-what is left of a quota now waits locally until running jobs give GPUs back, so the
-shortfall is added to the queue-wait estimate instead.
+what is left of a quota now would wait locally until running jobs give GPUs back: a
+policy hold at the destination is not capacity, so the pool is not a place to start it
+now (``short_now``, with the estimated wait for quota) and the job waits at the broker,
+free to go wherever GPUs come free first.
 """
 
 from __future__ import annotations
@@ -46,6 +48,37 @@ def never_admitted(
             )
         if quota.max_jobs == 0:
             return Exclusion("local_limit", f"{quota.source} admits no jobs (MaxJobs=0)")
+    return None
+
+
+def short_now(
+    limits: LocalLimits,
+    pool: str,
+    spec: WorkloadSpec,
+    queue: QueueStats,
+    model: QueueModel,
+    scopes: Iterable[str] = (),
+) -> Exclusion | None:
+    """The first group quota that cannot admit the whole job now, with the numbers.
+
+    Such a pool is not a place to start the job: sent there, it would wait in the local
+    queue for quota (and every job sent after it, behind it) while the broker could still
+    start it wherever GPUs come free first.  The estimated wait for quota says how long."""
+    scopes = tuple(scopes)
+    for quota in limits.quotas_for(pool, scopes):
+        headroom = quota.headroom_gpus
+        full = quota.max_jobs is not None and quota.running_jobs >= quota.max_jobs
+        if (headroom is None or spec.total_gpus <= headroom) and not full:
+            continue
+        wait = quota_wait_s(limits, pool, spec, queue, model, scopes)
+        use = (
+            f"{quota.max_jobs} jobs at once, {quota.running_jobs} running or sent"
+            if full
+            else f"{quota.limit_gpus} GPUs, {quota.used_gpus} in use or sent; this job needs {spec.total_gpus}"
+        )
+        return Exclusion(
+            "local_quota", f"{quota.source} admits {use}: it would wait there about {wait / 60:.0f} min for quota"
+        )
     return None
 
 

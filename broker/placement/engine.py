@@ -85,15 +85,16 @@ def place_prepared(
     _overlay(excluded, out, "quota")
     stale = fleet.stale(now)
     _overlay(excluded, stale, "stale")
-    entries, extra, never = _admissible(fleet, static.entries, spec, scopes, set(out))
+    entries, never, later = _admissible(fleet, static.entries, spec, scopes, set(out))
     _overlay(excluded, never, "local_limit")
+    _overlay(excluded, later, "local_quota")
     fitting, misfits = _fit(entries, spec, stale, holder)
     for name, group in misfits.items():
         if name in excluded or name in fitting:
             continue
         excluded[name] = _misfit(fleet, group, spec, holder)
     weights = terms.aged_weights(policy.weights, age_s, policy.aging)
-    ranked = _rank([e for group in fitting.values() for e in group], spec, weights, runtime_hours, limit, extra)
+    ranked = _rank([e for group in fitting.values() for e in group], spec, weights, runtime_hours, limit)
     return _result(ranked, excluded, policy, weights)
 
 
@@ -120,12 +121,12 @@ def _admissible(
     spec: WorkloadSpec,
     scopes: Sequence[str],
     out: set[str],
-) -> tuple[list[Entry], dict[Entry, float], dict[str, Exclusion]]:
-    """Pools whose local limits could ever admit the job, the extra wait their quota's
-    headroom means, and for clusters left with none: the rule that stops it."""
+) -> tuple[list[Entry], dict[str, Exclusion], dict[str, Exclusion]]:
+    """Pools whose local limits admit the job now; for clusters left with none, the rule
+    that stops it for good (``never``) or until quota comes free (``later``)."""
     kept: list[Entry] = []
-    extra: dict[Entry, float] = {}
     never: dict[str, Exclusion] = {}
+    later: dict[str, Exclusion] = {}
     for entry in entries:
         if entry.cluster in out:
             continue
@@ -136,19 +137,18 @@ def _admissible(
             if exc is not None:
                 never.setdefault(entry.cluster, exc)
                 continue
-            wait = admission.quota_wait_s(
-                cluster.limits,
-                pool.name,
-                spec,
-                cluster.snapshot.queue if cluster.snapshot else QueueStats(),
-                fleet.policy.queue,
-                scopes,
-            )
-            if wait:
-                extra[entry] = wait
+            queue = cluster.snapshot.queue if cluster.snapshot else QueueStats()
+            exc = admission.short_now(cluster.limits, pool.name, spec, queue, fleet.policy.queue, scopes)
+            if exc is not None:
+                later.setdefault(entry.cluster, exc)
+                continue
         kept.append(entry)
     admitted = {e.cluster for e in kept}
-    return kept, extra, {k: v for k, v in never.items() if k not in admitted}
+    return (
+        kept,
+        {k: v for k, v in never.items() if k not in admitted},
+        {k: v for k, v in later.items() if k not in admitted and k not in never},
+    )
 
 
 def _misfit(fleet: PreparedFleet, group: list[Entry], spec: WorkloadSpec, holder: str) -> Exclusion:
@@ -225,7 +225,6 @@ def _rank(
     weights: dict[str, float],
     runtime_hours: float | None,
     limit: int | None,
-    extra: Mapping[Entry, float],
 ) -> list[Candidate]:
     if not entries:
         return []
@@ -235,7 +234,7 @@ def _rank(
     # location, data_remote (the same formulas as terms.py, with constants hoisted)
     rows = [
         (
-            e.queue_wait + extra.get(e, 0.0),
+            e.queue_wait,
             e.start_base + size * e.stage_per_gb if size else e.start_base,
             e.price * gpu_hours,
             e.egress * size,
@@ -248,11 +247,11 @@ def _rank(
     order = sorted(range(len(entries)), key=lambda i: (scored[i][0], entries[i].cluster, entries[i].prepared.pool.name))
     if limit is not None:
         order = order[:limit]
-    return [_candidate(entries[i], rows[i], scored[i], spec, extra.get(entries[i], 0.0)) for i in order]
+    return [_candidate(entries[i], rows[i], scored[i], spec) for i in order]
 
 
 def _candidate(
-    entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]], spec: WorkloadSpec, quota_wait: float
+    entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]], spec: WorkloadSpec
 ) -> Candidate:
     prepared = entry.prepared
     index = prepared.index
@@ -267,11 +266,11 @@ def _candidate(
         weighted=dict(zip(TERMS, scored[1], strict=True)),
         assignment=tuple(map(index.names.__getitem__, nodes)),
         gpus_per_worker=spec.gpus_per_worker,
-        detail=_detail(entry, spec, quota_wait),
+        detail=_detail(entry, spec),
     )
 
 
-def _detail(entry: Entry, spec: WorkloadSpec, quota_wait: float) -> dict[str, float | str]:
+def _detail(entry: Entry, spec: WorkloadSpec) -> dict[str, float | str]:
     out: dict[str, float | str] = {}
     if spec.data_size_gb and entry.remote:
         out.update(
@@ -279,8 +278,6 @@ def _detail(entry: Entry, spec: WorkloadSpec, quota_wait: float) -> dict[str, fl
             data_from=entry.source or "unknown owner",
             egress_per_gb=entry.egress,
         )
-    if quota_wait:
-        out["local_quota_wait_s"] = round(quota_wait, 1)
     return out
 
 

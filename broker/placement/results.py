@@ -21,12 +21,14 @@ RULES = (
     "ownership",
     "local_limit",
     "never_fits",
+    "local_quota",
     "topology",
 )
 RULE_RANK = {rule: i for i, rule in enumerate(RULES)}
 # Passing every rule before these means the cluster is compatible by policy.
 UNAVAILABLE_RULES = frozenset({"health", "draining", "stale", "ownership"})
-CAPACITY_RULES = frozenset({"topology"})
+# A local quota used up now (``local_quota``) frees as jobs end: waiting, like a full pool.
+CAPACITY_RULES = frozenset({"local_quota", "topology"})
 # A local limit (QoS, partition, ClusterQueue quota) that the whole job exceeds, or a pool
 # too small even when idle: waiting will not change these.
 NEVER_RULES = frozenset({"local_limit", "never_fits"})
@@ -51,8 +53,7 @@ class Candidate:
     weighted: Mapping[str, float]  # each term normalised across candidates x weight
     assignment: tuple[str, ...]  # the node of each worker, by worker rank
     gpus_per_worker: int = 1
-    # how the terms came about: staging time, where the data leaves from and its egress
-    # price, the local quota's share of the queue wait
+    # how the terms came about: staging time, where the data leaves from and its egress price
     detail: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

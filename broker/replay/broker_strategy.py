@@ -24,8 +24,9 @@ harness adds nothing to its decisions.  What the replay arranges around it:
   minutes per cluster (always followed by a sync): it keeps the broker's records
   current but feeds no placement decision;
 * a workload is (re)placed only when, on some cluster, the whole gang could be packed
-  onto the GPUs free in the simulator.  The broker's own view never has more free GPUs
-  on a node than that (it syncs before placing and counts what it dispatched since),
+  onto the GPUs free in the simulator within the local quota's room.  The broker's own
+  view never has more free GPUs on a node, nor more quota room, than that (it syncs
+  before placing and counts what it dispatched since and what still waits there),
   so a skipped attempt is one the broker would have answered "wait": the decision for
   that workload is the same, and most of the database work under load is saved.  (The
   syncs then happen when there is something to place, not after every event.)
@@ -175,7 +176,7 @@ class BrokerPreset:
 
     def _may_fit(self, job: ReplayJob) -> bool:
         view = self.env.view
-        return any(view.summed_free(c, job) >= job.total_gpus and view.packs_now(c, job) for c in view.names)
+        return any(view.summed_free(c, job) >= job.total_gpus and view.admits_now(c, job) for c in view.names)
 
     def _refresh_view(self, now: float) -> None:
         """Sync (and now and then poll) the clusters the broker's view of is out of date."""

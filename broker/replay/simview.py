@@ -104,6 +104,24 @@ class FleetView:
         self._packs[key] = (version, fits)
         return fits
 
+    def admits_now(self, name: str, job: ReplayJob) -> bool:
+        """``packs_now`` on a pool whose local quota (Kueue's, in the simulator's truth)
+        has room for the whole job: where it could start at once."""
+        key = (name, job.gpu_class, job.min_memory_gb, job.gpus_per_worker, job.workers, "quota")
+        version = self._version[name]
+        cached = self._packs.get(key)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        cluster, req = self.clusters[name], self.request(job)
+        nodes = cluster.nodes
+        fits = any(
+            _quota_room(cluster, nodes, p) >= req.total_gpus
+            and pack([n for n in nodes if n.pool == p], req) is not None
+            for p in matching_pools(nodes, req)
+        )
+        self._packs[key] = (version, fits)
+        return fits
+
     def why_pending(self, name: str, job: ReplayJob, reason: Reason) -> str:
         """Why ``job``, just accepted at ``name`` and waiting there with the local
         ``reason``, did not start (the first rule that applies, see above)."""

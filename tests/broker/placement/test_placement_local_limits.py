@@ -40,15 +40,26 @@ def test_quota_with_borrowing_names_nominal_and_borrowed(kit):
     assert result.reason == "policy"
 
 
-def test_quota_headroom_ranks_the_cluster_with_room_first(kit):
+def test_a_pool_whose_local_quota_is_used_up_is_no_place_to_start_the_job_now(kit):
+    # sent there, the job would wait in the local queue for quota: it waits at the broker
     full = _with(kit.snap("full", kit.pool("full", [8, 8]), queue=QueueStats(0, 0, 16.0)),
                  LocalLimits(quotas=(GroupQuota("ClusterQueue cq", limit_gpus=16, used_gpus=16),)))
     room = kit.snap("room", kit.pool("room", [8, 8]))
     result = kit.place(kit.fleet([full, room]), kit.spec(gpus_per_worker=8))
-    assert [c.cluster for c in result.ranked] == ["room", "full"]
-    waits = {c.cluster: c.breakdown["queue_wait_s"] for c in result.ranked}
-    assert waits["full"] == pytest.approx(8 * 1.0 / 16.0 * 3600) and waits["room"] == 0
-    assert result.ranked[1].detail["local_quota_wait_s"] == pytest.approx(1800)
+    assert [c.cluster for c in result.ranked] == ["room"]
+    assert result.excluded["full"].rule == "local_quota"
+    assert result.excluded["full"].message == ("ClusterQueue cq admits 16 GPUs, 16 in use or sent; this job needs 8: "
+                                               "it would wait there about 30 min for quota")
+    alone = kit.place(kit.fleet([full]), kit.spec(gpus_per_worker=8))
+    assert alone.ranked == [] and alone.reason == "capacity"
+
+
+def test_a_local_job_count_limit_reached_keeps_the_job_at_the_broker(kit):
+    snap = _with(kit.snap("a", kit.pool("a", [8, 8])),
+                 LocalLimits(quotas=(GroupQuota("association research", max_jobs=2, running_jobs=2),)))
+    result = kit.place(kit.fleet([snap]), kit.spec(gpus_per_worker=1))
+    assert result.ranked == [] and result.reason == "capacity"
+    assert result.excluded["a"].message.startswith("association research admits 2 jobs at once, 2 running or sent")
 
 
 def test_promised_gpus_count_against_a_local_quota(kit):

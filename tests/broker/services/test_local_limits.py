@@ -3,9 +3,12 @@ simulated clusters: QoS caps, ClusterQueue quotas, GPUs promised since the last 
 the burst allowance."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 from broker.backends.sim import Partition
 from broker.models import Cluster, GpuPool, Reservation
 from broker.services.inventory import cluster_sync_inventory
+from tests.factories import WorkloadFactory
 
 
 def _slurm_with_qos_cap(make_cluster, cap: int = 16):
@@ -54,7 +57,8 @@ def test_gang_within_the_qos_cap_stays_on_prem(make_cluster, submit, drive):
     assert workload.state == "queued" and workload.cluster == slurm
 
 
-def test_used_local_quota_counts_in_the_queue_wait_estimate(make_cluster, submit, drive, sim, poll):
+def test_a_job_over_the_local_quota_left_waits_at_the_broker_not_at_the_destination(make_cluster, submit, drive,
+                                                                                      sim, poll):
     cloud = _kueue_with_quota(make_cluster, quota=16)
     first = drive(submit(gpus_per_worker=8, workers=1, time_limit_minutes=600))
     sim.advance(1)
@@ -62,9 +66,44 @@ def test_used_local_quota_counts_in_the_queue_wait_estimate(make_cluster, submit
     cluster_sync_inventory(cluster_id=cloud.id)
     second = drive(submit(gpus_per_worker=8, workers=2, time_limit_minutes=600))
     assert first.cluster == cloud
-    ranked = second.placement["ranked"]
-    assert ranked and ranked[0]["detail"]["local_quota_wait_s"] > 0
-    assert ranked[0]["breakdown"]["queue_wait_s"] >= ranked[0]["detail"]["local_quota_wait_s"]
+    assert second.state == "waiting" and second.reason == "capacity" and second.cluster is None
+    excluded = second.placement["excluded"]["cloud-k8s"]
+    assert excluded["rule"] == "local_quota"
+    assert excluded["message"].startswith("ClusterQueue cloud-k8s flavor a100-80gb admits 16 GPUs, ")
+    assert "this job needs 16: it would wait there about" in excluded["message"]
+    assert not Reservation.objects.filter(workload=second).exists()
+
+
+def test_a_job_queued_at_its_destination_counts_against_that_pool_after_the_next_report(make_cluster, submit,
+                                                                                        drive, trio):
+    # a job the broker sent that still waits in the local queue: the next report shows only
+    # what runs, so without it the pool would look free and more work would queue behind it
+    cluster = make_cluster("pool16", nodes=[8, 8])
+    pool = GpuPool.objects.get(cluster=cluster)
+    node = pool.nodes[0]["name"]
+    WorkloadFactory(project=trio.project, cluster=cluster, state="queued", total_gpus=8,
+                    dispatched_at=pool.taken_at - timedelta(minutes=5),
+                    placement={"chosen": {"cluster": cluster.name, "pool": pool.name, "assignment": [node],
+                                          "gpus_per_worker": 8}})
+    cluster_sync_inventory(cluster_id=cluster.id)  # a report newer than its dispatch
+    pool.refresh_from_db()
+    assert (pool.gpus_reserved, pool.gpus_idle) == (8, 8)
+    second = drive(submit(gpus_per_worker=8, name="two"))
+    third = drive(submit(gpus_per_worker=8, name="three"))
+    assert second.cluster == cluster and node not in second.placement["chosen"]["assignment"]
+    assert third.state == "waiting" and third.reason == "capacity"
+
+
+def test_a_job_that_started_at_its_destination_is_counted_by_the_report_alone(make_cluster, trio):
+    from broker.capacity_selectors import promised_gpus
+
+    cluster = make_cluster("pool16", nodes=[8, 8])
+    pool = GpuPool.objects.get(cluster=cluster)
+    earlier = pool.taken_at - timedelta(minutes=5)
+    chosen = {"chosen": {"pool": pool.name, "assignment": [pool.nodes[0]["name"]], "gpus_per_worker": 8}}
+    WorkloadFactory(project=trio.project, cluster=cluster, state="running", total_gpus=8, dispatched_at=earlier,
+                    started_at=earlier, placement=chosen)
+    assert promised_gpus(cluster_ids=[cluster.id])[cluster.id].pools == {}
 
 
 def test_three_eight_gpu_jobs_into_sixteen_gpus_between_reports_the_third_waits(make_cluster, submit, drive, sim,
