@@ -29,6 +29,7 @@ RULE_WORDS = {
     "rejected": "rejected the job",
     "local_limit": "its own admission would never take it",
     "never_fits": "too small for the job even when idle",
+    "local_quota": "its own quota is used up for now",
 }
 
 
