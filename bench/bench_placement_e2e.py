@@ -19,9 +19,10 @@ Then ``--workers`` worker processes (``celery -A portal worker --concurrency 1``
 started; the clock starts when the first ``place_waiting`` is queued and stops when every
 workload is ``queued`` or ``running`` at its simulated cluster.  A pass places up to its
 limit and queues the next pass itself while due work is left (``broker.tasks.place_waiting``);
-each placement queues one ``dispatch_workload`` task.  Printed: workloads/s for each worker
-count, their ratio, the load average, and the queries of one pass measured in this process
-with ``--clusters`` and with twice as many clusters (the same workloads).
+each chunk of up to 50 placements it writes queues one ``dispatch_workloads`` task
+(``broker.services.dispatch_chunk``).  Printed: workloads/s for each worker count, their
+ratio, the load average, and the queries of one pass and of its dispatch tasks, measured in
+this process with ``--clusters`` and with twice as many clusters (the same workloads).
 
 ``--in-process``: no Celery, no Redis; the passes and dispatches run here (what the smoke
 test does on SQLite).  ``--quick``: 300 workloads on 4 clusters of 40 nodes.
@@ -201,20 +202,40 @@ def states() -> dict[str, int]:
     return dict(Workload.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
 
 
-def pass_queries() -> tuple[int, int, int]:
-    """(all queries, SELECTs, workloads placed) of one pass run here; its dispatches dropped."""
+@dataclass
+class PassQueries:
+    total: int  # every query of one placing pass
+    selects: int
+    placed: int
+    dispatch: int  # the queries of dispatching what it placed, chunk by chunk
+    chunks: int
+
+
+def pass_queries() -> PassQueries:
+    """The queries of one pass run here, then those of the dispatch tasks it queued (run
+    here too, on this process's simulated fleet)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     from broker.services import bursting
+    from broker.services.dispatch_chunk import workloads_dispatch
     from broker.services.placing import waiting_place_pass
     from broker.services.tasks_bridge import task_sink
 
     bursting._cache.clear()  # each measured pass learns its waits afresh, as a fresh worker would
-    with task_sink(lambda *task: None), CaptureQueriesContext(connection) as seen:
+    chunks: list[list[int]] = []
+
+    def queue(name: str, *args: object) -> None:
+        if name == "dispatch_workloads":
+            chunks.append(list(args[0]))  # type: ignore[call-overload]
+
+    with task_sink(queue), CaptureQueriesContext(connection) as seen:
         report = waiting_place_pass()
     selects = sum(q["sql"].lstrip().upper().startswith("SELECT") for q in seen.captured_queries)
-    return len(seen), selects, report.placed
+    with CaptureQueriesContext(connection) as sent:
+        for ids in chunks:
+            workloads_dispatch(workload_ids=ids)
+    return PassQueries(len(seen), selects, report.placed, len(sent), len(chunks))
 
 
 def run_in_process(expected: int, timeout_s: float) -> float:
@@ -372,15 +393,16 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"database: {connection.vendor} {connection.settings_dict['NAME']}; fleet and logs in {work}")
 
-    print(f"\nqueries of one pass over {args.query_count} waiting workloads (dispatch not counted):")
+    print(f"\nqueries of one pass over {args.query_count} waiting workloads, then of its dispatch tasks:")
     for clusters in (args.clusters, 2 * args.clusters):
         reset_database()
         seed(count=args.query_count, clusters=clusters, nodes=args.nodes, fleet_path=work / f"fleet-q{clusters}.yaml")
         sync_inventory()
-        total, selects, placed = pass_queries()
+        q = pass_queries()
         print(
-            f"  {clusters:>4} clusters: {total} queries ({selects} SELECTs) for {placed} placed "
-            f"= {total / max(placed, 1):.2f} per workload"
+            f"  {clusters:>4} clusters: {q.total} queries ({q.selects} SELECTs) for {q.placed} placed "
+            f"= {q.total / max(q.placed, 1):.2f} per workload; their dispatch in {q.chunks} tasks: "
+            f"{q.dispatch} queries = {q.dispatch / max(q.placed, 1):.2f} per workload"
         )
 
     rates: dict[str, float] = {}

@@ -59,6 +59,15 @@ def dispatch_workload(workload_id: int) -> None:
 
 
 @shared_task(**TASK_OPTIONS)
+def dispatch_workloads(workload_ids: list[int]) -> None:
+    """A placing pass's chunk of reserved workloads, dispatched together (one claim, one
+    record of the acceptances); see broker.services.dispatch_chunk."""
+    from broker.services.dispatch_chunk import workloads_dispatch
+
+    workloads_dispatch(workload_ids=workload_ids)
+
+
+@shared_task(**TASK_OPTIONS)
 def poll_status(cluster_id: int) -> None:
     from broker.services.status import cluster_poll_status
 

@@ -10,14 +10,15 @@ retry cannot both get to call the cluster.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from broker.backends.base import DestinationJob, Rejected, Unavailable
+from broker.backends.base import DestinationJob, ProjectIdentity, Rejected, Unavailable
 from broker.backends.registry import backend_for, identity_for
 from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
@@ -87,15 +88,30 @@ def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
         return None  # a concurrent worker claimed this attempt number
 
 
+def before_attempt_written() -> None:
+    """The crash point before a chunk's attempt rows are written (broker.services.dispatch_chunk):
+    the same point as one workload's, marked here, where the failpoint list says it sits."""
+    failpoint("dispatch.before_attempt_written")
+
+
 def targeted_spec(workload: Workload) -> WorkloadSpec:
     """The spec as sent: narrowed to the GPU model of the pool placement chose, so a
     class-only request reaches the scheduler as the model (GRES type, node label) it has."""
     spec = validate_spec(workload.spec)
-    chosen = PlacementRecord.from_json(workload.placement).chosen
-    pool = chosen.pool if chosen else ""
     model = (
-        GpuPool.objects.filter(cluster=workload.placed_cluster, name=pool).values_list("gpu_model", flat=True).first()
+        GpuPool.objects.filter(cluster=workload.placed_cluster, name=chosen_pool(workload))
+        .values_list("gpu_model", flat=True)
+        .first()
     )
+    return _targeted(spec, model or "")
+
+
+def chosen_pool(workload: Workload) -> str:
+    chosen = PlacementRecord.from_json(workload.placement).chosen
+    return chosen.pool if chosen else ""
+
+
+def _targeted(spec: WorkloadSpec, model: str) -> WorkloadSpec:
     return replace(spec, gpu_models=(model,)) if model else spec
 
 
@@ -112,33 +128,71 @@ def workload_adopt(*, workload_id: int, found: DestinationJob) -> Workload:
 
 
 def _earlier_attempt_may_have_landed(workload: Workload, attempt: DispatchAttempt) -> bool:
+    if attempt.number == 1:
+        return False  # the first attempt has no earlier one to look up (one read fewer per dispatch)
     return workload.attempts.filter(
         cluster=workload.cluster, number__lt=attempt.number, state__in=LIVE_ATTEMPT_STATES
     ).exists()
 
 
+@dataclass(frozen=True)
+class Known:
+    """What a caller already read for an attempt (a chunk reads it for all its workloads at
+    once, see ``dispatch_chunk``); one workload dispatched alone reads it here."""
+
+    earlier_live: bool  # an earlier attempt at this cluster may have created the job
+    reserved: bool  # a live quota reservation holds the GPUs
+    gpu_model: str  # the model of the pool placement chose ('' when that pool is gone)
+    identity: ProjectIdentity
+    backend: Any = None  # the cluster's backend, built once per chunk
+
+
+@dataclass(frozen=True)
+class Sent:
+    """How a written attempt went: ``job_id`` when the cluster accepted it (the caller records
+    that); any other outcome is already recorded, and ``answered`` is False when the
+    cluster did not answer."""
+
+    workload: Workload
+    job_id: str = ""
+    answered: bool = True
+
+
 def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
+    sent = attempt_send(workload, attempt)
+    if not sent.job_id:
+        return sent.workload
+    return _accepted(workload, attempt, sent.job_id, AttemptState.ACCEPTED)
+
+
+def attempt_send(workload: Workload, attempt: DispatchAttempt, known: Known | None = None) -> Sent:
+    """Call the cluster for a written attempt: look an earlier one up first, send nothing
+    when cancelled or unreserved, else submit the spec as targeted."""
     try:
-        backend = backend_for(workload.cluster)  # inside: a backend that can't be built is no answer
-        # the first attempt has no earlier one to look up (one read fewer per dispatch)
-        if attempt.number > 1 and _earlier_attempt_may_have_landed(workload, attempt):
+        # inside: a backend that can't be built is no answer
+        backend = known.backend if known and known.backend else backend_for(workload.cluster)
+        if known.earlier_live if known else _earlier_attempt_may_have_landed(workload, attempt):
             found = backend.find(workload.uid)
             if found is not None:
-                return _adopt(workload, attempt, found)
+                return Sent(_adopt(workload, attempt, found))
         if workload.cancel_requested_at:
-            return _finish_attempt_nothing_sent(workload, attempt)
-        if not Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).exists():
-            return _unreserved(workload, attempt)
-        identity = identity_for(workload.project, workload.submitted_by)
-        spec = targeted_spec(workload)
+            return Sent(_finish_attempt_nothing_sent(workload, attempt))
+        if not (known.reserved if known else _reserved(workload)):
+            return Sent(_unreserved(workload, attempt))
+        identity = known.identity if known else identity_for(workload.project, workload.submitted_by)
+        spec = _targeted(validate_spec(workload.spec), known.gpu_model) if known else targeted_spec(workload)
         failpoint("dispatch.after_attempt_written")  # what is read is read: next comes the cluster call
         job_id = backend.submit(spec, workload.uid, identity)
         failpoint("dispatch.after_submit")
     except Rejected as exc:
-        return _rejected(workload, attempt, exc)
+        return Sent(_rejected(workload, attempt, exc))
     except Unavailable as exc:
-        return _unknown(workload, attempt, str(exc))
-    return _accepted(workload, attempt, job_id, AttemptState.ACCEPTED)
+        return Sent(_unknown(workload, attempt, str(exc)), answered=False)
+    return Sent(workload, job_id=job_id)
+
+
+def _reserved(workload: Workload) -> bool:
+    return Reservation.objects.filter(workload=workload, state__in=LIVE_RESERVATION_STATES).exists()
 
 
 def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) -> Workload:

@@ -7,7 +7,8 @@ writes every reservation and its record in two statements, then moves each workl
 ``reserved`` with its decision record (the conditional update of ``transitions``).  The
 invariants are those of the one-at-a-time path: the quota rows are locked before their
 use is read and stay locked until the reservations are committed; a workload no longer
-placeable moves nowhere and holds nothing; dispatch is queued after the commit.
+placeable moves nowhere and holds nothing; dispatch is queued after the commit, one task
+for the chunk (``broker.services.dispatch_chunk``).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from datetime import datetime
 from typing import Any, Callable
 
 from django.db import transaction
+from django.db.models import CharField, IntegerField, JSONField
 
 from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.models import Cluster, GpuPool, Workload, WorkloadState
 from broker.services import tasks_bridge
+from broker.services.audit import audit_many
+from broker.services.bulk_moves import moved_record, per_row
 from broker.services.quota import QuotaExceeded, quota_ledger_lock
 from broker.services.transitions import Note, transition
 
@@ -102,34 +106,40 @@ class PassWriter:
                 continue
             going.append(d)
         ledger.store()
-        for d in going:
-            if not self._reserve(d):
-                raise _ChunkLost(d.workload.uid)  # locked above: only a bug gets here
         if going:
+            self._reserve(going)
             GpuPool.objects.filter(held_for__in=[d.workload.uid for d in going]).update(held_for="")
+            # one dispatch task for the chunk (broker.services.dispatch_chunk), after the commit
+            tasks_bridge.enqueue_dispatch_chunk([d.workload.id for d in going])
         return len(going)
 
-    def _reserve(self, d: Decision) -> bool:
+    def _reserve(self, going: list[Decision]) -> None:
+        """Every workload of the chunk to ``reserved`` in one conditional update (each with its
+        own cluster and record), and each one's decision record in one INSERT."""
+        by_id = {d.workload.id: d for d in going}
         moved = transition(
             Workload,
-            d.workload.id,
             to=WorkloadState.RESERVED,
             from_=PLACEABLE_STATES,
             reason=TransitionReason.PLACED,
-            where={"cancel_requested_at__isnull": True},
+            where={"id__in": list(by_id), "cancel_requested_at__isnull": True},
             fields={
-                "cluster": self.clusters[d.cluster],
-                "placement": d.record,
-                "policy_version": d.policy_version,
+                "cluster_id": per_row(
+                    "id", {i: self.clusters[d.cluster].id for i, d in by_id.items()}, IntegerField(), "cluster_id"
+                ),
+                "placement": per_row("id", {i: d.record for i, d in by_id.items()}, JSONField(), "placement"),
+                "policy_version": per_row(
+                    "id", {i: d.policy_version for i, d in by_id.items()}, CharField(), "policy_version"
+                ),
                 "reason": "",
                 "raw_reason": "",
             },
-            note=d.note,
+            note=None,  # one record per workload, below
             savepoint=False,  # the chunk's transaction rolls back whole on any error
         )
-        if moved:
-            tasks_bridge.enqueue_dispatch(d.workload.id)
-        return bool(moved)
+        if moved != len(going):
+            raise _ChunkLost(f"{moved} of {len(going)} moved")  # locked above: only a bug gets here
+        audit_many([moved_record(d.note, to=WorkloadState.RESERVED, reason=TransitionReason.PLACED) for d in going])
 
 
 def decision_for(workload: Workload, best: Any, record: dict[str, Any], loaded: Any, quota_remaining: int) -> Decision:

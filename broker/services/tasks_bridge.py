@@ -88,5 +88,10 @@ def enqueue_dispatch(workload_id: int) -> None:
     _on_commit("dispatch_workload", workload_id)
 
 
+def enqueue_dispatch_chunk(workload_ids: list[int]) -> None:
+    """One task dispatches the workloads a placing pass reserved together."""
+    _on_commit("dispatch_workloads", list(workload_ids))
+
+
 def enqueue_cancel(workload_id: int) -> None:
     _on_commit("propagate_cancel", workload_id)

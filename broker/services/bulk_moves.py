@@ -1,0 +1,78 @@
+"""Helpers for moving a chunk of rows in one conditional update (``transitions.transition``
+with ``where={"id__in": ...}``): a column whose new value differs per row (``per_row``), and
+the audit record each moved row gets (``moved_record``), stored together with ``audit_many``.
+
+The caller locks the rows first and moves only those it locked in the source state, so it
+knows which rows moved and writes one record for each (``transition`` itself writes one
+note per call).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import NotSupportedError
+from django.db.models import Expression, F, Field, JSONField, Value
+
+from broker.lifecycle import TransitionReason
+from broker.models import AuditRecord
+from broker.services.audit import audit_record
+from broker.services.transitions import Note
+
+
+class PerRow(Expression):
+    """The new value of ``column`` for each row, looked up by the row's ``key`` in one JSON
+    parameter: one UPDATE sets a different value on every row of a chunk (a CASE of fifty
+    WHENs costs Django more to build than the database to run).  A row whose key is not in
+    ``values`` keeps its value."""
+
+    def __init__(self, key: str, values: Mapping[Any, Any], field: Field, column: str):
+        super().__init__(output_field=field)
+        self.mapping = Value(json.dumps({str(k): v for k, v in values.items()}, cls=DjangoJSONEncoder))
+        self.key, self.column = F(key), F(column)
+
+    def get_source_expressions(self) -> list[Any]:
+        return [self.mapping, self.key, self.column]
+
+    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
+        self.mapping, self.key, self.column = exprs
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, tuple[Any, ...]]:
+        mapping, mapping_params = compiler.compile(self.mapping)
+        key, key_params = compiler.compile(self.key)
+        column, column_params = compiler.compile(self.column)
+        json_column = isinstance(self.output_field, JSONField)
+        if connection.vendor == "postgresql":
+            found = f"(({mapping})::jsonb {'->' if json_column else '->>'} ({key})::text)"
+            if not json_column:
+                found = f"({found})::{self.output_field.db_type(connection)}"
+        elif connection.vendor == "sqlite":
+            found = f"json_extract({mapping}, '$.\"' || ({key}) || '\"')"
+            if json_column:
+                found = f"json({found})"
+        else:
+            raise NotSupportedError(f"per-row values on {connection.vendor}")
+        return f"COALESCE({found}, {column})", (*mapping_params, *key_params, *column_params)
+
+
+def per_row(key: str, values: Mapping[Any, Any], field: Field, column: str) -> PerRow:
+    """``column``'s new value for each row whose ``key`` is in ``values`` (see PerRow)."""
+    return PerRow(key, values, field, column)
+
+
+def moved_record(note: Note, *, to: str, reason: TransitionReason) -> AuditRecord:
+    """The record ``transition`` writes for ``note`` when its row moved, not saved yet."""
+    return audit_record(
+        action=note.action,
+        workload=note.workload,
+        tenant_id=note.tenant_id,
+        message=note.message,
+        cluster=note.cluster,
+        destination_job_id=note.destination_job_id,
+        policy_version=note.policy_version,
+        score_breakdown=dict(note.score_breakdown or {}),
+        inputs={**note.inputs, "transition": {"to": str(to), "reason": str(reason)}},
+    )
