@@ -50,4 +50,17 @@ def test_the_bench_counts_the_same_queries_per_pass_with_twice_the_clusters(tmp_
         assert queries.placed == 12 and queries.chunks == 1
         counts.append((queries.total, queries.selects, queries.dispatch))
     assert counts[0] == counts[1]
-    assert counts[0][2] < 12  # the dispatch of a chunk costs fewer queries than one per workload
+
+
+def test_the_dispatch_of_a_chunk_costs_the_same_queries_for_twice_the_workloads(tmp_path):
+    bench = _bench()
+    counts = []
+    for count in (12, 24):
+        bench.reset_database()
+        bench.seed(count=count, clusters=2, nodes=4, fleet_path=tmp_path / f"fleet{count}.yaml")
+        bench.sync_inventory()
+        queries = bench.pass_queries()
+        assert queries.placed == count and queries.chunks == 1
+        counts.append(queries.dispatch)
+    assert counts[0] == counts[1]
+    assert Workload.objects.filter(state="queued").count() == 24
