@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,14 +32,6 @@ FAST = settings(max_examples=_N, deadline=None, derandomize=not _RANDOM, databas
 DB = settings(max_examples=max(10, _N // 3), deadline=None, derandomize=not _RANDOM, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
-# a known bug needs no shrinking to be shown again: find it and stop
-BUGGY = settings(FAST, phases=(Phase.explicit, Phase.generate), report_multiple_bugs=False)
-
-
-def known_bug(what: str):
-    """A parser that still crashes on hostile input, reported to its owner.  Strict: the day
-    it is fixed this test passes, and the marker must go."""
-    return pytest.mark.xfail(strict=not _RANDOM, reason=f"known, reported: {what}")
 
 scalars = (st.none() | st.booleans() | st.integers(-10**12, 10**12) | st.floats(allow_nan=True)
            | st.text(max_size=30) | st.sampled_from(["", "N/A", "(null)", "-1", "1e309", "0x1f", "\x00", "∞",
@@ -109,7 +101,7 @@ GOOD_SPEC = {"project": "p", "name": "train", "command": "python train.py", "gpu
              "gpus_per_worker": 2, "workers": 2}
 
 
-@BUGGY
+@FAST
 @given(st.dictionaries(st.sampled_from(SPEC_FIELDS) | st.text(max_size=8), json_values, max_size=10)
        | mutated(GOOD_SPEC))
 def test_spec_gives_a_valid_spec_or_names_every_bad_field(data):
@@ -233,7 +225,7 @@ def test_sacct_lines_give_records_or_are_skipped(text):
         assert isinstance(rec.elapsed_s, int)
 
 
-@BUGGY
+@FAST
 @given(hostile_text | mangled_lines(_fixture("sacct-P-X.txt")))
 def test_sacct_usage_file_gives_records_or_says_what_is_missing(text):
     from accounting.sacct import iter_sacct_usage
@@ -280,7 +272,7 @@ def _json_sample(name: str, key: str) -> dict:
     return items[0]
 
 
-@BUGGY
+@FAST
 @given(st.data())
 @example(data=None)
 def test_slurm_rest_json_records_read_or_fail_clearly(data):
@@ -352,7 +344,7 @@ def _vcjob() -> dict:
             "status": {"state": {"phase": "Running", "lastTransitionTime": "2026-01-01T00:00:00Z"}}}
 
 
-@BUGGY
+@FAST
 @given(st.data())
 def test_kubernetes_nodes_and_pods_give_pools_or_fail_clearly(data):
     from broker.backends.kube.common import BackendSettings
@@ -366,7 +358,7 @@ def test_kubernetes_nodes_and_pods_give_pools_or_fail_clearly(data):
             assert n.gpus_total > 0
 
 
-@BUGGY
+@FAST
 @given(st.data())
 def test_kueue_and_volcano_objects_give_a_state_or_fail_clearly(data):
     from broker.backends.kube import kueue, volcano
@@ -382,7 +374,7 @@ def test_kueue_and_volcano_objects_give_a_state_or_fail_clearly(data):
         data.draw(st.sampled_from(["Open", "Closed", ""])), "default")
 
 
-@BUGGY
+@FAST
 @given(json_values)
 @example(value="1e309")
 def test_kubernetes_quantities_and_times(value):
