@@ -19,7 +19,7 @@ def test_a_booked_placement_uses_the_local_quota_for_the_rest_of_the_pass(kit):
     fleet.take(first.best)
     assert fleet.clusters["a"].limits.quotas[0].used_gpus == 16
     second = kit.place(fleet, kit.spec(gpus_per_worker=8))
-    assert second.best is not None and second.best.breakdown["queue_wait_s"] > 0  # waits for the quota
+    assert second.best is None and second.excluded["a"].rule == "local_quota"  # waits for the quota
 
 
 def test_a_booked_placement_takes_its_gpus_off_the_nodes(kit):

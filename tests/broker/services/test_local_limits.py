@@ -76,12 +76,13 @@ def test_a_job_over_the_local_quota_left_waits_at_the_broker_not_at_the_destinat
 
 def test_a_job_queued_at_its_destination_counts_against_that_pool_after_the_next_report(make_cluster, submit,
                                                                                         drive, trio):
-    # a job the broker sent that still waits in the local queue: the next report shows only
-    # what runs, so without it the pool would look free and more work would queue behind it
+    # a job the broker sent that a status poll saw waiting in the local queue: the next report
+    # shows only what runs, so without it the pool would look free and more work would queue
+    # behind it
     cluster = make_cluster("pool16", nodes=[8, 8])
     pool = GpuPool.objects.get(cluster=cluster)
     node = pool.nodes[0]["name"]
-    WorkloadFactory(project=trio.project, cluster=cluster, state="queued", total_gpus=8,
+    WorkloadFactory(project=trio.project, cluster=cluster, state="queued", total_gpus=8, reason="capacity",
                     dispatched_at=pool.taken_at - timedelta(minutes=5),
                     placement={"chosen": {"cluster": cluster.name, "pool": pool.name, "assignment": [node],
                                           "gpus_per_worker": 8}})
@@ -94,7 +95,9 @@ def test_a_job_queued_at_its_destination_counts_against_that_pool_after_the_next
     assert third.state == "waiting" and third.reason == "capacity"
 
 
-def test_a_job_that_started_at_its_destination_is_counted_by_the_report_alone(make_cluster, trio):
+def test_a_job_that_started_or_was_not_yet_seen_waiting_is_counted_by_the_report_alone(make_cluster, trio):
+    # started before the report: the report shows it; sent before it and not yet polled: it
+    # may have started at once (then the report shows it too), so it is not counted twice
     from broker.capacity_selectors import promised_gpus
 
     cluster = make_cluster("pool16", nodes=[8, 8])
@@ -103,6 +106,8 @@ def test_a_job_that_started_at_its_destination_is_counted_by_the_report_alone(ma
     chosen = {"chosen": {"pool": pool.name, "assignment": [pool.nodes[0]["name"]], "gpus_per_worker": 8}}
     WorkloadFactory(project=trio.project, cluster=cluster, state="running", total_gpus=8, dispatched_at=earlier,
                     started_at=earlier, placement=chosen)
+    WorkloadFactory(project=trio.project, cluster=cluster, state="queued", total_gpus=8, dispatched_at=earlier,
+                    reason="", placement=chosen)
     assert promised_gpus(cluster_ids=[cluster.id])[cluster.id].pools == {}
 
 
