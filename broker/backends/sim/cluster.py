@@ -399,6 +399,9 @@ class SimulatedCluster:
 
     def _schedule(self) -> None:
         """One FIFO pass at the cursor: start what fits, record why the rest waits."""
+        pending = self._pending()
+        if not pending:
+            return  # nothing to start (the pass below would only count what runs)
         used: dict[str, int] = {}
         for job in self._running():
             pool = self.node(job.placement[0][0]).pool
@@ -409,7 +412,7 @@ class SimulatedCluster:
         # backfill only: a shape that could not start in this pass cannot start later in it
         # (GPUs only get taken), so its later jobs get the same verdict without a search
         failed: dict[tuple, admission.Verdict] = {}
-        for job in self._pending():
+        for job in pending:
             shape = backfill.shape_of(job) if self.queueing == "backfill" else None
             if shape is not None and shape in failed:
                 job.reason, job.raw_reason = failed[shape].reason, failed[shape].raw

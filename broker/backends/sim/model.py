@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ def mig_geometry(profile: str) -> tuple[int, int]:
     return MIG_SLICES.get(compute, 7 // compute), memory
 
 
+@functools.lru_cache(maxsize=1024)  # a pure function the scheduler asks for every running job, every pass
 def pool_name(gpu_model: str, gpu_memory_gb: int, partitioning: str) -> str:
     """Pool (and Kueue ResourceFlavor) name: ``a100-80gb`` or ``a100-1g.10gb``."""
     if partitioning == "whole":
