@@ -18,6 +18,13 @@ def test_submit_form_has_a_preview_button(trio, quota, login):
     assert 'id="preview-button"' in body and reverse("workload-preview") in body
 
 
+def test_submit_form_labels_spell_gpu_cpu_and_units_as_researchers_write_them(trio, quota, login):
+    body = login(trio.member).get(reverse("workload-new")).content.decode()
+    for label in ("GPU class", "GPUs per worker", "CPUs per worker", "Memory per worker (GB)", "MIG profile"):
+        assert f">{label} <" in body, label
+    assert "Gpu" not in body and "Cpus" not in body
+
+
 def test_preview_shows_the_ranked_destinations_with_cost_and_stores_nothing(trio, quota, make_cluster, login):
     make_cluster("onprem")
     response = login(trio.member).post(reverse("workload-preview"), {"project": trio.project.id, **FORM}, **HTMX)
