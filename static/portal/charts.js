@@ -46,7 +46,10 @@
     }
     var scales = {x: {time: !opts.months}};
     if (opts.months) { scales.x.range = function () { return [-0.6, xs.length - 0.4]; }; }
-    scales.y = {range: function (u, min, max) { return [0, Math.max(1, max * 1.1)]; }};
+    /* the least top of the y axis: a seconds axis of waits all under a second would label
+       its ticks 0 s, 0 s, 1 s, 1 s... (whole seconds), so it shows at least a minute */
+    var leastTop = opts.leastTop || 1;
+    scales.y = {range: function (u, min, max) { return [0, Math.max(leastTop, max * 1.1)]; }};
     new uPlot({width: width(el), height: 240, series: uSeries, axes: axes, scales: scales, legend: {live: true}},
               [xs].concat(series.map(function (s) { return s.values; })), box);
   }
@@ -58,7 +61,7 @@
         draw(waits, "Queue wait and time to first GPU, p95 — " + t.tenant, t.t, [
           {label: "queue wait p95", values: t.queue_wait_p95_s, colour: COLOURS[0]},
           {label: "time to first GPU p95", values: t.time_to_first_gpu_p95_s, colour: COLOURS[1]}],
-          {fmt: seconds});
+          {fmt: seconds, leastTop: 60});
       });
     }
     var cap = document.getElementById("chart-capacity");
