@@ -1,6 +1,6 @@
-"""Helpers for moving a chunk of rows in one conditional update (``transitions.transition``
-with ``where={"id__in": ...}``): a column whose new value differs per row (``per_row``), and
-the audit record each moved row gets (``moved_record``), stored together with ``audit_many``.
+"""Moving a chunk of rows in one conditional update (``transitions.transition`` with
+``where={"id__in": ...}``): a column whose new value differs per row (``per_row``); the audit
+record each moved row gets is ``transitions.moved_record``, stored together with ``audit_many``.
 
 The caller locks the rows first and moves only those it locked in the source state, so it
 knows which rows moved and writes one record for each (``transition`` itself writes one
@@ -16,11 +16,6 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import NotSupportedError
 from django.db.models import Expression, F, Field, JSONField, Value
-
-from broker.lifecycle import TransitionReason
-from broker.models import AuditRecord
-from broker.services.audit import audit_record
-from broker.services.transitions import Note
 
 
 class PerRow(Expression):
@@ -61,18 +56,3 @@ class PerRow(Expression):
 def per_row(key: str, values: Mapping[Any, Any], field: Field, column: str) -> PerRow:
     """``column``'s new value for each row whose ``key`` is in ``values`` (see PerRow)."""
     return PerRow(key, values, field, column)
-
-
-def moved_record(note: Note, *, to: str, reason: TransitionReason) -> AuditRecord:
-    """The record ``transition`` writes for ``note`` when its row moved, not saved yet."""
-    return audit_record(
-        action=note.action,
-        workload=note.workload,
-        tenant_id=note.tenant_id,
-        message=note.message,
-        cluster=note.cluster,
-        destination_job_id=note.destination_job_id,
-        policy_version=note.policy_version,
-        score_breakdown=dict(note.score_breakdown or {}),
-        inputs={**note.inputs, "transition": {"to": str(to), "reason": str(reason)}},
-    )

@@ -56,8 +56,8 @@ from broker.models import (
 from broker.services import tasks_bridge
 from broker.services.audit import audit_many, audit_record
 from broker.services.dispatch import Known, _in_flight, attempt_send, before_attempt_written, workload_dispatch
-from broker.services.bulk_moves import moved_record, per_row
-from broker.services.transitions import Note, transition
+from broker.services.bulk_moves import per_row
+from broker.services.transitions import Note, moved_record, transition
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.models import Cluster, GpuPool, Workload, WorkloadState
 from broker.services import tasks_bridge
 from broker.services.audit import audit_many
-from broker.services.bulk_moves import moved_record, per_row
+from broker.services.bulk_moves import per_row
 from broker.services.quota import QuotaExceeded, quota_ledger_lock
-from broker.services.transitions import Note, transition
+from broker.services.transitions import Note, moved_record, transition
 
 CHUNK = 50  # workloads per transaction: the quota rows stay locked for one chunk's writes
 

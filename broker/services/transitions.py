@@ -17,7 +17,8 @@ from typing import Any
 from django.db import models, transaction
 
 from broker.lifecycle import TABLES, TransitionReason, sources
-from broker.services.audit import audit
+from broker.models import AuditRecord
+from broker.services.audit import audit_record
 
 
 class TransitionRefused(ValueError):
@@ -140,7 +141,13 @@ def _apply(
 
 
 def _record(note: Note, *, to: str, reason: TransitionReason, actor: Any) -> None:
-    audit(
+    moved_record(note, to=to, reason=reason, actor=actor).save(force_insert=True)
+
+
+def moved_record(note: Note, *, to: str, reason: TransitionReason, actor: Any = None) -> AuditRecord:
+    """The record a transition writes for ``note`` when its row moved, not saved yet (a chunk
+    moved in one update stores its rows' records together with ``audit_many``)."""
+    return audit_record(
         action=note.action,
         workload=note.workload,
         tenant_id=note.tenant_id,
