@@ -24,6 +24,7 @@ from django.db.models import Q
 
 from broker.models import GpuPool, Workload, WorkloadState
 from broker.models.workload import LocalReason
+from broker.placement.record import CHOSEN_LOOKUP
 
 PROMISED_STATES = (WorkloadState.RESERVED, WorkloadState.DISPATCHING)
 SINCE_REPORT_STATES = (WorkloadState.QUEUED, WorkloadState.RUNNING)
@@ -63,7 +64,7 @@ def promised_gpus(
     # only the chosen candidate of each record: the whole record (every candidate, every
     # exclusion) is ~20 times larger, and a pass reads this for every job sent since the reports
     rows = Workload.objects.filter(live, cluster_id__in=ids).values_list(
-        "cluster_id", "state", "placement__chosen", "total_gpus", "dispatched_at", "started_at", "reason"
+        "cluster_id", "state", CHOSEN_LOOKUP, "total_gpus", "dispatched_at", "started_at", "reason"
     )
     for cluster_id, state, chosen_or_none, total, dispatched, started, reason in rows:
         chosen = chosen_or_none if isinstance(chosen_or_none, dict) else {}

@@ -18,6 +18,13 @@ from typing import Any, Mapping
 
 from broker.placement.results import Candidate, Exclusion, PlacementResult
 
+# The stored keys as ORM lookups into ``Workload.placement``, for the reads that take one
+# field in the database instead of loading the record (a pass reads them for every job).
+CHOSEN_LOOKUP = "placement__chosen"
+CHOSEN_POOL_LOOKUP = "placement__chosen__pool"
+RETRY_AT_LOOKUP = "placement__retry__at"
+MANAGER_LOOKUP = "placement__manager"
+
 KNOWN = frozenset(
     {
         "policy_version",

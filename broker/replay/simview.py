@@ -91,23 +91,11 @@ class FleetView:
         self._free[key] = (version, free)
         return free
 
-    def packs_now(self, name: str, job: ReplayJob) -> bool:
-        """The whole gang fits on the free GPUs of one pool of its class now (any node
-        of the cluster, quota aside): what any placement there needs at the least."""
-        key = (name, job.gpu_class, job.min_memory_gb, job.gpus_per_worker, job.workers)
-        version = self._version[name]
-        cached = self._packs.get(key)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        nodes, req = self.clusters[name].nodes, self.request(job)
-        fits = any(pack([n for n in nodes if n.pool == p], req) is not None for p in matching_pools(nodes, req))
-        self._packs[key] = (version, fits)
-        return fits
-
     def admits_now(self, name: str, job: ReplayJob) -> bool:
-        """``packs_now`` on a pool whose local quota (Kueue's, in the simulator's truth)
-        has room for the whole job: where it could start at once."""
-        key = (name, job.gpu_class, job.min_memory_gb, job.gpus_per_worker, job.workers, "quota")
+        """The whole gang fits on the free GPUs of one pool of its class now (any node of
+        the cluster), and that pool's local quota (Kueue's, in the simulator's truth) has
+        room for it: where it could start at once."""
+        key = (name, job.gpu_class, job.min_memory_gb, job.gpus_per_worker, job.workers)
         version = self._version[name]
         cached = self._packs.get(key)
         if cached is not None and cached[0] == version:

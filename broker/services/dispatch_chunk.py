@@ -43,6 +43,7 @@ from django.utils import timezone
 from broker.backends.base import Backend, ProjectIdentity, Unavailable
 from broker.backends.registry import backend_for, identity_for
 from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
+from broker.placement.record import CHOSEN_POOL_LOOKUP
 from broker.models import (
     AttemptState,
     AuditRecord,
@@ -60,10 +61,6 @@ from broker.services.bulk_moves import per_row
 from broker.services.transitions import Note, moved_record, transition
 
 log = logging.getLogger(__name__)
-
-# The chosen candidate's pool in the stored placement record (``PlacementRecord.chosen.pool``),
-# read in the database: the rest of the record is not loaded (a test checks the two agree).
-CHOSEN_POOL = "placement__chosen__pool"
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ def _claim(ids: Sequence[int]) -> list[Claim]:
         Workload.objects.select_for_update(of=("self",))
         .select_related("cluster", "project__tenant", "submitted_by")
         .defer("placement")  # kilobytes a workload (every ranked candidate): only its chosen pool is needed
-        .annotate(chosen_pool=KT(CHOSEN_POOL))
+        .annotate(chosen_pool=KT(CHOSEN_POOL_LOOKUP))
         .filter(id__in=ids)
         .order_by("id")
     )

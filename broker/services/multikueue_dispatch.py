@@ -33,7 +33,7 @@ from broker.backends.registry import backend_config, resolve_credentials
 from broker.lifecycle import TERMINAL_STATES, TransitionReason, WorkloadState
 from broker.models import Cluster, Workload
 from broker.models.workload import WorkloadOrigin
-from broker.placement.record import PlacementRecord
+from broker.placement.record import MANAGER_LOOKUP, PlacementRecord
 from broker.services import multikueue_nominate as nom
 from broker.services.audit import audit
 from broker.services.inventory import cluster_mark_stale, cluster_sync_inventory
@@ -291,7 +291,7 @@ def _record_usage(record: Workload, worker: Cluster, wl: ManagerWorkload, start:
 def _gone(manager: Cluster, seen: set[str]) -> int:
     """Records whose Workload the manager no longer has: deleted there, so ended here."""
     live = (
-        Workload.objects.filter(origin=WorkloadOrigin.MULTIKUEUE, placement__manager=manager.name)
+        Workload.objects.filter(origin=WorkloadOrigin.MULTIKUEUE, **{MANAGER_LOOKUP: manager.name})
         .exclude(state__in=TERMINAL_STATES)
         .exclude(uid__in=seen)
     )

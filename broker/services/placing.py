@@ -21,7 +21,7 @@ from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadSta
 from broker.models.workload import LocalReason
 from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import hold_target, should_hold_for_gang
-from broker.placement.record import PlacementRecord
+from broker.placement.record import RETRY_AT_LOOKUP, PlacementRecord
 from broker.runtime_selectors import runtime_hours_for
 from broker.services import tasks_bridge
 from broker.services.audit import audit
@@ -475,9 +475,7 @@ def _waiting_queue() -> list[tuple]:
     return list(
         Workload.objects.filter(state__in=PLACEABLE)
         .order_by("created_at", "id")
-        .values_list(
-            "id", "created_at", "gpu_class_id", "total_gpus", "origin", "cancel_requested_at", "placement__retry__at"
-        )
+        .values_list("id", "created_at", "gpu_class_id", "total_gpus", "origin", "cancel_requested_at", RETRY_AT_LOOKUP)
     )
 
 
