@@ -18,7 +18,10 @@ def _a100(limits):
 
 
 def test_real_clusterqueue_reports_its_gpu_quota_and_reserved_use(kueue_backend):
-    before = _a100(kueue_backend.inventory().limits)
+    # The fixture waited for the previous tests' Workloads to go; Kueue writes the
+    # ClusterQueue's status a moment later, so wait until it shows nothing reserved.
+    before = c.wait_for(lambda: (q := _a100(kueue_backend.inventory().limits)).used_gpus == 0 and q,
+                        60, what="the ClusterQueue to release the previous tests' reservations")
     assert before.source == "ClusterQueue gpu-cq flavor a100" and before.scope == ""
     assert before.limit_gpus == 8 and before.borrow_gpus == 0
     spec = WorkloadSpec(project="proj", name="limits", command="sleep 60", gpus_per_worker=2, workers=1,
@@ -27,6 +30,6 @@ def test_real_clusterqueue_reports_its_gpu_quota_and_reserved_use(kueue_backend)
     job_id = kueue_backend.submit(spec, "wl-limits-real", IDENTITY)
     c.wait_for(lambda: (j := kueue_backend.status([job_id]).get(job_id)) and j.state == JobState.RUNNING,
                90, what="the job admitted and running")
-    after = c.wait_for(lambda: (q := _a100(kueue_backend.inventory().limits)).used_gpus == before.used_gpus + 2
-                       and q, 30, what="the ClusterQueue's reservation to show the job")
+    after = c.wait_for(lambda: (q := _a100(kueue_backend.inventory().limits)).used_gpus == 2 and q,
+                       60, what="the ClusterQueue's reservation to show the job")
     assert after.headroom_gpus == 8 - after.used_gpus
