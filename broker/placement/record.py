@@ -74,9 +74,19 @@ class RecordedCandidate:
 
     @classmethod
     def of(cls, c: Candidate) -> RecordedCandidate:
-        recorded = cls.from_json(c.to_dict())  # (rounded as stored)
-        assert recorded is not None  # a library candidate always names its cluster
-        return recorded
+        """The library's candidate as stored (its score rounded as ``to_dict`` rounds it).
+        Built directly, not through ``to_dict``/``from_json``: a pass records every ranked
+        candidate of every workload, and the library's candidate is already typed."""
+        return cls(
+            cluster=c.cluster,
+            pool=c.pool,
+            score=round(c.score, 6),
+            breakdown=dict(c.breakdown),
+            weighted=dict(c.weighted),
+            assignment=tuple(c.assignment),
+            gpus_per_worker=c.gpus_per_worker,
+            detail=dict(c.detail),
+        )
 
     @classmethod
     def from_json(cls, data: Any) -> RecordedCandidate | None:

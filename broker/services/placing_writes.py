@@ -143,8 +143,7 @@ class PassWriter:
 
 
 def decision_for(workload: Workload, best: Any, record: dict[str, Any], loaded: Any, quota_remaining: int) -> Decision:
-    """What placing ``workload`` on ``best`` writes (``record`` gains the chosen candidate)."""
-    record["chosen"] = best.to_dict()
+    """What placing ``workload`` on ``best`` writes (``record``: the decision choosing ``best``)."""
     return Decision(
         workload=workload,
         cluster=best.cluster,
