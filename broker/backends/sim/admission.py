@@ -48,14 +48,33 @@ class Context:
     used: Mapping[str, int]  # GPUs of running jobs per pool
     blocked: set[str]  # pools held back by an earlier waiting job
     gang_scheduler: str = ""
+    # the nodes of each pool, in node order; the cluster passes the index it keeps (its
+    # nodes never change) so that a pass does not filter every node once per pool asked
+    by_pool: Mapping[str, Sequence[SimNode]] = field(default_factory=dict)
 
-    def pool_nodes(self, pool: str) -> list[SimNode]:
-        return [n for n in self.nodes if n.pool == pool]
+    def __post_init__(self) -> None:
+        if not self.by_pool:
+            self.by_pool = pools_of(self.nodes)
+
+    def pool_nodes(self, pool: str) -> Sequence[SimNode]:
+        return self.by_pool.get(pool, ())
+
+    def matching_pools(self, req: JobRequest) -> list[str]:
+        """``matching_pools`` over every node: each pool's first node decides, as there."""
+        return matching_pools((members[0] for members in self.by_pool.values()), req)
 
     def nominal(self, pool: str) -> int:
         if pool in self.quotas:
             return self.quotas[pool]
         return sum(n.gpus for n in self.pool_nodes(pool))  # no quota: the flavor's size
+
+
+def pools_of(nodes: Sequence[SimNode]) -> dict[str, list[SimNode]]:
+    """The nodes of each pool, pools in the order of their first node."""
+    index: dict[str, list[SimNode]] = {}
+    for node in nodes:
+        index.setdefault(node.pool, []).append(node)
+    return index
 
 
 def _try_pack(ctx: Context, pools: Sequence[str], req: JobRequest) -> Verdict | None:
@@ -142,7 +161,7 @@ def _kueue_quota(ctx: Context, pools: Sequence[str], req: JobRequest, res: str) 
 def kueue(job: SimJob, ctx: Context) -> Verdict:
     req = job.request
     res = gpu_resource(req.partitioning)
-    pools = matching_pools(ctx.nodes, req)
+    pools = ctx.matching_pools(req)
     prefix = "couldn't assign flavors to pod set main: "
     if not pools:
         return Verdict(Reason.POLICY, f"{prefix}resource {res} unavailable in ClusterQueue")
@@ -195,7 +214,7 @@ def _gang_text(req: JobRequest, partial: int, ctx: Context, pools: Sequence[str]
 def volcano(job: SimJob, ctx: Context) -> Verdict:
     req = job.request
     res = gpu_resource(req.partitioning)
-    pools = matching_pools(ctx.nodes, req)
+    pools = ctx.matching_pools(req)
     if not pools or not _fits_somewhere(ctx, pools, req, free_if_idle):
         return Verdict(
             Reason.UNAVAILABLE,

@@ -40,6 +40,9 @@ def gpu_resource(partitioning: str) -> str:
     return "nvidia.com/gpu" if partitioning == "whole" else f"nvidia.com/mig-{partitioning}"
 
 
+_POOL_INPUTS = frozenset({"gpu_model", "gpu_memory_gb", "partitioning"})
+
+
 @dataclass
 class SimNode:
     """One node.  ``gpus`` counts allocatable units: whole GPUs, or MIG slices."""
@@ -56,8 +59,16 @@ class SimNode:
     allocated: int = 0
     extra_owners: list[str] = field(default_factory=list)  # claim_node_by(): a conflict
 
-    @property
+    def __setattr__(self, name: str, value: object) -> None:
+        # the pool is cached here and clusters index their nodes by it, so what it is
+        # made of is fixed once the node is built (nothing needs to change it)
+        if name in _POOL_INPUTS and name in self.__dict__:
+            raise AttributeError(f"node {self.name}: {name} is fixed once the node is built")
+        object.__setattr__(self, name, value)
+
+    @functools.cached_property
     def pool(self) -> str:
+        # cached: every scheduling pass asks it of every node and running job
         return pool_name(self.gpu_model, self.gpu_memory_gb, self.partitioning)
 
     @property

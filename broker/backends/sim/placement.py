@@ -62,6 +62,8 @@ def _domains(nodes: Sequence[SimNode], same_interconnect: bool) -> list[list[Sim
 
 def _pack_one(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn) -> Placement | None:
     # best fit: fill the fullest nodes first so that whole empty nodes stay for big jobs
+    if req.workers == 1 and req.gpus_per_worker > 0:
+        return _pack_single(nodes, req.gpus_per_worker, free)
     placement: Placement = []
     left = req.workers
     for node in sorted(nodes, key=free):
@@ -71,6 +73,18 @@ def _pack_one(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn) -> Placem
         if not left:
             return placement
     return None
+
+
+def _pack_single(nodes: Sequence[SimNode], gpus: int, free: FreeFn) -> Placement | None:
+    """``_pack_one`` for one worker without sorting every node: the first node in the
+    sorted order with room is the fullest one with room, the earliest on a tie (min()
+    keeps the first of equals as the stable sort does)."""
+    best, best_free = None, 0
+    for node in nodes:
+        room = free(node)
+        if room >= gpus and (best is None or room < best_free):
+            best, best_free = node, room
+    return None if best is None else [(best.name, gpus)]
 
 
 def pack(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> Placement | None:
