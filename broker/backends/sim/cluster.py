@@ -27,11 +27,11 @@ from broker.backends.base import (
 )
 from broker.backends.sim import admission, backfill, report
 from broker.backends.sim.clock import SimClock
+from broker.backends.sim.live import LiveJobs
 from broker.backends.sim.model import (
     FLAVORS,
     MAX_SLOW_S,
     OWNER,
-    PRIORITY_RANK,
     Faults,
     JobRequest,
     NodeGroup,
@@ -90,9 +90,10 @@ class SimulatedCluster:
         self._nodes = list(nodes) + self._build_groups(node_groups)
         self._check_node_names()
         self._by_name = {n.name: n for n in self._nodes}
+        self._by_pool = admission.pools_of(self._nodes)  # a node's pool never changes
         self.partitions = self._init_partitions(partitions)
         self._jobs: dict[str, SimJob] = {}
-        self._live: dict[str, SimJob] = {}  # pending or running: what scheduling looks at
+        self._live = LiveJobs()  # pending or running: what scheduling looks at
         self._seq = itertools.count(1000)
         self._cursor = self._created = self.clock.seconds
         self._lock = threading.RLock()
@@ -371,7 +372,8 @@ class SimulatedCluster:
             # the scheduler kills a job at its limit, whatever the trace said
             job.run_s = self.clock.scaled(req.time_limit_s)
             job.final_state, job.end_raw = JobState.FAILED, TIMEOUT_RAW[self.flavor]
-        self._jobs[job_id] = self._live[job_id] = job
+        self._jobs[job_id] = job
+        self._live.add(job)
         return job
 
     def _catch_up(self) -> None:
@@ -379,34 +381,24 @@ class SimulatedCluster:
         self._vanish_seen_doomed()
         while True:
             self._schedule()
-            ends = [j.ends_at for j in self._running()]
-            nxt = min((e for e in ends if e is not None), default=None)
+            nxt = self._live.next_end()
             if nxt is None or nxt > now:
                 break
             self._cursor = max(self._cursor, nxt)
-            for job in self._running():
-                if job.ends_at is not None and job.ends_at <= self._cursor:
-                    self._finish(job)
+            for job in self._live.ending_by(self._cursor):
+                self._finish(job)
         if now > self._cursor:
             self._cursor = now
 
-    def _running(self) -> list[SimJob]:
-        return [j for j in self._live.values() if j.state is JobState.RUNNING]
-
-    def _pending(self) -> list[SimJob]:
-        pending = [j for j in self._live.values() if j.state is JobState.PENDING]
-        return sorted(pending, key=lambda j: (PRIORITY_RANK.get(j.request.priority, 1), j.seq))
-
     def _schedule(self) -> None:
         """One FIFO pass at the cursor: start what fits, record why the rest waits."""
-        pending = self._pending()
+        pending = self._live.pending()
         if not pending:
-            return  # nothing to start (the pass below would only count what runs)
-        used: dict[str, int] = {}
-        for job in self._running():
-            pool = self.node(job.placement[0][0]).pool
-            used[pool] = used.get(pool, 0) + job.gpus
-        ctx = admission.Context(self._nodes, self.partitions, self.quotas, used, set(), self.gang_scheduler)
+            return  # nothing to start
+        # ctx.used is the live count: each start below adds its GPUs to it
+        ctx = admission.Context(
+            self._nodes, self.partitions, self.quotas, self._live.used, set(), self.gang_scheduler, self._by_pool
+        )
         admit = admission.ADMIT[self.flavor]
         reservations: dict[tuple[str, ...], backfill.Reservation] = {}
         # backfill only: a shape that could not start in this pass cannot start later in it
@@ -420,7 +412,6 @@ class SimulatedCluster:
             verdict = admit(job, ctx)
             if verdict.placement is not None and not self._delays_reserved(reservations, job, verdict):
                 self._start(job, verdict)
-                used[verdict.pool] = used.get(verdict.pool, 0) + job.gpus
                 continue
             if verdict.placement is not None:  # it would push back a reserved job
                 job.reason, job.raw_reason = Reason.CAPACITY, "Priority"
@@ -454,7 +445,7 @@ class SimulatedCluster:
         if backfill.reservations_hit(reservations, pools):
             return  # EASY: the first blocked job of these pools holds the reservation
         nodes = [n for n in self._nodes if n.pool in pools and n.partition == job.partition]
-        found = backfill.reserve(job, nodes, self._running(), self._cursor, self._limit_s)
+        found = backfill.reserve(job, nodes, self._live.running(), self._cursor, self._limit_s)
         if found is not None:
             reservations[backfill.pool_key(pools)] = found
 
@@ -466,6 +457,7 @@ class SimulatedCluster:
         job.gpu_model = self.node(job.placement[0][0]).gpu_model
         job.state, job.started_at = JobState.RUNNING, self._cursor
         job.reason, job.raw_reason = Reason.NONE, ""
+        self._live.started(job, self.node(job.placement[0][0]).pool)
 
     def _release(self, job: SimJob) -> None:
         """Free the job's GPUs; it leaves the live set (it is ending or vanishing)."""
@@ -473,7 +465,7 @@ class SimulatedCluster:
             for node_name, gpus in job.placement:
                 node = self.node(node_name)
                 node.allocated = max(0, node.allocated - gpus)
-        self._live.pop(job.job_id, None)
+        self._live.remove(job)
 
     def _finish(self, job: SimJob) -> None:
         self._release(job)
@@ -483,7 +475,7 @@ class SimulatedCluster:
         job.state, job.ended_at = job.final_state, job.ends_at
 
     def _vanish_seen_doomed(self) -> None:
-        for job in self._running():
+        for job in self._live.running():
             if job.doomed and job.seen_running:
                 self._release(job)
                 job.lost = True

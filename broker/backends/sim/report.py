@@ -105,7 +105,7 @@ def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
 
 
 def queue_stats(self: SimulatedCluster) -> QueueStats:
-    pending = [j for j in self._live.values() if j.state is JobState.PENDING]
+    pending = [j for j in self._live.jobs.values() if j.state is JobState.PENDING]
     # throughput over the last (scaled) hour, or since the cluster was created
     window = min(3600.0 / self.clock.time_scale, self._cursor - self._created)
     busy = 0.0

@@ -1,0 +1,74 @@
+"""The live (pending or running) jobs of one simulated cluster, kept ready for scheduling.
+
+Every submit replays the clock and runs a scheduling pass, and both used to recount
+every running job: GPUs in use per pool, the next instant a job ends.  With hundreds of
+jobs running on a cluster that was most of a submit's cost, so the figures are kept here
+as jobs start and leave instead.  A running job's end is fixed when it starts (its start
+instant and run time never change afterwards), which is what the end heap relies on.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from broker.backends.sim.model import PRIORITY_RANK, SimJob
+
+
+class LiveJobs:
+    def __init__(self) -> None:
+        self.jobs: dict[str, SimJob] = {}  # pending or running, in submission order
+        self._pending: dict[str, SimJob] = {}
+        self._running: dict[str, SimJob] = {}
+        self._pool: dict[str, str] = {}  # running job -> the pool its GPUs are in
+        self.used: dict[str, int] = {}  # GPUs of running jobs per pool
+        # (end, seq, job id) of jobs that started; entries of jobs that left since are
+        # skipped when they reach the top
+        self._ends: list[tuple[float, int, str]] = []
+
+    def add(self, job: SimJob) -> None:
+        """A new pending job."""
+        self.jobs[job.job_id] = self._pending[job.job_id] = job
+
+    def started(self, job: SimJob, pool: str) -> None:
+        """A pending job now runs in ``pool`` (its start instant is set)."""
+        assert job.ends_at is not None
+        del self._pending[job.job_id]
+        self._running[job.job_id] = job
+        self._pool[job.job_id] = pool
+        self.used[pool] = self.used.get(pool, 0) + job.gpus
+        heapq.heappush(self._ends, (job.ends_at, job.seq, job.job_id))
+
+    def remove(self, job: SimJob) -> None:
+        """The job leaves: it ended, was cancelled or vanished (its GPUs are freed)."""
+        self.jobs.pop(job.job_id, None)
+        self._pending.pop(job.job_id, None)
+        if self._running.pop(job.job_id, None) is not None:
+            pool = self._pool.pop(job.job_id)
+            self.used[pool] -= job.gpus
+
+    def running(self) -> list[SimJob]:
+        """Running jobs in submission order."""
+        return sorted(self._running.values(), key=_seq)
+
+    def pending(self) -> list[SimJob]:
+        """Pending jobs in the order a pass looks at them: priority, then submission."""
+        return sorted(self._pending.values(), key=lambda j: (PRIORITY_RANK.get(j.request.priority, 1), j.seq))
+
+    def next_end(self) -> float | None:
+        """The earliest instant a running job ends (None when nothing runs)."""
+        while self._ends and self._ends[0][2] not in self._running:
+            heapq.heappop(self._ends)
+        return self._ends[0][0] if self._ends else None
+
+    def ending_by(self, instant: float) -> list[SimJob]:
+        """Running jobs that end at or before ``instant``, in submission order."""
+        ending = []
+        while self._ends and self._ends[0][0] <= instant:
+            _, _, job_id = heapq.heappop(self._ends)
+            if job_id in self._running:
+                ending.append(self._running[job_id])
+        return sorted(ending, key=_seq)
+
+
+def _seq(job: SimJob) -> int:
+    return job.seq
