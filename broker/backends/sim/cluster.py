@@ -475,8 +475,8 @@ class SimulatedCluster:
         job.state, job.ended_at = job.final_state, job.ends_at
 
     def _vanish_seen_doomed(self) -> None:
-        for job in self._live.running():
-            if job.doomed and job.seen_running:
+        for job in self._live.doomed():
+            if job.seen_running:
                 self._release(job)
                 job.lost = True
 

@@ -50,6 +50,10 @@ class LiveJobs:
         """Running jobs in submission order."""
         return sorted(self._running.values(), key=_seq)
 
+    def doomed(self) -> list[SimJob]:
+        """Running jobs that are to vanish (loses_job), in submission order."""
+        return sorted((j for j in self._running.values() if j.doomed), key=_seq)
+
     def pending(self) -> list[SimJob]:
         """Pending jobs in the order a pass looks at them: priority, then submission."""
         return sorted(self._pending.values(), key=lambda j: (PRIORITY_RANK.get(j.request.priority, 1), j.seq))
