@@ -3,8 +3,9 @@
 A pass decides for each waiting workload in memory (``broker.services.placing``); what it
 decided to place is written here in chunks: one transaction locks the quota rows of the
 chunk once and reads their use once (``quota_ledger_lock``), locks the chunk's workloads,
-writes every reservation and its record in two statements, then moves each workload to
-``reserved`` with its decision record (the conditional update of ``transitions``).  The
+writes every reservation in one statement, then moves each workload to ``reserved`` (the
+conditional update of ``transitions``) and stores the chunk's audit records, the decisions
+and the reservations, in one INSERT.  The
 invariants are those of the one-at-a-time path: the quota rows are locked before their
 use is read and stay locked until the reservations are committed; a workload no longer
 placeable moves nowhere and holds nothing; dispatch is queued after the commit, one task
@@ -21,7 +22,7 @@ from django.db import transaction
 from django.db.models import CharField, IntegerField, JSONField
 
 from broker.lifecycle import PLACEABLE_STATES, TransitionReason
-from broker.models import Cluster, GpuPool, Workload, WorkloadState
+from broker.models import AuditRecord, Cluster, GpuPool, Workload, WorkloadState
 from broker.services import tasks_bridge
 from broker.services.audit import audit_many
 from broker.services.bulk_moves import per_row
@@ -105,17 +106,18 @@ class PassWriter:
                 over.append((d, exc))
                 continue
             going.append(d)
-        ledger.store()
+        created = ledger.store()  # the reservations' records: stored with the decisions' below
         if going:
-            self._reserve(going)
+            self._reserve(going, created)
             GpuPool.objects.filter(held_for__in=[d.workload.uid for d in going]).update(held_for="")
             # one dispatch task for the chunk (broker.services.dispatch_chunk), after the commit
             tasks_bridge.enqueue_dispatch_chunk([d.workload.id for d in going])
         return len(going)
 
-    def _reserve(self, going: list[Decision]) -> None:
+    def _reserve(self, going: list[Decision], created: list[AuditRecord]) -> None:
         """Every workload of the chunk to ``reserved`` in one conditional update (each with its
-        own cluster and record), and each one's decision record in one INSERT."""
+        own cluster and record), and each one's decision record with its reservation's
+        (``created``) in one INSERT."""
         by_id = {d.workload.id: d for d in going}
         moved = transition(
             Workload,
@@ -139,7 +141,10 @@ class PassWriter:
         )
         if moved != len(going):
             raise _ChunkLost(f"{moved} of {len(going)} moved")  # locked above: only a bug gets here
-        audit_many([moved_record(d.note, to=WorkloadState.RESERVED, reason=TransitionReason.PLACED) for d in going])
+        audit_many(
+            created
+            + [moved_record(d.note, to=WorkloadState.RESERVED, reason=TransitionReason.PLACED) for d in going]
+        )
 
 
 def decision_for(workload: Workload, best: Any, record: dict[str, Any], loaded: Any, quota_remaining: int) -> Decision:

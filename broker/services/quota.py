@@ -17,7 +17,7 @@ from django.utils import timezone
 from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_RESERVATION_STATES, TransitionReason
 from broker.models import AuditRecord, Cluster, GpuClass, Location, Quota, Reservation, ReservationState, Workload
-from broker.services.audit import audit, audit_many, audit_record
+from broker.services.audit import audit, audit_record
 from broker.services.quota_owners import quota_alert_check
 from broker.services.transitions import Note, transition
 
@@ -146,16 +146,18 @@ class QuotaLedger:
         )
         self.pending.append((row, used, ceiling))
 
-    def store(self) -> None:
-        """The reservations counted since the last call and their records, in two statements."""
+    def store(self) -> list[AuditRecord]:
+        """Write the reservations counted since the last call, in one statement, and return
+        their audit records, which the caller stores with the rest of its batch's records
+        (``audit_many``) in the same transaction."""
         rows, self.pending = self.pending, []
         if not rows:
-            return
+            return []
         Reservation.objects.bulk_create([row for row, _, _ in rows])
         failpoint("quota.after_reserve")  # as after one reservation: the rows written, not committed
-        audit_many([_created_record(row, used, ceiling, self.quotas) for row, used, ceiling in rows])
         for key in {(row.tenant_id, row.gpu_class_id) for row, _, _ in rows}:
             quota_alert_check(quota=self.quotas[key], used=self.used[key])
+        return [_created_record(row, used, ceiling, self.quotas) for row, used, ceiling in rows]
 
 
 def _created_record(row: Reservation, used: int, ceiling: int, quotas: dict) -> AuditRecord:
