@@ -142,8 +142,7 @@ class PassWriter:
         if moved != len(going):
             raise _ChunkLost(f"{moved} of {len(going)} moved")  # locked above: only a bug gets here
         audit_many(
-            created
-            + [moved_record(d.note, to=WorkloadState.RESERVED, reason=TransitionReason.PLACED) for d in going]
+            created + [moved_record(d.note, to=WorkloadState.RESERVED, reason=TransitionReason.PLACED) for d in going]
         )
 
 
