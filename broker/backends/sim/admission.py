@@ -51,6 +51,8 @@ class Context:
     # the nodes of each pool, in node order; the cluster passes the index it keeps (its
     # nodes never change) so that a pass does not filter every node once per pool asked
     by_pool: Mapping[str, Sequence[SimNode]] = field(default_factory=dict)
+    _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False)
+    _matching: dict[tuple, list[str]] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.by_pool:
@@ -60,13 +62,20 @@ class Context:
         return self.by_pool.get(pool, ())
 
     def matching_pools(self, req: JobRequest) -> list[str]:
-        """``matching_pools`` over every node: each pool's first node decides, as there."""
-        return matching_pools((members[0] for members in self.by_pool.values()), req)
+        """``matching_pools`` over every node: each pool's first node decides, as there.
+        Once a pass per kind of request: a long queue asks it for every waiting job."""
+        key = (req.partitioning, req.min_gpu_memory_gb, tuple(req.gpu_models), req.gpu_class)
+        if key not in self._matching:
+            self._matching[key] = matching_pools((members[0] for members in self.by_pool.values()), req)
+        return list(self._matching[key])
 
     def nominal(self, pool: str) -> int:
         if pool in self.quotas:
             return self.quotas[pool]
-        return sum(n.gpus for n in self.pool_nodes(pool))  # no quota: the flavor's size
+        # no quota: the flavor's size, summed once a pass (asked again for every waiting job)
+        if pool not in self._sizes:
+            self._sizes[pool] = sum(n.gpus for n in self.pool_nodes(pool))
+        return self._sizes[pool]
 
 
 def pools_of(nodes: Sequence[SimNode]) -> dict[str, list[SimNode]]:
