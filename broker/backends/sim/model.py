@@ -27,7 +27,7 @@ def mig_geometry(profile: str) -> tuple[int, int]:
     return MIG_SLICES.get(compute, 7 // compute), memory
 
 
-@functools.lru_cache(maxsize=1024)  # a pure function the scheduler asks for every running job, every pass
+@functools.lru_cache(maxsize=1024)  # pure; asked for every node and node group built
 def pool_name(gpu_model: str, gpu_memory_gb: int, partitioning: str) -> str:
     """Pool (and Kueue ResourceFlavor) name: ``a100-80gb`` or ``a100-1g.10gb``."""
     if partitioning == "whole":
