@@ -20,11 +20,11 @@ from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
-from broker.placement.fairness import hold_target, should_hold_for_gang
+from broker.placement.fairness import should_hold_for_gang
 from broker.placement.record import RETRY_AT_LOOKUP, PlacementRecord
 from broker.runtime_selectors import runtime_hours_for
 from broker.services import tasks_bridge
-from broker.services.audit import audit
+from broker.services.gang_holds import apply_holds, hold_for_gang, release_holds
 from broker.services.bursting import (
     WaitEstimator,
     burst_gate,
@@ -185,50 +185,6 @@ def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, di
     return snapshots, facts, excluded
 
 
-def apply_holds(fleet: PreparedFleet, *, clear_stale: bool = True) -> None:
-    """Pools held for a waiting big gang look full to everyone else; a hold whose gang is
-    no longer waiting is dropped here (``clear_stale``; a preview only skips it)."""
-    held = list(GpuPool.objects.exclude(held_for="").select_related("cluster"))
-    if not held:
-        return
-    # only the holders are looked up: the waiting queue may be long, the holds are few
-    waiting = set(
-        Workload.objects.filter(uid__in={p.held_for for p in held}, state__in=PLACEABLE).values_list("uid", flat=True)
-    )
-    for pool in held:
-        if pool.held_for not in waiting:
-            if clear_stale:
-                GpuPool.objects.filter(id=pool.id, held_for=pool.held_for).update(held_for="")
-            continue
-        try:
-            fleet.hold(pool.cluster.name, pool.name, pool.held_for)
-        except KeyError:
-            continue  # the pool is not in this pass (stale or rejected cluster)
-
-
-def _hold_for_gang(workload: Workload, fleet: PreparedFleet, spec, now: datetime) -> None:
-    """Starvation guard: a big gang waiting past the policy's limit gets the pool closest
-    to fitting it drained for it, so a stream of small jobs cannot delay it forever."""
-    if GpuPool.objects.filter(held_for=workload.uid).exists():
-        return
-    target = hold_target(fleet, spec, workload.tenant.slug, now)
-    if target is None:
-        return
-    cluster, pool = target
-    if GpuPool.objects.filter(cluster__name=cluster, name=pool, held_for="").update(held_for=workload.uid):
-        fleet.hold(cluster, pool, workload.uid)  # the rest of the pass sees it held
-        audit(
-            action="placement.hold",
-            workload=workload,
-            cluster=cluster,
-            message=f"pool {pool} drains for this gang: no new work is placed there until it starts",
-        )
-
-
-def release_holds(*, workload_uid: str) -> None:
-    GpuPool.objects.filter(held_for=workload_uid).update(held_for="")
-
-
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
     workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
     return place_one(workload, now=now or timezone.now())
@@ -291,7 +247,7 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
         return _wait(workload, _with_retry(record, prior, now), LocalReason.CAPACITY, gate.held_back, loaded.version)
     if not ranked:
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
-            _hold_for_gang(workload, fleet, spec, now)
+            hold_for_gang(workload, fleet, spec, now)
         return _no_place(workload, _with_retry(record, prior, now), excluded, result, loaded.version)
     if ctx is shared and shared is not None and shared.writer is not None:  # written with its chunk
         shared.writer.add(

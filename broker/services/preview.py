@@ -19,7 +19,8 @@ from broker.models import Cluster, GpuClass, Location
 from broker.placement import PreparedFleet, place_prepared
 from broker.placement import terms as placement_terms
 from broker.services.placement_view import identity_scopes
-from broker.services.placing import apply_holds, fleet_inputs, runtime_hours_for
+from broker.services.gang_holds import apply_holds
+from broker.services.placing import fleet_inputs, runtime_hours_for
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaUse, quota_use
 from broker.services.workloads import check_data_location, resolve_gpu_class
