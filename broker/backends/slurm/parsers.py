@@ -9,6 +9,7 @@ and the 23.02+ shapes (v0.0.39+: ``{"set": true, "number": N}``, state lists).
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping
@@ -100,30 +101,48 @@ def split_top(text: str, sep: str = ",") -> list[str]:
     return [p.strip() for p in out if p.strip()]
 
 
-def _expand_range(body: str) -> list[str]:
+# More names than any one host list of a real cluster holds: a longer expansion is bad
+# input (``n[0-99999999999]``), and expanding it would take the worker's memory.
+MAX_HOSTLIST = 65_536
+_RANGE = re.compile(r"^(\d+)-(\d+)$")
+
+
+def _expand_range(body: str) -> list[str] | None:
+    """The names of one bracket (``1-3,05``); None when it is not Slurm's digits and dashes."""
     items: list[str] = []
     for part in body.split(","):
         part = part.strip()
-        if "-" in part:
-            lo, hi = part.split("-", 1)
+        if m := _RANGE.match(part):
+            lo, hi = m.groups()
             width = len(lo) if lo.startswith("0") else 0
             step = 1 if int(hi) >= int(lo) else -1
+            if abs(int(hi) - int(lo)) >= MAX_HOSTLIST:
+                return None
             items.extend(str(i).zfill(width) for i in range(int(lo), int(hi) + step, step))
-        elif part:
+        elif part.isdigit():
             items.append(part)
+        elif part:
+            return None
     return items
 
 
+def _expand_piece(piece: str) -> list[str]:
+    parts = re.split(r"(\[[^\]]*\])", piece)
+    choices = [_expand_range(p[1:-1]) if p.startswith("[") else [p] for p in parts]
+    if any(c is None for c in choices) or math.prod(len(c) for c in choices if c is not None) > MAX_HOSTLIST:
+        return [piece]  # unreadable or too long: the name as written, which matches no node
+    return ["".join(combo) for combo in itertools.product(*(c for c in choices if c is not None))]
+
+
 def expand_hostlist(text: Any) -> tuple[str, ...]:
-    """``n[1-3,5],gpu[01-02]-ib`` -> n1 n2 n3 n5 gpu01-ib gpu02-ib."""
+    """``n[1-3,5],gpu[01-02]-ib`` -> n1 n2 n3 n5 gpu01-ib gpu02-ib.  A piece that is not
+    Slurm's range syntax, or would take the list past MAX_HOSTLIST hosts, is kept as written."""
     text = clean(text)
     if not text or text == "None assigned":
         return ()
     hosts: list[str] = []
     for piece in split_top(text):
-        parts = re.split(r"(\[[^\]]*\])", piece)
-        choices = [_expand_range(p[1:-1]) if p.startswith("[") else [p] for p in parts]
-        hosts.extend("".join(combo) for combo in itertools.product(*choices))
+        hosts.extend(_expand_piece(piece) if len(hosts) < MAX_HOSTLIST else [piece])
     return tuple(hosts)
 
 

@@ -51,6 +51,16 @@ def test_expand_hostlist(text, hosts):
     assert parsers.expand_hostlist(text) == hosts
 
 
+@pytest.mark.parametrize("text", ["n[a-b]", "n[1-x]", "n[0-99999999999]", "r[1-300]n[1-300]"])
+def test_a_host_range_that_is_not_slurms_or_too_long_to_expand_is_kept_as_written(text):
+    assert parsers.expand_hostlist(f"{text},gpu[1-2]") == (text, "gpu1", "gpu2")
+
+
+def test_a_host_list_stops_expanding_once_it_names_more_hosts_than_any_cluster_has():
+    hosts = parsers.expand_hostlist("a[1-60000],b[1-60000],c[1-2]")
+    assert len(hosts) == 120_001 and hosts[-1] == "c[1-2]"
+
+
 def test_parse_tres_and_gpu_counts():
     tres = parsers.parse_tres("billing=1,cpu=1,gres/gpu:a100=2,gres/gpu=2,mem=256M,node=1")
     assert tres["mem"] == "256M"
