@@ -11,9 +11,10 @@ from django.utils import timezone
 
 from broker.lifecycle import WAITING_STATES
 from broker.models import AuditRecord, ClusterHealth, ReconcileRun
-from broker.selectors import cluster_list, workload_list
+from broker.selectors import cluster_list, replay_estimate_list, workload_list
 from broker.services.status import run_seconds_of
-from broker.wait_selectors import wait_estimate_error
+from broker.wait_estimator import ErrorSummary, EstimatorReport
+from broker.wait_selectors import wait_estimate_error, wait_estimate_report
 from portal.tenancy.access import AnyUser
 
 
@@ -139,3 +140,26 @@ def _figures(user: AnyUser, now) -> dict:
         # the learned queue-wait estimator against what followed, over the last week
         "wait_estimate": wait_estimate_error(mine, since=now - timedelta(days=7)),
     }
+
+
+def estimator_overview(*, user: AnyUser) -> dict:
+    """The wait estimator against what followed: the user's tenants' workloads of the last
+    week, and the newest trace replays' runs; overall and per destination, in minutes."""
+    live = wait_estimate_report(workload_list(user=user), since=timezone.now() - timedelta(days=7))
+    return {
+        "live": _in_minutes(live) if live else None,
+        "replays": [{"run": row, **_in_minutes(row.report())} for row in replay_estimate_list(user=user)],
+    }
+
+
+def _in_minutes(report: EstimatorReport) -> dict:
+    return {
+        "overall": _minutes(report.overall),
+        "destinations": [
+            {"cluster": d.cluster or "-", "pool": d.pool or "-", **_minutes(d.summary)} for d in report.by_destination
+        ],
+    }
+
+
+def _minutes(summary: ErrorSummary) -> dict:
+    return {"count": summary.count, **{k.removesuffix("_s"): v / 60 for k, v in summary.seconds().items()}}

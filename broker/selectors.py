@@ -18,6 +18,7 @@ from broker.models import (
     Escalation,
     GpuClass,
     Quota,
+    ReplayEstimate,
     Reservation,
     Workload,
     WorkloadState,
@@ -290,10 +291,22 @@ def escalation_get(*, user: AnyUser, escalation_id: int) -> Escalation:
 
 def cluster_list(*, user: AnyUser) -> QuerySet[Cluster]:
     """The fleet itself is shared infrastructure: every member of any tenant may look at it."""
-    if not user.is_authenticated or not (is_operator(user) or tenants_for(user).exists()):
+    if not _sees_fleet(user):
         return Cluster.objects.none()
     return Cluster.objects.prefetch_related("pools")
 
 
 def cluster_get(*, user: AnyUser, cluster_id: int) -> Cluster:
     return get_object_or_404(cluster_list(user=user), id=cluster_id)
+
+
+def replay_estimate_list(*, user: AnyUser, limit: int = 12) -> QuerySet[ReplayEstimate]:
+    """The newest recorded replay runs' estimator figures: synthetic tenants on a simulated
+    fleet, so like the fleet itself, open to every member of any tenant."""
+    if not _sees_fleet(user):
+        return ReplayEstimate.objects.none()
+    return ReplayEstimate.objects.all()[:limit]
+
+
+def _sees_fleet(user: AnyUser) -> bool:
+    return user.is_authenticated and (is_operator(user) or tenants_for(user).exists())

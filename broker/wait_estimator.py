@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 DEFAULT_HALF_LIFE_S = 6 * 3600.0
 Key = tuple[str, str]  # (cluster, pool or GPU class)
@@ -103,6 +103,22 @@ class ErrorSummary:
     p90_abs_s: float
     mean_signed_s: float  # > 0: the estimator expected longer waits than seen
 
+    def seconds(self) -> dict[str, float]:
+        """The figures in seconds, by field name (everything but the count)."""
+        return {name: getattr(self, name) for name in _SUMMARY_FIELDS}
+
+    def to_dict(self) -> dict:
+        """Whole seconds: finer is noise (a replay's predictions differ in the 7th digit)."""
+        return {"count": self.count, **{name: round(value) for name, value in self.seconds().items()}}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ErrorSummary:
+        """The inverse of ``to_dict``; a missing or malformed value raises KeyError/TypeError/ValueError."""
+        return cls(count=int(data["count"]), **{name: float(data[name]) for name in _SUMMARY_FIELDS})
+
+
+_SUMMARY_FIELDS = ("mean_abs_s", "p50_abs_s", "p90_abs_s", "mean_signed_s")
+
 
 def _nearest_rank(ordered: Sequence[float], q: float) -> float:
     return ordered[max(1, math.ceil(q / 100.0 * len(ordered))) - 1]
@@ -121,3 +137,57 @@ def error_summary(pairs: Iterable[tuple[float, float]]) -> ErrorSummary | None:
         p90_abs_s=_nearest_rank(errors, 90),
         mean_signed_s=sum(p - a for p, a in pairs) / len(pairs),
     )
+
+
+@dataclass(frozen=True)
+class DestinationError:
+    """The error of the predictions made for one destination (cluster x pool)."""
+
+    cluster: str
+    pool: str
+    summary: ErrorSummary
+
+
+@dataclass(frozen=True)
+class EstimatorReport:
+    """The estimator's error over a set of started workloads: all of them, and per
+    destination (where a prediction went wrong is what an operator can act on)."""
+
+    overall: ErrorSummary
+    by_destination: tuple[DestinationError, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "overall": self.overall.to_dict(),
+            "by_destination": [
+                {"cluster": d.cluster, "pool": d.pool, **d.summary.to_dict()} for d in self.by_destination
+            ],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EstimatorReport:
+        """The inverse of ``to_dict``; a missing or malformed value raises KeyError/TypeError/ValueError."""
+        return cls(
+            overall=ErrorSummary.from_dict(data["overall"]),
+            by_destination=tuple(
+                DestinationError(cluster=str(d["cluster"]), pool=str(d["pool"]), summary=ErrorSummary.from_dict(d))
+                for d in data.get("by_destination", [])
+            ),
+        )
+
+
+def estimator_report(rows: Iterable[tuple[str, str, float, float]]) -> EstimatorReport | None:
+    """From (cluster, pool, predicted, actual) rows; None when there are none."""
+    rows = list(rows)
+    overall = error_summary((p, a) for _, _, p, a in rows)
+    if overall is None:
+        return None
+    groups: dict[Key, list[tuple[float, float]]] = {}
+    for cluster, pool, predicted, actual in rows:
+        groups.setdefault((cluster, pool), []).append((predicted, actual))
+    by_destination = tuple(
+        DestinationError(cluster=cluster, pool=pool, summary=summary)
+        for (cluster, pool), pairs in sorted(groups.items())
+        if (summary := error_summary(pairs)) is not None
+    )
+    return EstimatorReport(overall=overall, by_destination=by_destination)

@@ -10,21 +10,32 @@ from django.db.models import QuerySet
 
 from broker.models import Workload
 from broker.placement.record import PlacementRecord
-from broker.wait_estimator import ErrorSummary, error_summary
+from broker.wait_estimator import ErrorSummary, EstimatorReport, error_summary, estimator_report
 
 
-def prediction_pairs(workloads: QuerySet[Workload], *, since: datetime | None = None) -> list[tuple[float, float]]:
+def prediction_rows(
+    workloads: QuerySet[Workload], *, since: datetime | None = None
+) -> list[tuple[str, str, float, float]]:
+    """(cluster, pool, predicted, actual) of every started workload with a prediction."""
     rows = workloads.filter(started_at__isnull=False)
     if since is not None:
         rows = rows.filter(started_at__gte=since)
-    pairs = []
-    for placement, created, started in rows.values_list("placement", "created_at", "started_at").iterator():
-        predicted = PlacementRecord.from_json(placement).predicted_wait_s
-        if predicted is not None and started is not None:
-            pairs.append((float(predicted), max(0.0, (started - created).total_seconds())))
-    return pairs
+    out = []
+    values = rows.values_list("cluster__name", "placement", "created_at", "started_at")
+    for cluster, placement, created, started in values.iterator():
+        record = PlacementRecord.from_json(placement)
+        if record.predicted_wait_s is not None and started is not None:
+            pool = record.chosen.pool if record.chosen else ""
+            actual = max(0.0, (started - created).total_seconds())
+            out.append((cluster or "", pool, float(record.predicted_wait_s), actual))
+    return out
 
 
 def wait_estimate_error(workloads: QuerySet[Workload], *, since: datetime | None = None) -> ErrorSummary | None:
     """Mean and p50/p90 of |predicted - actual| wait; None before any prediction started."""
-    return error_summary(prediction_pairs(workloads, since=since))
+    return error_summary((p, a) for _, _, p, a in prediction_rows(workloads, since=since))
+
+
+def wait_estimate_report(workloads: QuerySet[Workload], *, since: datetime | None = None) -> EstimatorReport | None:
+    """The same error overall and per cluster x pool; None before any prediction started."""
+    return estimator_report(prediction_rows(workloads, since=since))

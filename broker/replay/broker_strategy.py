@@ -61,7 +61,8 @@ from broker.services.placing import PlacingPass, place_in_pass, placing_pass_ope
 from broker.services.policy import current_policy, policy_override
 from broker.services.status import cluster_poll_status
 from broker.services.workloads import workload_submit
-from broker.wait_selectors import wait_estimate_error
+from broker.wait_estimator import EstimatorReport
+from broker.wait_selectors import wait_estimate_report
 from portal.tenancy.models import Membership, Project, Role, Tenant
 
 TENANT_PREFIX = "replay-"
@@ -132,6 +133,8 @@ class BrokerPreset:
         # "" (a throwaway database only): tenants keep their own names, so the policy's
         # per-tenant rules apply to them
         self.tenant_prefix = tenant_prefix
+        # the wait estimator's error over this run's started jobs, once it has finished
+        self.estimator: EstimatorReport | None = None
 
     # -- setup ------------------------------------------------------------------------
     def begin(self, env: ReplayEnv) -> None:
@@ -234,8 +237,11 @@ class BrokerPreset:
         mine = Workload.objects.filter(tenant__slug__startswith=self.tenant_prefix)
         rejected = mine.filter(state=WorkloadState.REJECTED).count()
         extra = {"held at broker": len(self.waiting), "rejected by broker": rejected}
-        error = wait_estimate_error(mine)
-        if error is not None:  # the learned wait estimator against the waits that followed
+        report = wait_estimate_report(mine)
+        # in whole seconds, as stored: the same seed gives the same report
+        self.estimator = EstimatorReport.from_dict(report.to_dict()) if report else None
+        if self.estimator is not None:  # the learned wait estimator against the waits that followed
+            error = self.estimator.overall
             extra.update(
                 {
                     "estimator n": error.count,

@@ -24,6 +24,7 @@ from broker.backends.sim import SimulatorFleet
 from broker.replay.jobs import ReplayJob
 from broker.replay.simview import FleetView
 from broker.replay.tracker import Outcome, Start, Tracker
+from broker.wait_estimator import EstimatorReport
 
 
 @dataclass
@@ -66,6 +67,7 @@ class ReplayRun:
     # (cluster, start, end, GPUs) of every job that used GPU time
     usage: list[tuple[str, float, float, int]] = field(default_factory=list)
     extra: dict[str, int] = field(default_factory=dict)
+    estimator: EstimatorReport | None = None  # the broker's wait estimator against what followed
 
 
 def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) -> ReplayRun:
@@ -92,8 +94,10 @@ def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) ->
             arrivals.append(jobs[i])
             i += 1
         _settle(strategy, tracker, *strategy.step(now, arrivals), now)
-    extra = strategy.finish(now)
-    return _collect(strategy.name, env, now, extra)
+    run = _collect(strategy.name, env, now, strategy.finish(now))
+    # only the broker's presets predict waits (like next_wake, an attribute some have)
+    run.estimator = getattr(strategy, "estimator", None)
+    return run
 
 
 def _settle(strategy: Strategy, tracker: Tracker, starts: list[Start], touched: set[str], now: float) -> None:

@@ -28,6 +28,7 @@ from typing import Sequence
 
 from broker.fleet_file import FleetDescription
 from broker.replay.jobs import ReplayJob
+from broker.wait_estimator import EstimatorReport
 from broker.replay.loop import ReplayRun
 from broker.replay.tracker import Outcome
 
@@ -52,6 +53,7 @@ class Metrics:
     utilisation: float
     extra: dict[str, int] = field(default_factory=dict)
     by_group: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # n, mean, p95
+    estimator: EstimatorReport | None = None  # the broker's presets only
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -142,4 +144,5 @@ def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
         utilisation=utilisation(run, fleet, busy_window([o.job for o in outcomes])),
         extra=dict(run.extra),
         by_group=by_group(outcomes),
+        estimator=run.estimator,
     )

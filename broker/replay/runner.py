@@ -30,6 +30,7 @@ from broker.replay.simview import FleetView
 from broker.replay.synth import SynthOptions, SynthReport, synthesize
 from broker.replay.trace import read_trace
 from broker.services.policy import current_policy
+from broker.services.replay_estimates import ReplayEstimateRun
 from broker.replay.tracker import Tracker
 
 DEFAULT_POLICIES = (
@@ -186,3 +187,21 @@ def replay_run(
         with broker_context(clock, strategy.preset, strategy.policy_text):
             return run_replay(jobs, strategy, env)
     return run_replay(jobs, strategy, env)
+
+
+def estimator_runs(report: ReplayReport) -> list[ReplayEstimateRun]:
+    """What the report's broker presets measured of their wait estimator, to record."""
+    config = report.config
+    return [
+        ReplayEstimateRun(
+            trace=config.trace.name,
+            half=config.window,
+            time_compress=config.time.time_compress,
+            seed=config.synth.seed,
+            policy=m.policy,
+            jobs=len(report.jobs),
+            report=m.estimator,
+        )
+        for m in report.metrics
+        if m.estimator is not None
+    ]

@@ -17,6 +17,8 @@ from broker.replay.knobs import Knobs
 from broker.replay.metrics import Metrics, mean, offered_load, whole_gpus
 from broker.replay.runner import ReplayConfig, run_policies
 from broker.replay.synth import SynthOptions
+from broker.services.replay_estimates import ReplayEstimateRun
+from broker.wait_estimator import ErrorSummary, EstimatorReport
 
 RACE = "multikueue-race"
 ORACLE = "oracle"
@@ -53,6 +55,7 @@ def metrics_row(m: Metrics) -> dict[str, Any]:
         "started": m.started,
         "utilisation": m.utilisation,
         "extra": dict(m.extra),
+        **({"estimator": m.estimator.to_dict()} if m.estimator else {}),
     }
 
 
@@ -232,3 +235,42 @@ def markdown(summaries: Iterable[Summary]) -> str:
             f"| {'yes' if s.dominates_race else 'no' if s.policy != RACE else '-'} |"
         )
     return "\n".join(lines)
+
+
+def estimator_runs(results: dict[str, Any], half: str) -> list[ReplayEstimateRun]:
+    """The wait-estimator figures of every broker preset run in a results file of the
+    ``half`` windows (runs made before the file kept them per destination give the overall
+    figures only)."""
+    runs = []
+    for cell in results["cells"].values():
+        for policy, row in sorted(cell["policies"].items()):
+            report = _estimator_of(row)
+            if report is not None:
+                runs.append(
+                    ReplayEstimateRun(
+                        trace=cell["trace"],
+                        half=half,
+                        time_compress=cell["compress"],
+                        seed=cell["seed"],
+                        policy=policy,
+                        jobs=cell["jobs"],
+                        report=report,
+                    )
+                )
+    return runs
+
+
+def _estimator_of(row: dict[str, Any]) -> EstimatorReport | None:
+    if "estimator" in row:
+        return EstimatorReport.from_dict(row["estimator"])
+    extra = row.get("extra", {})
+    if "estimator n" not in extra:
+        return None  # a baseline: it predicts nothing
+    overall = ErrorSummary(
+        count=extra["estimator n"],
+        mean_abs_s=extra["estimator MAE s"],
+        p50_abs_s=extra["estimator p50 s"],
+        p90_abs_s=extra["estimator p90 s"],
+        mean_signed_s=extra["estimator bias s"],
+    )
+    return EstimatorReport(overall=overall)

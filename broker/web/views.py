@@ -284,6 +284,8 @@ def fleet_page(request: HtmxHttpRequest) -> HttpResponse:
     context = overview_selectors.overview(user=request.user)
     if not request.htmx:  # the 5 s refresh swaps the figures only; the charts draw once per page
         context.update(
-            chart_data=fleet_charts(user=request.user), sample_interval_s=settings.GPUBROKER_SAMPLE_INTERVAL_S
+            chart_data=fleet_charts(user=request.user),
+            sample_interval_s=settings.GPUBROKER_SAMPLE_INTERVAL_S,
+            estimator=overview_selectors.estimator_overview(user=request.user),
         )
     return render(request, _partial(request, "broker/fleet.html", "figures"), context)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.wait_estimator import WaitEstimator, error_summary
+from broker.wait_estimator import EstimatorReport, WaitEstimator, error_summary, estimator_report
 
 KEY = ("onprem-slurm", "a100-80gb")
 
@@ -53,3 +53,22 @@ def test_error_summary_reports_mean_and_percentiles_of_absolute_error():
     assert (summary.p50_abs_s, summary.p90_abs_s) == (100, 1000)
     assert summary.mean_signed_s == pytest.approx((100 - 300 + 0 + 1000) / 4)
     assert error_summary([]) is None
+
+
+def test_the_error_report_splits_the_error_per_cluster_and_pool():
+    rows = [("slurm", "a100", 600.0, 0.0), ("slurm", "a100", 0.0, 0.0), ("cloud", "h100", 0.0, 300.0)]
+    report = estimator_report(rows)
+    assert report is not None
+    assert report.overall.count == 3 and report.overall.mean_abs_s == pytest.approx(300)
+    per = {(d.cluster, d.pool): d.summary for d in report.by_destination}
+    assert per[("slurm", "a100")].mean_abs_s == 300 and per[("slurm", "a100")].mean_signed_s == 300
+    assert per[("cloud", "h100")].mean_signed_s == -300  # it expected shorter waits there
+    assert estimator_report([]) is None
+
+
+def test_the_error_report_survives_its_stored_form():
+    report = estimator_report([("slurm", "a100", 120.0, 60.0), ("cloud", "h100", 0.0, 30.0)])
+    assert report is not None
+    assert EstimatorReport.from_dict(report.to_dict()) == report
+    with pytest.raises(KeyError):
+        EstimatorReport.from_dict({"overall": {"count": 1}})

@@ -10,10 +10,18 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.fleet_file import FleetError
-from broker.management.commands.replay_trace import isolated_database
+from broker.management.commands.replay_trace import isolated_database, record_estimates
 from broker.replay.knobs import KNOBS_FILE, read_knobs
 from broker.replay.runner import WINDOWS, is_known, known_policies
-from broker.replay.sweep import SweepPlan, markdown, merge_results, run_sweep, summarise
+from broker.replay.sweep import (
+    SweepPlan,
+    estimator_runs,
+    load_results,
+    markdown,
+    merge_results,
+    run_sweep,
+    summarise,
+)
 from broker.replay.trace import TraceError
 
 SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "oracle", "multikueue-incremental")
@@ -33,7 +41,7 @@ class Command(BaseCommand):
     help = "Replay traces at several loads and seeds; summarise against the race and oracle."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("traces", nargs="+", help="trace CSV files")
+        parser.add_argument("traces", nargs="*", help="trace CSV files (none with --render-only)")
         parser.add_argument("--fleet", default=str(settings.GPUBROKER_FLEET_FILE))
         parser.add_argument("--compress", default="3,5,8", help="arrival compressions")
         parser.add_argument("--seeds", default="7,11,13")
@@ -69,6 +77,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--render-only", action="store_true", help="summarise the results file without running anything"
         )
+        parser.add_argument(
+            "--no-record",
+            action="store_true",
+            help="do not keep the broker presets' wait-estimator error in the configured database (/fleet/ shows it)",
+        )
 
     def handle(self, *args, **opts) -> None:
         out = Path(opts["results"])
@@ -77,6 +90,8 @@ class Command(BaseCommand):
         if unknown:
             raise CommandError(f"--policies: unknown {', '.join(unknown)}")
         if not opts["render_only"]:
+            if not opts["traces"]:
+                raise CommandError("traces: give at least one trace CSV file (or --render-only)")
             try:
                 knobs = read_knobs(Path(opts["knobs"])) if opts["knobs"] and "default" in policies else None
             except ValueError as exc:
@@ -98,6 +113,9 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
         merged = [Path(p) for p in opts["merge"].split(",") if p.strip()]
         results = merge_results([out, *merged])
+        if not opts["no_record"]:
+            half = load_results(out).get("window") or opts["window"]
+            record_estimates(estimator_runs(results, half), self.stderr.write)
         if opts["summary_seeds"]:
             keep = {int(s) for s in _floats(opts["summary_seeds"], "summary-seeds")}
             results["cells"] = {k: c for k, c in results["cells"].items() if c["seed"] in keep}

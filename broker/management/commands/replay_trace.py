@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -18,10 +18,18 @@ from django.db import connection
 from broker.fleet_file import FleetError
 from broker.replay.jobs import TimeOptions
 from broker.replay.knobs import read_knobs
-from broker.replay.runner import DEFAULT_POLICIES, WINDOWS, ReplayConfig, known_policies, run_policies
+from broker.replay.runner import (
+    DEFAULT_POLICIES,
+    WINDOWS,
+    ReplayConfig,
+    estimator_runs,
+    known_policies,
+    run_policies,
+)
 from broker.replay.synth import SynthOptions
 from broker.replay.table import render
 from broker.replay.trace import TraceError
+from broker.services.replay_estimates import ReplayEstimateRun, record_replay_estimates
 
 
 @contextlib.contextmanager
@@ -33,6 +41,17 @@ def isolated_database() -> Iterator[None]:
         yield
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
+        # SQLite's wrapper does not close an in-memory database (the throwaway one here),
+        # so without this the connection would go on writing there under the old name
+        connection.close()
+
+
+def record_estimates(runs: list[ReplayEstimateRun], say: Callable[[str], None]) -> None:
+    """Keep the runs' estimator figures in the configured database (after the throwaway
+    one is gone), for /fleet/."""
+    if runs:
+        record_replay_estimates(runs=runs)
+        say(f"wait-estimator error of {len(runs)} run(s) recorded: /fleet/ shows it")
 
 
 class Command(BaseCommand):
@@ -82,6 +101,11 @@ class Command(BaseCommand):
             "--breakdown", action="store_true", help="also print waits per GPU class, single jobs and gangs apart"
         )
         parser.add_argument("--output", default="", help="also write the table to this file")
+        parser.add_argument(
+            "--no-record",
+            action="store_true",
+            help="do not keep the broker presets' wait-estimator error in the configured database (/fleet/ shows it)",
+        )
 
     def handle(self, *args, **opts) -> None:
         config = self._config(opts)
@@ -90,6 +114,8 @@ class Command(BaseCommand):
                 report = run_policies(config, progress=self.stderr.write)
         except (TraceError, FleetError, ValueError) as exc:
             raise CommandError(str(exc)) from None
+        if not opts["no_record"]:
+            record_estimates(estimator_runs(report), self.stderr.write)
         text = render(report, breakdown=opts["breakdown"])
         self.stdout.write(text)
         if opts["output"]:

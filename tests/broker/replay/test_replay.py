@@ -74,3 +74,48 @@ def test_command_refuses_an_unknown_policy(db, no_isolation, trace_file, fleet_f
     with pytest.raises(CommandError, match="unknown policy 'fifo'"):
         call_command("replay_trace", str(trace_file(ROWS)), "--fleet", str(fleet_file()),
                      "--policies", "default,fifo")
+
+
+def test_the_command_keeps_each_presets_wait_estimator_error_for_the_fleet_page(db, no_isolation, trace_file,
+                                                                                 fleet_file, capsys):
+    from broker.models import ReplayEstimate  # noqa: PLC0415
+
+    args = [str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--policies", "default,multikueue-race",
+            "--limit", "10", "--seed", "3", "--time-compress", "4"]
+    call_command("replay_trace", *args, "--no-record")
+    assert not ReplayEstimate.objects.exists()
+    call_command("replay_trace", *args)
+    [row] = ReplayEstimate.objects.all()  # the race predicts nothing: only the preset's run
+    assert (row.trace, row.half, row.time_compress, row.seed, row.policy, row.jobs) == (
+        "trace.csv", "all", 4.0, 3, "default", 10)
+    assert 0 < row.count <= 10 and row.p90_abs_s >= row.p50_abs_s >= 0
+    assert sum(d.summary.count for d in row.report().by_destination) == row.count
+    assert "recorded: /fleet/ shows it" in capsys.readouterr().err
+
+
+def test_the_command_records_in_the_configured_database_not_in_its_throwaway_one(trace_file, fleet_file,
+                                                                                  tmp_path):
+    """The whole command in a process of its own, on a SQLite file: the replay runs in an
+    in-memory database, and what it records must land in the file afterwards."""
+    import os  # noqa: PLC0415
+    import sqlite3  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[3]
+    database = tmp_path / "portal.sqlite3"
+    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(DATABASE_URL=f"sqlite:///{database}", PYTHONPATH=str(root))
+
+    def manage(*args: str) -> None:
+        result = subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert result.returncode == 0, result.stderr
+
+    manage("migrate", "-v0")
+    manage("replay_trace", str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--policies", "default",
+           "--limit", "8", "--seed", "3")
+    with contextlib.closing(sqlite3.connect(database)) as db:
+        rows = db.execute("SELECT policy, jobs FROM broker_replayestimate").fetchall()
+    assert rows == [("default", 8)]

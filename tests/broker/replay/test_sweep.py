@@ -56,3 +56,40 @@ def test_the_summary_can_be_limited_to_the_seeds_every_policy_ran(tmp_path, caps
     call_command("replay_sweep", "t.csv", "--render-only", "--results", str(results), "--summary-seeds", "11")
     race_row = next(line for line in capsys.readouterr().out.splitlines() if "| multikueue-race |" in line)
     assert "| 10.0 |" in race_row and "| 1 | - |" in race_row
+
+
+def test_rendering_a_results_file_records_its_presets_wait_estimator_error(db, tmp_path):
+    import json  # noqa: PLC0415
+
+    from django.core.management import call_command  # noqa: PLC0415
+
+    from broker.models import ReplayEstimate  # noqa: PLC0415
+
+    old, new = _cell(11, {"multikueue-race": (600, 100), "default": (300, 90)}), _cell(
+        12, {"multikueue-race": (600, 100), "default": (300, 90)})
+    for cell in (old, new):
+        cell["jobs"] = 40
+    # a run from before per-destination figures were kept: the overall ones only
+    old["policies"]["default"]["extra"] = {"estimator n": 30, "estimator MAE s": 120, "estimator p50 s": 60,
+                                           "estimator p90 s": 300, "estimator bias s": -30}
+    new["policies"]["default"]["estimator"] = {
+        "overall": {"count": 2, "mean_abs_s": 60.0, "p50_abs_s": 0.0, "p90_abs_s": 120.0, "mean_signed_s": 60.0},
+        "by_destination": [{"cluster": "onprem-slurm", "pool": "a100-80gb", "count": 2, "mean_abs_s": 60.0,
+                            "p50_abs_s": 0.0, "p90_abs_s": 120.0, "mean_signed_s": 60.0}]}
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"window": "second", "cells": {"a": old, "b": new}}))
+    call_command("replay_sweep", "--render-only", "--results", str(results))
+    rows = {r.seed: r for r in ReplayEstimate.objects.all()}
+    assert set(rows) == {11, 12} and {r.policy for r in rows.values()} == {"default"}
+    assert rows[11].half == "second" and rows[11].mean_abs_s == 120 and rows[11].by_destination == []
+    assert [d.cluster for d in rows[12].report().by_destination] == ["onprem-slurm"]
+    call_command("replay_sweep", "t.csv", "--render-only", "--results", str(results))  # again: nothing new
+    assert ReplayEstimate.objects.count() == 2
+
+
+def test_a_sweep_without_a_trace_is_refused_naming_the_argument(db):
+    import pytest  # noqa: PLC0415
+    from django.core.management import CommandError, call_command  # noqa: PLC0415
+
+    with pytest.raises(CommandError, match="traces: give at least one"):
+        call_command("replay_sweep", "--policies", "default")

@@ -40,3 +40,42 @@ def test_fleet_page_shows_the_wait_estimators_error_from_started_workloads(trio,
     # a member of another tenant sees no error figure built from this tenant's workloads
     outsider = login(trio.outsider).get(reverse("fleet")).content.decode()
     assert "no prediction has started yet" in outsider
+
+
+def test_fleet_page_splits_the_estimators_error_per_cluster_and_pool_for_the_tenants_own(
+        trio, make_cluster, login, submit, drive, poll):
+    from broker.models import Workload  # noqa: PLC0415
+    cluster = make_cluster("gpu", nodes=[8])
+    workload = drive(submit(gpus_per_worker=2))
+    poll(cluster)
+    placement = {**Workload.objects.get(id=workload.id).placement, "predicted_wait_s": 1200.0}
+    Workload.objects.filter(id=workload.id).update(placement=placement)
+    pool = placement["chosen"]["pool"]
+    body = login(trio.member).get(reverse("fleet")).content.decode()
+    live = body[body.index('id="estimator-live"'):body.index('id="estimator-replays"')]
+    assert f"<td>gpu</td><td>{pool}</td><td>1</td>" in live
+    outsider = login(trio.outsider).get(reverse("fleet")).content.decode()
+    assert "No workload with a prediction has started in the last 7 days." in outsider
+    assert f"<td>gpu</td><td>{pool}</td>" not in outsider
+
+
+def test_fleet_page_shows_the_recorded_replays_estimator_error_to_members_only(trio, login, client):
+    from broker.services.replay_estimates import ReplayEstimateRun, record_replay_estimates  # noqa: PLC0415
+    from broker.wait_estimator import estimator_report  # noqa: PLC0415
+    from tests.factories import UserFactory  # noqa: PLC0415
+
+    empty = login(trio.member).get(reverse("fleet")).content.decode()
+    assert "No replay recorded yet" in empty
+    report = estimator_report([("onprem-slurm", "a100-80gb", 900.0, 300.0), ("cloud-k8s", "a100-80gb", 0.0, 0.0)])
+    assert report is not None
+    record_replay_estimates(runs=[ReplayEstimateRun(trace="alibaba-gpu.csv", half="second", time_compress=5.0,
+                                                    seed=11, policy="default", jobs=780, report=report)])
+    for user in (trio.member, trio.outsider):  # synthetic tenants on a simulated fleet: the fleet's to see
+        body = login(user).get(reverse("fleet")).content.decode()
+        replays = body[body.index('id="estimator-replays"'):]
+        assert "alibaba-gpu.csv" in replays and "<td>second</td><td>x5</td><td>11</td><td>default</td>" in replays
+        assert "onprem-slurm/a100-80gb: 10.0 (1)" in replays and "cloud-k8s/a100-80gb: 0.0 (1)" in replays
+    client.logout()
+    assert client.get(reverse("fleet")).status_code == 302  # to the login page
+    nobody = login(UserFactory(username="nobody")).get(reverse("fleet"))  # a member of no tenant
+    assert nobody.status_code == 200 and "alibaba-gpu.csv" not in nobody.content.decode()
