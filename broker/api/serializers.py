@@ -21,7 +21,7 @@ from broker.models import (
 )
 from broker.outcomes import workload_outcome
 from broker.placement.record import PlacementRecord
-from broker.web.explain import RULE_WORDS, plain_reason
+from broker.web.explain import RULE_WORDS, reason_words
 from broker.web.forms import QUOTA_MAX_GPUS
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ class WorkloadOut(serializers.ModelSerializer):
         read_only_fields = fields
 
     def get_local_reason_text(self, workload: Workload) -> str:
-        return plain_reason(workload.reason) if workload.reason else ""
+        return reason_words(workload.state, workload.reason)[0] if workload.reason else ""
 
     @extend_schema_field(OutcomeOut(allow_null=True, help_text="How it ended; null until it has"))
     def get_outcome(self, workload: Workload) -> dict | None:

@@ -33,5 +33,22 @@ RULE_WORDS = {
 }
 
 
+# The one way to REJECTED: the broker found that no cluster could hold the whole job even
+# when idle.  Its reason field says "policy" (the clusters' own limits are among the
+# causes), but nothing is held at a cluster, and the text below it is the broker's.
+REJECTED_WORDS = (
+    "Rejected by the broker: no cluster could run the whole job, even when idle, so it was not left to wait. "
+    "Each cluster's reason is below; change the job (fewer workers or GPUs per worker, another GPU class) "
+    "and run it again."
+)
+
+
 def plain_reason(reason: str) -> str:
     return PLAIN_REASONS.get(reason or "none", PLAIN_REASONS["other"])
+
+
+def reason_words(state: str, reason: str) -> tuple[str, str]:
+    """What the status line says about why, and whose words follow it (the raw text)."""
+    if state == "rejected":
+        return REJECTED_WORDS, "Broker says"
+    return plain_reason(reason), "Scheduler says"

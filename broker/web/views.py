@@ -34,7 +34,7 @@ from broker.spec import SpecError
 from broker import overview_selectors
 from broker.outcomes import workload_outcome
 from broker.placement.record import PlacementRecord
-from broker.web.explain import RULE_WORDS, plain_reason
+from broker.web.explain import RULE_WORDS, reason_words
 from broker.workload_logs import workload_last_lines
 from broker.web.forms import EscalationResolveForm, QuotaForm, WorkloadForm
 from broker.web.htmx import HtmxHttpRequest
@@ -143,7 +143,8 @@ def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     placement = PlacementRecord.from_json(workload.placement)
     context = {
         "w": workload,
-        "plain_reason": plain_reason(workload.reason),
+        "plain_reason": reason_words(workload.state, workload.reason)[0],
+        "raw_reason_source": reason_words(workload.state, workload.reason)[1],
         "ranked": placement.ranked,
         "manager": placement.manager,  # the MultiKueue manager it came from ("" otherwise)
         "excluded": [
