@@ -16,7 +16,7 @@ import pytest
 
 from broker.backends.slurm.fields import strict_fields
 
-from .support import DEFAULT_ENV_FILE, load_env_file
+from .support import DEFAULT_ENV_FILE, JOBDIR, load_env_file
 
 
 @pytest.fixture(autouse=True)
@@ -42,4 +42,7 @@ def slurm_env() -> dict[str, str]:
         pytest.fail(f"SLURM_TESTS=1 but {path} does not exist: run `scripts/slurm-cluster up` first")
     env = {k: v for k, v in os.environ.items() if k.startswith("SLURM") and v}
     env.update(load_env_file(path))  # the file written by the last `up` wins (fresh token)
+    # a job whose output file cannot be opened fails to launch (JobLaunchFailure): on a new
+    # machine, whichever test submits first must find the folder there
+    JOBDIR.mkdir(parents=True, exist_ok=True)
     return env

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 DEFAULT_ENV_FILE = "/run/slurm-ci/env"
+# where the real cluster's test jobs run and write their output (on this host: both nodes)
+JOBDIR = pathlib.Path(os.environ.get("SLURM_TEST_JOBDIR", "/tmp/slurm-ci-jobs"))
 
 
 def read_fixture(name: str) -> str:

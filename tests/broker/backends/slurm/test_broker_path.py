@@ -17,6 +17,8 @@ from broker.services.status import cluster_poll_status
 from broker.services.workloads import workload_cancel, workload_submit
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 
+from .support import JOBDIR
+
 pytestmark = pytest.mark.slurm
 
 
@@ -27,7 +29,7 @@ def real_slurm(db, settings, slurm_env):
     return Cluster.objects.create(
         name="ci-slurm", kind="slurm", region="eu-west", location="onprem",
         config={"transport": "cli", "partition": "gpu", "submit_user": "root", "image_pull_s": 0,
-                "workdir": "/tmp/slurm-ci-jobs"})
+                "workdir": str(JOBDIR)})
 
 
 @pytest.fixture

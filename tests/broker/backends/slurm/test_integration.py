@@ -22,11 +22,12 @@ from broker.backends.base import JobState, ProjectIdentity, Reason, Rejected, Un
 from broker.backends.slurm import CommandTransport, RestTransport, SlurmBackend, SlurmConfig
 from broker.spec import WorkloadSpec
 
+from .support import JOBDIR
+
 pytestmark = pytest.mark.slurm
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
 CLUSTER_SCRIPT = REPO / "scripts" / "slurm-cluster"
-JOBDIR = pathlib.Path(os.environ.get("SLURM_TEST_JOBDIR", "/tmp/slurm-ci-jobs"))
 GENERAL = ProjectIdentity(tenant="ci", project="general", slurm_account="general")
 RESEARCH = ProjectIdentity(tenant="ci", project="research", slurm_account="research")
 

@@ -18,6 +18,8 @@ from broker.services.status import cluster_poll_status
 from broker.services.workloads import workload_submit
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 
+from .support import JOBDIR
+
 pytestmark = pytest.mark.slurm
 
 
@@ -36,12 +38,12 @@ def _cluster(settings, monkeypatch, slurm_env, transport: str) -> Cluster:
     settings.GPUBROKER_ENABLE_SLURM = True
     settings.GPUBROKER_ENABLE_SIMULATOR = False
     config = {"transport": "cli", "partition": "gpu", "submit_user": "root", "image_pull_s": 0,
-              "output_dir": "/tmp/slurm-ci-jobs/out"}
+              "output_dir": str(JOBDIR / "out")}
     credentials = ""
     if transport == "rest":
         monkeypatch.setenv("SLURM_JWT", slurm_env["SLURM_JWT"])
         config.update(transport="rest", rest_url=slurm_env["SLURMRESTD_URL"], user_name="root",
-                      workdir="/tmp/slurm-ci-jobs", logs_prefix=[])  # the jobs run on this host
+                      workdir=str(JOBDIR), logs_prefix=[])  # the jobs run on this host
         credentials = "env:SLURM_JWT"
         # slurmrestd cannot create accounts: the cluster's own account stands in
         Project.objects.update(slurm_account=slurm_env.get("SLURM_CI_ACCOUNT", "general"))
@@ -71,9 +73,7 @@ def _run_to_end(cluster: Cluster, project, user, command: str, minutes: int, tim
 @pytest.mark.parametrize("transport", ["cli", "rest"])
 def test_a_job_that_exits_3_shows_code_3_and_its_last_lines(transport, researcher, settings, monkeypatch,
                                                              slurm_env, client):
-    import os
-
-    os.makedirs("/tmp/slurm-ci-jobs/out", exist_ok=True)
+    (JOBDIR / "out").mkdir(parents=True, exist_ok=True)
     project, user = researcher
     cluster = _cluster(settings, monkeypatch, slurm_env, transport)
     workload = _run_to_end(cluster, project, user, 'for i in 1 2 3; do echo "step $i"; done; '
