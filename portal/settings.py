@@ -46,6 +46,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "rest_framework",
     "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI's static files (SWAGGER_UI_DIST below)
     "django_htmx",
     "portal.tenancy",
     "portal.pages",
@@ -214,6 +215,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit and follow GPU workloads across Slurm, Kueue, Volcano and cloud.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # /api/v1/docs/ loads Swagger UI from our own static files, never from a CDN
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "broker.api.schema.add_error_responses"],
 }
 

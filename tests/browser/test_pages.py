@@ -246,3 +246,16 @@ def test_docs_show_a_committed_screenshot_of_every_page():
         assert f"screenshots/{png.name}" in shown, f"docs/pages.md does not show {png.name}"
     for role in PASSWORDS:
         assert (DOC_SCREENSHOTS / f"{role}-home.png").exists(), role
+
+
+def test_the_api_docs_page_draws_the_api_without_reaching_another_host(trio, page, live_server):
+    from playwright.sync_api import expect
+
+    elsewhere: list[str] = []
+    page.on("request", lambda r: None if r.url.startswith(live_server.url) else elsewhere.append(r.url))
+    log_in(page, trio.member)
+    page.goto("/api/v1/docs/")
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("GPU broker API")
+    expect(page.locator(".swagger-ui").get_by_text("/api/v1/workloads/", exact=True).first).to_be_visible()
+    shot(page, "api-docs")
+    assert elsewhere == []

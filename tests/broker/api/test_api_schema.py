@@ -3,6 +3,7 @@ and it describes what the API really answers."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from django.urls import reverse
@@ -73,5 +74,13 @@ def test_schema_endpoint_serves_yaml_by_default(client, db):
     assert response.status_code == 200 and b"openapi: 3." in response.content
 
 
-def test_api_docs_page_is_served(client, db):
-    assert client.get(reverse("api-docs")).status_code == 200
+def test_api_docs_page_is_served_with_its_own_files_and_nothing_from_another_host(client, db):
+    response = client.get(reverse("api-docs"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assets = re.findall(r'(?:src|href)="([^"]+)"', page)
+    assert assets and not [a for a in assets if "//" in a]  # no CDN: isolated sites see a blank page
+    for asset in assets:
+        served = client.get(asset)
+        assert served.status_code == 200, asset
+        b"".join(served.streaming_content if served.streaming else [served.content])  # read and close
