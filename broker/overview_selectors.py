@@ -14,7 +14,7 @@ from broker.models import AuditRecord, ClusterHealth, ReconcileRun
 from broker.selectors import cluster_list, replay_estimate_list, workload_list
 from broker.services.status import run_seconds_of
 from broker.wait_estimator import ErrorSummary, EstimatorReport
-from broker.wait_selectors import wait_estimate_error, wait_estimate_report
+from broker.wait_selectors import wait_estimate_report
 from portal.tenancy.access import AnyUser
 
 
@@ -129,6 +129,8 @@ def _figures(user: AnyUser, now) -> dict:
         assert w.cluster is not None  # filtered on the cluster's location
         hours = (run_seconds_of(w) or 0.0) / 3600  # the cluster's run time, not the demo's wall span
         spend += hours * w.total_gpus * float(w.cluster.price_per_gpu_hour)
+    # the learned queue-wait estimator against what followed, over the last week
+    estimate = wait_estimate_report(mine, since=now - timedelta(days=7))
     return {
         "queue_wait_mean_s": mean(waits) if waits else None,
         "queue_wait_p95_s": _percentile(waits, 0.95),
@@ -137,15 +139,15 @@ def _figures(user: AnyUser, now) -> dict:
         "failed_placements_24h": failed,
         "reconcile_lag_s": (now - last_run.finished_at).total_seconds() if last_run else None,
         "cloud_spend_month": round(spend, 2),
-        # the learned queue-wait estimator against what followed, over the last week
-        "wait_estimate": wait_estimate_error(mine, since=now - timedelta(days=7)),
+        "wait_estimate": estimate.overall if estimate else None,
+        "wait_estimate_report": estimate,  # per destination too: the page's estimator section
     }
 
 
-def estimator_overview(*, user: AnyUser) -> dict:
-    """The wait estimator against what followed: the user's tenants' workloads of the last
-    week, and the newest trace replays' runs; overall and per destination, in minutes."""
-    live = wait_estimate_report(workload_list(user=user), since=timezone.now() - timedelta(days=7))
+def estimator_overview(*, user: AnyUser, live: EstimatorReport | None) -> dict:
+    """The wait estimator against what followed: ``live``, the user's tenants' workloads of
+    the last week (the overview's ``wait_estimate_report``: read once for both), and the
+    newest trace replays' runs; overall and per destination, in minutes."""
     return {
         "live": _in_minutes(live) if live else None,
         "replays": [{"run": row, **_in_minutes(row.report())} for row in replay_estimate_list(user=user)],

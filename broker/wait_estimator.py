@@ -169,11 +169,16 @@ class EstimatorReport:
         """The inverse of ``to_dict``; a missing or malformed value raises KeyError/TypeError/ValueError."""
         return cls(
             overall=ErrorSummary.from_dict(data["overall"]),
-            by_destination=tuple(
-                DestinationError(cluster=str(d["cluster"]), pool=str(d["pool"]), summary=ErrorSummary.from_dict(d))
-                for d in data.get("by_destination", [])
-            ),
+            by_destination=destination_errors(data.get("by_destination", [])),
         )
+
+
+def destination_errors(stored: Iterable[Mapping[str, Any]]) -> tuple[DestinationError, ...]:
+    """``EstimatorReport.to_dict``'s ``by_destination`` list back as typed errors."""
+    return tuple(
+        DestinationError(cluster=str(d["cluster"]), pool=str(d["pool"]), summary=ErrorSummary.from_dict(d))
+        for d in stored
+    )
 
 
 def estimator_report(rows: Iterable[tuple[str, str, float, float]]) -> EstimatorReport | None:

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 
 from broker.models import Workload
 from broker.placement.record import PlacementRecord
-from broker.wait_estimator import ErrorSummary, EstimatorReport, error_summary, estimator_report
+from broker.wait_estimator import EstimatorReport, estimator_report
 
 
 def prediction_rows(
@@ -31,11 +31,7 @@ def prediction_rows(
     return out
 
 
-def wait_estimate_error(workloads: QuerySet[Workload], *, since: datetime | None = None) -> ErrorSummary | None:
-    """Mean and p50/p90 of |predicted - actual| wait; None before any prediction started."""
-    return error_summary((p, a) for _, _, p, a in prediction_rows(workloads, since=since))
-
-
 def wait_estimate_report(workloads: QuerySet[Workload], *, since: datetime | None = None) -> EstimatorReport | None:
-    """The same error overall and per cluster x pool; None before any prediction started."""
+    """Mean and p50/p90 of |predicted - actual| wait, overall and per cluster x pool; None
+    before any prediction started."""
     return estimator_report(prediction_rows(workloads, since=since))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from broker.wait_estimator import ErrorSummary, EstimatorReport
+from broker.wait_estimator import ErrorSummary, EstimatorReport, destination_errors
 
 
 class ReplayEstimate(models.Model):
@@ -47,4 +47,4 @@ class ReplayEstimate(models.Model):
             p90_abs_s=self.p90_abs_s,
             mean_signed_s=self.mean_signed_s,
         )
-        return EstimatorReport.from_dict({"overall": overall.to_dict(), "by_destination": self.by_destination or []})
+        return EstimatorReport(overall=overall, by_destination=destination_errors(self.by_destination or []))

@@ -51,7 +51,7 @@ from broker.clock import clock_override
 from broker.fleet_file import FleetDescription
 from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, WorkloadState
 from broker.replay.jobs import ReplayJob
-from broker.replay.loop import ReplayEnv
+from broker.replay.loop import ESTIMATOR_EXTRAS, ReplayEnv
 from broker.replay.tracker import Start
 from broker.services import tasks_bridge
 from broker.services.dispatch import workload_dispatch
@@ -242,15 +242,7 @@ class BrokerPreset:
         self.estimator = EstimatorReport.from_dict(report.to_dict()) if report else None
         if self.estimator is not None:  # the learned wait estimator against the waits that followed
             error = self.estimator.overall
-            extra.update(
-                {
-                    "estimator n": error.count,
-                    "estimator MAE s": round(error.mean_abs_s),
-                    "estimator p50 s": round(error.p50_abs_s),
-                    "estimator p90 s": round(error.p90_abs_s),
-                    "estimator bias s": round(error.mean_signed_s),
-                }
-            )
+            extra.update({key: round(getattr(error, name)) for name, key in ESTIMATOR_EXTRAS.items()})
         return extra
 
 

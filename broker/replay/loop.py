@@ -70,6 +70,17 @@ class ReplayRun:
     estimator: EstimatorReport | None = None  # the broker's wait estimator against what followed
 
 
+# The overall estimator figures as the report's extra counters (whole seconds) and the
+# sweep's results file keeps them: ErrorSummary field -> counter name.
+ESTIMATOR_EXTRAS = {
+    "count": "estimator n",
+    "mean_abs_s": "estimator MAE s",
+    "p50_abs_s": "estimator p50 s",
+    "p90_abs_s": "estimator p90 s",
+    "mean_signed_s": "estimator bias s",
+}
+
+
 def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) -> ReplayRun:
     """Replay ``jobs`` (sorted by submit_s) through ``strategy`` until nothing is left."""
     tracker = env.tracker

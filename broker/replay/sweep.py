@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from broker.replay.jobs import TimeOptions
 from broker.replay.knobs import Knobs
+from broker.replay.loop import ESTIMATOR_EXTRAS
 from broker.replay.metrics import Metrics, mean, offered_load, whole_gpus
 from broker.replay.runner import ReplayConfig, run_policies
 from broker.replay.synth import SynthOptions
@@ -264,13 +265,6 @@ def _estimator_of(row: dict[str, Any]) -> EstimatorReport | None:
     if "estimator" in row:
         return EstimatorReport.from_dict(row["estimator"])
     extra = row.get("extra", {})
-    if "estimator n" not in extra:
+    if ESTIMATOR_EXTRAS["count"] not in extra:
         return None  # a baseline: it predicts nothing
-    overall = ErrorSummary(
-        count=extra["estimator n"],
-        mean_abs_s=extra["estimator MAE s"],
-        p50_abs_s=extra["estimator p50 s"],
-        p90_abs_s=extra["estimator p90 s"],
-        mean_signed_s=extra["estimator bias s"],
-    )
-    return EstimatorReport(overall=overall)
+    return EstimatorReport(overall=ErrorSummary(**{name: extra[key] for name, key in ESTIMATOR_EXTRAS.items()}))

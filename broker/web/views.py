@@ -141,10 +141,11 @@ def workload_quota_hint(request: HttpRequest) -> HttpResponse:
 def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
     workload = workload_for(user=request.user, workload_id=workload_id)
     placement = PlacementRecord.from_json(workload.placement)
+    reason_text, reason_source = reason_words(workload.state, workload.reason)
     context = {
         "w": workload,
-        "plain_reason": reason_words(workload.state, workload.reason)[0],
-        "raw_reason_source": reason_words(workload.state, workload.reason)[1],
+        "plain_reason": reason_text,
+        "raw_reason_source": reason_source,
         "ranked": placement.ranked,
         "manager": placement.manager,  # the MultiKueue manager it came from ("" otherwise)
         "excluded": [
@@ -287,6 +288,8 @@ def fleet_page(request: HtmxHttpRequest) -> HttpResponse:
         context.update(
             chart_data=fleet_charts(user=request.user),
             sample_interval_s=settings.GPUBROKER_SAMPLE_INTERVAL_S,
-            estimator=overview_selectors.estimator_overview(user=request.user),
+            estimator=overview_selectors.estimator_overview(
+                user=request.user, live=context["figures"]["wait_estimate_report"]
+            ),
         )
     return render(request, _partial(request, "broker/fleet.html", "figures"), context)
