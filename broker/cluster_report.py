@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Mapping
 
 from broker.local_limits import NO_LIMITS, LocalLimits
 
@@ -25,6 +26,52 @@ class NodeInventory:
     draining: bool = False
     interconnect_domain: str = ""
     owner: str = ""  # the scheduler that allocates this node's GPUs
+
+    def to_json(self) -> dict[str, str | int | bool]:
+        """As ``GpuPool.nodes`` stores it: the keys rows have always had."""
+        return {
+            "name": self.name,
+            "gpu_model": self.gpu_model,
+            "gpu_memory_gb": self.gpu_memory_gb,
+            "total": self.gpus_total,
+            "allocatable": self.gpus_allocatable,
+            "allocated": self.gpus_allocated,
+            "partitioning": self.partitioning,
+            "healthy": self.healthy,
+            "draining": self.draining,
+            "domain": self.interconnect_domain,
+            "owner": self.owner,
+        }
+
+    @classmethod
+    def from_json(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        gpu_model: str,
+        gpu_memory_gb: int,
+        partitioning: str,
+        owner: str,
+        promised: Mapping[str, int] | None = None,
+    ) -> NodeInventory:
+        """A stored node (``to_json``); what an older row lacks comes from its pool (the
+        keyword arguments).  ``promised``: GPUs the broker sent to each node since the report,
+        counted as allocated; allocated reads as never beyond what the node can allocate."""
+        name, allocatable = data["name"], data["allocatable"]
+        extra = promised.get(name, 0) if promised else 0
+        return cls(
+            name=name,
+            gpu_model=data.get("gpu_model", gpu_model),
+            gpu_memory_gb=data.get("gpu_memory_gb", gpu_memory_gb),
+            gpus_total=data["total"],
+            gpus_allocatable=allocatable,
+            gpus_allocated=min(allocatable, data["allocated"] + extra),
+            partitioning=data.get("partitioning", partitioning),
+            healthy=data.get("healthy", True),
+            draining=data.get("draining", False),
+            interconnect_domain=data.get("domain", ""),
+            owner=data.get("owner", owner),
+        )
 
     @property
     def gpus_free(self) -> int:

@@ -39,6 +39,10 @@ KNOWN = frozenset(
         "onprem_wait_s",
         "predicted_wait_s",
         "retry",
+        "manager",
+        "nominate",
+        "admission_timeout_s",
+        "nomination",
     }
 )
 
@@ -51,6 +55,10 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
+
+
+def _texts(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
 
 
 def _numbers(value: Any) -> dict[str, float]:
@@ -158,6 +166,48 @@ class Retry:
 
 
 @dataclass(frozen=True)
+class Nomination:
+    """A MultiKueue nomination: the workers as the manager names them, the broker clusters
+    they are, when; ``previous`` the nomination it replaced, or ``adopted`` when the broker
+    found it on the manager instead of writing it (it died after the write).  A field not
+    stored reads as ``None`` and is not written back, so a row keeps its shape."""
+
+    workers: tuple[str, ...]
+    clusters: tuple[str, ...] | None = None
+    at: datetime | None = None
+    previous: tuple[str, ...] | None = None
+    adopted: bool = False
+
+    @classmethod
+    def from_json(cls, data: Any) -> Nomination | None:
+        if not isinstance(data, Mapping):
+            return None
+        try:
+            at = datetime.fromisoformat(data["at"]) if isinstance(data.get("at"), str) else None
+        except ValueError:
+            at = None
+        return cls(
+            workers=_texts(data.get("workers")),
+            clusters=_texts(data["clusters"]) if "clusters" in data else None,
+            at=at,
+            previous=_texts(data["previous"]) if "previous" in data else None,
+            adopted=data.get("adopted") is True,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"workers": list(self.workers)}
+        if self.clusters is not None:
+            out["clusters"] = list(self.clusters)
+        if self.at is not None:
+            out["at"] = self.at.isoformat()
+        if self.previous is not None:
+            out["previous"] = list(self.previous)
+        if self.adopted:
+            out["adopted"] = True
+        return out
+
+
+@dataclass(frozen=True)
 class PlacementRecord:
     policy_version: str = ""
     reason: str = ""  # why nothing was chosen (empty once placed)
@@ -171,6 +221,12 @@ class PlacementRecord:
     onprem_wait_s: float | None = None
     predicted_wait_s: float | None = None  # at the first decision, kept from then on
     retry: Retry | None = None
+    # the MultiKueue dispatcher's: the manager it came from, how many workers a nomination
+    # names, how long a worker has to admit it, and the nomination in force
+    manager: str = ""
+    nominate: int | None = None
+    admission_timeout_s: float | None = None
+    nomination: Nomination | None = None
     other: Mapping[str, Any] = field(default_factory=dict)  # keys of other writers, as read
 
     # -- reading and writing -----------------------------------------------------------
@@ -183,6 +239,7 @@ class PlacementRecord:
         excluded = data.get("excluded")
         rejections = data.get("rejections")
         quota = data.get("quota_remaining")
+        nominate = data.get("nominate")
         return cls(
             policy_version=_text(data.get("policy_version")),
             reason=_text(data.get("reason")),
@@ -200,6 +257,10 @@ class PlacementRecord:
             onprem_wait_s=_number(data.get("onprem_wait_s")),
             predicted_wait_s=_number(data.get("predicted_wait_s")),
             retry=Retry.from_json(data.get("retry")),
+            manager=_text(data.get("manager")),
+            nominate=nominate if isinstance(nominate, int) and not isinstance(nominate, bool) else None,
+            admission_timeout_s=_number(data.get("admission_timeout_s")),
+            nomination=Nomination.from_json(data.get("nomination")),
             other={k: v for k, v in data.items() if k not in KNOWN},
         )
 
@@ -222,6 +283,14 @@ class PlacementRecord:
             out["retry"] = self.retry.to_json()
         if self.chosen is not None:
             out["chosen"] = self.chosen.to_json()
+        if self.manager:
+            out["manager"] = self.manager
+        if self.nominate is not None:
+            out["nominate"] = self.nominate
+        if self.admission_timeout_s is not None:
+            out["admission_timeout_s"] = self.admission_timeout_s
+        if self.nomination is not None:
+            out["nomination"] = self.nomination.to_json()
         return out
 
     def excluded_json(self) -> dict[str, dict[str, str]]:
@@ -266,20 +335,34 @@ class PlacementRecord:
     def candidates(self) -> list[str]:
         return [c.cluster for c in self.ranked]
 
-    # -- the MultiKueue dispatcher's keys (kept in ``other``: it writes them itself) ------
-    @property
-    def manager(self) -> str:
-        """The MultiKueue manager the Workload was submitted to ("" for other origins)."""
-        return _text(self.other.get("manager"))
+    def over(self, prior: PlacementRecord) -> PlacementRecord:
+        """This (MultiKueue) decision written over the ``prior`` record of a workload that
+        still waits: what it decided replaces the prior's, what the prior held beyond that
+        (rejections, the nomination in force, predictions, other writers' keys) stays, and
+        nothing is chosen."""
+        return replace(
+            prior,
+            policy_version=self.policy_version,
+            reason=self.reason,
+            weights=self.weights,
+            ranked=self.ranked,
+            excluded=self.excluded,
+            quota_remaining=self.quota_remaining,
+            manager=self.manager,
+            nominate=self.nominate,
+            admission_timeout_s=self.admission_timeout_s,
+            chosen=None,
+        )
+
+    def nominating(self, chosen: tuple[RecordedCandidate, ...], nomination: Nomination) -> PlacementRecord:
+        """The record after nominating ``chosen`` (best first) as ``nomination``."""
+        return replace(self, chosen=chosen[0], nomination=nomination)
+
+    def excluded_summary(self) -> str:
+        """Each excluded cluster and why, by name (what a waiting workload's reason says)."""
+        return "; ".join(f"{name}: {e.message}" for name, e in sorted(self.excluded.items()))
 
     @property
     def nominated_workers(self) -> tuple[str, ...]:
         """The MultiKueue workers of the nomination recorded last (as the manager names them)."""
-        nomination = self.other.get("nomination")
-        workers = nomination.get("workers") if isinstance(nomination, Mapping) else None
-        return tuple(str(w) for w in workers) if isinstance(workers, (list, tuple)) else ()
-
-    @property
-    def admission_timeout_s(self) -> float | None:
-        """How long the policy of the last nomination gave a worker to admit it."""
-        return _number(self.other.get("admission_timeout_s"))
+        return self.nomination.workers if self.nomination is not None else ()

@@ -18,6 +18,7 @@ from django.conf import settings
 
 from broker.backends.base import JobState
 from broker.backends.sim.model import NodeGroup, Partition
+from broker.cluster_report import NodeInventory
 from broker.fleet_file import ClusterDescription, FleetDescription, FleetError, load_fleet
 from broker.models import Cluster, Workload, WorkloadState
 from broker.replay.broker_strategy import TENANT_PREFIX
@@ -85,13 +86,20 @@ def _from_inventory(cluster: Cluster) -> ClusterDescription | None:
     flavor = _FLAVOR.get(cluster.kind) or simulated
     groups: Counter = Counter()
     for pool in cluster.pools.all():
-        for node in pool.nodes or []:
-            if node.get("healthy", True) and node.get("total"):
+        for stored in pool.nodes or []:
+            node = NodeInventory.from_json(
+                stored,
+                gpu_model=pool.gpu_model,
+                gpu_memory_gb=pool.gpu_memory_gb,
+                partitioning=pool.partitioning,
+                owner=pool.owner,
+            )
+            if node.healthy and node.gpus_total:
                 groups[
                     (
                         pool.gpu_model,
                         pool.gpu_memory_gb,
-                        int(node["total"]),
+                        int(node.gpus_total),
                         pool.partitioning,
                         pool.name if flavor == "slurm" else "",
                     )

@@ -71,7 +71,7 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
                 gpus_allocated=allocated,
                 gpus_reserved=held,
                 gpus_idle=max(0, pool.gpus_free - held),
-                nodes=[_node_dict(n) for n in pool.nodes],
+                nodes=[n.to_json() for n in pool.nodes],
                 taken_at=snapshot.taken_at,
             ),
         )
@@ -90,22 +90,6 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
     )
     if was_stale:
         audit(action="cluster.fresh", cluster=cluster.name, message="answering again")
-
-
-def _node_dict(node) -> dict:
-    return {
-        "name": node.name,
-        "gpu_model": node.gpu_model,
-        "gpu_memory_gb": node.gpu_memory_gb,
-        "total": node.gpus_total,
-        "allocatable": node.gpus_allocatable,
-        "allocated": node.gpus_allocated,
-        "partitioning": node.partitioning,
-        "healthy": node.healthy,
-        "draining": node.draining,
-        "domain": node.interconnect_domain,
-        "owner": node.owner,
-    }
 
 
 def _escalate_double_claims(cluster: Cluster, snapshot: InventorySnapshot) -> None:

@@ -147,7 +147,7 @@ def _nominate_or_wait(
         return  # the nomination in force still has time
     skip = tuple(record.tried_clusters) if wl.nominated else ()
     decision = nom.rank_workers(record, view, cfg, now=now, skip=skip)
-    if not decision["ranked"]:
+    if not decision.ranked:
         _no_worker(record, wl, decision, report)
         return
     action = "multikueue.renominated" if wl.nominated else "multikueue.nominated"
@@ -161,32 +161,31 @@ def _nominate_or_wait(
         (report.renominated if wl.nominated else report.nominated).append(f"{wl.ref} -> {','.join(workers)}")
 
 
-def _no_worker(record: Workload, wl: ManagerWorkload, decision: dict, report: DispatchReport) -> None:
+def _no_worker(record: Workload, wl: ManagerWorkload, decision: PlacementRecord, report: DispatchReport) -> None:
     """No worker takes it now.  A nomination in force stays (withdrawing it would leave
     the Workload with none); a Workload without one waits for the next pass."""
-    why = "; ".join(f"{k}: {v['message']}" for k, v in decision["excluded"].items())[:2000]
-    why = why or decision.get("reason", "")
+    why = decision.excluded_summary()[:2000] or decision.reason
     report.waiting[wl.ref] = why
     if not wl.nominated:
-        _note_wait(record, decision.get("reason") or "capacity", why, decision)
+        _note_wait(record, decision.reason or "capacity", why, decision)
 
 
-def _note_wait(record: Workload, reason: str, raw: str, decision: dict) -> None:
+def _note_wait(record: Workload, reason: str, raw: str, decision: PlacementRecord) -> None:
     if (record.reason, record.raw_reason) == (reason, raw):
         return
     with transaction.atomic():
         Workload.objects.filter(id=record.id).exclude(state__in=TERMINAL_STATES).update(
             reason=reason,
             raw_reason=raw,
-            placement={**(record.placement or {}), **decision, "chosen": {}},
-            policy_version=decision["policy_version"],
+            placement=decision.over(PlacementRecord.from_json(record.placement)).to_json(),
+            policy_version=decision.policy_version,
         )
         audit(
             action="multikueue.waiting",
             workload=record,
-            policy_version=decision["policy_version"],
+            policy_version=decision.policy_version,
             message=f"{reason}: {raw}",
-            inputs={"excluded": decision["excluded"]},
+            inputs={"excluded": decision.excluded_json()},
         )
 
 

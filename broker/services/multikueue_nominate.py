@@ -17,7 +17,7 @@ it can never replace a nomination it did not see.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -41,7 +41,7 @@ from broker.models import (
 from broker.models.quota import LIVE_RESERVATION_STATES
 from broker.models.workload import WorkloadOrigin
 from broker.placement import Exclusion, PreparedFleet, place_prepared
-from broker.placement.record import PlacementRecord
+from broker.placement.record import Nomination, PlacementRecord
 from broker.services.audit import audit
 from broker.services.placing import fleet_inputs
 from broker.services.policy import current_policy
@@ -173,7 +173,7 @@ def ensure_record(wl: ManagerWorkload, cfg: DispatcherConfig, manager: Cluster) 
                 state=WorkloadState.QUEUED,
                 reason="other",
                 raw_reason="pending on the MultiKueue manager",
-                placement={"manager": manager.name},
+                placement=PlacementRecord(manager=manager.name).to_json(),
             )
             audit(
                 action="multikueue.adopted",
@@ -213,7 +213,7 @@ def _worker_exclusions(
 
 def rank_workers(
     record: Workload, view: ManagerView, cfg: DispatcherConfig, *, now: datetime, skip: tuple[str, ...] = ()
-) -> dict[str, Any]:
+) -> PlacementRecord:
     """The placement library over the manager's workers only; returns the decision record."""
     loaded = current_policy()
     spec = validate_spec(record.spec)
@@ -238,16 +238,16 @@ def rank_workers(
     )
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
-    return {
-        **result.to_dict(),
-        "manager": PlacementRecord.from_json(record.placement).manager,
-        "policy_version": loaded.version,
-        "ranked": [c.to_dict() for c in ranked],
-        "excluded": {k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
-        "quota_remaining": use.remaining,
-        "nominate": loaded.policy.multikueue.nominate,
-        "admission_timeout_s": loaded.policy.multikueue.admission_timeout_s,
-    }
+    return PlacementRecord.decided(
+        result,
+        policy_version=loaded.version,
+        ranked=ranked,
+        excluded=excluded,
+        manager=PlacementRecord.from_json(record.placement).manager,
+        quota_remaining=use.remaining,
+        nominate=loaded.policy.multikueue.nominate,
+        admission_timeout_s=loaded.policy.multikueue.admission_timeout_s,
+    )
 
 
 def _held(record: Workload) -> int:
@@ -266,28 +266,23 @@ def nominate(
     wl: ManagerWorkload,
     client: MultiKueueDispatcherClient,
     cfg: DispatcherConfig,
-    decision: dict[str, Any],
+    decision: PlacementRecord,
     *,
     now: datetime,
     action: str = "multikueue.nominated",
 ) -> list[str]:
     """Reserve, record and apply the nomination of ``decision``'s best workers (atomic);
     returns the nominated MultiKueue worker names, empty when the Workload changed meanwhile."""
-    ranked = decision["ranked"]
-    chosen = ranked[: max(1, int(decision.get("nominate", 1)))]
-    mk_names = [cfg.by_broker_name[c["cluster"]] for c in chosen]
-    decision = {
-        **decision,
-        "chosen": chosen[0],
-        "nomination": {
-            "workers": mk_names,
-            "clusters": [c["cluster"] for c in chosen],
-            "at": now.isoformat(),
-            "previous": list(wl.nominated),
-        },
-    }
-    first = Cluster.objects.get(name=chosen[0]["cluster"])
-    tried = sorted(set(record.tried_clusters) | {c["cluster"] for c in chosen})
+    chosen = decision.ranked[: max(1, decision.nominate or 1)]
+    mk_names = [cfg.by_broker_name[c.cluster] for c in chosen]
+    decision = decision.nominating(
+        chosen,
+        Nomination(
+            workers=tuple(mk_names), clusters=tuple(c.cluster for c in chosen), at=now, previous=tuple(wl.nominated)
+        ),
+    )
+    first = Cluster.objects.get(name=chosen[0].cluster)
+    tried = sorted(set(record.tried_clusters) | {c.cluster for c in chosen})
     try:
         with transaction.atomic():
             reservation_create(workload=record, cluster=first, ttl_s=int(current_policy().policy.reservation_ttl_s))
@@ -299,8 +294,8 @@ def nominate(
                 worker_cluster=mk_names[0],
                 nominated_at=now,
                 dispatched_at=now,
-                placement=decision,
-                policy_version=decision["policy_version"],
+                placement=decision.to_json(),
+                policy_version=decision.policy_version,
                 tried_clusters=tried,
                 reason="other",
                 raw_reason=f"nominated to {', '.join(mk_names)}; waiting for the worker to admit it",
@@ -308,19 +303,19 @@ def nominate(
             audit(
                 action=action,
                 workload=record,
-                policy_version=decision["policy_version"],
+                policy_version=decision.policy_version,
                 cluster=first.name,
-                score_breakdown=chosen[0],
+                score_breakdown=chosen[0].to_json(),
                 inputs={
                     "spec": record.spec,
                     "workers": mk_names,
                     "previous": list(wl.nominated),
-                    "candidates": [c["cluster"] for c in ranked],
-                    "excluded": decision["excluded"],
+                    "candidates": decision.candidates,
+                    "excluded": decision.excluded_json(),
                     "kueue_workload": wl.ref,
                     "resource_version": wl.resource_version,
                 },
-                message=f"{wl.ref} -> {', '.join(mk_names)} (score {chosen[0]['score']:.3f})",
+                message=f"{wl.ref} -> {', '.join(mk_names)} (score {chosen[0].score:.3f})",
             )
             failpoint("multikueue.before_nominate")
             if not write_nomination(client, wl, mk_names):
@@ -343,15 +338,8 @@ def adopt_nomination(record: Workload, wl: ManagerWorkload, cfg: DispatcherConfi
                 reservation_confirm(workload=record, cluster=first)
             except QuotaExceeded as exc:
                 audit(action="multikueue.quota_over", workload=record, message=str(exc))
-        placement = {
-            **(record.placement or {}),
-            "nomination": {
-                "workers": list(wl.nominated),
-                "clusters": broker_names,
-                "at": now.isoformat(),
-                "adopted": True,
-            },
-        }
+        nomination = Nomination(workers=tuple(wl.nominated), clusters=tuple(broker_names), at=now, adopted=True)
+        placement = replace(PlacementRecord.from_json(record.placement), nomination=nomination).to_json()
         Workload.objects.filter(id=record.id).update(
             cluster=first,
             worker_cluster=wl.nominated[0],

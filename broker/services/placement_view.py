@@ -26,18 +26,13 @@ def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) 
     out = []
     for pool in pools:
         nodes = tuple(
-            NodeInventory(
-                name=n["name"],
-                gpu_model=n.get("gpu_model", pool.gpu_model),
-                gpu_memory_gb=n.get("gpu_memory_gb", pool.gpu_memory_gb),
-                gpus_total=n["total"],
-                gpus_allocatable=n["allocatable"],
-                gpus_allocated=min(n["allocatable"], n["allocated"] + promised.nodes.get(n["name"], 0)),
-                partitioning=n.get("partitioning", pool.partitioning),
-                healthy=n.get("healthy", True),
-                draining=n.get("draining", False),
-                interconnect_domain=n.get("domain", ""),
-                owner=n.get("owner", pool.owner),
+            NodeInventory.from_json(
+                n,
+                gpu_model=pool.gpu_model,
+                gpu_memory_gb=pool.gpu_memory_gb,
+                partitioning=pool.partitioning,
+                owner=pool.owner,
+                promised=promised.nodes,
             )
             for n in pool.nodes
         )

@@ -250,9 +250,7 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
             hold_for_gang(workload, fleet, spec, now)
         return _no_place(workload, _with_retry(record, prior, now), excluded, result, loaded.version)
     if ctx is shared and shared is not None and shared.writer is not None:  # written with its chunk
-        shared.writer.add(
-            decision_for(workload, ranked[0], record.choosing(ranked[0]).to_json(), loaded, use.remaining)
-        )
+        shared.writer.add(decision_for(workload, ranked[0], record.choosing(ranked[0]), loaded, use.remaining))
         shared.left.add(workload.id)
         with suppress(KeyError):
             shared.booked(workload, ranked[0])
@@ -269,15 +267,15 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
     return placed
 
 
-def _with_retry(record: PlacementRecord, prior: PlacementRecord, now: datetime) -> dict:
+def _with_retry(record: PlacementRecord, prior: PlacementRecord, now: datetime) -> PlacementRecord:
     """The record with when ``place_waiting`` should look again (see RETRY_FIRST_S)."""
-    return record.retrying(earlier=prior.retry, now=now, first_s=RETRY_FIRST_S, cap_s=RETRY_CAP_S).to_json()
+    return record.retrying(earlier=prior.retry, now=now, first_s=RETRY_FIRST_S, cap_s=RETRY_CAP_S)
 
 
 @transaction.atomic
 def _reserve_and_dispatch(workload: Workload, best, record: PlacementRecord, loaded, quota_remaining: int) -> Workload:
     cluster = Cluster.objects.get(name=best.cluster)
-    placement = record.choosing(best).to_json()
+    placement = record.choosing(best)
     reservation_create(
         workload=workload,
         cluster=cluster,
@@ -293,7 +291,7 @@ def _reserve_and_dispatch(workload: Workload, best, record: PlacementRecord, loa
         where={"cancel_requested_at__isnull": True},
         fields={
             "cluster": cluster,
-            "placement": placement,
+            "placement": placement.to_json(),
             "policy_version": loaded.version,
             "reason": "",
             "raw_reason": "",
@@ -311,7 +309,7 @@ def _summary(excluded: dict[str, Exclusion]) -> str:
 
 
 def _no_place(
-    workload: Workload, record: dict, excluded: dict[str, Exclusion], result: PlacementResult, version: str
+    workload: Workload, record: PlacementRecord, excluded: dict[str, Exclusion], result: PlacementResult, version: str
 ) -> Workload:
     permanent = bool(excluded) and all(e.rule in PERMANENT_RULES for e in excluded.values())
     if permanent:
@@ -320,7 +318,7 @@ def _no_place(
 
 
 @transaction.atomic
-def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str) -> Workload:
+def _wait(workload: Workload, record: PlacementRecord, reason: str, raw: str, version: str) -> Workload:
     changed = (workload.reason, workload.raw_reason) != (reason, raw)
     # looked again with nothing new to say: the state is written, no record
     note = (
@@ -329,12 +327,12 @@ def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str)
             workload=workload,
             policy_version=version,
             message=f"{reason}: {raw}",
-            inputs={"excluded": record["excluded"]},
+            inputs={"excluded": record.excluded_json()},
         )
         if changed
         else None
     )
-    fields = {"reason": reason, "raw_reason": raw, "placement": record, "policy_version": version}
+    fields = {"reason": reason, "raw_reason": raw, "placement": record.to_json(), "policy_version": version}
     if transition(
         Workload,
         workload.id,
@@ -351,7 +349,7 @@ def _wait(workload: Workload, record: dict, reason: str, raw: str, version: str)
 
 
 @transaction.atomic
-def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workload:
+def _reject(workload: Workload, record: PlacementRecord, raw: str, version: str) -> Workload:
     if transition(
         Workload,
         workload.id,
@@ -361,7 +359,7 @@ def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workloa
         fields={
             "reason": LocalReason.POLICY,
             "raw_reason": raw,
-            "placement": record,
+            "placement": record.to_json(),
             "policy_version": version,
             "ended_at": timezone.now(),
         },
@@ -370,7 +368,7 @@ def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workloa
             workload=workload,
             policy_version=version,
             message=raw,
-            inputs={"excluded": record["excluded"]},
+            inputs={"excluded": record.excluded_json()},
         ),
     ):
         notify_on_commit(workload_id=workload.id, event="failed")
@@ -432,10 +430,9 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) 
     return report
 
 
-def _over_quota(workload: Workload, record: dict, why: str, now: datetime) -> Workload:
+def _over_quota(workload: Workload, record: PlacementRecord, why: str, now: datetime) -> Workload:
     prior = PlacementRecord.from_json(workload.placement)
-    decided = PlacementRecord.from_json(record)
-    return _wait(workload, _with_retry(decided, prior, now), LocalReason.POLICY, why, decided.policy_version)
+    return _wait(workload, _with_retry(record, prior, now), LocalReason.POLICY, why, record.policy_version)
 
 
 def _waiting_queue() -> list[tuple]:

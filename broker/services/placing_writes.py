@@ -16,16 +16,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable
+from typing import Callable
 
 from django.db import transaction
 from django.db.models import CharField, IntegerField, JSONField
 
 from broker.lifecycle import PLACEABLE_STATES, TransitionReason
+from broker.placement import Candidate
+from broker.placement.record import PlacementRecord
 from broker.models import AuditRecord, Cluster, GpuPool, Workload, WorkloadState
 from broker.services import tasks_bridge
 from broker.services.audit import audit_many
 from broker.services.bulk_moves import per_row
+from broker.services.policy import LoadedPolicy
 from broker.services.quota import QuotaExceeded, quota_ledger_lock
 from broker.services.transitions import Note, moved_record, transition
 
@@ -38,7 +41,7 @@ class Decision:
 
     workload: Workload
     cluster: str
-    record: dict[str, Any]  # the workload's placement record
+    record: PlacementRecord  # the workload's placement decision, choosing ``cluster``
     note: Note  # the decision's audit record
     policy_version: str
     ttl_s: int
@@ -129,7 +132,7 @@ class PassWriter:
                 "cluster_id": per_row(
                     "id", {i: self.clusters[d.cluster].id for i, d in by_id.items()}, IntegerField(), "cluster_id"
                 ),
-                "placement": per_row("id", {i: d.record for i, d in by_id.items()}, JSONField(), "placement"),
+                "placement": per_row("id", {i: d.record.to_json() for i, d in by_id.items()}, JSONField(), "placement"),
                 "policy_version": per_row(
                     "id", {i: d.policy_version for i, d in by_id.items()}, CharField(), "policy_version"
                 ),
@@ -146,7 +149,9 @@ class PassWriter:
         )
 
 
-def decision_for(workload: Workload, best: Any, record: dict[str, Any], loaded: Any, quota_remaining: int) -> Decision:
+def decision_for(
+    workload: Workload, best: Candidate, record: PlacementRecord, loaded: LoadedPolicy, quota_remaining: int
+) -> Decision:
     """What placing ``workload`` on ``best`` writes (``record``: the decision choosing ``best``)."""
     return Decision(
         workload=workload,
@@ -159,7 +164,9 @@ def decision_for(workload: Workload, best: Any, record: dict[str, Any], loaded: 
     )
 
 
-def decided_note(workload: Workload, best: Any, record: dict[str, Any], version: str, quota_remaining: int) -> Note:
+def decided_note(
+    workload: Workload, best: Candidate, record: PlacementRecord, version: str, quota_remaining: int
+) -> Note:
     """The audit record of a placement decision (one at a time or in a pass's chunk)."""
     return Note(
         action="placement.decided",
@@ -170,8 +177,8 @@ def decided_note(workload: Workload, best: Any, record: dict[str, Any], version:
         inputs={
             "spec": workload.spec,
             "quota_remaining": quota_remaining,
-            "candidates": [c["cluster"] for c in record["ranked"]],
-            "excluded": record["excluded"],
+            "candidates": record.candidates,
+            "excluded": record.excluded_json(),
         },
         message=f"{best.cluster} / {best.pool}, score {best.score:.3f}",
     )

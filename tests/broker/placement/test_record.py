@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from broker.placement.record import PlacementRecord, RecordedCandidate, RecordedExclusion, Retry
+from broker.placement.record import Nomination, PlacementRecord, RecordedCandidate, RecordedExclusion, Retry
 from broker.placement.results import Candidate, Exclusion, PlacementResult
 
 CANDIDATE = {
@@ -147,3 +147,50 @@ def test_a_row_without_or_with_damaged_multikueue_keys_reads_the_defaults():
     assert (PlacementRecord.from_json({}).manager, PlacementRecord.from_json(None).nominated_workers) == ("", ())
     damaged = PlacementRecord.from_json({"manager": 3, "nomination": "w1", "admission_timeout_s": "soon"})
     assert (damaged.manager, damaged.nominated_workers, damaged.admission_timeout_s) == ("", (), None)
+
+
+def test_a_multikueue_decision_nominating_its_best_workers_stores_the_nomination_and_reads_it_back():
+    now = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+    a = Candidate("k8s-a", "p", 0.1, {}, {}, ("n1",), 2)
+    b = Candidate("k8s-b", "p", 0.3, {}, {}, ("n9",), 2)
+    decision = PlacementRecord.decided(
+        PlacementResult([a, b], {}),
+        policy_version="v3",
+        ranked=[a, b],
+        excluded={},
+        manager="mgr",
+        nominate=2,
+        admission_timeout_s=120.0,
+    )
+    nominated = decision.nominating(
+        decision.ranked[:2], Nomination(("w-a", "w-b"), ("k8s-a", "k8s-b"), at=now, previous=())
+    )
+    stored = nominated.to_json()
+    assert stored["chosen"]["cluster"] == "k8s-a" and (stored["manager"], stored["nominate"]) == ("mgr", 2)
+    assert stored["nomination"] == {
+        "workers": ["w-a", "w-b"],
+        "clusters": ["k8s-a", "k8s-b"],
+        "at": "2026-12-01T10:00:00+00:00",
+        "previous": [],
+    }
+    read = PlacementRecord.from_json(stored)
+    assert read == nominated and read.nominated_workers == ("w-a", "w-b") and read.admission_timeout_s == 120.0
+
+
+def test_a_multikueue_decision_over_a_waiting_record_keeps_its_nomination_and_chooses_nothing():
+    prior = PlacementRecord.from_json(
+        {**TODAYS_ROW, "manager": "mgr", "nomination": {"workers": ["w1"], "adopted": True}, "keep": 1}
+    )
+    decision = PlacementRecord(policy_version="v4", reason="capacity", manager="mgr", nominate=1)
+    waiting = decision.over(prior)
+    assert waiting.chosen is None and (waiting.policy_version, waiting.reason) == ("v4", "capacity")
+    assert waiting.nominated_workers == ("w1",) and waiting.rejections == prior.rejections
+    assert waiting.to_json()["nomination"] == {"workers": ["w1"], "adopted": True}
+    assert waiting.to_json()["keep"] == 1 and "chosen" not in waiting.to_json()
+
+
+def test_the_excluded_summary_names_each_cluster_in_order_with_its_message():
+    record = PlacementRecord(
+        excluded={"b": RecordedExclusion("stale", "old inventory"), "a": RecordedExclusion("health", "down")}
+    )
+    assert record.excluded_summary() == "a: down; b: old inventory"

@@ -1,0 +1,27 @@
+"""A node's inventory is stored from its dataclass and read back through it."""
+
+from __future__ import annotations
+
+from broker.cluster_report import NodeInventory
+
+POOL = {"gpu_model": "A100", "gpu_memory_gb": 80, "partitioning": "whole", "owner": "slurm"}
+
+
+def test_a_stored_node_reads_back_as_it_was_written():
+    node = NodeInventory("n1", "H100", 94, 8, 8, 3, "1g.10gb", False, True, "rack-2", "kube")
+    stored = node.to_json()
+    assert stored["total"] == 8 and stored["domain"] == "rack-2"  # the keys rows have always had
+    assert NodeInventory.from_json(stored, **POOL) == node
+
+
+def test_an_older_row_takes_what_it_lacks_from_its_pool():
+    node = NodeInventory.from_json({"name": "n1", "total": 4, "allocatable": 4, "allocated": 1}, **POOL)
+    assert (node.gpu_model, node.gpu_memory_gb, node.partitioning, node.owner) == ("A100", 80, "whole", "slurm")
+    assert node.healthy and not node.draining and node.interconnect_domain == ""
+
+
+def test_gpus_promised_since_the_report_count_as_allocated_up_to_what_the_node_allocates():
+    stored = NodeInventory("n1", "A100", 80, 8, 6, 2).to_json()
+    assert NodeInventory.from_json(stored, **POOL, promised={"n1": 3}).gpus_allocated == 5
+    assert NodeInventory.from_json(stored, **POOL, promised={"n1": 9}).gpus_allocated == 6
+    assert NodeInventory.from_json(stored, **POOL, promised={"n2": 9}).gpus_allocated == 2
