@@ -18,7 +18,7 @@ from accounting.periods import this_month
 from accounting.services.bills import BillRejected, bill_import
 from accounting.services.rates import TcoInputs, rate_set, rate_set_from_tco
 from accounting.services.reconciliation import reconciliation_run, reconciliation_run_all
-from portal.tenancy.access import is_operator, require_operator
+from portal.tenancy.access import is_operator, require_operator, signed_in
 from portal.pages.nav import accounting_links
 
 _EXPORTS = {
@@ -105,7 +105,7 @@ def bill_list(request: HttpRequest) -> HttpResponse:
                 content=upload,
                 tenant=form.cleaned_data["tenant"],
                 cluster=form.cleaned_data["cluster"],
-                actor=request.user,
+                actor=signed_in(request.user),
             )
         except BillRejected as exc:
             errors = exc.errors
@@ -149,9 +149,9 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         cluster = form.cleaned_data["cluster"]
         if cluster is not None:
-            reconciliation_run(cluster_id=cluster.id, period=month, actor=request.user)
+            reconciliation_run(cluster_id=cluster.id, period=month, actor=signed_in(request.user))
         else:
-            reconciliation_run_all(period=month, actor=request.user)
+            reconciliation_run_all(period=month, actor=signed_in(request.user))
         messages.success(request, f"Reconciled {month:%Y-%m}.")
         return redirect(f"{reverse('reconciliation')}?period={month:%Y-%m}")
     cluster_name = form.cleaned_data["cluster"].name if form.is_valid() and form.cleaned_data["cluster"] else ""

@@ -28,6 +28,7 @@ from broker.models import (
 from broker.services.quota import QuotaBelowUse, quota_set
 from broker.services.quota_owners import OwnerRefused, quota_set_owner
 from portal.refusals import form_refused
+from portal.tenancy.access import signed_in
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -132,7 +133,7 @@ class QuotaAdmin(admin.ModelAdmin):
 
     def save_model(self, request: HttpRequest, obj: Quota, form: Any, change: bool) -> None:
         saved = quota_set(
-            actor=request.user,
+            actor=signed_in(request.user),
             tenant_id=obj.tenant_id,
             gpu_class_id=obj.gpu_class_id,
             limit_gpus=obj.limit_gpus,
@@ -140,7 +141,7 @@ class QuotaAdmin(admin.ModelAdmin):
         )
         if (obj.owner_id, obj.alert_share) != (saved.owner_id, saved.alert_share):
             saved = quota_set_owner(
-                actor=request.user, quota_id=saved.id, owner_id=obj.owner_id, alert_share=obj.alert_share
+                actor=signed_in(request.user), quota_id=saved.id, owner_id=obj.owner_id, alert_share=obj.alert_share
             )
         obj.pk, obj.updated_at = saved.pk, saved.updated_at  # the admin's log and redirect read them
         obj._state.adding = False

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.conf import settings
 
 from broker.models import Notification, NotificationPreference
 
 
-def notification_preference_get(*, user) -> NotificationPreference:
+def notification_preference_get(*, user: User) -> NotificationPreference:
     """The user's stored choices, or the unsaved defaults (nothing chosen yet; the long-wait
     time from ``GPUBROKER_NOTIFY_LONG_WAIT_MINUTES``)."""
     found = NotificationPreference.objects.filter(user=user).first()
@@ -23,5 +24,5 @@ def notification_preference_get(*, user) -> NotificationPreference:
     )
 
 
-def notifications_sent(*, user, limit: int = 50):
+def notifications_sent(*, user: User, limit: int = 50):
     return Notification.objects.filter(user=user).select_related("workload")[:limit]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from accounting.bills import BillLineData, BillParseError, parse_bill
@@ -48,7 +49,7 @@ def bill_import(
     content: BinaryIO,
     tenant: Tenant | None = None,
     cluster: Cluster | None = None,
-    actor=None,
+    actor: User | None = None,
 ) -> BillImportResult:
     """Import one bill file (seekable binary); raises BillRejected when it is malformed."""
     digest = _sha256(content)
@@ -100,7 +101,7 @@ def _store(
     digest: str,
     tenant: Tenant | None,
     cluster: Cluster | None,
-    actor,
+    actor: User | None,
     lines: list[BillLineData],
 ) -> BillImport:
     rows = list(_match_lines(lines, tenant_id=tenant.id if tenant else None))

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from datetime import date
 from decimal import Decimal
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from accounting.models import GpuRate, RateSource
@@ -57,7 +58,12 @@ def tco_price(tco: TcoInputs) -> Decimal:
 
 @transaction.atomic
 def rate_set(
-    *, gpu_class: GpuClass, price_per_gpu_hour: Decimal, valid_from: date, cluster: Cluster | None = None, actor=None
+    *,
+    gpu_class: GpuClass,
+    price_per_gpu_hour: Decimal,
+    valid_from: date,
+    cluster: Cluster | None = None,
+    actor: User | None = None,
 ) -> GpuRate:
     return _save(
         gpu_class=gpu_class,
@@ -72,7 +78,12 @@ def rate_set(
 
 @transaction.atomic
 def rate_set_from_tco(
-    *, gpu_class: GpuClass, tco: TcoInputs, valid_from: date, cluster: Cluster | None = None, actor=None
+    *,
+    gpu_class: GpuClass,
+    tco: TcoInputs,
+    valid_from: date,
+    cluster: Cluster | None = None,
+    actor: User | None = None,
 ) -> GpuRate:
     inputs = {k: str(v) for k, v in asdict(tco).items()}
     return _save(
@@ -87,7 +98,14 @@ def rate_set_from_tco(
 
 
 def _save(
-    *, gpu_class: GpuClass, cluster: Cluster | None, valid_from: date, price: Decimal, source: str, tco: dict, actor
+    *,
+    gpu_class: GpuClass,
+    cluster: Cluster | None,
+    valid_from: date,
+    price: Decimal,
+    source: str,
+    tco: dict,
+    actor: User | None,
 ) -> GpuRate:
     if cluster is not None and cluster.location != Location.ONPREM:
         raise ValueError(f"{cluster.name} is a cloud cluster: it is charged at billed cost")

@@ -11,6 +11,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import cast
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,7 +32,7 @@ class _Evidence:
 
 
 def reconciliation_run(
-    *, cluster_id: int, period: date, actor=None, tolerance: float | None = None
+    *, cluster_id: int, period: date, actor: User | None = None, tolerance: float | None = None
 ) -> ReconciliationRun:
     cluster = Cluster.objects.get(id=cluster_id)
     period = month_start(period)
@@ -41,7 +42,7 @@ def reconciliation_run(
     return _store(cluster, period, tol, ev, found, actor)
 
 
-def reconciliation_run_all(*, period: date, actor=None) -> list[ReconciliationRun]:
+def reconciliation_run_all(*, period: date, actor: User | None = None) -> list[ReconciliationRun]:
     return [
         reconciliation_run(cluster_id=c, period=period, actor=actor)
         for c in Cluster.objects.filter(enabled=True).values_list("id", flat=True)
@@ -218,7 +219,7 @@ def _d(
 
 @transaction.atomic
 def _store(
-    cluster: Cluster, period: date, tol: float, ev: _Evidence, found: list[Discrepancy], actor
+    cluster: Cluster, period: date, tol: float, ev: _Evidence, found: list[Discrepancy], actor: User | None
 ) -> ReconciliationRun:
     run, _ = ReconciliationRun.objects.select_for_update().update_or_create(
         cluster=cluster,

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone as dt_timezone
 from itertools import islice
 from typing import Callable, Iterable, Iterator
 
+from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -62,7 +63,7 @@ class _Context:
     people: PersonResolver
 
 
-def usage_ingest(*, cluster: Cluster, records: Iterable[UsageRecord], actor=None) -> IngestReport:
+def usage_ingest(*, cluster: Cluster, records: Iterable[UsageRecord], actor: User | None = None) -> IngestReport:
     """Add scheduler records to the ledger; re-reading the same period adds nothing.
 
     Deliberately not one transaction: each chunk commits on its own so a million-line
@@ -81,7 +82,7 @@ def usage_ingest(*, cluster: Cluster, records: Iterable[UsageRecord], actor=None
     return report
 
 
-def usage_collect(*, cluster_id: int, actor=None) -> CollectReport:
+def usage_collect(*, cluster_id: int, actor: User | None = None) -> CollectReport:
     """Read the cluster's usage since its watermark and ingest it.
 
     A cluster that does not answer is stale: nothing is written, so none of its jobs is

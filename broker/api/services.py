@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from broker.api.models import IdempotencyKey
@@ -29,7 +30,9 @@ def request_hash(project_id: int, spec_data: Mapping[str, Any]) -> str:
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def workload_submit_once(*, user, project_id: int, spec_data: Mapping[str, Any], idempotency_key: str) -> Submitted:
+def workload_submit_once(
+    *, user: User, project_id: int, spec_data: Mapping[str, Any], idempotency_key: str
+) -> Submitted:
     """``workload_submit``, remembered under ``idempotency_key`` for this user.
 
     The workload and its key are written in one transaction: when two requests race with
@@ -51,7 +54,7 @@ def workload_submit_once(*, user, project_id: int, spec_data: Mapping[str, Any],
     return Submitted(workload=workload, created=True)
 
 
-def _replay(user, key: str, digest: str) -> Submitted | None:
+def _replay(user: User, key: str, digest: str) -> Submitted | None:
     row = IdempotencyKey.objects.select_related("workload").filter(user=user, key=key).first()
     if row is None:
         return None

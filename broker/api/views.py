@@ -19,7 +19,7 @@ from broker.api.services import Submitted, workload_submit_once
 from broker.models import WorkloadState
 from broker.selectors import WORKLOAD_ROLES, workload_list, workload_timeline
 from broker.services.workloads import workload_cancel, workload_submit
-from portal.tenancy.access import require_role
+from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
@@ -82,9 +82,11 @@ class WorkloadListCreate(ListAPIView):
         spec = dict(data.validated_data)
         project_id = spec.pop("project")
         if key:  # SpecError, IdempotencyKeyReused: the exception handler answers them
-            done = workload_submit_once(user=request.user, project_id=project_id, spec_data=spec, idempotency_key=key)
+            done = workload_submit_once(
+                user=signed_in(request.user), project_id=project_id, spec_data=spec, idempotency_key=key
+            )
         else:
-            done = Submitted(workload_submit(user=request.user, project_id=project_id, spec_data=spec), True)
+            done = Submitted(workload_submit(user=signed_in(request.user), project_id=project_id, spec_data=spec), True)
         return Response(
             s.WorkloadOut(done.workload).data, status=status.HTTP_201_CREATED if done.created else status.HTTP_200_OK
         )
@@ -126,5 +128,5 @@ class WorkloadCancel(APIView):
     @extend_schema(request=None, responses={202: s.WorkloadOut})
     def post(self, request: Request, workload_id: int) -> Response:
         workload_for(user=request.user, workload_id=workload_id)
-        workload = workload_cancel(user=request.user, workload_id=workload_id)
+        workload = workload_cancel(user=signed_in(request.user), workload_id=workload_id)
         return Response(s.WorkloadOut(workload).data, status=status.HTTP_202_ACCEPTED)

@@ -20,6 +20,7 @@ from broker.api.selectors import me
 from portal.apitokens.selectors import token_list
 from portal.apitokens.services.tokens import token_create, token_revoke
 from portal.tenancy.selectors import project_list
+from portal.tenancy.access import signed_in
 
 MONTH = OpenApiParameter(
     "month", str, pattern=r"^2\d{3}-(0[1-9]|1[0-2])$", description="YYYY-MM; this month when not given"
@@ -54,14 +55,14 @@ class TokenListCreate(ListAPIView):
     def post(self, request: Request) -> Response:
         data = s.TokenIn(data=request.data)
         data.is_valid(raise_exception=True)
-        new = token_create(actor=request.user, **data.validated_data)
+        new = token_create(actor=signed_in(request.user), **data.validated_data)
         return Response(s.TokenCreatedOut(new).data, status=status.HTTP_201_CREATED)
 
 
 class TokenRevoke(APIView):
     @extend_schema(request=None, responses={204: OpenApiResponse(description="revoked")})
     def delete(self, request: Request, token_id: int) -> Response:
-        token_revoke(actor=request.user, token_id=token_id)  # 404 for another user's token
+        token_revoke(actor=signed_in(request.user), token_id=token_id)  # 404 for another user's token
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 

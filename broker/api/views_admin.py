@@ -14,7 +14,7 @@ from broker.access import escalation_for, quota_for
 from broker.selectors import cluster_get, cluster_list, escalation_list, quota_list
 from broker.services.escalations import escalation_acknowledge, escalation_resolve
 from broker.services.quota import quota_set
-from portal.tenancy.access import require_role
+from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role
 
 
@@ -39,7 +39,7 @@ class QuotaDetail(APIView):
         data.is_valid(raise_exception=True)
         change = data.validated_data  # partial: what is not given stays as it is
         quota = quota_set(  # below use: QuotaBelowUse, a 400 naming limit_gpus (the exception handler)
-            actor=request.user,
+            actor=signed_in(request.user),
             tenant_id=quota.tenant_id,
             gpu_class_id=quota.gpu_class_id,
             limit_gpus=change.get("limit_gpus", quota.limit_gpus),
@@ -75,7 +75,9 @@ class EscalationAcknowledge(APIView):
     @extend_schema(request=None, responses={200: s.EscalationOut})
     def post(self, request: Request, escalation_id: int) -> Response:
         escalation_for(user=request.user, escalation_id=escalation_id)  # 403 or 404 first
-        return Response(s.EscalationOut(escalation_acknowledge(user=request.user, escalation_id=escalation_id)).data)
+        return Response(
+            s.EscalationOut(escalation_acknowledge(user=signed_in(request.user), escalation_id=escalation_id)).data
+        )
 
 
 class EscalationResolve(APIView):
@@ -84,5 +86,5 @@ class EscalationResolve(APIView):
         escalation_for(user=request.user, escalation_id=escalation_id)  # 403 or 404 first
         data = s.EscalationResolveIn(data=request.data)
         data.is_valid(raise_exception=True)
-        esc = escalation_resolve(user=request.user, escalation_id=escalation_id, **data.validated_data)
+        esc = escalation_resolve(user=signed_in(request.user), escalation_id=escalation_id, **data.validated_data)
         return Response(s.EscalationOut(esc).data)

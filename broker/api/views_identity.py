@@ -5,6 +5,7 @@ project outside the admin's tenants is 404, as everywhere."""
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -21,7 +22,7 @@ from portal.identity.services.cluster_identity import (
     cluster_identity_set,
     project_run_as_set,
 )
-from portal.tenancy.access import object_for, require_role
+from portal.tenancy.access import object_for, require_role, signed_in
 from portal.tenancy.models import Role, RunAs
 from portal.tenancy.selectors import project_list
 
@@ -83,7 +84,7 @@ def _person_to_change(request: Request, user_id: int):
     return person
 
 
-def _fresh(person):
+def _fresh(person: User):
     return get_user_model().objects.select_related("cluster_identity").get(id=person.id)
 
 
@@ -109,13 +110,13 @@ class ClusterIdentityDetail(APIView):
         person = _person_to_change(request, user_id)
         data = ClusterIdentityIn(data=request.data)
         data.is_valid(raise_exception=True)
-        cluster_identity_set(actor=request.user, user=person, **data.validated_data)  # IdentityInvalid: 400
+        cluster_identity_set(actor=signed_in(request.user), user=person, **data.validated_data)  # IdentityInvalid: 400
         return Response(ClusterIdentityOut(_fresh(person)).data)
 
     @extend_schema(request=None, responses={200: ClusterIdentityOut})
     def delete(self, request: Request, user_id: int) -> Response:
         person = _person_to_change(request, user_id)
-        cluster_identity_clear(actor=request.user, user=person)
+        cluster_identity_clear(actor=signed_in(request.user), user=person)
         return Response(ClusterIdentityOut(_fresh(person)).data)
 
 
@@ -126,5 +127,7 @@ class ProjectRunAs(APIView):
         project = object_for(request.user, admin_of, project_id, tenant_field="tenant_id", roles=(Role.ADMIN,))
         data = RunAsIn(data=request.data)
         data.is_valid(raise_exception=True)
-        project = project_run_as_set(actor=request.user, project=project, run_as=data.validated_data["run_as"])
+        project = project_run_as_set(
+            actor=signed_in(request.user), project=project, run_as=data.validated_data["run_as"]
+        )
         return Response(RunAsOut(project).data)

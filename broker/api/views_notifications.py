@@ -17,6 +17,7 @@ from broker.services.notifications import (
     SIGNATURE_HEADER,
     preference_update,
 )
+from portal.tenancy.access import signed_in
 
 
 class PreferencesIn(StrictSerializer):
@@ -68,7 +69,7 @@ class NotificationPreferences(APIView):
 
     @extend_schema(responses={200: PreferencesOut})
     def get(self, request: Request) -> Response:
-        return Response(PreferencesOut(notification_preference_get(user=request.user)).data)
+        return Response(PreferencesOut(notification_preference_get(user=signed_in(request.user))).data)
 
     @extend_schema(request=PreferencesIn, responses={200: PreferencesOut})
     def patch(self, request: Request) -> Response:
@@ -76,5 +77,5 @@ class NotificationPreferences(APIView):
         data.is_valid(raise_exception=True)
         if not data.validated_data:
             return self.get(request)
-        pref = preference_update(user=request.user, **data.validated_data)  # PreferenceRefused: 400
+        pref = preference_update(user=signed_in(request.user), **data.validated_data)  # PreferenceRefused: 400
         return Response(PreferencesOut(pref).data)

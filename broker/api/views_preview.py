@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from broker.api.serializers import ExplainExclusionOut, WorkloadSpecIn
 from broker.services.preview import Preview, workload_preview
 from broker.web.explain import RULE_WORDS
-from portal.tenancy.access import require_role
+from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role
 
 
@@ -93,5 +93,7 @@ class WorkloadPreview(APIView):
         data.is_valid(raise_exception=True)
         spec = dict(data.validated_data)
         project_id = spec.pop("project")
-        preview = workload_preview(user=request.user, project_id=project_id, spec_data=spec)  # SpecError: 400
+        preview = workload_preview(
+            user=signed_in(request.user), project_id=project_id, spec_data=spec
+        )  # SpecError: 400
         return Response(PreviewOut(PreviewOut.shape(preview)).data)

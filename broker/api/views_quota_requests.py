@@ -16,7 +16,7 @@ from broker.access import quota_request_for
 from broker.models import AuditRecord, QuotaRequest
 from broker.quota_request_selectors import quota_request_list, quota_request_trail
 from broker.services.quota_requests import quota_request_create, quota_request_decide
-from portal.tenancy.access import require_role
+from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ class QuotaRequestListCreate(ListAPIView):
         data.is_valid(raise_exception=True)
         v = data.validated_data
         made = quota_request_create(  # QuotaRequestRefused: a 400 naming its field
-            user=request.user,
+            user=signed_in(request.user),
             project_id=v["project"],
             gpu_class=v["gpu_class"],
             extra_gpus=v["extra_gpus"],
@@ -137,7 +137,7 @@ class QuotaRequestDecision(APIView):
         data = DecisionIn(data=request.data)
         data.is_valid(raise_exception=True)
         done = quota_request_decide(
-            user=request.user,
+            user=signed_in(request.user),
             request_id=quota_request_id,
             approve=data.validated_data["decision"] == "approve",
             note=data.validated_data["note"],

@@ -26,6 +26,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Callable
 
+from django.contrib.auth.models import User
 from django.db import InterfaceError, OperationalError, connection
 
 from broker.failpoints import FAILPOINTS
@@ -64,7 +65,7 @@ class Harness:
         self.due: dict[str, float] = {}
         self.cycle: list[str] = []
         self.notes: list[str] = []
-        self.cancels: list[tuple[float, int, object]] = []
+        self.cancels: list[tuple[float, int, User]] = []
 
     # -- logging and time ------------------------------------------------------------
     def log(self, text: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django import forms
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 
 
@@ -18,8 +17,8 @@ class ProposeForm(forms.Form):
     )
     summary = forms.CharField(max_length=300, required=False, help_text="What changes and why")
 
-    def __init__(self, *args, user, **kwargs):
+    def __init__(self, *args, user: User, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["owner"].queryset = (
-            get_user_model().objects.filter(is_staff=True, is_active=True).exclude(pk=user.pk).order_by("username")
-        )
+        owner = self.fields["owner"]
+        if isinstance(owner, forms.ModelChoiceField):  # (declared above: always)
+            owner.queryset = User.objects.filter(is_staff=True, is_active=True).exclude(pk=user.pk).order_by("username")

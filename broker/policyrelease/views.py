@@ -16,7 +16,7 @@ from broker.policyrelease.services import releases as release_services
 from broker.policyrelease.validation import PolicyInvalid, check_policy
 from broker.web.htmx import HtmxHttpRequest
 from portal.refusals import form_refused, refusal_of
-from portal.tenancy.access import require_operator
+from portal.tenancy.access import require_operator, signed_in
 
 _ACTIONS = {
     "approve": release_services.release_approve,
@@ -43,7 +43,7 @@ def release_propose(request: HttpRequest) -> HttpResponse:
     active = selectors.release_active()
     form = ProposeForm(
         request.POST if request.method == "POST" else None,
-        user=request.user,
+        user=signed_in(request.user),
         initial={"content": active.content if active else ""},
     )
     diff, problem = [], None
@@ -54,7 +54,7 @@ def release_propose(request: HttpRequest) -> HttpResponse:
             check_policy(content)
             if "preview" not in request.POST:
                 release = release_services.release_propose(
-                    actor=request.user,
+                    actor=signed_in(request.user),
                     content=content,
                     owner=form.cleaned_data["owner"],
                     summary=form.cleaned_data["summary"],
@@ -104,7 +104,7 @@ def release_action(request: HttpRequest, release_id: int, action: str) -> HttpRe
     if service is None:
         raise Http404("no such action")
     try:
-        service(actor=request.user, release_id=release.id)
+        service(actor=signed_in(request.user), release_id=release.id)
     except release_services.ReleaseRefused as exc:
         refusal = refusal_of(exc)
         assert refusal is not None  # ReleaseRefused is in the table: 403 for the approver, else 409

@@ -42,7 +42,7 @@ import itertools
 from datetime import datetime, timedelta
 from typing import Iterator, Sequence
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.utils import timezone
 
@@ -246,8 +246,8 @@ class BrokerPreset:
         return extra
 
 
-def _bot() -> AbstractBaseUser:
-    user, created = get_user_model().objects.get_or_create(username=BOT_USERNAME)
+def _bot() -> User:
+    user, created = User.objects.get_or_create(username=BOT_USERNAME)
     if created:
         user.set_unusable_password()  # it submits through the services, never logs in
         user.save()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import Subquery
 
 from broker.models import AuditRecord, Workload
@@ -14,7 +15,7 @@ def audit(
     action: str,
     workload: Workload | None = None,
     tenant_id: int | None = None,
-    actor=None,
+    actor: User | None = None,
     message: str = "",
     policy_version: str = "",
     inputs: dict[str, Any] | None = None,
@@ -48,7 +49,7 @@ def audit_record(
     action: str,
     workload: Workload | None = None,
     tenant_id: int | None = None,
-    actor=None,
+    actor: User | None = None,
     message: str = "",
     policy_version: str = "",
     inputs: dict[str, Any] | None = None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -58,7 +59,7 @@ def escalation_open(
 
 
 @transaction.atomic
-def escalation_acknowledge(*, user, escalation_id: int) -> Escalation:
+def escalation_acknowledge(*, user: User, escalation_id: int) -> Escalation:
     esc = escalation_get(user=user, escalation_id=escalation_id)
     transition(
         Escalation,
@@ -79,7 +80,7 @@ def escalation_acknowledge(*, user, escalation_id: int) -> Escalation:
     return esc
 
 
-def escalation_resolve(*, user, escalation_id: int, outcome: str, old_run_dead: bool = False) -> Escalation:
+def escalation_resolve(*, user: User, escalation_id: int, outcome: str, old_run_dead: bool = False) -> Escalation:
     """Record the admin's decision.  For a lost job, ``old_run_dead`` says the old run is
     known to be gone: its reservation is released and, when the spec allows it, the
     workload is resubmitted from its checkpoint."""

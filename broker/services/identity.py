@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib.auth.models import User
 from django.db.models import Q
 
 from broker.backends.base import BackendError
@@ -25,7 +26,7 @@ class AccountCheck:
     detail: str
 
 
-def slurm_accounts_ensure(*, create: bool, actor=None) -> list[AccountCheck]:
+def slurm_accounts_ensure(*, create: bool, actor: User | None = None) -> list[AccountCheck]:
     """Check (and with ``create``, add through sacctmgr) every project's Slurm account."""
     results = []
     projects = list(Project.objects.exclude(slurm_account="").select_related("tenant"))
@@ -50,7 +51,7 @@ def _people_of(project: Project) -> tuple[str, ...]:
     )
 
 
-def _one(backend, cluster: Cluster, project: Project, create: bool, actor) -> AccountCheck:
+def _one(backend, cluster: Cluster, project: Project, create: bool, actor: User | None) -> AccountCheck:
     try:
         # the broker's submitting user needs an association with the account, or sbatch refuses;
         # so does each person a run-as-person project submits as

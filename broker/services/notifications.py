@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import requests
+from django.contrib.auth.models import User
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
@@ -88,7 +89,7 @@ class PreferenceRefused(ValueError):
 
 @transaction.atomic
 def preference_set(
-    *, user, events: list[str], long_wait_minutes: int, email: bool, webhook_url: str
+    *, user: User, events: list[str], long_wait_minutes: int, email: bool, webhook_url: str
 ) -> NotificationPreference:
     unknown = sorted(set(events) - set(EVENTS))
     if unknown:
@@ -123,7 +124,7 @@ def preference_set(
     return pref
 
 
-def preference_update(*, user, **changes: Any) -> NotificationPreference:
+def preference_update(*, user: User, **changes: Any) -> NotificationPreference:
     """Change only the given choices (the API's PATCH); the rest stay as stored."""
     unknown = sorted(set(changes) - PREFERENCE_FIELDS)
     if unknown:
@@ -133,7 +134,7 @@ def preference_update(*, user, **changes: Any) -> NotificationPreference:
     return preference_set(user=user, **{**values, **changes})
 
 
-def secret_rotate(*, user) -> NotificationPreference:
+def secret_rotate(*, user: User) -> NotificationPreference:
     pref, _ = NotificationPreference.objects.get_or_create(
         user=user, defaults={"long_wait_minutes": settings.GPUBROKER_NOTIFY_LONG_WAIT_MINUTES}
     )
@@ -190,7 +191,7 @@ def notifications_send(*, workload_id: int, event: str, now: datetime | None = N
     return made
 
 
-def _record(user, workload: Workload, event: str, channel: str, target: str, body: str) -> list[Notification]:
+def _record(user: User, workload: Workload, event: str, channel: str, target: str, body: str) -> list[Notification]:
     try:
         with transaction.atomic():
             return [

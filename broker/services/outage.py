@@ -17,7 +17,7 @@ from broker.backends.sim import SimulatedCluster, SimulatorFleet
 from broker.models import Cluster, ClusterKind
 from broker.services.audit import audit
 from broker.services.inventory import cluster_sync_inventory
-from portal.tenancy.access import AnyUser, is_operator
+from portal.tenancy.access import AnyUser, is_operator, signed_in
 
 
 class OutageRefused(ValueError):
@@ -60,14 +60,14 @@ def cluster_outage_set(*, actor: AnyUser, cluster_id: int, unreachable: bool) ->
         if unreachable:
             audit(
                 action="cluster.outage_simulated",
-                actor=actor,
+                actor=signed_in(actor),
                 cluster=cluster.name,
                 message=f"{actor.get_username()} made the simulated cluster unreachable",
             )
         else:
             audit(
                 action="cluster.outage_ended",
-                actor=actor,
+                actor=signed_in(actor),
                 cluster=cluster.name,
                 message=f"{actor.get_username()} reconnected the simulated cluster",
             )

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, Mapping
 
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from broker.models import Cluster, GpuClass, Location
@@ -73,7 +74,9 @@ class Preview:
         return self.destinations[0] if self.destinations else None
 
 
-def workload_preview(*, user, project_id: int, spec_data: Mapping[str, Any], now: datetime | None = None) -> Preview:
+def workload_preview(
+    *, user: User, project_id: int, spec_data: Mapping[str, Any], now: datetime | None = None
+) -> Preview:
     """The same checks as a submission (SpecError naming the field, 404 for a project the
     user may not submit to), then placement against the fleet as it is now.  Reads only."""
     now = now or timezone.now()

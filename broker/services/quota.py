@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
@@ -256,7 +257,13 @@ def reservation_expire(*, reservation_id: int, now: datetime | None = None) -> b
 
 @transaction.atomic
 def quota_set(
-    *, actor, tenant_id: int, gpu_class_id: int, limit_gpus: int, borrow_limit_gpus: int | None = None, owner=None
+    *,
+    actor: User,
+    tenant_id: int,
+    gpu_class_id: int,
+    limit_gpus: int,
+    borrow_limit_gpus: int | None = None,
+    owner: User | None = None,
 ) -> Quota:
     """Admins edit quotas; a limit below what is reserved and running is refused."""
     now = timezone.now()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from django.contrib.auth.models import User
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
@@ -37,7 +38,7 @@ def owner_candidates(*, quota: Quota):
 
 
 @transaction.atomic
-def quota_set_owner(*, actor, quota_id: int, owner_id: int | None, alert_share: float) -> Quota:
+def quota_set_owner(*, actor: User, quota_id: int, owner_id: int | None, alert_share: float) -> Quota:
     quota = Quota.objects.select_for_update(of=("self",)).select_related("owner", "gpu_class").get(id=quota_id)
     owner = None
     if owner_id is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import date, datetime, timedelta
 from datetime import timezone as dt_timezone
 
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import F
@@ -42,7 +43,14 @@ def _today(now: datetime) -> date:
 
 
 def quota_request_create(
-    *, user, project_id: int, gpu_class: str, extra_gpus: int, reason: str, ends_on: date, now: datetime | None = None
+    *,
+    user: User,
+    project_id: int,
+    gpu_class: str,
+    extra_gpus: int,
+    reason: str,
+    ends_on: date,
+    now: datetime | None = None,
 ) -> QuotaRequest:
     now = now or timezone.now()
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
@@ -65,7 +73,7 @@ def quota_request_create(
 
 
 @transaction.atomic
-def _store(*, user, project, quota: Quota, extra_gpus: int, reason: str, ends_on: date) -> QuotaRequest:
+def _store(*, user: User, project, quota: Quota, extra_gpus: int, reason: str, ends_on: date) -> QuotaRequest:
     request = QuotaRequest.objects.create(
         quota=quota, project=project, requester=user, extra_gpus=extra_gpus, reason=reason, ends_on=ends_on
     )
@@ -80,7 +88,7 @@ def _store(*, user, project, quota: Quota, extra_gpus: int, reason: str, ends_on
 
 
 def quota_request_decide(
-    *, user, request_id: int, approve: bool, note: str, now: datetime | None = None
+    *, user: User, request_id: int, approve: bool, note: str, now: datetime | None = None
 ) -> QuotaRequest:
     now = now or timezone.now()
     request = quota_request_get(user=user, request_id=request_id)  # 404 for anyone who may not see it
@@ -103,7 +111,7 @@ def quota_request_decide(
 
 
 @transaction.atomic
-def _decide(*, user, request: QuotaRequest, approve: bool, note: str, now: datetime) -> QuotaRequest:
+def _decide(*, user: User, request: QuotaRequest, approve: bool, note: str, now: datetime) -> QuotaRequest:
     state = QuotaRequestState.APPROVED if approve else QuotaRequestState.REFUSED
     if not QuotaRequest.objects.filter(id=request.id, state=QuotaRequestState.PENDING).update(
         state=state, decided_by=user, decided_at=now, note=note
@@ -159,7 +167,7 @@ def _end(*, request_id: int, now: datetime) -> int:
     return 1
 
 
-def _audit(request: QuotaRequest, action: str, actor, message: str, **extra) -> None:
+def _audit(request: QuotaRequest, action: str, actor: User | None, message: str, **extra) -> None:
     audit(
         action=action,
         tenant_id=request.quota.tenant_id,

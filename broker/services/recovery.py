@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -14,7 +15,7 @@ from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
 
 
-def workload_declare_dead(*, workload_id: int, actor, why: str) -> Workload | None:
+def workload_declare_dead(*, workload_id: int, actor: User, why: str) -> Workload | None:
     """The old run is known dead: end it, and resubmit from checkpoint if the spec allows.
 
     Returns the resubmitted workload, or None."""
@@ -38,7 +39,7 @@ def workload_declare_dead(*, workload_id: int, actor, why: str) -> Workload | No
     return workload_resubmit(workload=workload, actor=actor)
 
 
-def workload_resubmit(*, workload: Workload, actor) -> Workload:
+def workload_resubmit(*, workload: Workload, actor: User) -> Workload:
     from broker.services.workloads import _create
 
     spec = dict(workload.spec)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Sequence
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,7 +35,7 @@ class ReplayEstimateRun:
 
 @transaction.atomic
 def record_replay_estimates(
-    *, runs: Sequence[ReplayEstimateRun], actor=None, now: datetime | None = None
+    *, runs: Sequence[ReplayEstimateRun], actor: User | None = None, now: datetime | None = None
 ) -> list[ReplayEstimate]:
     """Store each run's estimator error (replacing an earlier run of the same window, seed,
     policy and number of jobs) and audit what was recorded."""

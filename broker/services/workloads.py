@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -60,7 +61,7 @@ def check_data_location(spec: WorkloadSpec) -> None:
 
 
 def workload_submit(
-    *, user, project_id: int, spec_data: Mapping[str, Any], resubmit_of: Workload | None = None
+    *, user: User, project_id: int, spec_data: Mapping[str, Any], resubmit_of: Workload | None = None
 ) -> Workload:
     """Validate the spec and store the workload; placement runs after commit."""
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
@@ -68,7 +69,9 @@ def workload_submit(
 
 
 @transaction.atomic
-def _create(*, user, project: Project, spec_data: Mapping[str, Any], resubmit_of: Workload | None) -> Workload:
+def _create(
+    *, user: User | None, project: Project, spec_data: Mapping[str, Any], resubmit_of: Workload | None
+) -> Workload:
     spec = validate_spec({**spec_data, "project": project.slug})
     gpu_class = resolve_gpu_class(spec)
     check_data_location(spec)
@@ -95,14 +98,14 @@ def _create(*, user, project: Project, spec_data: Mapping[str, Any], resubmit_of
     return workload
 
 
-def workload_cancel(*, user, workload_id: int) -> Workload:
+def workload_cancel(*, user: User, workload_id: int) -> Workload:
     """Store the cancellation first; propagation is retried until the destination confirms."""
     workload = workload_get(user=user, workload_id=workload_id)
     return cancel_request(workload=workload, actor=user)
 
 
 @transaction.atomic
-def cancel_request(*, workload: Workload, actor=None) -> Workload:
+def cancel_request(*, workload: Workload, actor: User | None = None) -> Workload:
     now = timezone.now()
     live = Workload.objects.filter(id=workload.id).exclude(state__in=TERMINAL_STATES)
     if not live.filter(cancel_requested_at__isnull=True).update(cancel_requested_at=now):

@@ -18,6 +18,7 @@ from broker.services.notifications import (
     preference_set,
     secret_rotate,
 )
+from portal.tenancy.access import signed_in
 
 EVENT_WORDS = {
     "started": "started",
@@ -41,9 +42,9 @@ class PreferenceForm(forms.Form):
 
 @login_required
 def notification_settings(request: HttpRequest) -> HttpResponse:
-    pref = notification_preference_get(user=request.user)
+    pref = notification_preference_get(user=signed_in(request.user))
     if request.method == "POST" and request.POST.get("rotate") == "1":
-        secret_rotate(user=request.user)
+        secret_rotate(user=signed_in(request.user))
         messages.success(request, "New webhook secret made; the old one signs nothing more.")
         return redirect("notification-settings")
     initial = {
@@ -55,7 +56,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
     form = PreferenceForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
-            preference_set(user=request.user, **form.cleaned_data)
+            preference_set(user=signed_in(request.user), **form.cleaned_data)
         except PreferenceRefused as exc:
             form_refused(form, exc)
         else:
@@ -67,7 +68,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "pref": pref if pref.pk else None,
-            "sent": notifications_sent(user=request.user),
+            "sent": notifications_sent(user=signed_in(request.user)),
             "header": SIGNATURE_HEADER,
         },
         status=400 if form.errors else 200,

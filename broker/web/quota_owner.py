@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from broker.access import quota_for
 from broker.services.quota_owners import OwnerRefused, owner_candidates, quota_set_owner
 from portal.refusals import form_refused
+from portal.tenancy.access import signed_in
 
 
 class QuotaOwnerForm(forms.Form):
@@ -35,7 +36,7 @@ def quota_owner_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
         owner = form.cleaned_data["owner"]
         try:
             quota_set_owner(
-                actor=request.user,
+                actor=signed_in(request.user),
                 quota_id=quota.id,
                 owner_id=owner.id if owner else None,
                 alert_share=form.cleaned_data["alert_percent"] / 100,

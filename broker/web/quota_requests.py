@@ -14,7 +14,7 @@ from broker.access import quota_request_for
 from broker.quota_request_selectors import can_decide, quota_request_list, quota_request_trail
 from broker.services.quota_requests import OwnRequest, QuotaRequestRefused, quota_request_create, quota_request_decide
 from portal.refusals import form_refused
-from portal.tenancy.access import require_role, roles_of
+from portal.tenancy.access import require_role, roles_of, signed_in
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_list
 
@@ -51,7 +51,7 @@ def quota_request_list_page(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             made = quota_request_create(
-                user=request.user,
+                user=signed_in(request.user),
                 project_id=data["project"].id,
                 gpu_class=data["gpu_class"].slug,
                 extra_gpus=data["extra_gpus"],
@@ -102,7 +102,7 @@ def quota_request_decide_view(request: HttpRequest, quota_request_id: int) -> Ht
         return quota_request_detail(request, quota_request_id, form=form, status=400)
     try:
         quota_request_decide(
-            user=request.user,
+            user=signed_in(request.user),
             request_id=quota_request_id,
             approve=form.cleaned_data["decision"] == "approve",
             note=form.cleaned_data["note"],

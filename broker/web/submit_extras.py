@@ -24,6 +24,7 @@ from portal.refusals import redirect_on_refusal, refusal_fields
 from portal.tenancy.access import require_role
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
+from portal.tenancy.access import AnyUser, signed_in
 
 _LIST_FIELDS = ("gpu_models", "residency")  # lists in the spec, comma-separated text in the form
 
@@ -38,7 +39,7 @@ def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
     if form.is_valid():
         try:
             context["preview"] = workload_preview(
-                user=request.user, project_id=form.cleaned_data["project"].id, spec_data=form.spec_data()
+                user=signed_in(request.user), project_id=form.cleaned_data["project"].id, spec_data=form.spec_data()
             )
         except SpecError as exc:
             context["errors"] = refusal_fields(exc)  # named as the spec names them
@@ -54,7 +55,7 @@ def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "broker/_workload_preview.html", context, status=400 if bad else 200)
 
 
-def ended_workload(*, user, workload_id: int) -> Workload:
+def ended_workload(*, user: AnyUser, workload_id: int) -> Workload:
     """The workload to run again: the project's researchers' (403 or 404 otherwise), and ended."""
     workload = workload_for(user=user, workload_id=workload_id, need="resubmit")
     if workload.state not in TERMINAL_STATES:
@@ -82,6 +83,8 @@ def workload_run_again(request: HttpRequest, workload_id: int) -> HttpResponse:
     """Run again, unchanged: a new workload from the same spec, linked to the old one."""
     source = ended_workload(user=request.user, workload_id=workload_id)
     spec = {k: v for k, v in (source.spec or {}).items() if k != "project"}
-    workload = workload_submit(user=request.user, project_id=source.project_id, spec_data=spec, resubmit_of=source)
+    workload = workload_submit(
+        user=signed_in(request.user), project_id=source.project_id, spec_data=spec, resubmit_of=source
+    )
     messages.success(request, f"Submitted {workload.name} ({workload.uid}) again.")
     return redirect("workload-detail", workload_id=workload.id)

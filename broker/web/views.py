@@ -42,7 +42,7 @@ from broker.web.submit_extras import ended_workload, resubmit_initial
 from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, queue_query
 from portal.metrics.selectors import fleet_charts
 from portal.refusals import form_refused
-from portal.tenancy.access import is_operator, require_role
+from portal.tenancy.access import is_operator, require_role, signed_in
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
 
@@ -94,7 +94,7 @@ def workload_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             workload = workload_submit(
-                user=request.user,
+                user=signed_in(request.user),
                 project_id=form.cleaned_data["project"].id,
                 spec_data=form.spec_data(),
                 resubmit_of=source,
@@ -164,7 +164,7 @@ def workload_detail(request: HtmxHttpRequest, workload_id: int) -> HttpResponse:
 @require_POST
 def workload_cancel_view(request: HttpRequest, workload_id: int) -> HttpResponse:
     workload_for(user=request.user, workload_id=workload_id)  # 403 or 404 first
-    workload = workload_cancel(user=request.user, workload_id=workload_id)
+    workload = workload_cancel(user=signed_in(request.user), workload_id=workload_id)
     messages.info(request, f"Cancellation of {workload.name} stored; it is final once the cluster confirms.")
     return redirect("workload-detail", workload_id=workload.id)
 
@@ -200,7 +200,7 @@ def quota_edit(request: HtmxHttpRequest, quota_id: int) -> HttpResponse:
     if form.is_valid():
         try:
             quota = quota_set(
-                actor=request.user,
+                actor=signed_in(request.user),
                 tenant_id=quota.tenant_id,
                 gpu_class_id=quota.gpu_class_id,
                 limit_gpus=form.cleaned_data["limit_gpus"],
@@ -266,14 +266,14 @@ def escalation_action(request: HttpRequest, escalation_id: int, action: str) -> 
     if action not in ("acknowledge", "resolve"):
         raise Http404("unknown action")
     if action == "acknowledge":
-        escalation_acknowledge(user=request.user, escalation_id=escalation_id)
+        escalation_acknowledge(user=signed_in(request.user), escalation_id=escalation_id)
     else:
         form = EscalationResolveForm(request.POST)
         if not form.is_valid():
             messages.error(request, "outcome: say what was found and done.")
             return redirect("escalation-list")
         escalation_resolve(
-            user=request.user,
+            user=signed_in(request.user),
             escalation_id=escalation_id,
             outcome=form.cleaned_data["outcome"],
             old_run_dead=form.cleaned_data["old_run_dead"],

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from portal.apitokens.forms import TokenForm
 from portal.apitokens.selectors import token_list
 from portal.apitokens.services.tokens import token_create, token_revoke
+from portal.tenancy.access import signed_in
 
 
 @login_required
@@ -19,7 +20,7 @@ def token_page(request: HttpRequest) -> HttpResponse:
     form = TokenForm(request.POST or None)
     created = None
     if request.method == "POST" and form.is_valid():
-        created = token_create(actor=request.user, **form.cleaned_data)
+        created = token_create(actor=signed_in(request.user), **form.cleaned_data)
         form = TokenForm()
     now = timezone.now()
     tokens = [(t, t.state(now)) for t in token_list(user=request.user)]
@@ -37,6 +38,6 @@ def token_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
-    token = token_revoke(actor=request.user, token_id=token_id)  # 404 for another user's token
+    token = token_revoke(actor=signed_in(request.user), token_id=token_id)  # 404 for another user's token
     messages.success(request, f"Revoked {token.name} ({token.prefix}...).")
     return redirect("account-tokens")

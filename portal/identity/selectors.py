@@ -3,6 +3,7 @@ of the tenants they administer (operators: everyone); anyone else finds nobody (
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.contrib.auth import get_user_model
 from django.db.models import QuerySet
 from django.http import Http404
@@ -10,9 +11,10 @@ from django.http import Http404
 from portal.identity.models import ClusterIdentity
 from portal.tenancy.access import is_operator, memberships
 from portal.tenancy.models import Membership, Role
+from portal.tenancy.access import AnyUser
 
 
-def people_list(*, user) -> QuerySet:
+def people_list(*, user: AnyUser) -> QuerySet:
     """The people whose cluster identity ``user`` may see, with their identity."""
     people = get_user_model().objects.filter(is_active=True).select_related("cluster_identity")
     if not is_operator(user):
@@ -21,14 +23,14 @@ def people_list(*, user) -> QuerySet:
     return people.distinct().order_by("username")
 
 
-def person_get(*, user, person_id: int):
+def person_get(*, user: AnyUser, person_id: int):
     person = people_list(user=user).filter(id=person_id).first()
     if person is None:
         raise Http404("no such person")
     return person
 
 
-def tenants_not_administered(*, user, person) -> list[str]:
+def tenants_not_administered(*, user: AnyUser, person: User) -> list[str]:
     """Slugs of the person's tenants that ``user`` does not administer: an identity is the
     person's everywhere, so only an admin of all of them (or an operator) may change it."""
     if is_operator(user):
@@ -38,14 +40,14 @@ def tenants_not_administered(*, user, person) -> list[str]:
     return sorted(set(theirs.values_list("tenant__slug", flat=True)))
 
 
-def cluster_identity_of(user) -> ClusterIdentity | None:
+def cluster_identity_of(user: AnyUser | None) -> ClusterIdentity | None:
     """The submitter's identity (dispatch and submission read it; no scoping: it is theirs)."""
-    if user is None or not getattr(user, "pk", None):
+    if user is None or not isinstance(user.pk, int) or not user.pk:
         return None
     return ClusterIdentity.objects.filter(user_id=user.pk).first()
 
 
-def run_as_problem(*, project, user) -> str:
+def run_as_problem(*, project, user: AnyUser | None) -> str:
     """Why ``user`` cannot submit to ``project`` as things stand ("" when they can): a
     project whose jobs run as the person needs the person to have a cluster identity."""
     from portal.tenancy.models import RunAs

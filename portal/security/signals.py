@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_logged_in, user_login_failed
 from django.dispatch import receiver
 
@@ -9,7 +10,7 @@ from portal.security.services.signin import signin_failed, signin_succeeded
 
 
 @receiver(user_logged_in, dispatch_uid="security.signin_succeeded")
-def _logged_in(sender, request, user, **kwargs) -> None:
+def _logged_in(sender, request, user: User, **kwargs) -> None:
     signin_succeeded(user=user, request=request)
 
 

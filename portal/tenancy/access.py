@@ -23,6 +23,14 @@ AnyUser = AbstractBaseUser | AnonymousUser
 M = TypeVar("M", bound=Model)
 
 
+def signed_in(user: AnyUser | User) -> User:
+    """The acting user as the one user model, for a service that records who acted.  Every
+    page and endpoint that acts sits behind a login, so an anonymous user here is refused."""
+    if isinstance(user, User):
+        return user
+    raise PermissionDenied("sign in first")
+
+
 def is_operator(user: AnyUser) -> bool:
     """Platform operators (staff) run the fleet: clusters, all escalations."""
     return bool(user.is_authenticated and user.is_active and cast(User, user).is_staff)

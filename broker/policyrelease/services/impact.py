@@ -16,6 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from django.contrib.auth.models import User
 from django.conf import settings
 from django.db import close_old_connections, transaction
 from django.utils import timezone
@@ -31,7 +32,7 @@ _MANAGE = Path(settings.BASE_DIR) / "manage.py"
 
 
 @transaction.atomic
-def impact_request(*, actor, release_id: int) -> ImpactReplay:
+def impact_request(*, actor: User, release_id: int) -> ImpactReplay:
     release = PolicyRelease.objects.get(id=release_id)
     baseline = PolicyRelease.objects.filter(state=ReleaseState.ACTIVE).first()
     if baseline is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from django.contrib.auth.models import User
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -35,7 +36,7 @@ class ReleaseRefused(ValueError):
         super().__init__(message)
 
 
-def _move(release: PolicyRelease, to: str, *, actor, message: str = "") -> PolicyRelease:
+def _move(release: PolicyRelease, to: str, *, actor: User | None, message: str = "") -> PolicyRelease:
     if to not in TRANSITIONS.get(release.state, frozenset()):
         raise ReleaseRefused("state", f"version {release.number} is {release.state}; it cannot become {to}")
     before = release.state
@@ -58,11 +59,13 @@ def _move(release: PolicyRelease, to: str, *, actor, message: str = "") -> Polic
     return release
 
 
-def _user(actor):
-    return actor if getattr(actor, "pk", None) else None
+def _user(actor: User | None) -> User | None:
+    return actor if actor is not None and actor.pk else None
 
 
-def _create(*, content: str, actor, owner=None, summary: str = "", source: str = "") -> PolicyRelease:
+def _create(
+    *, content: str, actor: User | None, owner: User | None = None, summary: str = "", source: str = ""
+) -> PolicyRelease:
     check_policy(content)
     number = (PolicyRelease.objects.aggregate(n=Max("number"))["n"] or 0) + 1
     release = PolicyRelease.objects.create(
@@ -102,13 +105,13 @@ def release_seed_from_file(*, path: Path | None = None) -> PolicyRelease:
 
 
 @transaction.atomic
-def release_import(*, actor, content: str, source: str = "", summary: str = "") -> PolicyRelease:
+def release_import(*, actor: User | None, content: str, source: str = "", summary: str = "") -> PolicyRelease:
     """A version from a file, as a draft: it still goes through proposal and approval."""
     return _create(content=content, actor=actor, source=source, summary=summary or f"imported from {source}")
 
 
 @transaction.atomic
-def release_propose(*, actor, content: str, owner, summary: str = "") -> PolicyRelease:
+def release_propose(*, actor: User, content: str, owner: User, summary: str = "") -> PolicyRelease:
     if owner is None:
         raise ReleaseRefused("owner", "name the owner who is to approve this version")
     if owner.pk == getattr(actor, "pk", None):
@@ -120,7 +123,7 @@ def release_propose(*, actor, content: str, owner, summary: str = "") -> PolicyR
 
 
 @transaction.atomic
-def release_approve(*, actor, release_id: int) -> PolicyRelease:
+def release_approve(*, actor: User, release_id: int) -> PolicyRelease:
     release = PolicyRelease.objects.select_for_update().get(id=release_id)
     if release.author_id is not None and release.author_id == getattr(actor, "pk", None):
         raise ReleaseRefused(
@@ -136,7 +139,7 @@ def release_approve(*, actor, release_id: int) -> PolicyRelease:
 
 
 @transaction.atomic
-def release_activate(*, actor, release_id: int) -> PolicyRelease:
+def release_activate(*, actor: User, release_id: int) -> PolicyRelease:
     """Put an approved version (or, as a rollback, an earlier active one) in force, in one
     transaction: the version in force is retired in the same step."""
     release = PolicyRelease.objects.select_for_update().get(id=release_id)
@@ -164,12 +167,12 @@ def release_activate(*, actor, release_id: int) -> PolicyRelease:
         raise ReleaseRefused("state", "another version was activated at the same time; try again") from None
 
 
-def release_rollback(*, actor, release_id: int) -> PolicyRelease:
+def release_rollback(*, actor: User, release_id: int) -> PolicyRelease:
     return release_activate(actor=actor, release_id=release_id)
 
 
 @transaction.atomic
-def release_withdraw(*, actor, release_id: int) -> PolicyRelease:
+def release_withdraw(*, actor: User, release_id: int) -> PolicyRelease:
     """A draft, proposed or approved version that will not be used."""
     release = PolicyRelease.objects.select_for_update().get(id=release_id)
     if release.state == S.ACTIVE:

@@ -7,6 +7,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -29,7 +30,7 @@ def hash_secret(secret: str) -> str:
 
 
 @transaction.atomic
-def token_create(*, actor, name: str, expires_in_days: int) -> NewToken:
+def token_create(*, actor: User, name: str, expires_in_days: int) -> NewToken:
     """A token for ``actor`` itself; a caller validates ``name`` and the expiry's range."""
     if not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
         raise ValueError(f"expires_in_days: must be between 1 and {MAX_EXPIRY_DAYS}")
@@ -50,7 +51,7 @@ def token_create(*, actor, name: str, expires_in_days: int) -> NewToken:
 
 
 @transaction.atomic
-def token_revoke(*, actor, token_id: int) -> ApiToken:
+def token_revoke(*, actor: User, token_id: int) -> ApiToken:
     """Revoke a token the actor may see (its own; an operator: any).  Revoking twice is harmless."""
     token = token_get(user=actor, token_id=token_id)
     if ApiToken.objects.filter(id=token.id, revoked_at__isnull=True).update(

@@ -5,6 +5,7 @@ see it in their own trail).  Bad input raises IdentityInvalid with a message per
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from broker.services.audit import audit
@@ -19,7 +20,7 @@ class IdentityInvalid(ValueError):
         self.fields = fields
 
 
-def _problems(*, user, posix_user: str, posix_group: str, k8s_user: str) -> dict[str, list[str]]:
+def _problems(*, user: User, posix_user: str, posix_group: str, k8s_user: str) -> dict[str, list[str]]:
     problems: dict[str, list[str]] = {}
     if why := posix_name_problem(posix_user):
         problems["posix_user"] = [why]
@@ -34,7 +35,7 @@ def _problems(*, user, posix_user: str, posix_group: str, k8s_user: str) -> dict
     return problems
 
 
-def _audit_for_tenants(*, user, actor, action: str, message: str, inputs: dict) -> None:
+def _audit_for_tenants(*, user: User, actor: User, action: str, message: str, inputs: dict) -> None:
     tenant_ids: list[int | None] = [
         *sorted(set(Membership.objects.filter(user=user).values_list("tenant_id", flat=True)))
     ] or [None]
@@ -44,7 +45,13 @@ def _audit_for_tenants(*, user, actor, action: str, message: str, inputs: dict) 
 
 @transaction.atomic
 def cluster_identity_set(
-    *, actor, user, posix_user: str, posix_group: str = "", k8s_user: str = "", source: str = IdentitySource.ADMIN
+    *,
+    actor: User,
+    user: User,
+    posix_user: str,
+    posix_group: str = "",
+    k8s_user: str = "",
+    source: str = IdentitySource.ADMIN,
 ) -> ClusterIdentity:
     """Give ``user`` this cluster identity (created or replaced); unchanged input writes nothing."""
     posix_user, posix_group, k8s_user = posix_user.strip(), posix_group.strip(), k8s_user.strip()
@@ -72,7 +79,7 @@ def cluster_identity_set(
 
 
 @transaction.atomic
-def cluster_identity_clear(*, actor, user) -> bool:
+def cluster_identity_clear(*, actor: User, user: User) -> bool:
     """Remove ``user``'s cluster identity; False when there was none."""
     current = ClusterIdentity.objects.select_for_update().filter(user=user).first()
     if current is None:
@@ -89,7 +96,7 @@ def cluster_identity_clear(*, actor, user) -> bool:
     return True
 
 
-def cluster_identity_from_claims(*, user, claims: dict, claim: str) -> ClusterIdentity | None:
+def cluster_identity_from_claims(*, user: User, claims: dict, claim: str) -> ClusterIdentity | None:
     """Sign-in: take the POSIX user name from ``claim`` when the provider sends one.  An
     identity an admin set by hand wins over the claim; a malformed claim changes nothing."""
     value = claims.get(claim) if claim else None
@@ -117,7 +124,7 @@ def cluster_identity_from_claims(*, user, claims: dict, claim: str) -> ClusterId
 
 
 @transaction.atomic
-def project_run_as_set(*, actor, project: Project, run_as: str) -> Project:
+def project_run_as_set(*, actor: User, project: Project, run_as: str) -> Project:
     if run_as not in RunAs.values:
         raise IdentityInvalid({"run_as": [f"must be one of {', '.join(RunAs.values)}."]})
     moved = Project.objects.filter(id=project.id).exclude(run_as=run_as).update(run_as=run_as)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from django.contrib.auth.models import User
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -71,7 +72,7 @@ def _new_user(claims: dict):
     return user
 
 
-def _sync_roles(user, rules: list[ClaimRule]) -> None:
+def _sync_roles(user: User, rules: list[ClaimRule]) -> None:
     wanted = {(r.tenant_id, r.project_id, r.role): r for r in rules}
     granted = {
         (g.membership.tenant_id, g.membership.project_id, g.membership.role): g

@@ -1,6 +1,8 @@
 """Sign-ins on the audit trail: who, from where, and how (password, OpenID Connect)."""
 
 from __future__ import annotations
+from django.contrib.auth.models import User
+
 
 from broker.services.audit import audit
 
@@ -11,7 +13,7 @@ def client_address(request) -> str:
     return (request.META.get("REMOTE_ADDR", "") if request is not None else "")[:64]
 
 
-def signin_succeeded(*, user, request, method: str = "") -> None:
+def signin_succeeded(*, user: User, request, method: str = "") -> None:
     backend = getattr(user, "backend", "") or ""
     how = method or ("oidc" if backend.endswith("InstitutionBackend") else "password")
     audit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -40,7 +41,7 @@ def project_ensure(
 
 
 @transaction.atomic
-def member_ensure(*, user, tenant: Tenant, role: str, project: Project | None = None) -> Membership:
+def member_ensure(*, user: User, tenant: Tenant, role: str, project: Project | None = None) -> Membership:
     if role not in Role.values:
         raise ValueError(f"role: unknown role {role!r}")
     membership, _ = Membership.objects.get_or_create(user=user, tenant=tenant, project=project, role=role)
