@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping
+from typing import BinaryIO, Iterable, Iterator
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -18,7 +18,7 @@ from accounting.bills import BillLineData, BillParseError, parse_bill
 from accounting.bills.base import tag_key
 from accounting.conf import project_tags, setting, workload_tags
 from accounting.models import BillImport, BillLine
-from accounting.resolve import GpuClassResolver, ProjectResolver
+from accounting.resolve import GpuClassResolver, ProjectRef, ProjectResolver
 from broker.models import Cluster, GpuClass, Workload
 from broker.services.audit import audit
 from portal.tenancy.models import Tenant
@@ -142,9 +142,8 @@ def _match_lines(lines: Iterable[BillLineData], *, tenant_id: int | None) -> Ite
     workloads = Workload.objects.filter(uid__in=uids)
     if tenant_id is not None:
         workloads = workloads.filter(tenant_id=tenant_id)
-    by_uid: dict[str, Mapping[str, Any]] = {
-        w["uid"]: w for w in workloads.values("id", "uid", "project_id", "tenant_id", "gpu_class_id")
-    }
+    columns = ("uid", "id", "project_id", "tenant_id", "gpu_class_id")
+    by_uid = {uid: _Billed(*row) for uid, *row in workloads.values_list(*columns)}
     class_map = _bill_class_map()
     for line in lines:
         uid = _tag(line.tags, workload_tags())
@@ -164,16 +163,26 @@ def _match_lines(lines: Iterable[BillLineData], *, tenant_id: int | None) -> Ite
             tags=line.tags,
             tenant_id=tenant,
             project_id=project_id,
-            workload_id=wl["id"] if wl else None,
+            workload_id=wl.id if wl else None,
             workload_uid=uid[:40],
-            gpu_class_id=(wl or {}).get("gpu_class_id") or _bill_class(line.description, class_map, classes),
+            gpu_class_id=(wl.gpu_class_id if wl else None) or _bill_class(line.description, class_map, classes),
         )
 
 
-def _owner(wl: Mapping[str, Any] | None, ref) -> tuple[int | None, int | None]:
+@dataclass(frozen=True)
+class _Billed:
+    """The broker workload a bill line's tag names: the columns the line takes from it."""
+
+    id: int
+    project_id: int
+    tenant_id: int
+    gpu_class_id: int | None
+
+
+def _owner(wl: _Billed | None, ref: ProjectRef | None) -> tuple[int | None, int | None]:
     # the workload knows its project for certain; a project tag is the next best thing
     if wl:
-        return wl["project_id"], wl["tenant_id"]
+        return wl.project_id, wl.tenant_id
     if ref:
         return ref.id, ref.tenant_id
     return None, None

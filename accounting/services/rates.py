@@ -104,7 +104,7 @@ def _save(
     valid_from: date,
     price: Decimal,
     source: str,
-    tco: dict,
+    tco: dict[str, str],
     actor: User | None,
 ) -> GpuRate:
     if cluster is not None and cluster.location != Location.ONPREM:

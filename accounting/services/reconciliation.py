@@ -199,14 +199,9 @@ def _d(
         kind=kind,
         tenant_id=owner.tenant_id,
         project_id=owner.project_id,
-        workload_id=next(
-            (
-                o.id if o is w else o.workload_id  # type: ignore[union-attr]  # o is w: a Workload
-                for o in (w, e, line)
-                if o is not None
-            ),
-            None,
-        ),
+        workload_id=w.id
+        if w is not None
+        else (e.workload_id if e is not None else (line.workload_id if line else None)),
         usage_entry=e,
         bill_line=line,
         job_id=e.job_id if e else (w.destination_job_id if w else ""),

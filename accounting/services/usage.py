@@ -34,7 +34,7 @@ class IngestReport:
     created: int = 0
     updated: int = 0
     unchanged: int = 0
-    unmatched_accounts: Counter = field(default_factory=Counter)
+    unmatched_accounts: Counter[str] = field(default_factory=Counter)
     max_end: datetime | None = None
 
     @property
@@ -137,11 +137,15 @@ def _dedupe(chunk: list[UsageRecord]) -> dict[tuple[str, str], UsageRecord]:
     return latest
 
 
-def _existing(cluster: Cluster, latest: dict[tuple[str, str], UsageRecord]) -> dict[tuple[str, str], tuple]:
+_Row = tuple[str | int | None, ...]  # a new row of the ledger, in _COLUMNS order
+_Stored = tuple[int, datetime | None, int]  # a stored row of the ledger: id, end, GPU-seconds
+
+
+def _existing(cluster: Cluster, latest: dict[tuple[str, str], UsageRecord]) -> dict[tuple[str, str], _Stored]:
     by_source: dict[str, list[str]] = {}
     for source, job_id in latest:
         by_source.setdefault(source, []).append(job_id)
-    found: dict[tuple[str, str], tuple] = {}
+    found: dict[tuple[str, str], _Stored] = {}
     for source, job_ids in by_source.items():
         rows = UsageEntry.objects.filter(cluster=cluster, source=source, job_id__in=job_ids)
         for job_id, pk, end, secs in rows.values_list("job_id", "id", "end", "gpu_seconds"):
@@ -149,7 +153,9 @@ def _existing(cluster: Cluster, latest: dict[tuple[str, str], UsageRecord]) -> d
     return found
 
 
-def _update_running(ctx: _Context, latest: dict, existing: dict) -> None:
+def _update_running(
+    ctx: _Context, latest: dict[tuple[str, str], UsageRecord], existing: dict[tuple[str, str], _Stored]
+) -> None:
     """Only a row still running may change; an ended row is final (append-only ledger)."""
     changed = []
     now = timezone.now()
@@ -189,22 +195,22 @@ _COLUMNS = (
 )
 
 
-def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[tuple]:
+def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[_Row]:
     workloads = _workloads_for(ctx.cluster, fresh)
     db_time = _time_adapter()
     stamp = db_time(timezone.now())
-    rows = []
+    rows: list[_Row] = []
     for r in fresh:
         wl = workloads.get(("uid", r.workload_id)) or workloads.get(("job", r.job_id))
         project_id, tenant_id = _owner(ctx, r, wl)
-        gpu_class_id = (wl or {}).get("gpu_class_id") or ctx.classes.for_model(r.gpu_model)
+        gpu_class_id = (wl.gpu_class_id if wl else None) or ctx.classes.for_model(r.gpu_model)
         rows.append(
             (
                 r.source,
                 ctx.cluster.id,
                 r.job_id,
                 (r.workload_id or "")[:40],
-                wl["id"] if wl else None,
+                wl.id if wl else None,
                 r.account[:100],
                 tenant_id,
                 project_id,
@@ -224,33 +230,33 @@ def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[tuple]:
     return rows
 
 
-def _person(ctx: _Context, r: UsageRecord, wl: dict | None) -> int | None:
+def _person(ctx: _Context, r: UsageRecord, wl: _Charged | None) -> int | None:
     """Who is charged: the broker knows who submitted its own workloads (whatever user the
     job ran as: the project account or theirs); other jobs by the cluster user's identity."""
-    if wl is not None and wl["submitted_by_id"]:
-        return wl["submitted_by_id"]
+    if wl is not None and wl.submitted_by_id:
+        return wl.submitted_by_id
     return ctx.people.for_cluster_user(r.user)
 
 
-def _owner(ctx: _Context, r: UsageRecord, wl: dict | None) -> tuple[int | None, int | None]:
+def _owner(ctx: _Context, r: UsageRecord, wl: _Charged | None) -> tuple[int | None, int | None]:
     """The scheduler's account names the project; the broker's workload is the fallback."""
     ref = ctx.projects.for_account(r.account, source=r.source)
     if ref is not None:
         return ref.id, ref.tenant_id
     if wl is not None:
-        return wl["project_id"], wl["tenant_id"]
+        return wl.project_id, wl.tenant_id
     ctx.report.unmatched_accounts[r.account] += 1
     return None, None
 
 
-def _time_adapter() -> Callable[[datetime | None], object]:
+def _time_adapter() -> Callable[[datetime | None], str | None]:
     """Datetime -> database value, decided once per chunk (the connection is a proxy)."""
     if connection.vendor != "sqlite":
         adapt = connection.ops.adapt_datetimefield_value
         return lambda value: None if value is None else adapt(value)
     utc = dt_timezone.utc
 
-    def naive_utc_text(value: datetime | None):
+    def naive_utc_text(value: datetime | None) -> str | None:
         # what Django's SQLite adapter stores (naive UTC text), without its per-call
         # time zone look-up, which costs more than the insert itself at a million rows
         return None if value is None else str(value.astimezone(utc).replace(tzinfo=None))
@@ -258,7 +264,7 @@ def _time_adapter() -> Callable[[datetime | None], object]:
     return naive_utc_text
 
 
-def _insert(rows: list[tuple]) -> int:
+def _insert(rows: list[_Row]) -> int:
     """INSERT ... ON CONFLICT DO NOTHING with executemany (SQLite and PostgreSQL both speak it).
 
     Raw SQL on purpose: the ORM's bulk_create spends ~100 us a row preparing values, which
@@ -271,18 +277,32 @@ def _insert(rows: list[tuple]) -> int:
     return len(rows)
 
 
-def _workloads_for(cluster: Cluster, fresh: list[UsageRecord]) -> dict[tuple[str, str | None], dict]:
+@dataclass(frozen=True)
+class _Charged:
+    """The broker workload a usage line belongs to: the columns chargeback reads of it."""
+
+    id: int
+    project_id: int
+    tenant_id: int
+    gpu_class_id: int | None
+    submitted_by_id: int | None
+
+
+_CHARGED_FIELDS = ("id", "project_id", "tenant_id", "gpu_class_id", "submitted_by_id")
+
+
+def _workloads_for(cluster: Cluster, fresh: list[UsageRecord]) -> dict[tuple[str, str | None], _Charged]:
     """Broker workloads by the id the job carried, else by the destination job id."""
-    fields = ("id", "uid", "destination_job_id", "project_id", "tenant_id", "gpu_class_id", "submitted_by_id")
     uids = {r.workload_id for r in fresh if r.workload_id}
-    found: dict[tuple[str, str | None], dict] = {}
+    found: dict[tuple[str, str | None], _Charged] = {}
     if uids:
-        for wl in Workload.objects.filter(uid__in=uids).values(*fields):
-            found[("uid", wl["uid"])] = wl
+        for uid, *row in Workload.objects.filter(uid__in=uids).values_list("uid", *_CHARGED_FIELDS):
+            found[("uid", uid)] = _Charged(*row)
     job_ids = [r.job_id for r in fresh if not r.workload_id]
     if job_ids:
-        for wl in Workload.objects.filter(cluster=cluster, destination_job_id__in=job_ids).values(*fields):
-            found[("job", wl["destination_job_id"])] = wl
+        rows = Workload.objects.filter(cluster=cluster, destination_job_id__in=job_ids)
+        for job_id, *row in rows.values_list("destination_job_id", *_CHARGED_FIELDS):
+            found[("job", job_id)] = _Charged(*row)
     return found
 
 

@@ -7,7 +7,7 @@ text so every placement decision can record which policy it was made under.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Mapping
+from typing import Mapping
 
 import yaml
 
@@ -88,7 +88,7 @@ def load_policy_file(path: str) -> Policy:
         return load_policy(handle.read())
 
 
-def _gpu_classes(raw: Any) -> dict[str, GpuClass]:
+def _gpu_classes(raw: object) -> dict[str, GpuClass]:
     out: dict[str, GpuClass] = {}
     for name, body in _mapping("gpu_classes", raw).items():
         path = f"gpu_classes.{name}"
@@ -104,7 +104,7 @@ def _gpu_classes(raw: Any) -> dict[str, GpuClass]:
     return out
 
 
-def _tenants(raw: Any, classes: Mapping[str, GpuClass]) -> dict[str, TenantPolicy]:
+def _tenants(raw: object, classes: Mapping[str, GpuClass]) -> dict[str, TenantPolicy]:
     out: dict[str, TenantPolicy] = {}
     for name, body in _mapping("tenants", raw).items():
         path = f"tenants.{name}"
@@ -124,7 +124,7 @@ def _tenants(raw: Any, classes: Mapping[str, GpuClass]) -> dict[str, TenantPolic
     return out
 
 
-def _weights(raw: Any) -> dict[str, float]:
+def _weights(raw: object) -> dict[str, float]:
     out: dict[str, float] = {}
     for term, value in _mapping("weights", raw).items():
         if term not in TERMS:
@@ -133,7 +133,7 @@ def _weights(raw: Any) -> dict[str, float]:
     return out
 
 
-def _queue(raw: Any) -> QueueModel:
+def _queue(raw: object) -> QueueModel:
     body = _mapping("queue", raw)
     _known_keys("queue", body, {"assumed_job_hours", "max_wait_s", "half_life_s"})
     default = QueueModel()
@@ -146,7 +146,7 @@ def _queue(raw: Any) -> QueueModel:
     )
 
 
-def _burst(raw: Any) -> Burst:
+def _burst(raw: object) -> Burst:
     body = _mapping("burst", raw)
     fields = ("min_onprem_wait_s", "egress_uplift", "reassess_share")
     _known_keys("burst", body, set(fields))
@@ -159,7 +159,7 @@ def _burst(raw: Any) -> Burst:
         raise PolicyError(key, message) from None
 
 
-def _aging(raw: Any) -> Aging:
+def _aging(raw: object) -> Aging:
     body = _mapping("aging", raw)
     default = Aging()
     fields = (
@@ -176,7 +176,7 @@ def _aging(raw: Any) -> Aging:
     return Aging(big_gang_gpus=big_gang, **values)
 
 
-def _multikueue(raw: Any) -> MultiKueueDispatch:
+def _multikueue(raw: object) -> MultiKueueDispatch:
     body = _mapping("multikueue", raw)
     _known_keys("multikueue", body, {"admission_timeout_s", "nominate"})
     default = MultiKueueDispatch()
@@ -188,19 +188,19 @@ def _multikueue(raw: Any) -> MultiKueueDispatch:
     return MultiKueueDispatch(admission_timeout_s=timeout, nominate=int(count))
 
 
-def _mapping(path: str, raw: Any) -> dict[str, Any]:
+def _mapping(path: str, raw: object) -> dict[str, object]:
     if not isinstance(raw, Mapping):
         raise PolicyError(path, f"must be a mapping, not {type(raw).__name__}")
     return {str(k): v for k, v in raw.items()}
 
 
-def _known_keys(path: str, body: Mapping[str, Any], allowed: set[str]) -> None:
+def _known_keys(path: str, body: Mapping[str, object], allowed: set[str]) -> None:
     for key in sorted(set(body) - allowed):
         full = f"{path}.{key}" if path else key
         raise PolicyError(full, f"unknown key; expected one of {', '.join(sorted(allowed))}")
 
 
-def _number(path: str, raw: Any, low: float, high: float | None = None) -> float:
+def _number(path: str, raw: object, low: float, high: float | None = None) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise PolicyError(path, f"must be a number, not {raw!r}")
     if raw < low or (high is not None and raw > high):
@@ -209,7 +209,7 @@ def _number(path: str, raw: Any, low: float, high: float | None = None) -> float
     return float(raw)
 
 
-def _str_list(path: str, raw: Any) -> tuple[str, ...]:
+def _str_list(path: str, raw: object) -> tuple[str, ...]:
     if isinstance(raw, str):
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(v, (str, int)) for v in raw):
@@ -217,7 +217,7 @@ def _str_list(path: str, raw: Any) -> tuple[str, ...]:
     return tuple(str(v) for v in raw)
 
 
-def _choice(path: str, raw: Any, choices: tuple[str, ...]) -> str:
+def _choice(path: str, raw: object, choices: tuple[str, ...]) -> str:
     if raw not in choices:
         raise PolicyError(path, f"must be one of {', '.join(repr(c) for c in choices)}, not {raw!r}")
     return str(raw)

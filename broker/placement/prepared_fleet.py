@@ -130,7 +130,7 @@ class PreparedFleet:
             name: self._prepare(name, facts_map.get(name), snaps.get(name))
             for name in sorted(set(facts_map) | set(snaps))
         }
-        self._static: dict[tuple, StaticResult] = {}
+        self._static: dict[tuple[object, ...], StaticResult] = {}
         self._stale_now: datetime | None = None
         self._stale: dict[str, Exclusion] = {}
 
@@ -336,7 +336,7 @@ def _data_sources(facts: Mapping[str, ClusterFacts]) -> dict[str, dict[str, Clus
 
 def _ownership_conflicts(
     snaps: Mapping[str, InventorySnapshot], facts: Mapping[str, ClusterFacts]
-) -> dict[tuple[str, str], tuple]:
+) -> dict[tuple[str, str], tuple[str, ...]]:
     """(node domain, node) -> owners, for nodes two different schedulers claim.
 
     Such a node is an escalation, never capacity: which scheduler would really hand out

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Mapping
+from typing import Mapping
+
+from broker.jsontypes import Json, JsonObject
 
 from broker.placement.results import Candidate, Exclusion, PlacementResult
 
@@ -47,21 +49,21 @@ KNOWN = frozenset(
 )
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)
 
 
-def _texts(value: Any) -> tuple[str, ...]:
+def _texts(value: object) -> tuple[str, ...]:
     return tuple(str(v) for v in value) if isinstance(value, (list, tuple)) else ()
 
 
-def _numbers(value: Any) -> dict[str, float]:
+def _numbers(value: object) -> dict[str, float]:
     if not isinstance(value, Mapping):
         return {}
     return {str(k): n for k, v in value.items() if (n := _number(v)) is not None}
@@ -78,7 +80,7 @@ class RecordedCandidate:
     weighted: Mapping[str, float] = field(default_factory=dict)  # normalised x weight
     assignment: tuple[str, ...] = ()  # the node of each worker
     gpus_per_worker: int = 1
-    detail: Mapping[str, Any] = field(default_factory=dict)  # staging, egress source, quota wait
+    detail: Mapping[str, Json] = field(default_factory=dict)  # staging, egress source, quota wait
 
     @classmethod
     def of(cls, c: Candidate) -> RecordedCandidate:
@@ -97,7 +99,7 @@ class RecordedCandidate:
         )
 
     @classmethod
-    def from_json(cls, data: Any) -> RecordedCandidate | None:
+    def from_json(cls, data: object) -> RecordedCandidate | None:
         if not isinstance(data, Mapping) or not _text(data.get("cluster")):
             return None
         assignment = data.get("assignment")
@@ -113,7 +115,7 @@ class RecordedCandidate:
             detail=dict(data["detail"]) if isinstance(data.get("detail"), Mapping) else {},
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "cluster": self.cluster,
             "pool": self.pool,
@@ -134,7 +136,7 @@ class RecordedExclusion:
     message: str = ""
 
     @classmethod
-    def from_json(cls, data: Any) -> RecordedExclusion:
+    def from_json(cls, data: object) -> RecordedExclusion:
         if isinstance(data, Mapping):
             return cls(_text(data.get("rule")), _text(data.get("message")))
         return cls("", _text(data))
@@ -151,7 +153,7 @@ class Retry:
     at: datetime | None
 
     @classmethod
-    def from_json(cls, data: Any) -> Retry | None:
+    def from_json(cls, data: object) -> Retry | None:
         if not isinstance(data, Mapping):
             return None
         tries = data.get("tries")
@@ -161,7 +163,7 @@ class Retry:
             at = None
         return cls(tries if isinstance(tries, int) and not isinstance(tries, bool) else 0, at)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"tries": self.tries, "at": self.at.isoformat() if self.at else None}
 
 
@@ -179,7 +181,7 @@ class Nomination:
     adopted: bool = False
 
     @classmethod
-    def from_json(cls, data: Any) -> Nomination | None:
+    def from_json(cls, data: object) -> Nomination | None:
         if not isinstance(data, Mapping):
             return None
         try:
@@ -194,8 +196,8 @@ class Nomination:
             adopted=data.get("adopted") is True,
         )
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"workers": list(self.workers)}
+    def to_json(self) -> JsonObject:
+        out: JsonObject = {"workers": list(self.workers)}
         if self.clusters is not None:
             out["clusters"] = list(self.clusters)
         if self.at is not None:
@@ -227,11 +229,11 @@ class PlacementRecord:
     nominate: int | None = None
     admission_timeout_s: float | None = None
     nomination: Nomination | None = None
-    other: Mapping[str, Any] = field(default_factory=dict)  # keys of other writers, as read
+    other: Mapping[str, Json] = field(default_factory=dict)  # keys of other writers, as read
 
     # -- reading and writing -----------------------------------------------------------
     @classmethod
-    def from_json(cls, data: Any) -> PlacementRecord:
+    def from_json(cls, data: object) -> PlacementRecord:
         """Any stored value: a dict of any age, ``None`` or ``{}`` (no decision yet)."""
         if not isinstance(data, Mapping):
             return cls()
@@ -264,9 +266,9 @@ class PlacementRecord:
             other={k: v for k, v in data.items() if k not in KNOWN},
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The stored shape (the keys rows have always had; chosen and retry when set)."""
-        out: dict[str, Any] = {
+        out: JsonObject = {
             **self.other,
             "policy_version": self.policy_version,
             "reason": self.reason,
@@ -305,16 +307,30 @@ class PlacementRecord:
         policy_version: str,
         ranked: list[Candidate],
         excluded: Mapping[str, Exclusion],
-        **fields: Any,
+        quota_remaining: int | None = None,
+        rejections: Mapping[str, str] | None = None,
+        burst: str = "",
+        onprem_wait_s: float | None = None,
+        predicted_wait_s: float | None = None,
+        manager: str = "",
+        nominate: int | None = None,
+        admission_timeout_s: float | None = None,
     ) -> PlacementRecord:
-        """A decision of the placement library, with what the service adds (``fields``)."""
+        """A decision of the placement library, with what the service adds (the keywords)."""
         return cls(
             policy_version=policy_version,
             reason=result.reason,
             weights=dict(result.weights),
             ranked=tuple(RecordedCandidate.of(c) for c in ranked),
             excluded={k: RecordedExclusion(v.rule, v.message) for k, v in excluded.items()},
-            **fields,
+            quota_remaining=quota_remaining,
+            rejections=dict(rejections or {}),
+            burst=burst,
+            onprem_wait_s=onprem_wait_s,
+            predicted_wait_s=predicted_wait_s,
+            manager=manager,
+            nominate=nominate,
+            admission_timeout_s=admission_timeout_s,
         )
 
     def choosing(self, best: Candidate) -> PlacementRecord:

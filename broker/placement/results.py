@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
+
+from broker.jsontypes import JsonObject
 
 # Filter rules in the order they are applied; a cluster's exclusion names the first one
 # that stopped it (for clusters with several pools: the pool that got furthest).
@@ -54,9 +56,9 @@ class Candidate:
     assignment: tuple[str, ...]  # the node of each worker, by worker rank
     gpus_per_worker: int = 1
     # how the terms came about: staging time, where the data leaves from and its egress price
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, float | str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         return {
             "cluster": self.cluster,
             "pool": self.pool,
@@ -81,7 +83,7 @@ class PlacementResult:
     def best(self) -> Candidate | None:
         return self.ranked[0] if self.ranked else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """JSON-ready, for the decision's audit record."""
         return {
             "policy_version": self.policy_version,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Mapping
 
 from django.contrib.auth.models import User
 from django.db.models import Subquery
@@ -18,9 +18,9 @@ def audit(
     actor: User | None = None,
     message: str = "",
     policy_version: str = "",
-    inputs: dict[str, Any] | None = None,
+    inputs: Mapping[str, object] | None = None,
     cluster: str = "",
-    score_breakdown: dict[str, Any] | None = None,
+    score_breakdown: Mapping[str, object] | None = None,
     destination_job_id: str = "",
 ) -> AuditRecord:
     record = audit_record(
@@ -52,9 +52,9 @@ def audit_record(
     actor: User | None = None,
     message: str = "",
     policy_version: str = "",
-    inputs: dict[str, Any] | None = None,
+    inputs: Mapping[str, object] | None = None,
     cluster: str = "",
-    score_breakdown: dict[str, Any] | None = None,
+    score_breakdown: Mapping[str, object] | None = None,
     destination_job_id: str = "",
 ) -> AuditRecord:
     """The record ``audit`` writes, not saved yet."""

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Never, TypeVar
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import NotSupportedError
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Expression, F, Field, JSONField, Value
+from django.db.models.expressions import BaseExpression, Combinable
+from django.db.models.sql.compiler import SQLCompiler
+
+_K = TypeVar("_K")
 
 
 class PerRow(Expression):
@@ -24,21 +29,26 @@ class PerRow(Expression):
     WHENs costs Django more to build than the database to run).  A row whose key is not in
     ``values`` keeps its value."""
 
-    def __init__(self, key: str, values: Mapping[Any, Any], field: Field, column: str):
+    def __init__(self, key: str, values: Mapping[_K, object], field: Field[Never, object], column: str) -> None:
         super().__init__(output_field=field)
-        self.mapping = Value(json.dumps({str(k): v for k, v in values.items()}, cls=DjangoJSONEncoder))
-        self.key, self.column = F(key), F(column)
+        self.mapping: Combinable | Expression = Value(
+            json.dumps({str(k): v for k, v in values.items()}, cls=DjangoJSONEncoder)
+        )
+        self.key: Combinable | Expression = F(key)
+        self.column: Combinable | Expression = F(column)
 
-    def get_source_expressions(self) -> list[Any]:
+    def get_source_expressions(self) -> list[Combinable | Expression]:
         return [self.mapping, self.key, self.column]
 
-    def set_source_expressions(self, exprs: Sequence[Any]) -> None:
+    def set_source_expressions(self, exprs: Sequence[Combinable | Expression]) -> None:
         self.mapping, self.key, self.column = exprs
 
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, tuple[Any, ...]]:
-        mapping, mapping_params = compiler.compile(self.mapping)
-        key, key_params = compiler.compile(self.key)
-        column, column_params = compiler.compile(self.column)
+    def as_sql(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra: object
+    ) -> tuple[str, tuple[str | int, ...]]:
+        mapping, mapping_params = compiler.compile(_resolved(self.mapping))
+        key, key_params = compiler.compile(_resolved(self.key))
+        column, column_params = compiler.compile(_resolved(self.column))
         json_column = isinstance(self.output_field, JSONField)
         if connection.vendor == "postgresql":
             found = f"(({mapping})::jsonb {'->' if json_column else '->>'} ({key})::text)"
@@ -53,6 +63,13 @@ class PerRow(Expression):
         return f"COALESCE({found}, {column})", (*mapping_params, *key_params, *column_params)
 
 
-def per_row(key: str, values: Mapping[Any, Any], field: Field, column: str) -> PerRow:
+def _resolved(node: Combinable | Expression) -> BaseExpression:
+    """A source expression as the compiler sees it: the query resolved each ``F`` to a column."""
+    if not isinstance(node, BaseExpression):
+        raise TypeError(f"per-row values compiled before the query resolved {node!r}")
+    return node
+
+
+def per_row(key: str, values: Mapping[_K, object], field: Field[Never, object], column: str) -> PerRow:
     """``column``'s new value for each row whose ``key`` is in ``values`` (see PerRow)."""
     return PerRow(key, values, field, column)

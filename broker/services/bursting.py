@@ -12,6 +12,7 @@ against the wait that followed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from datetime import datetime, timedelta
 from typing import Callable, Mapping, Sequence
 
@@ -19,7 +20,7 @@ from django.db.models import Count, Max, QuerySet, Sum
 
 from broker.lifecycle import PLACEABLE_STATES
 from broker.models import GpuPool, Location, Workload
-from broker.placement import PreparedFleet
+from broker.placement import Candidate, PreparedFleet
 from broker.placement.burst import cloud_verdict, reassess_due
 from broker.placement.policy import Policy
 from broker.placement.record import PlacementRecord
@@ -39,7 +40,9 @@ def _s(when: datetime) -> float:
 # placement pass then reads the starts once (one small aggregate per decision), not per
 # workload.  Keyed by what was read, so a changed database is never answered from memory.
 REUSE_FOR_S = 60.0
-_cache: dict[tuple, tuple[datetime, WaitEstimator]] = {}
+# cloud spend this month per (tenant id, cluster), and what the on-prem GPUs cost in a month
+MonthSpend = tuple[Mapping[tuple[int, str], Decimal], float]
+_cache: dict[tuple[object, ...], tuple[datetime, WaitEstimator]] = {}
 
 
 def learned_waits(*, now: datetime, policy: Policy) -> WaitEstimator:
@@ -69,7 +72,7 @@ def _learn(starts: QuerySet[Workload], *, half_life: float) -> WaitEstimator:
 
 @dataclass(frozen=True)
 class BurstOutcome:
-    ranked: list  # the candidates left (cloud ones removed when held back)
+    ranked: list[Candidate]  # the candidates left (cloud ones removed when held back)
     held_back: str  # why the cloud was refused; "" when it was not
     onprem_wait_s: float | None  # predicted on-prem wait (None: no on-prem cluster could run it)
 
@@ -89,7 +92,7 @@ def predicted_wait_s(
     workload: Workload,
     fleet: PreparedFleet,
     spec: WorkloadSpec,
-    ranked: Sequence,
+    ranked: Sequence[Candidate],
     clusters: Sequence[str],
     estimator: WaitEstimator,
     now: datetime,
@@ -131,13 +134,13 @@ def predicted_wait_s(
 def burst_gate(
     *,
     workload: Workload,
-    ranked: list,
+    ranked: list[Candidate],
     fleet: PreparedFleet,
     spec: WorkloadSpec,
     now: datetime,
     estimator: WaitEstimator,
     ahead_gpus: Callable[[], int] | None = None,
-    spend: Callable[[], tuple[Mapping, float]] | None = None,
+    spend: Callable[[], MonthSpend] | None = None,
 ) -> BurstOutcome:
     """Keep or drop the cloud candidates by the policy's burst rule.  ``spend``: the month's
     cloud spend and on-prem TCO as a placement pass read them once (else read here)."""
@@ -183,7 +186,7 @@ def burst_gate(
 def first_prediction(
     *,
     workload: Workload,
-    ranked: list,
+    ranked: list[Candidate],
     fleet: PreparedFleet,
     spec: WorkloadSpec,
     now: datetime,

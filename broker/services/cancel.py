@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
+from broker.backends.base import Backend
 from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
 from broker.failpoints import failpoint
@@ -41,7 +42,7 @@ def cancel_propagate(*, workload_id: int) -> Workload:
     return _cancelled(workload, job_id)
 
 
-def _look_up(workload: Workload, backend) -> str | None:
+def _look_up(workload: Workload, backend: Backend) -> str | None:
     """'' when the destination holds nothing for it; None when that can't be known yet."""
     if attempt_in_flight(workload):
         return None

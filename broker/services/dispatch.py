@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from broker.backends.base import DestinationJob, ProjectIdentity, Rejected, Unavailable
+from broker.backends.base import Backend, DestinationJob, ProjectIdentity, Rejected, Unavailable
 from broker.backends.registry import backend_for, identity_for
 from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
@@ -144,7 +143,7 @@ class Known:
     reserved: bool  # a live quota reservation holds the GPUs
     gpu_model: str  # the model of the pool placement chose ('' when that pool is gone)
     identity: ProjectIdentity
-    backend: Any = None  # the cluster's backend, built once per chunk
+    backend: Backend | None = None  # the cluster's backend, built once per chunk
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Mapping
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
@@ -20,7 +20,7 @@ def escalation_open(
     kind: str,
     key: str,
     cluster: Cluster,
-    evidence: dict[str, Any],
+    evidence: Mapping[str, object],
     workload: Workload | None = None,
     tenant_id: int | None = None,
     destination_job_id: str = "",

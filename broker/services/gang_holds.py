@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from broker.spec import WorkloadSpec
 from broker.lifecycle import PLACEABLE_STATES
 from broker.models import GpuPool, Workload
 from broker.placement import PreparedFleet
@@ -37,7 +38,7 @@ def apply_holds(fleet: PreparedFleet, *, clear_stale: bool = True) -> None:
             continue  # the pool is not in this pass (stale or rejected cluster)
 
 
-def hold_for_gang(workload: Workload, fleet: PreparedFleet, spec, now: datetime) -> None:
+def hold_for_gang(workload: Workload, fleet: PreparedFleet, spec: WorkloadSpec, now: datetime) -> None:
     """Hold the pool closest to fitting ``workload``'s gang for it (once per gang)."""
     if GpuPool.objects.filter(held_for=workload.uid).exists():
         return

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 from django.db.models import Q
 
-from broker.backends.base import BackendError
+from broker.backends.base import Backend, BackendError
 from broker.backends.registry import backend_for
 from broker.models import Cluster, ClusterKind
 from broker.services.audit import audit
@@ -51,12 +51,14 @@ def _people_of(project: Project) -> tuple[str, ...]:
     )
 
 
-def _one(backend, cluster: Cluster, project: Project, create: bool, actor: User | None) -> AccountCheck:
+def _one(backend: Backend, cluster: Cluster, project: Project, create: bool, actor: User | None) -> AccountCheck:
     try:
         # the broker's submitting user needs an association with the account, or sbatch refuses;
         # so does each person a run-as-person project submits as
         users = tuple(u for u in [(cluster.config or {}).get("submit_user", "")] if u) + _people_of(project)
-        status = backend.ensure_account(
+        # a Slurm cluster's backend (the only kind these projects are checked on) keeps accounts
+        ensure_account = getattr(backend, "ensure_account")  # noqa: B009 (not on the Backend protocol)
+        status = ensure_account(
             project.slurm_account, users, create=create, description=project.name[:60], organization=project.tenant.slug
         )
     except BackendError as exc:

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -113,7 +112,7 @@ def _spec_name(name: str) -> str:
     return cleaned or "multikueue"
 
 
-def build_spec(wl: ManagerWorkload, cfg: DispatcherConfig) -> tuple[Project, GpuClass, dict[str, Any]]:
+def build_spec(wl: ManagerWorkload, cfg: DispatcherConfig) -> tuple[Project, GpuClass, dict[str, object]]:
     """The broker's spec of a manager Workload: GPUs per pod and pods from the pod sets,
     models from the product node selector, priority through the configured classes, the
     project (hence tenant) and default GPU class from the queue mapping."""
@@ -132,7 +131,7 @@ def build_spec(wl: ManagerWorkload, cfg: DispatcherConfig) -> tuple[Project, Gpu
         gpu_class = next((c for c in GpuClass.objects.all() if model in (c.gpu_models or [])), None)
     if gpu_class is None:
         raise NotMapped(f"queue {wl.queue_key}: no GPU class for product {product!r}")
-    spec: dict[str, Any] = {
+    spec: dict[str, object] = {
         "project": project.slug,
         "name": _spec_name(wl.name),
         "command": f"(MultiKueue Workload {wl.ref})",
@@ -158,6 +157,7 @@ def ensure_record(wl: ManagerWorkload, cfg: DispatcherConfig, manager: Cluster) 
     if found is not None:
         return found
     project, gpu_class, spec = build_spec(wl, cfg)
+    shape = validate_spec(spec)  # (valid: build_spec checked it)
     try:
         with transaction.atomic():
             record = Workload.objects.create(
@@ -169,7 +169,7 @@ def ensure_record(wl: ManagerWorkload, cfg: DispatcherConfig, manager: Cluster) 
                 name=wl.name[:63],
                 spec=spec,
                 gpu_class=gpu_class,
-                total_gpus=spec["gpus_per_worker"] * spec["workers"],
+                total_gpus=shape.gpus_per_worker * shape.workers,
                 state=WorkloadState.QUEUED,
                 reason="other",
                 raw_reason="pending on the MultiKueue manager",

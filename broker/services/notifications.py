@@ -16,7 +16,6 @@ import hmac
 import json
 import logging
 from datetime import datetime, timedelta
-from typing import Any
 
 import requests
 from django.contrib.auth.models import User
@@ -61,7 +60,7 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def retry_delay_s(retries: int) -> int:
-    return RETRY_BASE_S * 2**retries
+    return int(RETRY_BASE_S * 2**retries)
 
 
 def notify_on_commit(*, workload_id: int, event: str) -> None:
@@ -124,7 +123,7 @@ def preference_set(
     return pref
 
 
-def preference_update(*, user: User, **changes: Any) -> NotificationPreference:
+def preference_update(*, user: User, **changes: object) -> NotificationPreference:
     """Change only the given choices (the API's PATCH); the rest stay as stored."""
     unknown = sorted(set(changes) - PREFERENCE_FIELDS)
     if unknown:

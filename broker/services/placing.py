@@ -11,7 +11,7 @@ from collections import defaultdict
 from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 from django.db import transaction
 from django.utils import timezone
@@ -19,14 +19,15 @@ from django.utils import timezone
 from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
 from broker.models.workload import LocalReason
-from broker.placement import ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
+from broker.backends.base import InventorySnapshot
+from broker.placement import Candidate, ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import should_hold_for_gang
 from broker.placement.record import RETRY_AT_LOOKUP, PlacementRecord
 from broker.runtime_selectors import runtime_hours_for
 from broker.services import tasks_bridge
 from broker.services.gang_holds import apply_holds, hold_for_gang, release_holds
 from broker.services.bursting import (
-    WaitEstimator,
+    MonthSpend,
     burst_gate,
     first_prediction,
     learned_waits,
@@ -35,10 +36,11 @@ from broker.services.bursting import (
 from broker.services.placement_view import fleet_snapshots, identity_scopes
 from broker.services.placing_writes import PassWriter, decided_note, decision_for
 from broker.services.notifications import notify_on_commit
-from broker.services.policy import current_policy
+from broker.services.policy import LoadedPolicy, current_policy
 from broker.services.quota import QuotaExceeded, QuotaUse, quota_use, reservation_create
 from broker.services.transitions import Note, transition
 from broker.spec import validate_spec
+from broker.wait_estimator import WaitEstimator
 from portal.metrics.readings import cloud_spend_month
 
 PLACEABLE = PLACEABLE_STATES
@@ -67,6 +69,8 @@ RETRY_CAP_S = 120.0
 # spends less of a worker on reading; 1,000 placements take a few seconds, well inside
 # the task's time limit, and are written in chunks (placing_writes.CHUNK).
 PASS_LIMIT = 1000
+# a row of the waiting queue: id, created, GPU class, GPUs, origin, cancel requested, retry at
+QueueRow = tuple[int, datetime, int, int, str, datetime | None, str | None]
 
 
 class _LostRace(Exception):
@@ -81,7 +85,7 @@ class PlacingPass:
     the quota use here, so later workloads of the pass are not sent onto them."""
 
     now: datetime
-    loaded: Any
+    loaded: LoadedPolicy
     fleet: PreparedFleet
     forced: dict[str, Exclusion]
     estimator: WaitEstimator
@@ -91,10 +95,10 @@ class PlacingPass:
     # that left it during the pass: what "GPUs queued ahead" counts, without a query each
     queue: list[tuple[datetime, int, int, int]] = field(default_factory=list)
     left: set[int] = field(default_factory=set)
-    month_spend: tuple[Mapping, float] | None = None  # cloud spend, on-prem TCO: read at first need
+    month_spend: MonthSpend | None = None  # cloud spend, on-prem TCO: read at first need
     writer: PassWriter | None = None  # set: decisions to place are written in chunks (placing_writes)
 
-    def spend(self) -> tuple[Mapping, float]:
+    def spend(self) -> MonthSpend:
         if self.month_spend is None:
             self.month_spend = (cloud_spend_month(self.now), onprem_tco_month())
         return self.month_spend
@@ -121,7 +125,7 @@ class PlacingPass:
             self.runtimes[key] = runtime_hours_for(project_id=workload.project_id, gpu_class_id=workload.gpu_class_id)
         return self.runtimes[key]
 
-    def booked(self, workload: Workload, best: Any) -> None:
+    def booked(self, workload: Workload, best: Candidate) -> None:
         self.fleet.take(best)
         self.fleet.release(workload.uid)
         use = self.quota(workload)
@@ -161,8 +165,12 @@ def cluster_facts(cluster: Cluster) -> ClusterFacts:
     )
 
 
-def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, dict, dict[str, Exclusion]]:
-    snapshots, facts, excluded = [], {}, {}
+def fleet_inputs(
+    *, rejections: dict[str, str], now: datetime
+) -> tuple[list[InventorySnapshot], dict[str, ClusterFacts], dict[str, Exclusion]]:
+    snapshots: list[InventorySnapshot] = []
+    facts: dict[str, ClusterFacts] = {}
+    excluded: dict[str, Exclusion] = {}
     pools_by_cluster: dict[int, list[GpuPool]] = defaultdict(list)
     with_pools: dict[Cluster, list[GpuPool]] = {}
     for pool in GpuPool.objects.filter(cluster__enabled=True):
@@ -273,7 +281,9 @@ def _with_retry(record: PlacementRecord, prior: PlacementRecord, now: datetime) 
 
 
 @transaction.atomic
-def _reserve_and_dispatch(workload: Workload, best, record: PlacementRecord, loaded, quota_remaining: int) -> Workload:
+def _reserve_and_dispatch(
+    workload: Workload, best: Candidate, record: PlacementRecord, loaded: LoadedPolicy, quota_remaining: int
+) -> Workload:
     cluster = Cluster.objects.get(name=best.cluster)
     placement = record.choosing(best)
     reservation_create(
@@ -435,7 +445,7 @@ def _over_quota(workload: Workload, record: PlacementRecord, why: str, now: date
     return _wait(workload, _with_retry(record, prior, now), LocalReason.POLICY, why, record.policy_version)
 
 
-def _waiting_queue() -> list[tuple]:
+def _waiting_queue() -> list[QueueRow]:
     return list(
         Workload.objects.filter(state__in=PLACEABLE)
         .order_by("created_at", "id")
@@ -443,7 +453,7 @@ def _waiting_queue() -> list[tuple]:
     )
 
 
-def placing_pass_open(*, now: datetime, queue: list[tuple] | None = None) -> PlacingPass:
+def placing_pass_open(*, now: datetime, queue: list[QueueRow] | None = None) -> PlacingPass:
     """A pass over the waiting queue as it stands: the fleet prepared and the queue read once."""
     shared = placing_pass_prepare(now=now)
     rows = _waiting_queue() if queue is None else queue

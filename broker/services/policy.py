@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError
@@ -17,6 +17,9 @@ from django.db import IntegrityError
 from broker.models import PolicyVersion
 from broker.placement.policy import Policy
 from broker.placement.policy_loader import load_policy, policy_version
+
+if TYPE_CHECKING:  # imported where used: the policy releases app imports this module
+    from broker.policyrelease.models import PolicyRelease
 
 _parsed: dict[str, "LoadedPolicy"] = {}  # version hash -> parsed policy
 _override: contextvars.ContextVar["LoadedPolicy | None"] = contextvars.ContextVar("policy_override", default=None)
@@ -56,7 +59,7 @@ def current_policy() -> LoadedPolicy:
     return loaded
 
 
-def _active_or_seed():
+def _active_or_seed() -> PolicyRelease:
     from broker.policyrelease.models import PolicyRelease, ReleaseState
     from broker.policyrelease.services.releases import release_seed_from_file
     from broker.policyrelease.validation import PolicyInvalid

@@ -11,17 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Mapping
 
 from django.contrib.auth.models import User
 from django.utils import timezone
 
 from broker.models import Cluster, GpuClass, Location
-from broker.placement import PreparedFleet, place_prepared
+from broker.placement import Candidate, PreparedFleet, place_prepared
 from broker.placement import terms as placement_terms
 from broker.services.placement_view import identity_scopes
 from broker.services.gang_holds import apply_holds
-from broker.services.placing import fleet_inputs, runtime_hours_for
+from broker.runtime_selectors import runtime_hours_for
+from broker.services.placing import fleet_inputs
 from broker.services.policy import current_policy
 from broker.services.quota import QuotaUse, quota_use
 from broker.services.workloads import check_data_location, resolve_gpu_class
@@ -75,7 +76,7 @@ class Preview:
 
 
 def workload_preview(
-    *, user: User, project_id: int, spec_data: Mapping[str, Any], now: datetime | None = None
+    *, user: User, project_id: int, spec_data: Mapping[str, object], now: datetime | None = None
 ) -> Preview:
     """The same checks as a submission (SpecError naming the field, 404 for a project the
     user may not submit to), then placement against the fleet as it is now.  Reads only."""
@@ -135,7 +136,13 @@ def _tenant_cloud_spend(tenant_id: int, now: datetime) -> Decimal:
 
 
 def _destination(
-    rank: int, candidate, cluster: Cluster, now: datetime, gpu_hours: float, budget: Decimal | None, spent: Decimal
+    rank: int,
+    candidate: Candidate,
+    cluster: Cluster,
+    now: datetime,
+    gpu_hours: float,
+    budget: Decimal | None,
+    spent: Decimal,
 ) -> Destination:
     terms = dict(candidate.breakdown)
     rate = cluster.price_per_gpu_hour

@@ -7,6 +7,8 @@ quota row is locked before the sum is read, so concurrent reservations serialise
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -161,7 +163,9 @@ class QuotaLedger:
         return [_created_record(row, used, ceiling, self.quotas) for row, used, ceiling in rows]
 
 
-def _created_record(row: Reservation, used: int, ceiling: int, quotas: dict) -> AuditRecord:
+def _created_record(
+    row: Reservation, used: int, ceiling: int, quotas: Mapping[tuple[int, int | None], Quota]
+) -> AuditRecord:
     quota = quotas[(row.tenant_id, row.gpu_class_id)]
     return audit_record(
         action="reservation.created",

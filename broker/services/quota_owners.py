@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
@@ -28,7 +29,7 @@ class OwnerRefused(ValueError):
         super().__init__(message)
 
 
-def owner_candidates(*, quota: Quota):
+def owner_candidates(*, quota: Quota) -> QuerySet[User]:
     """Members of the quota's tenant and platform operators."""
     members = Membership.objects.filter(tenant_id=quota.tenant_id).values("user_id")
     return (

@@ -19,7 +19,7 @@ from django.utils import timezone
 from broker.models import GpuClass, Quota, QuotaRequest, QuotaRequestState
 from broker.quota_request_selectors import can_decide, quota_request_get
 from broker.services.audit import audit
-from portal.tenancy.models import Role
+from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_get
 
 QUOTA_MAX_GPUS = 1_000_000  # as the quota form: more is a typo, not a request
@@ -73,7 +73,7 @@ def quota_request_create(
 
 
 @transaction.atomic
-def _store(*, user: User, project, quota: Quota, extra_gpus: int, reason: str, ends_on: date) -> QuotaRequest:
+def _store(*, user: User, project: Project, quota: Quota, extra_gpus: int, reason: str, ends_on: date) -> QuotaRequest:
     request = QuotaRequest.objects.create(
         quota=quota, project=project, requester=user, extra_gpus=extra_gpus, reason=reason, ends_on=ends_on
     )
@@ -167,7 +167,7 @@ def _end(*, request_id: int, now: datetime) -> int:
     return 1
 
 
-def _audit(request: QuotaRequest, action: str, actor: User | None, message: str, **extra) -> None:
+def _audit(request: QuotaRequest, action: str, actor: User | None, message: str, **extra: object) -> None:
     audit(
         action=action,
         tenant_id=request.quota.tenant_id,

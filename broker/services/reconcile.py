@@ -19,7 +19,7 @@ import enum
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Callable
+from typing import Callable, ParamSpec, TypeVar
 
 from django.utils import timezone
 
@@ -65,6 +65,8 @@ class ReconcileReport:
 
 
 log = logging.getLogger(__name__)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class _OutOfBudget(Exception):
@@ -89,7 +91,7 @@ class _Pass:
         return max(0, self.max_follow_ups - self.report.redispatched - self.report.cancels_retried)
 
 
-def _each(report: ReconcileReport, what: str, step: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def _each(report: ReconcileReport, what: str, step: Callable[_P, _R], *args: _P.args, **kwargs: _P.kwargs) -> _R | None:
     """Run one item's step; its failure is logged and recorded, and the pass goes on, so one
     broken cluster (or one odd row) cannot stop the fleet's reconciliation.  None on failure."""
     try:

@@ -84,7 +84,7 @@ def run_seconds_of(workload: Workload) -> float | None:
     return max(0.0, ((workload.ended_at or timezone.now()) - workload.started_at).total_seconds())
 
 
-def outcome_of(job: DestinationJob) -> dict:
+def outcome_of(job: DestinationJob) -> dict[str, object]:
     """What the workload keeps of how its job ended (empty: the backend could not tell)."""
     return {} if job.outcome is None else dataclasses.asdict(job.outcome)
 

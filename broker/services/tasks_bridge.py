@@ -13,20 +13,32 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 from django.db import transaction
 from kombu.exceptions import OperationalError as QueueUnreachable
 
 log = logging.getLogger(__name__)
 
+
+class Sink(Protocol):
+    """Where follow-ups go while one is installed: ``sink(task_name, *args)``."""
+
+    def __call__(self, task_name: str, /, *args: object) -> object: ...
+
+
+class _Task(Protocol):
+    def delay(self, *args: object) -> object: ...
+
+
 # While a sink is installed, follow-ups go to it (still after the commit) instead of Celery:
 # the replay drops them, the fault harness queues them and runs them itself.
-_sink: Callable[..., object] | None = None
+_sink: Sink | None = None
 
 
 @contextlib.contextmanager
-def task_sink(sink: Callable[..., object]) -> Iterator[None]:
+def task_sink(sink: Sink) -> Iterator[None]:
     """Send every follow-up to ``sink(task_name, *args)`` after its commit, until the block ends."""
     global _sink
     saved, _sink = _sink, sink
@@ -57,7 +69,7 @@ def _on_commit(task_name: str, *args: object) -> None:
     transaction.on_commit(send)
 
 
-def _run_in_process(task_name: str, task, args: tuple) -> None:
+def _run_in_process(task_name: str, task: _Task, args: tuple[object, ...]) -> None:
     """Without a queue the follow-up runs here, after the commit, inside the request that
     stored the write.  Whatever goes wrong in it (a locked database, a cluster whose backend
     cannot be built) must not turn that request's answer into a 500: the write is stored and

@@ -12,12 +12,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import models, transaction
 
 from broker.lifecycle import TABLES, TransitionReason, sources
-from broker.models import AuditRecord
+from broker.models import AuditRecord, Workload
 from broker.services.audit import audit_record
 
 
@@ -34,14 +34,14 @@ class Note:
     """The audit record a transition writes when the row moved (the ``audit`` arguments)."""
 
     action: str
-    workload: Any = None
+    workload: Workload | None = None
     tenant_id: int | None = None
     message: str = ""
     cluster: str = ""
     destination_job_id: str = ""
     policy_version: str = ""
-    inputs: Mapping[str, Any] = field(default_factory=dict)
-    score_breakdown: Mapping[str, Any] | None = None
+    inputs: Mapping[str, object] = field(default_factory=dict)
+    score_breakdown: Mapping[str, object] | None = None
 
 
 def _label(model: type[models.Model]) -> str:
@@ -71,11 +71,11 @@ def transition(
     *,
     to: str,
     reason: TransitionReason,
-    actor: Any = None,
+    actor: User | None = None,
     from_: Iterable[str] | None = None,
-    where: Mapping[str, Any] | None = None,
-    exclude: Mapping[str, Any] | None = None,
-    fields: Mapping[str, Any] | None = None,
+    where: Mapping[str, object] | None = None,
+    exclude: Mapping[str, object] | None = None,
+    fields: Mapping[str, object] | None = None,
     note: Note | None = None,
     then: Callable[[], object] | None = None,
     savepoint: bool = True,
@@ -118,10 +118,10 @@ def _apply(
     before: tuple[str, ...],
     to: str,
     reason: TransitionReason,
-    actor: Any,
-    where: Mapping[str, Any] | None,
-    exclude: Mapping[str, Any] | None,
-    fields: Mapping[str, Any] | None,
+    actor: User | None,
+    where: Mapping[str, object] | None,
+    exclude: Mapping[str, object] | None,
+    fields: Mapping[str, object] | None,
     note: Note | None,
     then: Callable[[], object] | None,
 ) -> int:
@@ -140,11 +140,11 @@ def _apply(
     return moved
 
 
-def _record(note: Note, *, to: str, reason: TransitionReason, actor: Any) -> None:
+def _record(note: Note, *, to: str, reason: TransitionReason, actor: User | None) -> None:
     moved_record(note, to=to, reason=reason, actor=actor).save(force_insert=True)
 
 
-def moved_record(note: Note, *, to: str, reason: TransitionReason, actor: Any = None) -> AuditRecord:
+def moved_record(note: Note, *, to: str, reason: TransitionReason, actor: User | None = None) -> AuditRecord:
     """The record a transition writes for ``note`` when its row moved, not saved yet (a chunk
     moved in one update stores its rows' records together with ``audit_many``)."""
     return audit_record(

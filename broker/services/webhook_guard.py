@@ -132,8 +132,8 @@ class _VettedTLSPool(HTTPSConnectionPool):
 
 
 class _VettedAdapter(HTTPAdapter):
-    def init_poolmanager(self, *args, **kwargs) -> None:
-        super().init_poolmanager(*args, **kwargs)
+    def init_poolmanager(self, connections: int, maxsize: int, block: bool = False, **pool_kwargs: object) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _VettedPool, "https": _VettedTLSPool}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Mapping
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -61,7 +61,7 @@ def check_data_location(spec: WorkloadSpec) -> None:
 
 
 def workload_submit(
-    *, user: User, project_id: int, spec_data: Mapping[str, Any], resubmit_of: Workload | None = None
+    *, user: User, project_id: int, spec_data: Mapping[str, object], resubmit_of: Workload | None = None
 ) -> Workload:
     """Validate the spec and store the workload; placement runs after commit."""
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
@@ -70,7 +70,7 @@ def workload_submit(
 
 @transaction.atomic
 def _create(
-    *, user: User | None, project: Project, spec_data: Mapping[str, Any], resubmit_of: Workload | None
+    *, user: User | None, project: Project, spec_data: Mapping[str, object], resubmit_of: Workload | None
 ) -> Workload:
     spec = validate_spec({**spec_data, "project": project.slug})
     gpu_class = resolve_gpu_class(spec)
