@@ -38,7 +38,6 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import CharField, IntegerField
 from django.db.models.fields.json import KT
-from django.utils import timezone
 
 from broker.backends.base import Backend, ProjectIdentity, Unavailable
 from broker.backends.registry import backend_for, identity_for
@@ -59,6 +58,7 @@ from broker.services.audit import audit_many, audit_record
 from broker.services.dispatch import Known, _in_flight, attempt_send, before_attempt_written, workload_dispatch
 from broker.services.bulk_moves import per_row
 from broker.services.transitions import Note, moved_record, transition
+from broker import runtime
 
 log = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ def _hold_back(claims: list[Claim]) -> None:
         note=None,
         fields={
             "error": "not sent with its chunk (a cluster did not answer, or time ran out)",
-            "finished_at": timezone.now(),
+            "finished_at": runtime.now(),
         },
         savepoint=False,
     )
@@ -271,7 +271,7 @@ def _hold_back(claims: list[Claim]) -> None:
 def _record_accepted(accepted: list[tuple[Claim, str]]) -> None:
     if not accepted:
         return
-    now = timezone.now()
+    now = runtime.now()
     jobs = {c.workload.id: job for c, job in accepted}
     transition(
         DispatchAttempt,

@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Any, Callable, Mapping
 
 from django.db import transaction
-from django.utils import timezone
 
 from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
@@ -40,6 +39,7 @@ from broker.services.quota import QuotaExceeded, QuotaUse, quota_use, reservatio
 from broker.services.transitions import Note, transition
 from broker.spec import validate_spec
 from portal.metrics.readings import cloud_spend_month
+from broker import runtime
 
 PLACEABLE = PLACEABLE_STATES
 # Exclusions that waiting will not change: the workload is rejected when every
@@ -187,7 +187,7 @@ def fleet_inputs(*, rejections: dict[str, str], now: datetime) -> tuple[list, di
 
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
     workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
-    return place_one(workload, now=now or timezone.now())
+    return place_one(workload, now=now or runtime.now())
 
 
 def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None = None) -> Workload:
@@ -363,7 +363,7 @@ def _reject(workload: Workload, record: dict, raw: str, version: str) -> Workloa
             "raw_reason": raw,
             "placement": record,
             "policy_version": version,
-            "ended_at": timezone.now(),
+            "ended_at": runtime.now(),
         },
         note=Note(
             action="workload.rejected",
@@ -412,7 +412,7 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) 
     """One placement pass over the waiting workloads, oldest first: the fleet is prepared
     once and shared by all of them, so the reads do not grow with the number of workloads
     or clusters; each workload costs only its own writes."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     queue = _waiting_queue()
     ours = [row for row in queue if row[4] == "broker" and row[5] is None]
     due = [row[0] for row in ours if not row[6] or datetime.fromisoformat(row[6]) <= now]

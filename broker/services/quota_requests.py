@@ -20,6 +20,7 @@ from broker.quota_request_selectors import can_decide, quota_request_get
 from broker.services.audit import audit
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_get
+from broker import runtime
 
 QUOTA_MAX_GPUS = 1_000_000  # as the quota form: more is a typo, not a request
 MAX_DAYS_AHEAD = 366  # a raise for longer than a year is a change of the quota, not a request
@@ -44,7 +45,7 @@ def _today(now: datetime) -> date:
 def quota_request_create(
     *, user, project_id: int, gpu_class: str, extra_gpus: int, reason: str, ends_on: date, now: datetime | None = None
 ) -> QuotaRequest:
-    now = now or timezone.now()
+    now = now or runtime.now()
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
     klass = GpuClass.objects.filter(slug=gpu_class).first()
     if klass is None:
@@ -82,7 +83,7 @@ def _store(*, user, project, quota: Quota, extra_gpus: int, reason: str, ends_on
 def quota_request_decide(
     *, user, request_id: int, approve: bool, note: str, now: datetime | None = None
 ) -> QuotaRequest:
-    now = now or timezone.now()
+    now = now or runtime.now()
     request = quota_request_get(user=user, request_id=request_id)  # 404 for anyone who may not see it
     if request.requester_id == user.pk:
         # stored, not rolled back with the refusal: an attempt to approve one's own request is on record
@@ -128,7 +129,7 @@ def _decide(*, user, request: QuotaRequest, approve: bool, note: str, now: datet
 
 def quota_requests_end(*, now: datetime | None = None) -> int:
     """Take back the raise of every approved request whose end date has passed (beat task)."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     ended = 0
     for request_id in QuotaRequest.objects.filter(
         state=QuotaRequestState.APPROVED, ends_on__lt=_today(now)

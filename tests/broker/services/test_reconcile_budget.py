@@ -5,6 +5,7 @@ The clusters are slowed through the clock seam: each of their answers moves a te
 by the simulated delay instead of sleeping, so a count of the waits is a count of the remote
 calls, and the budget is checked on the same clock the pass reads.
 """
+
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -12,7 +13,7 @@ from datetime import datetime, timedelta
 from django.test import TestCase
 from django.utils import timezone
 
-from broker.clock import clock_override
+from broker import runtime
 from broker.models import ReconcileRun, Workload
 from broker.services.reconcile import reconcile_fleet
 from broker.services.workloads import workload_cancel
@@ -46,14 +47,15 @@ def _cancelling(count: int, submit, drive, trio) -> list[int]:
 
 
 def test_reconcile_over_50_cancellations_on_a_slow_cluster_calls_it_once_within_budget_and_the_tasks_cancel(
-        make_cluster, submit, drive, trio, sim):
+    make_cluster, submit, drive, trio, sim
+):
     make_cluster("slowhpc", nodes=[8] * 7)
     ids = _cancelling(50, submit, drive, trio)
     sim.get("slowhpc").set_faults(slow_s=SLOW_S)
     clock = _SlowClock()
     started = clock.at
 
-    with clock_override(clock.now, sleep=clock.sleep):
+    with runtime.override(now=clock.now, sleep=clock.sleep):
         with TestCase.captureOnCommitCallbacks() as follow_ups:
             report = reconcile_fleet(budget_s=60, max_follow_ups=100)
         assert clock.waits == [SLOW_S]  # one remote call: the listing of the cluster's jobs
@@ -73,7 +75,8 @@ def test_reconcile_over_50_cancellations_on_a_slow_cluster_calls_it_once_within_
 
 
 def test_reconcile_cut_short_by_its_budget_or_its_cap_records_the_run_and_what_it_left(
-        make_cluster, submit, drive, trio, sim):
+    make_cluster, submit, drive, trio, sim
+):
     make_cluster("slow-a", nodes=[8, 8])
     make_cluster("slow-b", nodes=[8, 8], price="9")
     _cancelling(12, submit, drive, trio)
@@ -81,7 +84,7 @@ def test_reconcile_cut_short_by_its_budget_or_its_cap_records_the_run_and_what_i
         sim.get(name).set_faults(slow_s=SLOW_S)
     clock = _SlowClock()
 
-    with clock_override(clock.now, sleep=clock.sleep):
+    with runtime.override(now=clock.now, sleep=clock.sleep):
         with TestCase.captureOnCommitCallbacks() as follow_ups:
             report = reconcile_fleet(budget_s=SLOW_S, max_follow_ups=5)
 
