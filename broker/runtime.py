@@ -4,7 +4,8 @@ One context object, ``Runtime``, holds it all: the clock (``now``), the waits (`
 where after-commit follow-ups go (``task_sink``; ``None``: Celery, see
 ``broker.services.tasks_bridge``), how a cluster's backend is built (``build_backend``;
 ``None``: the registry's own builders), the policy in force (``policy``; ``None``: the active
-release) and the armed failpoints (``failpoints``, see ``broker.failpoints``).  Services read
+release), the armed failpoints (``failpoints``, see ``broker.failpoints``) and whether the Slurm
+parsers refuse a field they do not know (``strict_slurm_fields``).  Services read
 it through ``now()``, ``sleep()`` and ``current()``; nothing else in the broker keeps a
 module-global, a swapped library function or a context variable for the same purpose.
 
@@ -50,6 +51,9 @@ class Runtime:
     build_backend: BackendBuild | None = None
     policy: Any = None  # a broker.services.policy.LoadedPolicy
     failpoints: Mapping[str, FailpointAction] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    # the Slurm parsers on a field they do not know: True raises, False logs, None: as the
+    # environment says (broker.backends.slurm.fields)
+    strict_slurm_fields: bool | None = None
 
 
 _current = Runtime()

@@ -5,7 +5,6 @@ The clusters are slowed through the clock seam: each of their answers moves a te
 by the simulated delay instead of sleeping, so a count of the waits is a count of the remote
 calls, and the budget is checked on the same clock the pass reads.
 """
-
 from __future__ import annotations
 
 from datetime import datetime, timedelta
@@ -47,8 +46,7 @@ def _cancelling(count: int, submit, drive, trio) -> list[int]:
 
 
 def test_reconcile_over_50_cancellations_on_a_slow_cluster_calls_it_once_within_budget_and_the_tasks_cancel(
-    make_cluster, submit, drive, trio, sim
-):
+        make_cluster, submit, drive, trio, sim):
     make_cluster("slowhpc", nodes=[8] * 7)
     ids = _cancelling(50, submit, drive, trio)
     sim.get("slowhpc").set_faults(slow_s=SLOW_S)
@@ -75,8 +73,7 @@ def test_reconcile_over_50_cancellations_on_a_slow_cluster_calls_it_once_within_
 
 
 def test_reconcile_cut_short_by_its_budget_or_its_cap_records_the_run_and_what_it_left(
-    make_cluster, submit, drive, trio, sim
-):
+        make_cluster, submit, drive, trio, sim):
     make_cluster("slow-a", nodes=[8, 8])
     make_cluster("slow-b", nodes=[8, 8], price="9")
     _cancelling(12, submit, drive, trio)
