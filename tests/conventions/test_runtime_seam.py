@@ -12,7 +12,7 @@ PRODUCT = ("broker", "accounting", "portal", "gpubroker_cli")
 # the service packages: they read the broker's clock, never the wall's
 SERVICES = ("broker/services", "accounting/services", "broker/policyrelease/services")
 # the broker's models: their timestamps come from the runtime clock, not auto_now
-BROKER_MODELS = ("broker/models", "broker/policyrelease/models.py")
+BROKER_MODELS = ("broker/models", "broker/policyrelease/models.py", "broker/api/models.py")
 CLOCK_OWNERS = {"timezone", "dj_timezone", "datetime", "dt", "date", "time"}
 WALL_READS = {"now", "utcnow", "today", "time", "sleep", "monotonic"}
 RUNTIME = "broker/runtime.py"
