@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ContextManager
 
 from django.conf import settings
 
@@ -95,7 +95,7 @@ def identity_for(project, submitted_by=None) -> ProjectIdentity:
 Override = Callable[[Any, Callable[[Any], Backend]], Backend]
 
 
-def backend_override(build: Override):
+def backend_override(build: Override) -> ContextManager[runtime.Runtime]:
     """Until the block ends, ``backend_for`` builds with ``build(cluster, default)``;
     ``default`` is the builder in force before (the registry's own, or an outer override's)."""
     outer = runtime.current().build_backend

@@ -18,6 +18,7 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable
+from typing import ContextManager
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -134,7 +135,7 @@ def enqueue_impact(impact_id: int) -> None:
     after_commit("run_impact", impact_id)
 
 
-def task_sink(sink: Callable[..., object]):
+def task_sink(sink: Callable[..., object]) -> ContextManager[runtime.Runtime]:
     """Until the block ends, every follow-up goes to ``sink(task_name, *args)`` after its
     commit (a shorthand for ``runtime.override(task_sink=sink)``)."""
     return runtime.override(task_sink=sink)
