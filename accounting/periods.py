@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timezone
 
-from django.utils import timezone as dj_timezone
+from broker import runtime
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
@@ -38,7 +38,7 @@ def parse_month(text: str) -> date:
 
 
 def this_month() -> date:
-    return month_start(dj_timezone.now())
+    return month_start(runtime.now())
 
 
 def months_range(first: date, count: int) -> list[date]:

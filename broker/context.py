@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpRequest
-from django.utils import timezone
 
 from broker.models import ReconcileRun
+from broker import runtime
 
 
 def background_status(request: HttpRequest) -> dict[str, object]:
@@ -16,6 +16,6 @@ def background_status(request: HttpRequest) -> dict[str, object]:
     last = ReconcileRun.objects.only("finished_at").first()
     if last is None:
         return {}  # a new installation: nothing has run yet, nothing is late
-    lag = (timezone.now() - last.finished_at).total_seconds()
+    lag = (runtime.now() - last.finished_at).total_seconds()
     limit = 2 * settings.GPUBROKER_RECONCILE_INTERVAL_S + 30
     return {"background_paused": lag > limit, "background_lag_s": int(lag)}

@@ -10,15 +10,17 @@ reply) or block (a real worker paused there so a test can kill it).
 The names are fixed and listed here, with where each sits; arming a name not listed is an
 error, and a test checks that every listed name is called in the product (a crash point
 reached by two paths, such as a reservation written alone or in a batch, has one call on
-each) and that every call names a listed one.  This module imports nothing of the broker, so any
-layer may mark its crash points.
+each) and that every call names a listed one.  This module imports nothing of the broker but its runtime
+seam (``broker.runtime``, where the armed actions live), so any layer may mark its crash points.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
+
+from broker import runtime
 
 # name -> where it sits (docs/design.md, "Failpoints", lists the same)
 FAILPOINTS: Mapping[str, str] = {
@@ -56,9 +58,6 @@ FAILPOINTS: Mapping[str, str] = {
 
 Action = Callable[[str], None]
 
-_armed: dict[str, Action] = {}
-_lock = threading.Lock()
-
 
 class UnknownFailpoint(ValueError):
     """A name that is not in FAILPOINTS was armed."""
@@ -66,7 +65,7 @@ class UnknownFailpoint(ValueError):
 
 def failpoint(name: str) -> None:
     """A crash point: does nothing unless a test armed ``name``; then runs its action."""
-    action = _armed.get(name)
+    action = runtime.current().failpoints.get(name)
     if action is not None:
         action(name)
 
@@ -80,12 +79,5 @@ def armed(actions: Mapping[str, Action]) -> Iterator[None]:
     unknown = sorted(set(actions) - set(FAILPOINTS))
     if unknown:
         raise UnknownFailpoint(f"unknown failpoints {unknown}; known: {sorted(FAILPOINTS)}")
-    with _lock:
-        saved = dict(_armed)
-        _armed.update(actions)
-    try:
+    with runtime.override(failpoints=MappingProxyType({**runtime.current().failpoints, **actions})):
         yield
-    finally:
-        with _lock:
-            _armed.clear()
-            _armed.update(saved)

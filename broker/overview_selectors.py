@@ -7,7 +7,6 @@ from datetime import datetime, timedelta
 from statistics import mean
 from typing import cast
 
-from django.utils import timezone
 
 from broker.lifecycle import WAITING_STATES
 from broker.models import AuditRecord, ClusterHealth, ReconcileRun
@@ -16,10 +15,11 @@ from broker.services.status import run_seconds_of
 from broker.wait_estimator import ErrorSummary, EstimatorReport
 from broker.wait_selectors import wait_estimate_report
 from portal.tenancy.access import AnyUser
+from broker import runtime
 
 
 def cluster_rows(*, user: AnyUser) -> list[dict]:
-    now = timezone.now()
+    now = runtime.now()
     rows = []
     for cluster in cluster_list(user=user):
         age = (now - cluster.last_inventory_at).total_seconds() if cluster.last_inventory_at else None
@@ -92,7 +92,7 @@ def _unit(pool) -> str:
 
 
 def overview(*, user: AnyUser) -> dict:
-    now = timezone.now()
+    now = runtime.now()
     rows = cluster_rows(user=user)
     capacity: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for row in rows:

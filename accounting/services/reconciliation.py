@@ -13,13 +13,13 @@ from typing import cast
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
 
 from accounting.conf import tolerance as default_tolerance
 from accounting.models import BillLine, Discrepancy, DiscrepancyKind as K, ReconciliationRun, UsageEntry
 from accounting.periods import month_bounds, month_start
 from broker.models import Cluster, ClusterHealth, Workload
 from broker.services.audit import audit
+from broker import runtime
 
 
 @dataclass
@@ -220,7 +220,7 @@ def _store(
         cluster=cluster,
         period=period,
         defaults={
-            "ran_at": timezone.now(),
+            "ran_at": runtime.now(),
             "ran_by": actor if getattr(actor, "pk", None) else None,
             "tolerance": tol,
             "cluster_stale": cluster.health == ClusterHealth.STALE,

@@ -16,7 +16,6 @@ from typing import Callable, Iterable, Iterator
 
 from django.contrib.auth.models import User
 from django.db import connection, transaction
-from django.utils import timezone
 
 from accounting.conf import chunk_size, setting
 from accounting.models import UsageEntry, UsageWatermark
@@ -25,6 +24,7 @@ from broker.backends.base import Unavailable, UsageRecord
 from broker.backends.registry import backend_for
 from broker.models import Cluster, Workload
 from broker.services.audit import audit
+from broker import runtime
 
 
 @dataclass
@@ -93,7 +93,7 @@ def usage_collect(*, cluster_id: int, actor: User | None = None) -> CollectRepor
         with transaction.atomic():  # an Unavailable half-way through rolls back every chunk
             records = backend_for(cluster).usage(since=since)
             ingest = usage_ingest(cluster=cluster, records=records, actor=actor)
-            UsageWatermark.objects.filter(cluster=cluster).update(last_collected_at=timezone.now())
+            UsageWatermark.objects.filter(cluster=cluster).update(last_collected_at=runtime.now())
     except Unavailable as exc:
         return CollectReport(cluster=cluster.name, stale=True, since=since, error=str(exc))
     return CollectReport(cluster=cluster.name, stale=False, since=since, ingest=ingest)
@@ -102,7 +102,7 @@ def usage_collect(*, cluster_id: int, actor: User | None = None) -> CollectRepor
 def collect_since(cluster: Cluster) -> datetime:
     mark = UsageWatermark.objects.filter(cluster=cluster).values_list("last_end", flat=True).first()
     if mark is None:
-        return timezone.now() - timedelta(days=int(setting("GPUBROKER_ACCOUNTING_FIRST_LOOKBACK_DAYS")))
+        return runtime.now() - timedelta(days=int(setting("GPUBROKER_ACCOUNTING_FIRST_LOOKBACK_DAYS")))
     # schedulers write some records late; the overlap is free because ingest is idempotent
     return mark - timedelta(seconds=int(setting("GPUBROKER_ACCOUNTING_OVERLAP_S")))
 
@@ -158,7 +158,7 @@ def _update_running(
 ) -> None:
     """Only a row still running may change; an ended row is final (append-only ledger)."""
     changed = []
-    now = timezone.now()
+    now = runtime.now()
     for key, (pk, end, secs) in existing.items():
         r = latest[key]
         if end is not None or (r.end is None and r.gpu_seconds == secs):
@@ -198,7 +198,7 @@ _COLUMNS = (
 def _new_rows(ctx: _Context, fresh: list[UsageRecord]) -> list[_Row]:
     workloads = _workloads_for(ctx.cluster, fresh)
     db_time = _time_adapter()
-    stamp = db_time(timezone.now())
+    stamp = db_time(runtime.now())
     rows: list[_Row] = []
     for r in fresh:
         wl = workloads.get(("uid", r.workload_id)) or workloads.get(("job", r.job_id))

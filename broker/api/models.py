@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from broker.models import Workload
+from broker.models.fields import created_at_field
 
 
 class IdempotencyKey(models.Model):
@@ -16,7 +17,7 @@ class IdempotencyKey(models.Model):
     key = models.CharField(max_length=200)
     request_hash = models.CharField(max_length=64, help_text="SHA-256 of the request body, to refuse reuse")
     workload = models.ForeignKey(Workload, on_delete=models.CASCADE, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_key_unique_per_user")]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 from typing import TYPE_CHECKING
 
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -23,6 +22,7 @@ from broker.outcomes import workload_outcome
 from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, reason_words
 from broker.web.forms import QUOTA_MAX_GPUS
+from broker import runtime
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -350,7 +350,7 @@ class TokenOut(serializers.Serializer):
     state = serializers.SerializerMethodField()
 
     def get_state(self, token) -> str:
-        return token.state(timezone.now())
+        return token.state(runtime.now())
 
 
 class TokenIn(StrictSerializer):

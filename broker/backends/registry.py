@@ -9,14 +9,14 @@ the simulated fleet's file and clock speed) is handed to them from here.
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ContextManager
 
 from django.conf import settings
 
+from broker import runtime
 from broker.backends.base import Backend, BackendError, ProjectIdentity, Unavailable
 from broker.backends.guard import GuardedBackend
 
@@ -89,29 +89,22 @@ def identity_for(project, submitted_by=None) -> ProjectIdentity:
     )
 
 
-# The registry override seam: a run that brings its own destinations (the fault harness's
-# faulty or journal clusters) says how to build a cluster's backend for the length of a
-# ``with`` block, given the registry's own builder, instead of editing the builder table.
+# A run that brings its own destinations (the fault harness's faulty or journal clusters) says
+# how to build a cluster's backend through the runtime seam (``broker.runtime``,
+# ``build_backend``), given the registry's own builder, instead of editing the builder table.
 Override = Callable[[Any, Callable[[Any], Backend]], Backend]
-_override: Override | None = None
 
 
-@contextlib.contextmanager
-def backend_override(build: Override) -> Iterator[None]:
+def backend_override(build: Override) -> ContextManager[runtime.Runtime]:
     """Until the block ends, ``backend_for`` builds with ``build(cluster, default)``;
     ``default`` is the builder in force before (the registry's own, or an outer override's)."""
-    global _override
-    outer = _override
+    outer = runtime.current().build_backend
 
     def composed(cluster: Any, own: Callable[[Any], Backend]) -> Backend:
         default = own if outer is None else (lambda c: outer(c, own))
         return build(cluster, default)
 
-    _override = composed
-    try:
-        yield
-    finally:
-        _override = outer
+    return runtime.override(build_backend=composed)
 
 
 def backend_for(cluster) -> Backend:
@@ -121,8 +114,9 @@ def backend_for(cluster) -> Backend:
     if not getattr(settings, flag):
         raise Unavailable(f"cluster {cluster.name}: {cluster.kind} backend disabled ({flag}=false)")
     builder = _BUILDERS[cluster.kind]
+    override = runtime.current().build_backend
     try:
-        return GuardedBackend(builder(cluster) if _override is None else _override(cluster, builder))
+        return GuardedBackend(builder(cluster) if override is None else override(cluster, builder))
     except BackendError:
         raise  # the builders' own refusals already say which cluster and why
     except Exception as exc:

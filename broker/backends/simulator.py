@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Iterator, Sequence
 
-from broker import wait
+from broker import runtime
 from broker.backends.base import (
     DestinationJob,
     InventorySnapshot,
@@ -69,7 +69,7 @@ class SimulatorBackend:
             raise Unavailable(f"{self.cluster}: connection refused (simulated outage)")
         if faults.slow_s > 0:
             # the caller's timeout bounds the wait; past it the answer is as good as lost
-            wait.sleep(min(faults.slow_s, self.timeout_s))  # a simulated run moves its own clock
+            runtime.sleep(min(faults.slow_s, self.timeout_s))  # a simulated run moves its own clock
             if faults.slow_s > self.timeout_s:
                 raise Unavailable(f"{self.cluster}: no answer within {self.timeout_s:g}s")
         return sim

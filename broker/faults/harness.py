@@ -9,7 +9,7 @@ redelivered (acks_late) or lost, and a restarted broker runs its start-up reconc
 Researchers submit and cancel through the same services as the pages and the API; an
 admin resolves lost-job escalations (and nothing else) as a person would.
 
-Time is virtual on the simulator (the broker's ``timezone.now()`` and the fleet's clock
+Time is virtual on the simulator (the broker's ``runtime.now()`` and the fleet's clock
 are one clock), so leases, reservation expiry and the staleness limit pass in
 milliseconds.  Against the real Slurm cluster the destination runs on wall time and the
 broker's clock runs ahead of it by an offset the harness moves forward.

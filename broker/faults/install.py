@@ -1,11 +1,11 @@
 """Install the fault hooks into a running broker (this process only), and take them out.
 
-Only through seams the broker owns, each for the length of a ``with`` block: the backend
-registry's override (every cluster's backend comes wrapped in a ``FaultyBackend``, or is
-replaced by the harness's own destination), the named failpoints of the services
-(``broker.failpoints``), the task sink (``tasks_bridge.task_sink``) and the clock seam
-(``broker.clock.clock_override``).  No module attribute, builder table or model signal of
-the broker is touched.
+Only through the broker's one runtime seam (``broker.runtime.override``), for the length of a
+``with`` block: its backend builder (every cluster's backend comes wrapped in a
+``FaultyBackend``, or is replaced by the harness's own destination), its armed failpoints
+(``broker.failpoints``), its task sink (every after-commit follow-up of the services, see
+``tasks_bridge``) and its clock.  No module attribute, builder table or model signal of the
+broker is touched.
 """
 
 from __future__ import annotations
@@ -14,9 +14,16 @@ import contextlib
 from datetime import datetime
 from typing import Callable, Iterator, cast
 
+from broker import runtime
 from broker.backends.base import Backend
 from broker.failpoints import FAILPOINTS, armed
 from broker.faults.points import FaultPlan, FaultyBackend
+
+
+# the follow-ups the harness runs itself, as the broker's worker (``Harness._task_fn``)
+WORKED_TASKS = frozenset(
+    {"place_workload", "place_waiting", "dispatch_workload", "dispatch_workloads", "propagate_cancel"}
+)
 
 
 @contextlib.contextmanager
@@ -53,20 +60,25 @@ def failpoint_hooks(plan: FaultPlan) -> Iterator[None]:
 
 @contextlib.contextmanager
 def captured_tasks(queue: list) -> Iterator[None]:
-    """Tasks the services enqueue (after commit) go to ``queue`` as (name, args),
-    instead of Celery: the harness is the worker, and can lose them (Redis restart)."""
+    """Tasks the services enqueue (after commit) that the harness works go to ``queue`` as
+    (name, args), instead of Celery: the harness is the worker, and can lose them (Redis
+    restart).  The other follow-ups (notifications, mails) are delivered as without a sink."""
     from broker.services import tasks_bridge
 
-    with tasks_bridge.task_sink(lambda task_name, *args: queue.append((task_name, args))):
+    def sink(task_name: str, *args: object) -> None:
+        if task_name in WORKED_TASKS:
+            queue.append((task_name, args))
+        else:
+            tasks_bridge.deliver(task_name, *args)
+
+    with tasks_bridge.task_sink(sink):
         yield
 
 
 @contextlib.contextmanager
 def virtual_clock(now: Callable[[], datetime]) -> Iterator[None]:
-    """The broker's clock reads ``now`` (through its clock seam, ``broker.clock``)."""
-    from broker.clock import clock_override
-
-    with clock_override(now):
+    """The broker's clock reads ``now`` (``broker.runtime``)."""
+    with runtime.override(now=now):
         yield
 
 

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db.models import Q, Sum
-from django.utils import timezone
 
 from broker.faults.truth import Truth, TruthJob, by_workload
 from broker.models import (
@@ -43,6 +42,7 @@ from broker.models import (
 )
 from broker.models.quota import LIVE_RESERVATION_STATES
 from broker.models.workload import TERMINAL_STATES
+from broker import runtime
 
 INVARIANTS: tuple[tuple[str, str], ...] = (
     ("duplicate_destination_jobs", "duplicate destination jobs"),
@@ -191,7 +191,7 @@ class InvariantWatch:
 
     # -- after the drain ---------------------------------------------------------------
     def final(self, *, grace_s: float = 60.0) -> dict[str, int]:
-        now = timezone.now()
+        now = runtime.now()
         jobs = self.truth.all_jobs()
         workloads = {w.uid: w for w in self._workloads().select_related("cluster")}
         mine = by_workload(jobs)

@@ -7,6 +7,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from broker.models.fields import created_at_field, TouchedAtField
+
 EVENTS = ("started", "ended", "failed", "withdrawn", "long_wait")
 
 
@@ -23,7 +25,7 @@ class NotificationPreference(models.Model):
     email = models.BooleanField(default=False)
     webhook_url = models.URLField(blank=True, max_length=500)
     webhook_secret = models.CharField(max_length=64, default=new_webhook_secret)
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = TouchedAtField()
 
 
 class Channel(models.TextChoices):
@@ -51,7 +53,7 @@ class Notification(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_status = models.PositiveIntegerField(null=True, blank=True)
     last_error = models.CharField(max_length=500, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from broker.models.fields import created_at_field, TouchedAtField
+
 from broker.lifecycle import LIVE_RESERVATION_STATES, ReservationState  # noqa: F401  (re-exported)
 from broker.models.fleet import Cluster, GpuClass
 from portal.tenancy.models import Tenant
@@ -32,7 +34,7 @@ class Quota(models.Model):
     alert_active = models.BooleanField(
         default=False, help_text="Use is past the alert share and the owner was told; cleared below it"
     )
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = TouchedAtField()
 
     class Meta:
         ordering = ["tenant__slug", "gpu_class__slug"]
@@ -62,7 +64,7 @@ class Reservation(models.Model):
     gpus = models.PositiveIntegerField()
     state = models.CharField(max_length=20, choices=ReservationState.choices, default=ReservationState.ACTIVE)
     expires_at = models.DateTimeField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
     confirmed_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=200, blank=True)

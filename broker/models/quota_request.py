@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from broker.models.fields import created_at_field
+
 from broker.models.quota import Quota
 from portal.tenancy.models import Project
 
@@ -34,7 +36,7 @@ class QuotaRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     note = models.TextField(blank=True, help_text="The owner's note with the decision")
     ended_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
 
     class Meta:
         ordering = ["-created_at", "-id"]

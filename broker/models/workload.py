@@ -7,6 +7,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from broker.models.fields import created_at_field, TouchedAtField
+
 from broker.lifecycle import (  # noqa: F401  (re-exported: the models' state names)
     AT_DESTINATION_STATES,
     CANCELLABLE_STATES,
@@ -68,8 +70,8 @@ class Workload(models.Model):
     resubmit_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resubmissions"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = created_at_field()
+    updated_at = TouchedAtField()
     dispatched_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -134,7 +136,7 @@ class DispatchAttempt(models.Model):
     state = models.CharField(max_length=20, choices=AttemptState.choices, default=AttemptState.STARTED)
     destination_job_id = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
@@ -155,7 +157,7 @@ class AuditRecord(models.Model):
     cluster = models.CharField(max_length=63, blank=True)
     score_breakdown = models.JSONField(default=dict, blank=True)
     destination_job_id = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -182,8 +184,8 @@ class Escalation(models.Model):
     evidence = models.JSONField(default=dict)
     state = models.CharField(max_length=20, choices=EscalationState.choices, default=EscalationState.OPEN)
     outcome = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_seen_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
+    last_seen_at = created_at_field()
     acknowledged_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -207,8 +209,8 @@ class PolicyVersion(models.Model):
     version = models.CharField(max_length=64, unique=True)
     content = models.TextField()
     source = models.CharField(max_length=300)
-    first_loaded_at = models.DateTimeField(auto_now_add=True)
-    last_loaded_at = models.DateTimeField(auto_now=True)
+    first_loaded_at = created_at_field()
+    last_loaded_at = TouchedAtField()
 
     class Meta:
         ordering = ["-last_loaded_at"]

@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from broker.models.fields import created_at_field
+
 
 class ReleaseState(models.TextChoices):
     DRAFT = "draft", "Draft"
@@ -55,7 +57,7 @@ class PolicyRelease(models.Model):
     )
     state = models.CharField(max_length=20, choices=ReleaseState.choices, default=ReleaseState.DRAFT)
     was_active = models.BooleanField(default=False, help_text="Has been in force: a rollback target")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
     proposed_at = models.DateTimeField(null=True, blank=True)
     approved_at = models.DateTimeField(null=True, blank=True)
     activated_at = models.DateTimeField(null=True, blank=True)
@@ -83,7 +85,7 @@ class PolicyTransition(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     message = models.CharField(max_length=300, blank=True)
-    at = models.DateTimeField(auto_now_add=True)
+    at = created_at_field()
 
     class Meta:
         ordering = ["at", "id"]
@@ -106,7 +108,7 @@ class ImpactReplay(models.Model):
     progress = models.PositiveSmallIntegerField(default=0, help_text="percent")
     message = models.CharField(max_length=500, blank=True)
     result = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = created_at_field()
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

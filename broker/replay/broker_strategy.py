@@ -7,13 +7,13 @@ dispatched with ``workload_dispatch``; the broker learns about the fleet only th
 ``cluster_sync_inventory`` and ``cluster_poll_status``, as it does in production.  The
 harness adds nothing to its decisions.  What the replay arranges around it:
 
-* time: ``django.utils.timezone.now`` reads the simulator's clock for the whole run, so
-  every row (created_at, dispatched_at, audit records) is in simulated time.  Within one
+* time: the broker's clock (``broker.runtime``) reads the simulator's clock for the whole
+  run, so every row (created_at, dispatched_at, audit records) is in simulated time.  Within one
   simulated instant each call advances a microsecond, as a real clock would between
   two writes: the broker's "dispatched after the last inventory report" bookkeeping
   (GPUs promised to its own jobs) relies on that order;
-* the replay is the task runner: the services' Celery hand-offs (place after submit,
-  dispatch after reservation) are switched off and the replay calls the same services
+* the replay is the task runner: the services' after-commit hand-offs (place after submit,
+  dispatch after reservation, notifications) go to a task sink that drops them and the replay calls the same services
   itself, in a fixed order: waiting workloads oldest first (as ``place_waiting``), and
   a local rejection is retried elsewhere by the dispatch service itself;
 * right before it places work, the broker syncs the inventory of every cluster whose
@@ -44,16 +44,14 @@ from typing import Iterator, Sequence
 
 from django.contrib.auth.models import User
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.utils import timezone
 
+from broker import runtime
 from broker.backends.sim import SimClock
-from broker.clock import clock_override
 from broker.fleet_file import FleetDescription
 from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, WorkloadState
 from broker.replay.jobs import ReplayJob
 from broker.replay.loop import ESTIMATOR_EXTRAS, ReplayEnv
 from broker.replay.tracker import Start
-from broker.services import tasks_bridge
 from broker.services.dispatch import workload_dispatch
 from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.inventory import cluster_sync_inventory
@@ -74,7 +72,7 @@ PLACEABLE = (WorkloadState.SUBMITTED, WorkloadState.WAITING)
 
 
 class ReplayNow:
-    """``timezone.now`` on the simulated clock, one microsecond per call within an
+    """The broker's clock on the simulated clock, one microsecond per call within an
     instant so that records written one after another keep their order."""
 
     def __init__(self, clock: SimClock):
@@ -93,14 +91,14 @@ class ReplayNow:
 def broker_context(clock: SimClock, preset: str | None, policy_text: str | None = None) -> Iterator[None]:
     """Simulated time, no Celery hand-offs and the policy: ``policy_text`` (default: the one
     in force), with its preset replaced when ``preset`` is given."""
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(clock_override(ReplayNow(clock)))
-        stack.enter_context(tasks_bridge.task_sink(lambda *args: None))
+    with runtime.override(now=ReplayNow(clock), task_sink=lambda *args: None):
         if preset is not None:
             policy_text = policy_with_preset(preset, policy_text or current_policy().text)
-        if policy_text is not None:
-            stack.enter_context(policy_override(policy_text))
-        yield
+        if policy_text is None:
+            yield
+        else:
+            with policy_override(policy_text):
+                yield
 
 
 def policy_with_preset(preset: str, text: str) -> str:
@@ -170,7 +168,7 @@ class BrokerPreset:
                 self._refresh_view(now)
                 fresh = True
             if shared is None:
-                shared = placing_pass_open(now=timezone.now())
+                shared = placing_pass_open(now=runtime.now())
             workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=wid)
             if self._after(place_in_pass(shared, workload), job, now, starts, still):
                 shared = None  # re-placed outside the pass: the next one reads the fleet afresh

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from django.db import transaction
-from django.utils import timezone
 
 from broker.backends.base import Backend
 from broker.backends.base import Unavailable
@@ -15,6 +14,7 @@ from broker.services.audit import audit, audit_link_destination
 from broker.services.dispatch import attempt_in_flight
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
+from broker import runtime
 
 
 def cancel_propagate(*, workload_id: int) -> Workload:
@@ -62,7 +62,7 @@ def _cancelled(workload: Workload, job_id: str) -> Workload:
         to=WorkloadState.CANCELLED,
         from_=(WorkloadState.CANCELLING,),
         reason=TransitionReason.CANCEL_CONFIRMED,
-        fields={"ended_at": timezone.now()},
+        fields={"ended_at": runtime.now()},
         then=lambda: reservation_release(workload=workload, reason="cancelled"),
         note=Note(
             action="workload.cancelled",

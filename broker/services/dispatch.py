@@ -15,7 +15,6 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from broker.backends.base import Backend, DestinationJob, ProjectIdentity, Rejected, Unavailable
 from broker.backends.registry import backend_for, identity_for
@@ -29,6 +28,7 @@ from broker.services.audit import audit, audit_link_destination
 from broker.services.quota import reservation_confirm, reservation_release
 from broker.services.transitions import Note, transition
 from broker.spec import WorkloadSpec, validate_spec
+from broker import runtime
 
 
 def attempt_lease_s() -> float:
@@ -60,7 +60,7 @@ def _in_flight(attempt: DispatchAttempt | None) -> bool:
     return bool(
         attempt
         and attempt.state == AttemptState.STARTED
-        and timezone.now() - attempt.created_at < timedelta(seconds=attempt_lease_s())
+        and runtime.now() - attempt.created_at < timedelta(seconds=attempt_lease_s())
     )
 
 
@@ -207,7 +207,7 @@ def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) 
 
 @transaction.atomic
 def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: str) -> Workload:
-    now = timezone.now()
+    now = runtime.now()
     why = TransitionReason.ADOPTED if state == AttemptState.ADOPTED else TransitionReason.ACCEPTED
     # one transaction that rolls back whole on any error: the moves need no savepoints
     transition(
@@ -276,7 +276,7 @@ def _attempt_not_sent(attempt: DispatchAttempt, reason: TransitionReason, error:
         to=AttemptState.NOT_SENT,
         reason=reason,
         note=None,
-        fields={"error": error, "finished_at": timezone.now()},
+        fields={"error": error, "finished_at": runtime.now()},
     )
 
 
@@ -318,7 +318,7 @@ def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Worklo
         to=AttemptState.UNKNOWN,
         reason=TransitionReason.NO_ANSWER,
         note=None,
-        fields={"error": error[:2000], "finished_at": timezone.now()},
+        fields={"error": error[:2000], "finished_at": runtime.now()},
     )
     audit(
         action="dispatch.unknown",
@@ -339,7 +339,7 @@ def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Wo
             to=AttemptState.REJECTED,
             reason=TransitionReason.REJECTED_BY_DESTINATION,
             note=None,
-            fields={"error": exc.raw[:2000], "finished_at": timezone.now()},
+            fields={"error": exc.raw[:2000], "finished_at": runtime.now()},
         )
         audit(
             action="dispatch.rejected",

@@ -6,13 +6,13 @@ from typing import Mapping
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from broker.lifecycle import UNRESOLVED_ESCALATION_STATES, TransitionReason
 from broker.models import Cluster, Escalation, EscalationKind, EscalationState, Workload
 from broker.selectors import escalation_get
 from broker.services.audit import audit
 from broker.services.transitions import Note, transition
+from broker import runtime
 
 
 def escalation_open(
@@ -27,7 +27,7 @@ def escalation_open(
     gpus: int = 0,
 ) -> Escalation:
     """Open one escalation per problem; seeing it again only refreshes last_seen_at."""
-    now = timezone.now()
+    now = runtime.now()
     existing = Escalation.objects.filter(key=key).exclude(state=EscalationState.RESOLVED).first()
     if existing is not None:
         Escalation.objects.filter(id=existing.id).update(last_seen_at=now)
@@ -95,7 +95,7 @@ def escalation_resolve(*, user: User, escalation_id: int, outcome: str, old_run_
             from_=UNRESOLVED_ESCALATION_STATES,
             reason=TransitionReason.RESOLVED,
             actor=user,
-            fields={"resolved_by": user, "resolved_at": timezone.now(), "outcome": outcome.strip()},
+            fields={"resolved_by": user, "resolved_at": runtime.now(), "outcome": outcome.strip()},
             note=Note(
                 action="escalation.resolved",
                 workload=esc.workload,

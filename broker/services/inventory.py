@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from django.db import transaction
-from django.utils import timezone
 
 from broker.backends.base import InventorySnapshot, Unavailable
 from broker.backends.registry import backend_for
 from broker.capacity_selectors import promised_gpus
 from broker.models import Cluster, ClusterHealth, EscalationKind, GpuPool
 from broker.services.audit import audit
+from broker import runtime
 
 
 def cluster_sync_inventory(*, cluster_id: int) -> Cluster:
@@ -31,7 +31,7 @@ def cluster_sync_inventory(*, cluster_id: int) -> Cluster:
 
 
 def cluster_mark_stale(*, cluster: Cluster, error: str) -> None:
-    now = timezone.now()
+    now = runtime.now()
     with transaction.atomic():
         if (
             Cluster.objects.filter(id=cluster.id)

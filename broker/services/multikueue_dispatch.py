@@ -20,7 +20,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from broker.backends.base import Unavailable, UsageRecord
 from broker.backends.kube.dispatcher import (
@@ -39,6 +38,7 @@ from broker.services.audit import audit
 from broker.services.inventory import cluster_mark_stale, cluster_sync_inventory
 from broker.services.quota import QuotaExceeded, reservation_release
 from broker.services.transitions import Note, transition
+from broker import runtime
 
 log = logging.getLogger(__name__)
 _FINISHED = {True: WorkloadState.COMPLETED, False: WorkloadState.FAILED}
@@ -90,7 +90,7 @@ def multikueue_dispatch(
     finally:
         if own:
             client.close()
-    now = now or timezone.now()
+    now = now or runtime.now()
     seen = set()
     for wl in view.workloads:
         seen.add(wl.uid)
@@ -198,7 +198,7 @@ def _admitted(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) 
     cluster = _worker_cluster(cfg, wl.cluster_name)
     fields = {
         "worker_cluster": wl.cluster_name,
-        "started_at": wl.admitted_at or timezone.now(),
+        "started_at": wl.admitted_at or runtime.now(),
         "reason": "none",
         "raw_reason": f"admitted by {wl.cluster_name}",
     }
@@ -238,7 +238,7 @@ def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> 
         _admitted(record, wl, cfg)
         record.refresh_from_db()
     to = _FINISHED[wl.succeeded]
-    ended = wl.finished_at or timezone.now()
+    ended = wl.finished_at or runtime.now()
     started = record.started_at or wl.admitted_at
     run_s = max(0.0, (ended - started).total_seconds()) if started else None
     moved = transition(
@@ -305,7 +305,7 @@ def _gone(manager: Cluster, seen: set[str]) -> int:
             record.id,
             to=WorkloadState.CANCELLED,
             reason=TransitionReason.WORKLOAD_ENDED,
-            fields={"ended_at": timezone.now(), "raw_reason": "the Workload was deleted on the MultiKueue manager"},
+            fields={"ended_at": runtime.now(), "raw_reason": "the Workload was deleted on the MultiKueue manager"},
             then=release,
             note=Note(
                 action="workload.cancelled",

@@ -22,7 +22,6 @@ from django.contrib.auth.models import User
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from broker.models import (
     Channel,
@@ -35,8 +34,10 @@ from broker.models import (
 from broker.lifecycle import WAITING_STATES
 from broker.models.notification import EVENTS, new_webhook_secret
 from broker.notification_selectors import notification_preference_get
+from broker.services import tasks_bridge
 from broker.services.audit import audit
 from broker.services.webhook_guard import UnsafeWebhookUrl, webhook_session, webhook_url_check
+from broker import runtime
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +67,7 @@ def retry_delay_s(retries: int) -> int:
 def notify_on_commit(*, workload_id: int, event: str) -> None:
     """Queue the notification once the caller's transaction commits (no-op when rolled back)."""
     assert event in EVENTS, event
-
-    def send() -> None:
-        from broker import tasks
-
-        try:
-            tasks.notify_workload_event.delay(workload_id, event)
-        except Exception:  # the queue down must not fail the lifecycle step that was stored
-            log.warning("could not queue the %s notification of workload %s", event, workload_id, exc_info=True)
-
-    transaction.on_commit(send)
+    tasks_bridge.enqueue_notification(workload_id, event)
 
 
 class PreferenceRefused(ValueError):
@@ -164,7 +156,7 @@ def _body(workload: Workload, event: str, now: datetime) -> str:
 
 def notifications_send(*, workload_id: int, event: str, now: datetime | None = None) -> list[Notification]:
     """Only the workload's submitter is told, on the channels they chose, once per event."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     workload = Workload.objects.select_related("project", "cluster", "submitted_by").get(id=workload_id)
     user = workload.submitted_by
     pref = NotificationPreference.objects.filter(user=user).first() if user else None
@@ -181,12 +173,7 @@ def notifications_send(*, workload_id: int, event: str, now: datetime | None = N
         if note.channel == Channel.EMAIL:
             _mail(note, workload, event)
         else:
-            from broker import tasks
-
-            def deliver(note_id: int = note.id) -> None:  # the default binds this note's id
-                tasks.deliver_webhook.delay(note_id)
-
-            transaction.on_commit(deliver)
+            tasks_bridge.enqueue_webhook(note.id)
     return made
 
 
@@ -212,7 +199,7 @@ def _mail(note: Notification, workload: Workload, event: str) -> None:
         )
         return
     Notification.objects.filter(id=note.id).update(
-        attempts=1, state=DeliveryState.DELIVERED, delivered_at=timezone.now()
+        attempts=1, state=DeliveryState.DELIVERED, delivered_at=runtime.now()
     )
 
 
@@ -255,14 +242,14 @@ def webhook_attempt(*, notification_id: int) -> int:
         last_status=status,
         last_error=error,
         state=state,
-        delivered_at=timezone.now() if ok else None,
+        delivered_at=runtime.now() if ok else None,
     )
     return 0 if ok or final else attempts
 
 
 def long_waits_notify(*, now: datetime | None = None) -> int:
     """Tell users who asked for it about their workloads waiting longer than their limit."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     sent = 0
     # JSON list containment differs between SQLite and PostgreSQL: the few preferences are filtered here
     for pref in NotificationPreference.objects.all():

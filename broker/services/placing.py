@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import Callable
 
 from django.db import transaction
-from django.utils import timezone
 
 from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
@@ -42,6 +41,7 @@ from broker.services.transitions import Note, transition
 from broker.spec import validate_spec
 from broker.wait_estimator import WaitEstimator
 from portal.metrics.readings import cloud_spend_month
+from broker import runtime
 
 PLACEABLE = PLACEABLE_STATES
 # Exclusions that waiting will not change: the workload is rejected when every
@@ -195,7 +195,7 @@ def fleet_inputs(
 
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
     workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
-    return place_one(workload, now=now or timezone.now())
+    return place_one(workload, now=now or runtime.now())
 
 
 def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None = None) -> Workload:
@@ -371,7 +371,7 @@ def _reject(workload: Workload, record: PlacementRecord, raw: str, version: str)
             "raw_reason": raw,
             "placement": record.to_json(),
             "policy_version": version,
-            "ended_at": timezone.now(),
+            "ended_at": runtime.now(),
         },
         note=Note(
             action="workload.rejected",
@@ -420,7 +420,7 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) 
     """One placement pass over the waiting workloads, oldest first: the fleet is prepared
     once and shared by all of them, so the reads do not grow with the number of workloads
     or clusters; each workload costs only its own writes."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     queue = _waiting_queue()
     ours = [row for row in queue if row[4] == "broker" and row[5] is None]
     due = [row[0] for row in ours if not row[6] or datetime.fromisoformat(row[6]) <= now]

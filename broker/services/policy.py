@@ -1,19 +1,20 @@
 """The policy in force: the active policy release in the database, parsed once per hash.
 
 The file named by GPUBROKER_POLICY_FILE only seeds the first release (an empty database).
-``policy_override`` lets a replay run the same services under another policy text.
+``policy_override`` lets a replay run the same services under another policy text (through the
+runtime seam, ``broker.runtime``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import contextvars
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError
 
+from broker import runtime
 from broker.models import PolicyVersion
 from broker.placement.policy import Policy
 from broker.placement.policy_loader import load_policy, policy_version
@@ -22,7 +23,6 @@ if TYPE_CHECKING:  # imported where used: the policy releases app imports this m
     from broker.policyrelease.models import PolicyRelease
 
 _parsed: dict[str, "LoadedPolicy"] = {}  # version hash -> parsed policy
-_override: contextvars.ContextVar["LoadedPolicy | None"] = contextvars.ContextVar("policy_override", default=None)
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def _loaded(text: str, source: str) -> LoadedPolicy:
 
 def current_policy() -> LoadedPolicy:
     """The active release's policy (one small query; parsing is cached by content hash)."""
-    override = _override.get()
+    override: LoadedPolicy | None = runtime.current().policy
     if override is not None:
         return override
     from broker.policyrelease.models import PolicyRelease, ReleaseState
@@ -81,13 +81,10 @@ def _active_or_seed() -> PolicyRelease:
 
 @contextlib.contextmanager
 def policy_override(text: str, source: str = "replay") -> Iterator[LoadedPolicy]:
-    """Within the block (this thread or task only), ``current_policy`` is this text."""
+    """Within the block, ``current_policy`` is this text (``runtime.override(policy=...)``)."""
     loaded = _loaded(text, source)
-    token = _override.set(loaded)
-    try:
+    with runtime.override(policy=loaded):
         yield loaded
-    finally:
-        _override.reset(token)
 
 
 def policy_in_force() -> PolicyVersion:

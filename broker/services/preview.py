@@ -14,7 +14,6 @@ from decimal import Decimal
 from typing import Mapping
 
 from django.contrib.auth.models import User
-from django.utils import timezone
 
 from broker.models import Cluster, GpuClass, Location
 from broker.placement import Candidate, PreparedFleet, place_prepared
@@ -30,6 +29,7 @@ from broker.spec import WorkloadSpec, validate_spec
 from portal.metrics.readings import cloud_spend_month
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_get
+from broker import runtime
 
 CENT = Decimal("0.01")
 
@@ -80,7 +80,7 @@ def workload_preview(
 ) -> Preview:
     """The same checks as a submission (SpecError naming the field, 404 for a project the
     user may not submit to), then placement against the fleet as it is now.  Reads only."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
     spec = validate_spec({**spec_data, "project": project.slug})
     gpu_class = resolve_gpu_class(spec)
@@ -90,7 +90,7 @@ def workload_preview(
     snapshots, facts, forced = fleet_inputs(rejections={}, now=now)
     fleet = PreparedFleet(snapshots, facts, loaded.policy)
     apply_holds(fleet, clear_stale=False)
-    runtime = runtime_hours_for(project_id=project.id, gpu_class_id=gpu_class.id)
+    hours = runtime_hours_for(project_id=project.id, gpu_class_id=gpu_class.id)
     burst = loaded.policy.tenant(project.tenant.slug).burst_gpus
     result = place_prepared(
         fleet,
@@ -99,7 +99,7 @@ def workload_preview(
         quota_remaining=use.remaining,
         now=now,
         age_s=0.0,
-        runtime_hours=runtime,
+        runtime_hours=hours,
         holder="",
         cloud_quota_remaining=use.remaining_with(burst) if burst else None,
         scopes=identity_scopes(project),
@@ -109,7 +109,7 @@ def workload_preview(
     budget = project.tenant.cloud_budget_month
     spent = _tenant_cloud_spend(project.tenant_id, now)
     clusters = {c.name: c for c in Cluster.objects.filter(name__in={c.cluster for c in ranked})}
-    gpu_hours = spec.total_gpus * placement_terms.runtime_hours(spec, runtime)
+    gpu_hours = spec.total_gpus * placement_terms.runtime_hours(spec, hours)
     destinations = [
         _destination(i + 1, c, clusters[c.cluster], now, gpu_hours, budget, spent) for i, c in enumerate(ranked)
     ]

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, Sum
-from django.utils import timezone
 
 from broker.failpoints import failpoint
 from broker.lifecycle import LIVE_RESERVATION_STATES, TransitionReason
@@ -23,6 +22,7 @@ from broker.models import AuditRecord, Cluster, GpuClass, Location, Quota, Reser
 from broker.services.audit import audit, audit_record
 from broker.services.quota_owners import quota_alert_check
 from broker.services.transitions import Note, transition
+from broker import runtime
 
 
 class QuotaExceeded(Exception):
@@ -80,7 +80,7 @@ def reservation_create(
 
     ``burst_gpus``: the tenant's burst allowance (policy), GPUs above the quota's ceiling
     that it may hold on *cloud* clusters only: on-prem the ceiling stays the ceiling."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     gpu_class = workload.gpu_class
     if gpu_class is None:  # every submitted workload has one: resolve_gpu_class refuses otherwise
         raise ValueError(f"workload {workload.uid} has no GPU class")
@@ -203,7 +203,7 @@ def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime |
     """The destination acknowledged the job: the hold becomes confirmed usage.  One
     conditional update and its record; inside the caller's transaction when there is one
     (no savepoint: nobody catches an error of it and carries on)."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     n = transition(
         Reservation,
         to=ReservationState.CONFIRMED,
@@ -224,7 +224,7 @@ def reservation_release(*, workload: Workload, reason: str, now: datetime | None
         from_=LIVE_RESERVATION_STATES,
         reason=TransitionReason.WORKLOAD_ENDED,
         where={"workload_id": workload.id},
-        fields={"ended_at": now or timezone.now(), "end_reason": reason[:200]},
+        fields={"ended_at": now or runtime.now(), "end_reason": reason[:200]},
         note=Note(action="reservation.released", workload=workload, message=reason),
     )
     if n:
@@ -247,7 +247,7 @@ def reservation_expire(*, reservation_id: int, now: datetime | None = None) -> b
         reservation_id,
         to=ReservationState.EXPIRED,
         reason=TransitionReason.RESERVATION_EXPIRED,
-        fields={"ended_at": now or timezone.now(), "end_reason": "not acknowledged by a destination before it expired"},
+        fields={"ended_at": now or runtime.now(), "end_reason": "not acknowledged by a destination before it expired"},
         note=Note(
             action="reservation.expired",
             workload=res.workload,
@@ -270,7 +270,7 @@ def quota_set(
     owner: User | None = None,
 ) -> Quota:
     """Admins edit quotas; a limit below what is reserved and running is refused."""
-    now = timezone.now()
+    now = runtime.now()
     quota, _ = Quota.objects.get_or_create(tenant_id=tenant_id, gpu_class_id=gpu_class_id, defaults={"limit_gpus": 0})
     Quota.objects.filter(id=quota.id).update(updated_at=now)  # lock, as in reservation_create
     quota = Quota.objects.select_for_update().get(id=quota.id)

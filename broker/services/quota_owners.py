@@ -11,12 +11,11 @@ import logging
 
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
-from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import transaction
 
 from broker.models import Quota
+from broker.services import tasks_bridge
 from broker.services.audit import audit
 from portal.tenancy.models import Membership
 
@@ -99,11 +98,4 @@ def _notify(quota: Quota, used: int) -> None:
         f"{quota.gpu_class.slug} have passed {quota.alert_share:.0%} of the limit you own. "
         f"Borrowing allows {quota.borrow_limit_gpus} more.\n"
     )
-    transaction.on_commit(lambda: _send(subject, body, owner.email))
-
-
-def _send(subject: str, body: str, to: str) -> None:
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to])
-    except OSError:  # a mail server down must not fail the placement that crossed the line
-        log.warning("quota alert to %s not sent", to, exc_info=True)
+    tasks_bridge.enqueue_mail(subject=subject, body=body, to=owner.email)

@@ -21,6 +21,7 @@ from broker.quota_request_selectors import can_decide, quota_request_get
 from broker.services.audit import audit
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_get
+from broker import runtime
 
 QUOTA_MAX_GPUS = 1_000_000  # as the quota form: more is a typo, not a request
 MAX_DAYS_AHEAD = 366  # a raise for longer than a year is a change of the quota, not a request
@@ -52,7 +53,7 @@ def quota_request_create(
     ends_on: date,
     now: datetime | None = None,
 ) -> QuotaRequest:
-    now = now or timezone.now()
+    now = now or runtime.now()
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
     klass = GpuClass.objects.filter(slug=gpu_class).first()
     if klass is None:
@@ -90,7 +91,7 @@ def _store(*, user: User, project: Project, quota: Quota, extra_gpus: int, reaso
 def quota_request_decide(
     *, user: User, request_id: int, approve: bool, note: str, now: datetime | None = None
 ) -> QuotaRequest:
-    now = now or timezone.now()
+    now = now or runtime.now()
     request = quota_request_get(user=user, request_id=request_id)  # 404 for anyone who may not see it
     if request.requester_id == user.pk:
         # stored, not rolled back with the refusal: an attempt to approve one's own request is on record
@@ -136,7 +137,7 @@ def _decide(*, user: User, request: QuotaRequest, approve: bool, note: str, now:
 
 def quota_requests_end(*, now: datetime | None = None) -> int:
     """Take back the raise of every approved request whose end date has passed (beat task)."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     ended = 0
     for request_id in QuotaRequest.objects.filter(
         state=QuotaRequestState.APPROVED, ends_on__lt=_today(now)

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Callable, ParamSpec, TypeVar
 
-from django.utils import timezone
 
 from broker.backends.base import DestinationJob, Unavailable
 from broker.backends.registry import backend_for
@@ -45,6 +44,7 @@ from broker.services.inventory import cluster_mark_stale
 from broker.services.policy import current_policy
 from broker.services.quota import reservation_confirm, reservation_expire, reservation_release
 from broker.services.transitions import transition
+from broker import runtime
 
 DEFAULT_BUDGET_S = 60
 DEFAULT_MAX_FOLLOW_UPS = 200
@@ -82,7 +82,7 @@ class _Pass:
 
     def check(self, what: str, remaining: int) -> None:
         """Before each item: past the deadline, note what is left and stop the pass."""
-        if timezone.now() >= self.deadline:
+        if runtime.now() >= self.deadline:
             self.report.cut_short = True
             self.report.left[what] = remaining
             raise _OutOfBudget
@@ -105,7 +105,7 @@ def _each(report: ReconcileReport, what: str, step: Callable[_P, _R], *args: _P.
 def reconcile_fleet(
     *, now: datetime | None = None, budget_s: float = DEFAULT_BUDGET_S, max_follow_ups: int = DEFAULT_MAX_FOLLOW_UPS
 ) -> ReconcileReport:
-    started = timezone.now()
+    started = runtime.now()
     run = _Pass(now=now or started, deadline=started + timedelta(seconds=budget_s), max_follow_ups=max_follow_ups)
     steps: list[tuple[str, Callable[[_Pass], None]]] = [
         ("stale", _mark_silent_clusters_stale),
@@ -120,7 +120,7 @@ def reconcile_fleet(
             step(run)
     except _OutOfBudget:
         log.warning("reconcile: budget of %s s spent; left for the next pass: %s", budget_s, run.report.left)
-    ReconcileRun.objects.create(started_at=started, finished_at=timezone.now(), report=run.report.__dict__)
+    ReconcileRun.objects.create(started_at=started, finished_at=runtime.now(), report=run.report.__dict__)
     ReconcileRun.objects.filter(started_at__lt=started - timedelta(days=7)).delete()
     return run.report
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
 
 from broker.lifecycle import AT_DESTINATION_STATES, TransitionReason
 from broker.models import Workload, WorkloadState
@@ -13,6 +12,7 @@ from broker.services.audit import audit
 from broker.services.notifications import notify_on_commit
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
+from broker import runtime
 
 
 def workload_declare_dead(*, workload_id: int, actor: User, why: str) -> Workload | None:
@@ -28,7 +28,7 @@ def workload_declare_dead(*, workload_id: int, actor: User, why: str) -> Workloa
             from_=AT_DESTINATION_STATES,
             reason=TransitionReason.DECLARED_DEAD,
             actor=actor,
-            fields={"ended_at": timezone.now(), "reason": LocalReason.OTHER, "raw_reason": f"declared dead: {why}"},
+            fields={"ended_at": runtime.now(), "reason": LocalReason.OTHER, "raw_reason": f"declared dead: {why}"},
             then=lambda: reservation_release(workload=workload, reason="old run declared dead by an admin"),
             note=Note(action="workload.declared_dead", workload=workload, message=why),
         ):

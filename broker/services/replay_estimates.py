@@ -13,11 +13,11 @@ from typing import Sequence
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
 
 from broker.models import ReplayEstimate
 from broker.services.audit import audit
 from broker.wait_estimator import EstimatorReport
+from broker import runtime
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def record_replay_estimates(
 ) -> list[ReplayEstimate]:
     """Store each run's estimator error (replacing an earlier run of the same window, seed,
     policy and number of jobs) and audit what was recorded."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     stored = [_store(run, now) for run in runs]
     if stored:
         audit(

@@ -10,7 +10,6 @@ import dataclasses
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
 from broker.backends.base import DestinationJob, JobState, Unavailable
 from broker.backends.registry import backend_for
@@ -23,6 +22,7 @@ from broker.services.escalations import escalation_open
 from broker.services.inventory import cluster_mark_stale
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
+from broker import runtime
 
 _ENDED = {
     JobState.COMPLETED: WorkloadState.COMPLETED,
@@ -70,7 +70,7 @@ def _missing(cluster: Cluster, workload: Workload) -> None:
         evidence={
             "workload": workload.uid,
             "last_state": workload.state,
-            "seen_missing_at": timezone.now().isoformat(),
+            "seen_missing_at": runtime.now().isoformat(),
         },
     )
 
@@ -81,7 +81,7 @@ def run_seconds_of(workload: Workload) -> float | None:
         return workload.run_seconds
     if workload.started_at is None:
         return None
-    return max(0.0, ((workload.ended_at or timezone.now()) - workload.started_at).total_seconds())
+    return max(0.0, ((workload.ended_at or runtime.now()) - workload.started_at).total_seconds())
 
 
 def outcome_of(job: DestinationJob) -> dict[str, object]:
@@ -101,7 +101,7 @@ def _release_ended(workload: Workload, new_state: str) -> None:
 
 @transaction.atomic
 def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
-    now = timezone.now()
+    now = runtime.now()
     live = Workload.objects.filter(id=workload.id, state__in=FOLLOWED_STATES)
     fields = {
         "reason": job.reason.value,

@@ -14,7 +14,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.db import transaction
-from django.utils import timezone
 
 from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
@@ -27,6 +26,7 @@ from broker.services.notifications import notify_on_commit
 from broker.services.policy import current_policy
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
+from broker import runtime
 
 
 def policy_held_since(workload: Workload) -> datetime | None:
@@ -40,12 +40,13 @@ def policy_held_since(workload: Workload) -> datetime | None:
     )
     if record is None or not record[1].startswith(f"{LocalReason.POLICY}:"):
         return None
-    return record[0]
+    since: datetime = record[0]
+    return since
 
 
 def policy_holds_withdraw(*, now: datetime | None = None) -> int:
     """Withdraw every queued workload held by a local policy past the limit; how many moved."""
-    now = now or timezone.now()
+    now = now or runtime.now()
     limit = current_policy().policy.policy_hold_withdraw_s
     if limit <= 0:
         return 0

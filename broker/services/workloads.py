@@ -6,7 +6,6 @@ from typing import Mapping
 
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.utils import timezone
 
 from broker.models import Cluster, GpuClass, Workload, WorkloadState
 from broker.lifecycle import NOT_DISPATCHED_STATES, TERMINAL_STATES, TransitionReason
@@ -19,6 +18,7 @@ from broker.spec import SpecError, WorkloadSpec, validate_spec
 from portal.identity.selectors import run_as_problem
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_get
+from broker import runtime
 
 # States with nothing at any destination yet: a cancel ends them at once.
 _NOT_DISPATCHED = NOT_DISPATCHED_STATES
@@ -106,7 +106,7 @@ def workload_cancel(*, user: User, workload_id: int) -> Workload:
 
 @transaction.atomic
 def cancel_request(*, workload: Workload, actor: User | None = None) -> Workload:
-    now = timezone.now()
+    now = runtime.now()
     live = Workload.objects.filter(id=workload.id).exclude(state__in=TERMINAL_STATES)
     if not live.filter(cancel_requested_at__isnull=True).update(cancel_requested_at=now):
         return Workload.objects.get(id=workload.id)  # already ended or already cancelling

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker import failpoints
+from broker import runtime
 from broker.failpoints import FAILPOINTS, UnknownFailpoint, armed, failpoint
 from broker.faults.multikueue import MULTIKUEUE_POINTS
 from broker.faults.points import CRASH_POINTS, FaultPlan, hooks_matching
@@ -46,7 +46,7 @@ def test_each_failpoint_sits_in_the_module_its_description_names():
 
 
 def test_an_unarmed_failpoint_does_nothing():
-    assert failpoints._armed == {}
+    assert runtime.current().failpoints == {}
     for name in FAILPOINTS:
         failpoint(name)
 
@@ -58,7 +58,7 @@ def test_an_armed_failpoint_runs_its_action_and_disarms_when_the_block_ends():
         failpoint("cancel.after_send")
     failpoint("cancel.before_send")
     assert seen == ["cancel.before_send"]
-    assert failpoints._armed == {}
+    assert runtime.current().failpoints == {}
 
 
 def test_nested_arming_wins_while_it_lasts_and_the_outer_comes_back():
@@ -74,7 +74,7 @@ def test_arming_a_name_that_is_not_listed_is_refused_and_arms_nothing():
     with pytest.raises(UnknownFailpoint, match="dispatch.after_sumbit"):
         with armed({"dispatch.after_submit": print, "dispatch.after_sumbit": print}):
             pass  # pragma: no cover
-    assert failpoints._armed == {}
+    assert runtime.current().failpoints == {}
 
 
 def test_a_fault_plan_refuses_a_hook_that_names_no_failpoint_or_destination_call():

@@ -9,8 +9,8 @@ object members, sacct columns).  Two modes, owned here:
   that prints something new fails the tests until the field is looked at and listed
   in known_fields.py.
 
-Strict is switched on with ``strict_fields()`` (a context manager, or ``set_strict``)
-or for a whole process with GPUBROKER_SLURM_STRICT_FIELDS=1.
+Strict is switched on with ``strict_fields()`` (a context manager over the runtime seam,
+``broker.runtime``) or for a whole process with GPUBROKER_SLURM_STRICT_FIELDS=1.
 """
 
 from __future__ import annotations
@@ -19,15 +19,15 @@ import json
 import logging
 import os
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, Mapping
+from typing import Any, ContextManager, Mapping
+
+from broker import runtime
 
 log = logging.getLogger(__name__)
 
 STRICT_ENV = "GPUBROKER_SLURM_STRICT_FIELDS"
 
-_state = threading.Lock()
-_strict: bool | None = None  # None: from the environment
+_state = threading.Lock()  # guards _logged
 _logged: set[str] = set()
 
 
@@ -48,28 +48,16 @@ class UnknownField(Exception):
 
 
 def is_strict() -> bool:
-    if _strict is not None:
-        return _strict
+    strict = runtime.current().strict_slurm_fields
+    if strict is not None:
+        return bool(strict)
     return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def set_strict(on: bool | None) -> None:
-    """True/False for this process; None: back to the environment's choice."""
-    global _strict
-    with _state:
-        _strict = on
-
-
-@contextmanager
-def strict_fields(on: bool = True) -> Iterator[None]:
-    global _strict
-    with _state:
-        before, _strict = _strict, on
-    try:
-        yield
-    finally:
-        with _state:
-            _strict = before
+def strict_fields(on: bool | None = True) -> ContextManager[object]:
+    """Strict (True) or lenient (False) parsing until the block ends, whatever the environment
+    says; None: as the environment says."""
+    return runtime.override(strict_slurm_fields=on)
 
 
 def raw_text(value: Any) -> str:

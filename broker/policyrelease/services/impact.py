@@ -18,13 +18,14 @@ from pathlib import Path
 
 from django.contrib.auth.models import User
 from django.conf import settings
-from django.db import close_old_connections, transaction
-from django.utils import timezone
+from django.db import transaction
 
 from broker.policyrelease.history import current_fleet, fleet_to_json, jobs_to_json, recent_jobs
 from broker.policyrelease.models import ImpactReplay, ImpactState, PolicyRelease, ReleaseState
 from broker.policyrelease.services.releases import ReleaseRefused
+from broker.services import tasks_bridge
 from broker.services.audit import audit
+from broker import runtime
 
 log = logging.getLogger(__name__)
 IMPACT_TIMEOUT_S = 900
@@ -44,25 +45,8 @@ def impact_request(*, actor: User, release_id: int) -> ImpactReplay:
         policy_version=release.version,
         message=f"v{release.number} against v{baseline.number}",
     )
-    transaction.on_commit(lambda: _enqueue(impact.id))
+    tasks_bridge.enqueue_impact(impact.id)
     return impact
-
-
-def _enqueue(impact_id: int) -> None:
-    from broker.policyrelease import tasks
-
-    if tasks.run_impact.app.conf.task_always_eager:
-        # no queue (demo, tests): a thread, so the page answers at once and shows progress
-        threading.Thread(target=_in_thread, args=(impact_id,), name=f"impact-{impact_id}", daemon=True).start()
-    else:
-        tasks.run_impact.delay(impact_id)
-
-
-def _in_thread(impact_id: int) -> None:
-    try:
-        impact_run(impact_id=impact_id)
-    finally:
-        close_old_connections()
 
 
 def _update(impact: ImpactReplay, **fields) -> None:
@@ -73,7 +57,7 @@ def impact_run(*, impact_id: int) -> ImpactReplay:
     impact = ImpactReplay.objects.select_related("release", "baseline").get(id=impact_id)
     if impact.state in (ImpactState.DONE, ImpactState.FAILED):
         return impact  # a redelivered task: the result is stored
-    now = timezone.now()
+    now = runtime.now()
     _update(impact, state=ImpactState.RUNNING, progress=0, message="reading the last 30 days")
     assert impact.baseline is not None  # impact_request sets the active version
     payload = {
@@ -85,7 +69,7 @@ def impact_run(*, impact_id: int) -> ImpactReplay:
         result = _run_child(impact, payload)
     except Exception as exc:  # recorded on the row the page shows; the task does not retry
         log.exception("impact replay %s failed", impact_id)
-        _update(impact, state=ImpactState.FAILED, message=str(exc)[:500], finished_at=timezone.now())
+        _update(impact, state=ImpactState.FAILED, message=str(exc)[:500], finished_at=runtime.now())
     else:
         _update(
             impact,
@@ -93,7 +77,7 @@ def impact_run(*, impact_id: int) -> ImpactReplay:
             progress=100,
             result=result,
             message=f"{len(payload['jobs'])} workloads replayed on {len(payload['fleet'])} clusters",
-            finished_at=timezone.now(),
+            finished_at=runtime.now(),
         )
     impact.refresh_from_db()
     audit(action="policy.impact_" + impact.state, policy_version=impact.release.version, message=impact.message)

@@ -12,12 +12,12 @@ from django.contrib.auth.models import User
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
-from django.utils import timezone
 
 from broker.placement.policy_loader import policy_version
 from broker.policyrelease.models import TRANSITIONS, PolicyRelease, PolicyTransition, ReleaseState
 from broker.policyrelease.validation import check_policy
 from broker.services.audit import audit
+from broker import runtime
 
 S = ReleaseState
 _STAMP: dict[str, str] = {
@@ -41,7 +41,7 @@ def _move(release: PolicyRelease, to: str, *, actor: User | None, message: str =
         raise ReleaseRefused("state", f"version {release.number} is {release.state}; it cannot become {to}")
     before = release.state
     release.state = to
-    setattr(release, _STAMP[to], timezone.now())
+    setattr(release, _STAMP[to], runtime.now())
     fields = ["state", _STAMP[to]]
     if to == S.ACTIVE:
         release.was_active = True

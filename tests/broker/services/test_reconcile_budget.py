@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from django.test import TestCase
 from django.utils import timezone
 
-from broker.clock import clock_override
+from broker import runtime
 from broker.models import ReconcileRun, Workload
 from broker.services.reconcile import reconcile_fleet
 from broker.services.workloads import workload_cancel
@@ -53,7 +53,7 @@ def test_reconcile_over_50_cancellations_on_a_slow_cluster_calls_it_once_within_
     clock = _SlowClock()
     started = clock.at
 
-    with clock_override(clock.now, sleep=clock.sleep):
+    with runtime.override(now=clock.now, sleep=clock.sleep):
         with TestCase.captureOnCommitCallbacks() as follow_ups:
             report = reconcile_fleet(budget_s=60, max_follow_ups=100)
         assert clock.waits == [SLOW_S]  # one remote call: the listing of the cluster's jobs
@@ -81,7 +81,7 @@ def test_reconcile_cut_short_by_its_budget_or_its_cap_records_the_run_and_what_i
         sim.get(name).set_faults(slow_s=SLOW_S)
     clock = _SlowClock()
 
-    with clock_override(clock.now, sleep=clock.sleep):
+    with runtime.override(now=clock.now, sleep=clock.sleep):
         with TestCase.captureOnCommitCallbacks() as follow_ups:
             report = reconcile_fleet(budget_s=SLOW_S, max_follow_ups=5)
 

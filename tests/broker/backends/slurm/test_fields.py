@@ -81,13 +81,11 @@ def test_unknown_sacct_column():
 
 
 def test_environment_switches_strict_mode_for_a_process(monkeypatch):
-    with strict_fields(False):
-        fields.set_strict(None)       # back to the environment's choice
+    with strict_fields(None):         # back to the environment's choice
         monkeypatch.setenv(fields.STRICT_ENV, "1")
         assert fields.is_strict()
         monkeypatch.setenv(fields.STRICT_ENV, "")
         assert not fields.is_strict()
-        fields.set_strict(False)
 
 
 class _NodesTransport:
