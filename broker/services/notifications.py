@@ -37,6 +37,7 @@ from broker.models.notification import EVENTS, new_webhook_secret
 from broker.notification_selectors import notification_preference_get
 from broker.services.audit import audit
 from broker.services.webhook_guard import UnsafeWebhookUrl, webhook_session, webhook_url_check
+from portal.tenancy.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def notify_on_commit(*, workload_id: int, event: str) -> None:
     transaction.on_commit(send)
 
 
-class PreferenceRefused(ValueError):
+class PreferenceRefused(DomainError, ValueError):
     """A choice that may not be stored; ``field`` names what to fix."""
 
     def __init__(self, field: str, message: str):

@@ -17,6 +17,7 @@ from broker.placement.policy_loader import policy_version
 from broker.policyrelease.models import TRANSITIONS, PolicyRelease, PolicyTransition, ReleaseState
 from broker.policyrelease.validation import check_policy
 from broker.services.audit import audit
+from portal.tenancy.errors import DomainError
 
 S = ReleaseState
 _STAMP: dict[str, str] = {
@@ -27,11 +28,17 @@ _STAMP: dict[str, str] = {
 }
 
 
-class ReleaseRefused(ValueError):
-    """A lifecycle step that is not allowed; ``field`` names what is wrong."""
+class ReleaseRefused(DomainError, ValueError):
+    """A lifecycle step that is not allowed; ``field`` names what is wrong.  A conflict with the
+    release's state (409), except a refused approver: that is who, not what (403)."""
+
+    status = 409
+    code = "refused"
 
     def __init__(self, field: str, message: str):
         self.field = field
+        if field == "approver":
+            self.status, self.code = 403, "permission_denied"
         super().__init__(message)
 
 
