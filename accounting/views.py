@@ -15,10 +15,11 @@ from accounting.chart_data import chargeback_chart_data
 from accounting.exports import chargeback_csv, chargeback_xlsx
 from accounting.forms import BillUploadForm, ChargebackFilterForm, MonthForm, PeriodForm, RateForm, TcoRateForm
 from accounting.periods import this_month
-from accounting.services.bills import BillRejected, bill_import
+from accounting.services.bills import bill_import
 from accounting.services.rates import TcoInputs, rate_set, rate_set_from_tco
 from accounting.services.reconciliation import reconciliation_run, reconciliation_run_all
 from portal.tenancy.access import is_operator, require_operator, signed_in
+from portal.tenancy.errors import DomainError
 from portal.pages.nav import accounting_links
 
 _EXPORTS = {
@@ -107,8 +108,8 @@ def bill_list(request: HttpRequest) -> HttpResponse:
                 cluster=form.cleaned_data["cluster"],
                 actor=signed_in(request.user),
             )
-        except BillRejected as exc:
-            errors = exc.errors
+        except DomainError as exc:
+            errors = list(exc.details) or [exc]  # each problem with its line and column
         else:
             return _announce(request, result)
     return render(

@@ -25,10 +25,11 @@ from broker.models import (
     Reservation,
     Workload,
 )
-from broker.services.quota import QuotaBelowUse, quota_set
-from broker.services.quota_owners import OwnerRefused, quota_set_owner
+from broker.services.quota import quota_set
+from broker.services.quota_owners import quota_set_owner
 from portal.refusals import form_refused
 from portal.tenancy.access import signed_in
+from portal.tenancy.errors import DomainError
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -86,7 +87,7 @@ _REFUSAL = "_gpubroker_quota_refusal"  # the request attribute carrying the serv
 
 
 class QuotaAdminForm(forms.ModelForm):
-    refusal: Exception | None = None  # set (per request) when the service refused the first try
+    refusal: DomainError | None = None  # set (per request) when the service refused the first try
 
     class Meta:
         model = Quota
@@ -126,7 +127,7 @@ class QuotaAdmin(admin.ModelAdmin):
     ) -> HttpResponse:
         try:
             return super().changeform_view(request, object_id, form_url, extra_context)
-        except (QuotaBelowUse, OwnerRefused) as exc:
+        except DomainError as exc:
             # the save's transaction is rolled back: validate the same input again, refused
             setattr(request, _REFUSAL, exc)
             return super().changeform_view(request, object_id, form_url, extra_context)

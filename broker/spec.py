@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
+from portal.tenancy.errors import DomainError
+
 PRIORITIES = ("low", "normal", "high")
 PARTITIONING_WHOLE = "whole"
 # NVIDIA MIG profile names: "<slices>g.<memory>gb", e.g. 1g.10gb, 3g.40gb, 7g.80gb.
@@ -17,13 +19,16 @@ MIG_PROFILE_RE = re.compile(r"^[1-7]g\.\d{1,3}gb$")
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 
 
-class SpecError(ValueError):
+class SpecError(DomainError, ValueError):
     """Invalid workload spec; ``errors`` maps each field name to its messages."""
 
     def __init__(self, errors: dict[str, list[str]]):
         self.errors = errors
         text = "; ".join(f"{k}: {' '.join(v)}" for k, v in sorted(errors.items()))
         super().__init__(text)
+
+    def field_messages(self) -> dict[str, list[str]]:
+        return {str(k): [str(m) for m in v] for k, v in self.errors.items()}
 
 
 @dataclass(frozen=True)

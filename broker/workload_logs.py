@@ -16,6 +16,7 @@ from broker.backends.base import BackendError, LogPage, LogsGone, Unavailable
 from broker.backends.registry import backend_for
 from broker.models import ClusterHealth, Workload
 from portal.tenancy.access import AnyUser, projects_for
+from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Role
 
 LIMIT_MAX = 1000
@@ -23,12 +24,15 @@ DEFAULT_LIMIT = 200
 QUERY_FIELDS = ("worker", "tail", "offset", "limit")
 
 
-class LogQueryError(ValueError):
+class LogQueryError(DomainError, ValueError):
     """Bad query values: field name -> messages (the API's 400 names each field)."""
 
     def __init__(self, errors: dict[str, list[str]]):
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()))
         self.errors = errors
+
+    def field_messages(self) -> dict[str, list[str]]:
+        return {str(k): [str(m) for m in v] for k, v in self.errors.items()}
 
 
 @dataclass(frozen=True)

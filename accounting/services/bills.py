@@ -21,14 +21,19 @@ from accounting.models import BillImport, BillLine
 from accounting.resolve import GpuClassResolver, ProjectRef, ProjectResolver
 from broker.models import Cluster, GpuClass, Workload
 from broker.services.audit import audit
+from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Tenant
 
 
-class BillRejected(Exception):
-    """The file is malformed; ``errors[0]`` is its first problem.  Nothing was stored."""
+class BillRejected(DomainError):
+    """The file is malformed; ``errors[0]`` is its first problem (each located in ``details``).
+    Nothing was stored."""
+
+    field = "file"
 
     def __init__(self, file_name: str, errors: list[BillParseError]):
         self.file_name, self.errors = file_name, errors
+        self.details = tuple(errors)
         super().__init__(str(errors[0]))
 
 

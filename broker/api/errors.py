@@ -2,8 +2,8 @@
 ``{"error": {"code": "<snake_case>", "message": "<text>", "fields": {"<field>": ["<msg>"]}}}``.
 
 The one exception handler: DRF's own errors, Django's 404 and 403, and the services'
-domain errors (through ``portal.refusals``, the table the pages use too), so no API view
-maps an error by hand."""
+domain errors (each a ``DomainError`` that declares its own status, code and fields, as the
+pages read them too), so no API view maps an error by hand."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler
 
-from portal.refusals import refusal_of
+from portal.tenancy.errors import DomainError
 
 # What each status says when the exception names no code of its own.
 _DEFAULT_CODES = {
@@ -34,11 +34,10 @@ def error_body(code: str, message: str, fields: dict[str, list[str]] | None = No
 
 
 def api_exception_handler(exc: Exception, context: dict) -> Response | None:
-    refusal = refusal_of(exc)
-    if refusal is not None and refusal.status == status.HTTP_400_BAD_REQUEST:
-        exc = exceptions.ValidationError(refusal.fields or {"non_field_errors": [refusal.message]})
-    elif refusal is not None:
-        return Response(error_body(refusal.code, refusal.message, refusal.fields), status=refusal.status)
+    if isinstance(exc, DomainError) and exc.status == status.HTTP_400_BAD_REQUEST:
+        exc = exceptions.ValidationError(exc.field_messages() or {"non_field_errors": [str(exc)]})
+    elif isinstance(exc, DomainError):
+        return Response(error_body(exc.code, str(exc), exc.field_messages()), status=exc.status)
     response = exception_handler(exc, context)  # Django's Http404 / PermissionDenied included
     if response is None:
         return None  # a real server error: Django's 500 (and its logging) stay as they are

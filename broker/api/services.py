@@ -13,10 +13,15 @@ from django.db import IntegrityError, transaction
 from broker.api.models import IdempotencyKey
 from broker.models import Workload
 from broker.services.workloads import workload_submit
+from portal.tenancy.errors import DomainError
 
 
-class IdempotencyKeyReused(ValueError):
+class IdempotencyKeyReused(DomainError, ValueError):
     """The key was first used for a different request body."""
+
+    status = 409
+    code = "idempotency_key_reused"
+    field = "Idempotency-Key"
 
 
 @dataclass(frozen=True)

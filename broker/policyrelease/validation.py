@@ -13,6 +13,7 @@ import yaml
 
 from broker.placement.policy import Policy, PolicyError
 from broker.placement.policy_loader import load_policy
+from portal.tenancy.errors import DomainError
 
 MAX_POLICY_CHARS = 200_000
 
@@ -28,9 +29,14 @@ class PolicyProblem:
         return f"{where}: {self.field}: {self.message}"
 
 
-class PolicyInvalid(ValueError):
+class PolicyInvalid(DomainError, ValueError):
+    """The policy's first problem, on the form's ``content`` (its line and field in ``details``)."""
+
+    field = "content"
+
     def __init__(self, problem: PolicyProblem):
         self.problem = problem
+        self.details = (problem,)
         super().__init__(str(problem))
 
 

@@ -13,10 +13,11 @@ from broker.policyrelease.forms import ProposeForm
 from broker.policyrelease.impact import COLUMNS
 from broker.policyrelease.services import impact as impact_services
 from broker.policyrelease.services import releases as release_services
-from broker.policyrelease.validation import PolicyInvalid, check_policy
+from broker.policyrelease.validation import check_policy
 from broker.web.htmx import HtmxHttpRequest
-from portal.refusals import form_refused, refusal_of
+from portal.refusals import form_refused
 from portal.tenancy.access import require_operator, signed_in
+from portal.tenancy.errors import DomainError
 
 _ACTIONS = {
     "approve": release_services.release_approve,
@@ -64,10 +65,8 @@ def release_propose(request: HttpRequest) -> HttpResponse:
                     request, f"Version {release.number} proposed; {release.owner.get_username()} approves it."
                 )
                 return redirect("policy-detail", release_id=release.id)
-        except PolicyInvalid as exc:
-            problem = exc.problem
-            form.add_error("content", str(exc))
-        except release_services.ReleaseRefused as exc:
+        except DomainError as exc:
+            problem = exc.details[0] if exc.details else None  # a bad policy: its line and field
             form_refused(form, exc)
     status = 400 if request.method == "POST" and (form.errors or problem) else 200
     return render(
@@ -105,14 +104,9 @@ def release_action(request: HttpRequest, release_id: int, action: str) -> HttpRe
         raise Http404("no such action")
     try:
         service(actor=signed_in(request.user), release_id=release.id)
-    except release_services.ReleaseRefused as exc:
-        refusal = refusal_of(exc)
-        assert refusal is not None  # ReleaseRefused is in the table: 403 for the approver, else 409
+    except DomainError as exc:  # 403 for the approver, else 409
         return render(
-            request,
-            "policyrelease/refused.html",
-            {"release": release, "message": refusal.message},
-            status=refusal.status,
+            request, "policyrelease/refused.html", {"release": release, "message": str(exc)}, status=exc.status
         )
     messages.success(request, _DONE[action].format(n=release.number))
     return redirect("policy-detail", release_id=release.id)

@@ -38,6 +38,7 @@ from broker.services import tasks_bridge
 from broker.services.audit import audit
 from broker.services.webhook_guard import UnsafeWebhookUrl, webhook_session, webhook_url_check
 from broker import runtime
+from portal.tenancy.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def notify_on_commit(*, workload_id: int, event: str) -> None:
     tasks_bridge.enqueue_notification(workload_id, event)
 
 
-class PreferenceRefused(ValueError):
+class PreferenceRefused(DomainError, ValueError):
     """A choice that may not be stored; ``field`` names what to fix."""
 
     def __init__(self, field: str, message: str):

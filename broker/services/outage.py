@@ -18,10 +18,14 @@ from broker.models import Cluster, ClusterKind
 from broker.services.audit import audit
 from broker.services.inventory import cluster_sync_inventory
 from portal.tenancy.access import AnyUser, is_operator, signed_in
+from portal.tenancy.errors import DomainError
 
 
-class OutageRefused(ValueError):
+class OutageRefused(DomainError, ValueError):
     """The switch cannot apply to this cluster here; the message says why."""
+
+    status = 409
+    code = "refused"
 
 
 def background_in_process() -> bool:

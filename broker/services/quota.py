@@ -23,6 +23,7 @@ from broker.services.audit import audit, audit_record
 from broker.services.quota_owners import quota_alert_check
 from broker.services.transitions import Note, transition
 from broker import runtime
+from portal.tenancy.errors import DomainError
 
 
 class QuotaExceeded(Exception):
@@ -295,7 +296,9 @@ def quota_set(
     return quota
 
 
-class QuotaBelowUse(ValueError):
+class QuotaBelowUse(DomainError, ValueError):
+    field = "limit_gpus"
+
     def __init__(self, *, used: int, requested: int):
         self.used, self.requested = used, requested
         super().__init__(f"{requested} GPUs is below the {used} GPUs already reserved or running")

@@ -17,12 +17,13 @@ from django.db import transaction
 from broker.models import Quota
 from broker.services import tasks_bridge
 from broker.services.audit import audit
+from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Membership
 
 log = logging.getLogger(__name__)
 
 
-class OwnerRefused(ValueError):
+class OwnerRefused(DomainError, ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(message)

@@ -20,6 +20,7 @@ from broker.models import GpuClass, Quota, QuotaRequest, QuotaRequestState
 from broker.quota_request_selectors import can_decide, quota_request_get
 from broker.services.audit import audit
 from portal.tenancy.models import Project, Role
+from portal.tenancy.errors import DomainError
 from portal.tenancy.selectors import project_get
 from broker import runtime
 
@@ -27,7 +28,7 @@ QUOTA_MAX_GPUS = 1_000_000  # as the quota form: more is a typo, not a request
 MAX_DAYS_AHEAD = 366  # a raise for longer than a year is a change of the quota, not a request
 
 
-class QuotaRequestRefused(ValueError):
+class QuotaRequestRefused(DomainError, ValueError):
     """Bad input or a decision that may not be taken; ``field`` names what to fix."""
 
     def __init__(self, field: str, message: str):
@@ -35,8 +36,12 @@ class QuotaRequestRefused(ValueError):
         super().__init__(message)
 
 
-class OwnRequest(PermissionDenied):
-    """The requester tried to decide their own request (even as the quota's owner)."""
+class OwnRequest(DomainError, PermissionDenied):
+    """The requester tried to decide their own request (even as the quota's owner).  Still a
+    PermissionDenied, so a caller that does not catch it answers Django's 403."""
+
+    status = 403
+    code = "permission_denied"
 
 
 def _today(now: datetime) -> date:

@@ -24,11 +24,13 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from portal.tenancy.errors import DomainError
+
 FIELD = "webhook_url"
 SCHEMES = ("http", "https")
 
 
-class UnsafeWebhookUrl(ValueError):
+class UnsafeWebhookUrl(DomainError, ValueError):
     """The URL may not be used; the message says why, for the ``webhook_url`` field."""
 
     field = FIELD

@@ -13,8 +13,9 @@ from django.views.decorators.http import require_GET
 from broker.web.htmx import HtmxHttpRequest
 from broker.web.queue import HTMX_STOP_POLLING
 from broker.access import workload_for
-from broker.workload_logs import LogQueryError, log_query, workload_logs_read
+from broker.workload_logs import log_query, workload_logs_read
 from portal.refusals import refusal_text
+from portal.tenancy.errors import DomainError
 
 PAGE_TAIL = 100  # what the page opens on: the last lines
 
@@ -25,7 +26,7 @@ def workload_logs_page(request: HtmxHttpRequest, workload_id: int) -> HttpRespon
     workload = workload_for(user=request.user, workload_id=workload_id, need="logs")  # 403 or 404 first
     try:
         query = log_query(request.GET, workers=int(workload.spec.get("workers", 1)), default_tail=PAGE_TAIL)
-    except LogQueryError as exc:
+    except DomainError as exc:
         return HttpResponseBadRequest(refusal_text(exc), content_type="text/plain; charset=utf-8")
     logs = workload_logs_read(user=request.user, workload_id=workload_id, query=query)
     page = logs.page

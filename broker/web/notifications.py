@@ -11,10 +11,10 @@ from django.shortcuts import redirect, render
 from broker.models.notification import EVENTS
 from broker.notification_selectors import notification_preference_get, notifications_sent
 from portal.refusals import form_refused
+from portal.tenancy.errors import DomainError
 from broker.services.notifications import (
     LONG_WAIT_MAX_MINUTES,
     SIGNATURE_HEADER,
-    PreferenceRefused,
     preference_set,
     secret_rotate,
 )
@@ -57,7 +57,7 @@ def notification_settings(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             preference_set(user=signed_in(request.user), **form.cleaned_data)
-        except PreferenceRefused as exc:
+        except DomainError as exc:
             form_refused(form, exc)
         else:
             messages.success(request, "Notification settings saved.")

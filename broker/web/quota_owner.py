@@ -10,9 +10,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from broker.access import quota_for
-from broker.services.quota_owners import OwnerRefused, owner_candidates, quota_set_owner
+from broker.services.quota_owners import owner_candidates, quota_set_owner
 from portal.refusals import form_refused
 from portal.tenancy.access import signed_in
+from portal.tenancy.errors import DomainError
 
 
 class QuotaOwnerForm(forms.Form):
@@ -41,7 +42,7 @@ def quota_owner_edit(request: HttpRequest, quota_id: int) -> HttpResponse:
                 owner_id=owner.id if owner else None,
                 alert_share=form.cleaned_data["alert_percent"] / 100,
             )
-        except OwnerRefused as exc:
+        except DomainError as exc:
             form_refused(form, exc)
         else:
             messages.success(request, f"Owner of {quota.tenant.slug}/{quota.gpu_class.slug} saved.")

@@ -12,9 +12,10 @@ from django.views.decorators.http import require_POST
 from broker.models import GpuClass, QuotaRequestState
 from broker.access import quota_request_for
 from broker.quota_request_selectors import can_decide, quota_request_list, quota_request_trail
-from broker.services.quota_requests import OwnRequest, QuotaRequestRefused, quota_request_create, quota_request_decide
+from broker.services.quota_requests import quota_request_create, quota_request_decide
 from portal.refusals import form_refused
 from portal.tenancy.access import require_role, roles_of, signed_in
+from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_list
 
@@ -58,7 +59,7 @@ def quota_request_list_page(request: HttpRequest) -> HttpResponse:
                 reason=data["reason"],
                 ends_on=data["ends_on"],
             )
-        except QuotaRequestRefused as exc:
+        except DomainError as exc:
             form_refused(form, exc)
         else:
             messages.success(request, "Request sent to the quota's owner.")
@@ -107,10 +108,10 @@ def quota_request_decide_view(request: HttpRequest, quota_request_id: int) -> Ht
             approve=form.cleaned_data["decision"] == "approve",
             note=form.cleaned_data["note"],
         )
-    except OwnRequest as exc:
-        messages.error(request, str(exc))
-        return quota_request_detail(request, quota_request_id, status=403)
-    except QuotaRequestRefused as exc:
+    except DomainError as exc:
+        if exc.status == 403:  # deciding one's own request: who, not what; no form to correct
+            messages.error(request, str(exc))
+            return quota_request_detail(request, quota_request_id, status=403)
         form_refused(form, exc)
         return quota_request_detail(request, quota_request_id, form=form, status=400)
     return redirect("quota-request-detail", quota_request_id=quota_request_id)

@@ -16,12 +16,12 @@ from broker.models.workload import TERMINAL_STATES
 from broker.access import workload_for
 from broker.services.preview import workload_preview
 from broker.services.workloads import workload_submit
-from broker.spec import SpecError
 from broker.web.explain import RULE_WORDS
 from broker.web.forms import WorkloadForm
 from broker.web.htmx import HtmxHttpRequest
 from portal.refusals import redirect_on_refusal, refusal_fields
 from portal.tenancy.access import require_role
+from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
 from portal.tenancy.access import AnyUser, signed_in
@@ -41,7 +41,7 @@ def workload_preview_view(request: HtmxHttpRequest) -> HttpResponse:
             context["preview"] = workload_preview(
                 user=signed_in(request.user), project_id=form.cleaned_data["project"].id, spec_data=form.spec_data()
             )
-        except SpecError as exc:
+        except DomainError as exc:
             context["errors"] = refusal_fields(exc)  # named as the spec names them
     else:
         context["errors"] = {k: [str(e) for e in v] for k, v in form.errors.items()}

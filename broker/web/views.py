@@ -28,9 +28,8 @@ from broker.selectors import (
     workload_timeline,
 )
 from broker.services.escalations import escalation_acknowledge, escalation_resolve
-from broker.services.quota import QuotaBelowUse, quota_set, quota_use
+from broker.services.quota import quota_set, quota_use
 from broker.services.workloads import workload_cancel, workload_submit
-from broker.spec import SpecError
 from broker import overview_selectors
 from broker.outcomes import workload_outcome
 from broker.placement.record import PlacementRecord
@@ -43,6 +42,7 @@ from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, q
 from portal.metrics.selectors import fleet_charts
 from portal.refusals import form_refused
 from portal.tenancy.access import is_operator, require_role, signed_in
+from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
 
@@ -99,7 +99,7 @@ def workload_new(request: HttpRequest) -> HttpResponse:
                 spec_data=form.spec_data(),
                 resubmit_of=source,
             )
-        except SpecError as exc:
+        except DomainError as exc:
             form_refused(form, exc)
         else:
             messages.success(request, f"Submitted {workload.name} ({workload.uid}).")
@@ -206,7 +206,7 @@ def quota_edit(request: HtmxHttpRequest, quota_id: int) -> HttpResponse:
                 limit_gpus=form.cleaned_data["limit_gpus"],
                 borrow_limit_gpus=form.cleaned_data["borrow_limit_gpus"],
             )
-        except QuotaBelowUse as exc:
+        except DomainError as exc:
             form_refused(form, exc)
     error = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
     use = quota_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)

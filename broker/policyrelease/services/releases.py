@@ -18,6 +18,7 @@ from broker.policyrelease.models import TRANSITIONS, PolicyRelease, PolicyTransi
 from broker.policyrelease.validation import check_policy
 from broker.services.audit import audit
 from broker import runtime
+from portal.tenancy.errors import DomainError
 
 S = ReleaseState
 _STAMP: dict[str, str] = {
@@ -28,11 +29,17 @@ _STAMP: dict[str, str] = {
 }
 
 
-class ReleaseRefused(ValueError):
-    """A lifecycle step that is not allowed; ``field`` names what is wrong."""
+class ReleaseRefused(DomainError, ValueError):
+    """A lifecycle step that is not allowed; ``field`` names what is wrong.  A conflict with the
+    release's state (409), except a refused approver: that is who, not what (403)."""
+
+    status = 409
+    code = "refused"
 
     def __init__(self, field: str, message: str):
         self.field = field
+        if field == "approver":
+            self.status, self.code = 403, "permission_denied"
         super().__init__(message)
 
 

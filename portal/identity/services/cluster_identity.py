@@ -11,13 +11,17 @@ from django.db import transaction
 from broker.services.audit import audit
 from portal.identity.models import ClusterIdentity, IdentitySource
 from portal.identity.names import k8s_user_problem, posix_name_problem
+from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Membership, Project, RunAs
 
 
-class IdentityInvalid(ValueError):
+class IdentityInvalid(DomainError, ValueError):
     def __init__(self, fields: dict[str, list[str]]):
         super().__init__("; ".join(f"{k}: {' '.join(v)}" for k, v in fields.items()))
         self.fields = fields
+
+    def field_messages(self) -> dict[str, list[str]]:
+        return {str(k): [str(m) for m in v] for k, v in self.fields.items()}
 
 
 def _problems(*, user: User, posix_user: str, posix_group: str, k8s_user: str) -> dict[str, list[str]]:
