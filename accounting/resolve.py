@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from broker.models import GpuClass
 from portal.tenancy.models import Project
+from portal.identity.models import ClusterIdentity
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,6 @@ class PersonResolver:
     that ran as a person are charged to them)."""
 
     def __init__(self) -> None:
-        from portal.identity.models import ClusterIdentity
 
         self.by_posix: dict[str, int] = dict(ClusterIdentity.objects.values_list("posix_user", "user_id"))
 

@@ -17,6 +17,8 @@ from datetime import datetime, timezone, tzinfo
 from typing import Iterable, Iterator, Sequence
 
 from broker.backends.base import WORKLOAD_ID_PREFIX, UsageRecord
+from broker.backends.slurm.backend import SlurmBackend
+from broker.backends.slurm.parsers import iter_sacct
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +43,7 @@ _WORKLOAD_RE = re.compile(re.escape(WORKLOAD_ID_PREFIX) + r"[A-Za-z0-9]+")
 
 
 def sacct_usage(lines: Iterable[str], *, cluster: str) -> Iterator[UsageRecord]:
-    """Records from ``sacct -P`` lines (header first) through the Slurm backend when present."""
-    try:
-        from broker.backends.slurm.backend import SlurmBackend
-    except ImportError:
-        return iter_sacct_usage(lines, cluster=cluster)
+    """Records from ``sacct -P`` lines (header first) through the Slurm backend's own parser."""
     transport = _LinesTransport(lines)  # only accounting() is called on it
     return SlurmBackend(cluster, transport).usage(  # type: ignore[arg-type]
         since=datetime.min.replace(tzinfo=timezone.utc)
@@ -61,8 +59,6 @@ class _LinesTransport:
         self.lines = lines
 
     def accounting(self, *, since=None, job_ids=None, names=None):
-        from broker.backends.slurm.parsers import iter_sacct
-
         it = iter(self.lines)
         fields = tuple(next(it, "").rstrip("\r\n").split("|"))
         return iter_sacct(it, fields, "|")

@@ -9,6 +9,9 @@ from celery import shared_task
 from django.conf import settings
 
 from broker.models import Cluster
+from accounting.services.usage import usage_collect
+from accounting.periods import parse_month
+from accounting.services.reconciliation import reconciliation_run_all
 
 # a usage read can be long (a month of sacct on a big cluster): more time than the broker's
 # tasks, set by GPUBROKER_USAGE_TASK_TIME_LIMIT_S
@@ -21,7 +24,6 @@ TASK_OPTIONS = {
 
 @shared_task(**TASK_OPTIONS)
 def collect_usage(cluster_id: int) -> None:
-    from accounting.services.usage import usage_collect
 
     usage_collect(cluster_id=cluster_id)
 
@@ -35,7 +37,5 @@ def collect_all_usage() -> None:
 @shared_task(**TASK_OPTIONS)
 def reconcile_month(period: str) -> None:
     """``period`` as YYYY-MM; rerunning replaces the month's answer."""
-    from accounting.periods import parse_month
-    from accounting.services.reconciliation import reconciliation_run_all
 
     reconciliation_run_all(period=parse_month(period))

@@ -10,6 +10,22 @@ from celery import shared_task
 from django.conf import settings
 
 from broker.models import Cluster
+from broker.services.inventory import cluster_sync_inventory
+from broker.services.placing import workload_place
+from broker.services import tasks_bridge
+from broker.services.placing import waiting_place_pass
+from broker.services.dispatch import workload_dispatch
+from broker.services.dispatch_chunk import workloads_dispatch
+from broker.services.status import cluster_poll_status
+from broker.services.withdraw import policy_holds_withdraw
+from broker.services.cancel import cancel_propagate
+from broker.services.multikueue_dispatch import multikueue_dispatch as dispatch
+from broker.services.multikueue_dispatch import dispatcher_managers
+from broker.services.reconcile import reconcile_fleet
+from broker.services.quota_requests import quota_requests_end
+from broker.services.notifications import notifications_send
+from broker.services.notifications import retry_delay_s, webhook_attempt
+from broker.services.notifications import long_waits_notify
 
 # the limits are settings (GPUBROKER_TASK_TIME_LIMIT_S), read when the worker loads the tasks
 TASK_OPTIONS = {
@@ -21,7 +37,6 @@ TASK_OPTIONS = {
 
 @shared_task(**TASK_OPTIONS)
 def sync_inventory(cluster_id: int) -> None:
-    from broker.services.inventory import cluster_sync_inventory
 
     cluster_sync_inventory(cluster_id=cluster_id)
 
@@ -34,7 +49,6 @@ def sync_all_inventory() -> None:
 
 @shared_task(**TASK_OPTIONS)
 def place_workload(workload_id: int) -> None:
-    from broker.services.placing import workload_place
 
     workload_place(workload_id=workload_id)
 
@@ -44,8 +58,6 @@ def place_waiting() -> None:
     """One pass: the fleet prepared once for every waiting workload (see waiting_place_pass).
     A pass that left due workloads over its limit queues the next one at once: a long queue
     drains at the workers' pace, not one pass per beat."""
-    from broker.services import tasks_bridge
-    from broker.services.placing import waiting_place_pass
 
     if waiting_place_pass().left_due:
         tasks_bridge.enqueue_place_pass()
@@ -53,7 +65,6 @@ def place_waiting() -> None:
 
 @shared_task(**TASK_OPTIONS)
 def dispatch_workload(workload_id: int) -> None:
-    from broker.services.dispatch import workload_dispatch
 
     workload_dispatch(workload_id=workload_id)
 
@@ -62,14 +73,12 @@ def dispatch_workload(workload_id: int) -> None:
 def dispatch_workloads(workload_ids: list[int]) -> None:
     """A placing pass's chunk of reserved workloads, dispatched together (one claim, one
     record of the acceptances); see broker.services.dispatch_chunk."""
-    from broker.services.dispatch_chunk import workloads_dispatch
 
     workloads_dispatch(workload_ids=workload_ids)
 
 
 @shared_task(**TASK_OPTIONS)
 def poll_status(cluster_id: int) -> None:
-    from broker.services.status import cluster_poll_status
 
     cluster_poll_status(cluster_id=cluster_id)
 
@@ -82,21 +91,18 @@ def poll_all_status() -> None:
 
 @shared_task(**TASK_OPTIONS)
 def withdraw_policy_holds() -> None:
-    from broker.services.withdraw import policy_holds_withdraw
 
     policy_holds_withdraw()
 
 
 @shared_task(**TASK_OPTIONS)
 def propagate_cancel(workload_id: int) -> None:
-    from broker.services.cancel import cancel_propagate
 
     cancel_propagate(workload_id=workload_id)
 
 
 @shared_task(**TASK_OPTIONS)
 def multikueue_dispatch(cluster_id: int) -> None:
-    from broker.services.multikueue_dispatch import multikueue_dispatch as dispatch
 
     dispatch(cluster_id=cluster_id)
 
@@ -104,7 +110,6 @@ def multikueue_dispatch(cluster_id: int) -> None:
 @shared_task(**TASK_OPTIONS)
 def multikueue_dispatch_all() -> None:
     """The broker as MultiKueue's dispatcher: one pass per manager in dispatcher mode."""
-    from broker.services.multikueue_dispatch import dispatcher_managers
 
     for cluster_id in dispatcher_managers():
         multikueue_dispatch.delay(cluster_id)
@@ -112,9 +117,6 @@ def multikueue_dispatch_all() -> None:
 
 @shared_task(**TASK_OPTIONS)
 def reconcile() -> None:
-    from django.conf import settings
-
-    from broker.services.reconcile import reconcile_fleet
 
     reconcile_fleet(
         budget_s=settings.GPUBROKER_RECONCILE_BUDGET_S, max_follow_ups=settings.GPUBROKER_RECONCILE_MAX_FOLLOW_UPS
@@ -123,14 +125,12 @@ def reconcile() -> None:
 
 @shared_task(**TASK_OPTIONS)
 def end_quota_requests() -> None:
-    from broker.services.quota_requests import quota_requests_end
 
     quota_requests_end()
 
 
 @shared_task(**TASK_OPTIONS)
 def notify_workload_event(workload_id: int, event: str) -> None:
-    from broker.services.notifications import notifications_send
 
     notifications_send(workload_id=workload_id, event=event)
 
@@ -139,7 +139,6 @@ def notify_workload_event(workload_id: int, event: str) -> None:
 def deliver_webhook(notification_id: int) -> None:
     """One attempt per run; after a failure the next run is queued with exponential backoff.
     The count lives on the Notification row, so a lost worker does not reset it."""
-    from broker.services.notifications import retry_delay_s, webhook_attempt
 
     failed_attempts = webhook_attempt(notification_id=notification_id)
     if failed_attempts:
@@ -148,6 +147,5 @@ def deliver_webhook(notification_id: int) -> None:
 
 @shared_task(**TASK_OPTIONS)
 def notify_long_waits() -> None:
-    from broker.services.notifications import long_waits_notify
 
     long_waits_notify()

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
+import ipaddress
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -116,7 +117,6 @@ def broker_url(name: str) -> str:
 
 def env_networks(name: str, default: list[str]) -> list[str]:
     """Comma-separated IP addresses or networks (``10.0.0.0/8``); each is checked here."""
-    import ipaddress
 
     items = env_list(name, default)
     for item in items:

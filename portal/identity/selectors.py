@@ -12,6 +12,7 @@ from portal.identity.models import ClusterIdentity
 from portal.tenancy.access import is_operator, memberships
 from portal.tenancy.models import Membership, Role
 from portal.tenancy.access import AnyUser
+from portal.tenancy.models import RunAs
 
 
 def people_list(*, user: AnyUser) -> QuerySet:
@@ -50,7 +51,6 @@ def cluster_identity_of(user: AnyUser | None) -> ClusterIdentity | None:
 def run_as_problem(*, project, user: AnyUser | None) -> str:
     """Why ``user`` cannot submit to ``project`` as things stand ("" when they can): a
     project whose jobs run as the person needs the person to have a cluster identity."""
-    from portal.tenancy.models import RunAs
 
     if project.run_as != RunAs.PERSON or cluster_identity_of(user) is not None:
         return ""

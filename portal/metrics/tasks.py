@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import shared_task
 from django.conf import settings
+from portal.metrics.services.sampling import fleet_sample_take
 
 
 @shared_task(
@@ -12,6 +13,5 @@ from django.conf import settings
     soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
 )
 def sample_fleet() -> None:
-    from portal.metrics.services.sampling import fleet_sample_take
 
     fleet_sample_take()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
+from broker.services.identity import slurm_accounts_ensure
 
 
 class Command(BaseCommand):
@@ -12,7 +13,6 @@ class Command(BaseCommand):
         parser.add_argument("--create", action="store_true", help="add missing accounts with sacctmgr")
 
     def handle(self, *args, create: bool, **options) -> None:
-        from broker.services.identity import slurm_accounts_ensure
 
         results = slurm_accounts_ensure(create=create)
         for r in results:
