@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
+
+from broker.jsontypes import Json, JsonObject
 
 DEFAULT_HALF_LIFE_S = 6 * 3600.0
 Key = tuple[str, str]  # (cluster, pool or GPU class)
@@ -107,14 +109,21 @@ class ErrorSummary:
         """The figures in seconds, by field name (everything but the count)."""
         return {name: getattr(self, name) for name in _SUMMARY_FIELDS}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         """Whole seconds: finer is noise (a replay's predictions differ in the 7th digit)."""
         return {"count": self.count, **{name: round(value) for name, value in self.seconds().items()}}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ErrorSummary:
+    def from_dict(cls, data: Mapping[str, Json]) -> ErrorSummary:
         """The inverse of ``to_dict``; a missing or malformed value raises KeyError/TypeError/ValueError."""
-        return cls(count=int(data["count"]), **{name: float(data[name]) for name in _SUMMARY_FIELDS})
+        return cls(count=int(_number(data, "count")), **{name: _number(data, name) for name in _SUMMARY_FIELDS})
+
+
+def _number(data: Mapping[str, Json], name: str) -> float:
+    value = data[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise TypeError(f"{name}: {value!r} is not a number")
+    return float(value)
 
 
 _SUMMARY_FIELDS = ("mean_abs_s", "p50_abs_s", "p90_abs_s", "mean_signed_s")
@@ -156,7 +165,7 @@ class EstimatorReport:
     overall: ErrorSummary
     by_destination: tuple[DestinationError, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> JsonObject:
         return {
             "overall": self.overall.to_dict(),
             "by_destination": [
@@ -165,20 +174,24 @@ class EstimatorReport:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EstimatorReport:
+    def from_dict(cls, data: Mapping[str, Json]) -> EstimatorReport:
         """The inverse of ``to_dict``; a missing or malformed value raises KeyError/TypeError/ValueError."""
-        return cls(
-            overall=ErrorSummary.from_dict(data["overall"]),
-            by_destination=destination_errors(data.get("by_destination", [])),
-        )
+        overall, by_destination = data["overall"], data.get("by_destination", [])
+        if not isinstance(overall, Mapping) or not isinstance(by_destination, Sequence):
+            raise TypeError("overall must be an object and by_destination a list")
+        return cls(overall=ErrorSummary.from_dict(overall), by_destination=destination_errors(by_destination))
 
 
-def destination_errors(stored: Iterable[Mapping[str, Any]]) -> tuple[DestinationError, ...]:
+def destination_errors(stored: Iterable[Json]) -> tuple[DestinationError, ...]:
     """``EstimatorReport.to_dict``'s ``by_destination`` list back as typed errors."""
-    return tuple(
-        DestinationError(cluster=str(d["cluster"]), pool=str(d["pool"]), summary=ErrorSummary.from_dict(d))
-        for d in stored
-    )
+    errors = []
+    for d in stored:
+        if not isinstance(d, Mapping):
+            raise TypeError(f"a destination must be an object, not {d!r}")
+        errors.append(
+            DestinationError(cluster=str(d["cluster"]), pool=str(d["pool"]), summary=ErrorSummary.from_dict(d))
+        )
+    return tuple(errors)
 
 
 def estimator_report(rows: Iterable[tuple[str, str, float, float]]) -> EstimatorReport | None:
