@@ -209,13 +209,3 @@ def json_tags(raw: str) -> dict[str, str] | None:
     if isinstance(value, list) and all(isinstance(i, dict) and "key" in i for i in value):
         return {str(i["key"]): str(i.get("value", "")) for i in value}
     return None
-
-
-def parse_bill(raw: Iterable[bytes], *, provider: str, file_name: str, max_errors: int = 20) -> ParseOutcome:
-    """Parse a whole bill of ``provider`` (aws, gcp, azure) into lines or errors."""
-    from accounting.bills import aws, azure, gcp
-
-    parsers = {"aws": aws.row_parser, "gcp": gcp.row_parser, "azure": azure.row_parser}
-    if provider not in parsers:
-        raise ValueError(f"unknown bill provider {provider!r}")
-    return collect(parse_rows(raw, file_name, parsers[provider]), file_name, max_errors)

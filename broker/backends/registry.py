@@ -19,6 +19,13 @@ from django.conf import settings
 from broker import runtime
 from broker.backends.base import Backend, BackendError, ProjectIdentity, Unavailable
 from broker.backends.guard import GuardedBackend
+from broker.backends.kube.factory import kube_backend_from_config
+from broker.backends.sim.simulated_clusters import FleetSource, SimulatorFleet
+from broker.backends.simulator import SimulatorBackend
+from broker.backends.slurm.factory import slurm_backend_from_config
+from broker.services.policy import current_policy
+from portal.identity.selectors import cluster_identity_of
+from portal.tenancy.models import RunAs
 
 _ENABLE_FLAG = {
     "simulator": "GPUBROKER_ENABLE_SIMULATOR",
@@ -70,9 +77,6 @@ def resolve_credentials(ref: str) -> str:
 
 def identity_for(project, submitted_by=None) -> ProjectIdentity:
     """The project's identity; with ``run_as`` person, also the submitter's own."""
-    from portal.identity.selectors import cluster_identity_of
-    from portal.tenancy.models import RunAs
-
     person = project.run_as == RunAs.PERSON
     own = cluster_identity_of(submitted_by) if person else None
     return ProjectIdentity(
@@ -129,16 +133,12 @@ def backend_for(cluster) -> Backend:
 def broker_gpu_classes() -> dict[str, tuple[str, ...]]:
     """The GPU classes of the policy in force (the active release, parsed once per version),
     so a class-only spec selects the same models at the destination as in placement."""
-    from broker.services.policy import current_policy
-
     return {name: tuple(c.models) for name, c in current_policy().policy.gpu_classes.items()}
 
 
 def configure_simulated_fleet() -> None:
     """Tell the simulator where a process that was never handed a fleet finds one (a Celery
     worker: GPUBROKER_SIM_AUTOLOAD) and how fast its clock runs; called once at start."""
-    from broker.backends.sim.simulated_clusters import FleetSource, SimulatorFleet
-
     source = None
     if settings.GPUBROKER_SIM_AUTOLOAD:
         source = FleetSource(path=str(settings.GPUBROKER_FLEET_FILE), time_scale=settings.GPUBROKER_SIM_TIME_SCALE)
@@ -146,14 +146,10 @@ def configure_simulated_fleet() -> None:
 
 
 def _simulator(cluster) -> Backend:
-    from broker.backends.simulator import SimulatorBackend
-
     return SimulatorBackend(cluster.name)
 
 
 def _slurm(cluster) -> Backend:
-    from broker.backends.slurm.factory import slurm_backend_from_config
-
     return slurm_backend_from_config(
         cluster=cluster.name,
         config=backend_config(cluster),
@@ -164,8 +160,6 @@ def _slurm(cluster) -> Backend:
 
 
 def _kube(cluster) -> Backend:
-    from broker.backends.kube.factory import kube_backend_from_config
-
     return kube_backend_from_config(
         kind=cluster.kind,
         cluster=cluster.name,

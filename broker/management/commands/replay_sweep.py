@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from broker.fleet_file import FleetError
 from broker.management.commands.replay_trace import isolated_database, record_estimates
 from broker.replay.knobs import KNOBS_FILE, read_knobs
+from broker.replay.pareto import draw  # matplotlib itself is imported only when drawing
 from broker.replay.runner import WINDOWS, is_known, known_policies
 from broker.replay.sweep import (
     SweepPlan,
@@ -125,6 +126,4 @@ class Command(BaseCommand):
         if opts["summary"]:
             Path(opts["summary"]).write_text(text + "\n", encoding="utf-8")
         if opts["png"]:
-            from broker.replay.pareto import draw  # noqa: PLC0415 - matplotlib is optional
-
             draw(summaries, Path(opts["png"]))
