@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats  # noqa: E402
 from broker.placement import ClusterFacts, PreparedFleet, load_policy_file  # noqa: E402
+from broker.placement.engine import place_prepared  # noqa: E402
 from broker.spec import WorkloadSpec  # noqa: E402
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=timezone.utc)
@@ -93,7 +94,7 @@ def run(fleet: PreparedFleet, workloads, limit, book: bool) -> tuple[float, int]
     placed = 0
     start = time.perf_counter()
     for spec, tenant in workloads:
-        result = fleet.place(spec, tenant=tenant, quota_remaining=10_000, now=NOW, limit=limit)
+        result = place_prepared(fleet, spec, tenant=tenant, quota_remaining=10_000, now=NOW, limit=limit)
         if result.ranked:
             placed += 1
             if book:
@@ -127,7 +128,7 @@ def main() -> None:
               f"({seconds * 1e6 / n:6.1f} us each, {placed} placed)")
 
     fleet = PreparedFleet(snaps, facts, policy)
-    ranked = [len(fleet.place(s, tenant=t, quota_remaining=10_000, now=NOW).ranked)
+    ranked = [len(place_prepared(fleet, s, tenant=t, quota_remaining=10_000, now=NOW).ranked)
               for s, t in workloads]
     print(f"candidates ranked per decision: mean {sum(ranked) / len(ranked):.1f}, "
           f"max {max(ranked)}; request shapes cached: {len(fleet._static)}")

@@ -11,8 +11,8 @@ A scheduling pass (build once per inventory refresh, then decide per workload)::
 
     fleet = PreparedFleet(snapshots, facts, policy)
     for item in order_pending(pending, policy, shares):
-        result = fleet.place(item.spec, tenant=item.tenant, quota_remaining=...,
-                             now=now, age_s=item.age_s, limit=3, holder=item.key)
+        result = place_prepared(fleet, item.spec, tenant=item.tenant, quota_remaining=...,
+                                now=now, age_s=item.age_s, limit=3, holder=item.key)
         if result.ranked:
             fleet.take(result.ranked[0])      # book it so the pass does not double-book
         elif should_hold_for_gang(item.spec, item.age_s, policy.aging):

@@ -20,7 +20,7 @@ from broker.placement import terms
 from broker.placement.facts import ClusterFacts
 from broker.placement.packing import MAX_GPUS_PER_WORKER, PoolIndex
 from broker.placement.policy import Policy
-from broker.placement.results import RULE_RANK, Candidate, Exclusion, PlacementResult
+from broker.placement.results import RULE_RANK, Candidate, Exclusion
 from broker.spec import WorkloadSpec
 
 _CACHE_LIMIT = 4096  # request shapes; a pending queue has far fewer
@@ -251,37 +251,6 @@ class PreparedFleet:
             for prepared in cluster.pools:
                 if prepared.held_by == holder:
                     prepared.held_by = ""
-
-    def place(
-        self,
-        spec: WorkloadSpec,
-        *,
-        tenant: str,
-        quota_remaining: int,
-        now: datetime,
-        age_s: float = 0.0,
-        runtime_hours: float | None = None,
-        limit: int | None = None,
-        holder: str = "",
-        cloud_quota_remaining: int | None = None,
-        scopes: Sequence[str] = (),
-    ) -> PlacementResult:
-        """``engine.place_prepared`` on this fleet (see there)."""
-        from broker.placement.engine import place_prepared  # engine imports this module
-
-        return place_prepared(
-            self,
-            spec,
-            tenant=tenant,
-            quota_remaining=quota_remaining,
-            now=now,
-            age_s=age_s,
-            runtime_hours=runtime_hours,
-            limit=limit,
-            holder=holder,
-            cloud_quota_remaining=cloud_quota_remaining,
-            scopes=scopes,
-        )
 
 
 def _static_chain(req: f.Request, cluster: PreparedCluster, prepared: PreparedPool) -> Exclusion | None:

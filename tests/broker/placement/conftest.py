@@ -8,6 +8,7 @@ import pytest
 
 from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats
 from broker.placement import ClusterFacts, GpuClass, Policy, PreparedFleet
+from broker.placement.engine import place_prepared
 from broker.spec import WorkloadSpec
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -76,7 +77,7 @@ class Kit:
     def place(fleet: PreparedFleet, spec: WorkloadSpec, *, tenant: str = "t",
               quota: int = 1000, **kw: Any):
         kw.setdefault("now", NOW)
-        return fleet.place(spec, tenant=tenant, quota_remaining=quota, **kw)
+        return place_prepared(fleet, spec, tenant=tenant, quota_remaining=quota, **kw)
 
 
 @pytest.fixture

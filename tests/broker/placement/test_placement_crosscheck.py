@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from broker.placement import PreparedFleet, load_policy_file, pack_gang
+from broker.placement.engine import place_prepared
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -40,7 +41,7 @@ def test_random_fleet_decisions_are_sound():
     by_name = {s.cluster: s for s in snaps}
     placed = 0
     for spec, tenant in bench.make_workloads(rng, 400):
-        result = fleet.place(spec, tenant=tenant, quota_remaining=10_000, now=bench.NOW)
+        result = place_prepared(fleet, spec, tenant=tenant, quota_remaining=10_000, now=bench.NOW)
         eligible = {(e.cluster, e.prepared.pool.name)
                     for e in fleet.static_for(spec, tenant).entries}
         for cand in result.ranked:
@@ -68,7 +69,7 @@ def test_booking_pass_never_overbooks():
     fleet = PreparedFleet(snaps, facts, policy)
     booked: Counter[tuple[str, str]] = Counter()
     for spec, tenant in bench.make_workloads(rng, 600):
-        best = fleet.place(spec, tenant=tenant, quota_remaining=10_000, now=bench.NOW).best
+        best = place_prepared(fleet, spec, tenant=tenant, quota_remaining=10_000, now=bench.NOW).best
         if best is not None:
             fleet.take(best)
             for node in best.assignment:
