@@ -21,8 +21,7 @@ from broker.backends.sim.model import NodeGroup, Partition
 from broker.cluster_report import NodeInventory
 from broker.fleet_file import ClusterDescription, FleetDescription, FleetError, load_fleet
 from broker.models import Cluster, Workload, WorkloadState
-from broker.replay.broker_strategy import TENANT_PREFIX
-from broker.replay.jobs import MAX_TIME_LIMIT_MIN, ReplayJob
+from broker.replay.jobs import MAX_TIME_LIMIT_MIN, TENANT_PREFIX, ReplayJob
 
 WINDOW_DAYS = 30
 _FLAVOR = {"slurm": "slurm", "kueue": "kueue", "multikueue": "kueue", "volcano": "volcano"}

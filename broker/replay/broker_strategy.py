@@ -49,7 +49,7 @@ from broker import runtime
 from broker.backends.sim import SimClock
 from broker.fleet_file import FleetDescription
 from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, WorkloadState
-from broker.replay.jobs import ReplayJob
+from broker.replay.jobs import TENANT_PREFIX, ReplayJob
 from broker.replay.loop import ESTIMATOR_EXTRAS, ReplayEnv
 from broker.replay.tracker import Start
 from broker.services.dispatch import workload_dispatch
@@ -63,7 +63,6 @@ from broker.wait_estimator import EstimatorReport
 from broker.wait_selectors import wait_estimate_report
 from portal.tenancy.models import Membership, Project, Role, Tenant
 
-TENANT_PREFIX = "replay-"
 BOT_USERNAME = "replay-bot"
 UNLIMITED_GPUS = 1_000_000
 RESYNC_AFTER_S = 240.0  # inside the default policy's 300 s staleness limit

@@ -29,6 +29,8 @@ from broker.replay.gpu_map import UnknownGpuType, class_for
 from broker.replay.trace import TraceRow
 
 MAX_TIME_LIMIT_MIN = 60 * 24 * 30  # the spec's upper bound on time_limit_minutes
+# the replay's tenants (and so its rows) carry this slug prefix: real history excludes them
+TENANT_PREFIX = "replay-"
 _NAME_BAD = re.compile(r"[^a-z0-9-]+")
 _FINAL = {"failed": JobState.FAILED}  # every other trace status ends as completed
 

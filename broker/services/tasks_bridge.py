@@ -29,7 +29,17 @@ from broker import runtime
 log = logging.getLogger(__name__)
 
 
+class _Conf(Protocol):
+    task_always_eager: bool
+
+
+class _App(Protocol):
+    conf: _Conf
+
+
 class _Task(Protocol):
+    app: _App
+
     def delay(self, *args: object) -> object: ...
 
     def __call__(self, *args: object) -> object: ...
@@ -57,7 +67,7 @@ def deliver(task_name: str, *args: object) -> None:
     if task_name == "send_mail":
         _mail(*args)
         return
-    task = getattr(importlib.import_module(_TASK_MODULE.get(task_name, "broker.tasks")), task_name)
+    task = _task(task_name)
     if task.app.conf.task_always_eager:
         if task_name in _THREADED:
             threading.Thread(target=_in_thread, args=(task, args), name=f"{task_name}{args}", daemon=True).start()
@@ -68,6 +78,13 @@ def deliver(task_name: str, *args: object) -> None:
         task.delay(*args)
     except (QueueUnreachable, OSError) as exc:
         log.warning("could not queue %s%r (%s); the periodic passes will pick it up", task_name, args, exc)
+
+
+def _task(task_name: str) -> _Task:
+    """The Celery task of that name, found by name: the bridge never imports the task modules
+    (they import the services, which import the bridge)."""
+    task: _Task = getattr(importlib.import_module(_TASK_MODULE.get(task_name, "broker.tasks")), task_name)
+    return task
 
 
 def _run_in_process(task_name: str, task: _Task, args: tuple[object, ...]) -> None:
@@ -104,9 +121,7 @@ def enqueue_place(workload_id: int) -> None:
 def enqueue_place_pass() -> None:
     """The next placement pass.  Without a queue (eager) nothing: a pass would run the next
     inside itself; the in-process ticker runs passes on its own."""
-    from broker import tasks
-
-    if runtime.current().task_sink is None and tasks.place_waiting.app.conf.task_always_eager:
+    if runtime.current().task_sink is None and _task("place_waiting").app.conf.task_always_eager:
         return
     after_commit("place_waiting")
 
