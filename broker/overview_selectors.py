@@ -11,7 +11,7 @@ from typing import cast
 from broker.lifecycle import WAITING_STATES
 from broker.models import AuditRecord, ClusterHealth, ReconcileRun
 from broker.selectors import cluster_list, replay_estimate_list, workload_list
-from broker.services.status import run_seconds_of
+from broker.runtime_selectors import run_seconds_of
 from broker.wait_estimator import ErrorSummary, EstimatorReport
 from broker.wait_selectors import wait_estimate_report
 from portal.tenancy.access import AnyUser

@@ -1,10 +1,12 @@
-"""How long a project's runs of a GPU class lasted lately: placement's run-time estimate
-(the time limit when there is too little history)."""
+"""How long runs last: one workload's run so far (the pages, the outcome) and a project's
+runs of a GPU class lately, placement's run-time estimate (the time limit when there is too
+little history)."""
 
 from __future__ import annotations
 
 from statistics import median
 
+from broker import runtime
 from broker.models import Workload, WorkloadState
 
 
@@ -29,3 +31,12 @@ def runtime_hours_for(*, project_id: int, gpu_class_id: int | None) -> float | N
         if start is not None and end is not None
     ]  # (filtered above)
     return median(spans) / 3600
+
+
+def run_seconds_of(workload: Workload) -> float | None:
+    """How long a started workload ran (so far): the cluster's own figure when it gave one."""
+    if workload.run_seconds is not None:
+        return workload.run_seconds
+    if workload.started_at is None:
+        return None
+    return max(0.0, ((workload.ended_at or runtime.now()) - workload.started_at).total_seconds())

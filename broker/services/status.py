@@ -75,15 +75,6 @@ def _missing(cluster: Cluster, workload: Workload) -> None:
     )
 
 
-def run_seconds_of(workload: Workload) -> float | None:
-    """How long a started workload ran (so far): the cluster's own figure when it gave one."""
-    if workload.run_seconds is not None:
-        return workload.run_seconds
-    if workload.started_at is None:
-        return None
-    return max(0.0, ((workload.ended_at or runtime.now()) - workload.started_at).total_seconds())
-
-
 def outcome_of(job: DestinationJob) -> dict[str, object]:
     """What the workload keeps of how its job ended (empty: the backend could not tell)."""
     return {} if job.outcome is None else dataclasses.asdict(job.outcome)
