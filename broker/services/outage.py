@@ -16,6 +16,7 @@ from django.db import transaction
 from broker.backends.sim import SimulatedCluster, SimulatorFleet
 from broker.models import Cluster, ClusterKind
 from broker.services.audit import audit
+from broker.services.tasks_bridge import background_in_process
 from broker.services.inventory import cluster_sync_inventory
 from portal.tenancy.access import AnyUser, is_operator, signed_in
 from portal.tenancy.errors import DomainError
@@ -26,12 +27,6 @@ class OutageRefused(DomainError, ValueError):
 
     status = 409
     code = "refused"
-
-
-def background_in_process() -> bool:
-    from portal.celery import app
-
-    return bool(app.conf.task_always_eager)
 
 
 def _simulated(cluster: Cluster) -> SimulatedCluster:

@@ -118,10 +118,16 @@ def enqueue_place(workload_id: int) -> None:
     after_commit("place_workload", workload_id)
 
 
+def background_in_process() -> bool:
+    """Whether follow-ups run in this process (Celery eager: ``make demo``, the tests) rather
+    than on a queue that a worker drains."""
+    return bool(_task("place_waiting").app.conf.task_always_eager)
+
+
 def enqueue_place_pass() -> None:
     """The next placement pass.  Without a queue (eager) nothing: a pass would run the next
     inside itself; the in-process ticker runs passes on its own."""
-    if runtime.current().task_sink is None and _task("place_waiting").app.conf.task_always_eager:
+    if runtime.current().task_sink is None and background_in_process():
         return
     after_commit("place_waiting")
 
