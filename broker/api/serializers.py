@@ -23,6 +23,7 @@ from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, reason_words
 from broker.web.forms import QUOTA_MAX_GPUS
 from broker import runtime
+from broker.services.quota import gpus_in_use
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -191,7 +192,6 @@ class QuotaOut(serializers.ModelSerializer):
         fields = ["id", "tenant", "gpu_class", "limit_gpus", "borrow_limit_gpus", "owner", "used_gpus"]
 
     def get_used_gpus(self, quota: Quota) -> int:
-        from broker.services.quota import gpus_in_use
 
         return gpus_in_use(tenant_id=quota.tenant_id, gpu_class_id=quota.gpu_class_id)
 

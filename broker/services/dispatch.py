@@ -29,6 +29,7 @@ from broker.services.quota import reservation_confirm, reservation_release
 from broker.services.transitions import Note, transition
 from broker.spec import WorkloadSpec, validate_spec
 from broker import runtime
+from broker.services.placing import workload_retry_elsewhere
 
 
 def attempt_lease_s() -> float:
@@ -330,7 +331,6 @@ def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Worklo
 
 
 def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Workload:
-    from broker.services.placing import workload_retry_elsewhere
 
     with transaction.atomic():
         transition(

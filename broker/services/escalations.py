@@ -13,6 +13,7 @@ from broker.selectors import escalation_get
 from broker.services.audit import audit
 from broker.services.transitions import Note, transition
 from broker import runtime
+from broker.services.recovery import workload_declare_dead
 
 
 def escalation_open(
@@ -107,8 +108,6 @@ def escalation_resolve(*, user: User, escalation_id: int, outcome: str, old_run_
         ):
             return esc
     if old_run_dead and esc.kind == EscalationKind.LOST_JOB and esc.workload_id:
-        from broker.services.recovery import workload_declare_dead
-
         workload_declare_dead(workload_id=esc.workload_id, actor=user, why=outcome.strip())
     esc.refresh_from_db()
     return esc

@@ -16,6 +16,7 @@ from broker.capacity_selectors import promised_gpus
 from broker.models import Cluster, ClusterHealth, EscalationKind, GpuPool
 from broker.services.audit import audit
 from broker import runtime
+from broker.services.escalations import escalation_open
 
 
 def cluster_sync_inventory(*, cluster_id: int) -> Cluster:
@@ -93,7 +94,6 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
 
 
 def _escalate_double_claims(cluster: Cluster, snapshot: InventorySnapshot) -> None:
-    from broker.services.escalations import escalation_open
 
     owners: dict[str, set[str]] = defaultdict(set)
     for pool in snapshot.pools:

@@ -39,6 +39,7 @@ from broker.services.inventory import cluster_mark_stale, cluster_sync_inventory
 from broker.services.quota import QuotaExceeded, reservation_release
 from broker.services.transitions import Note, transition
 from broker import runtime
+from accounting.services.usage import usage_ingest
 
 log = logging.getLogger(__name__)
 _FINISHED = {True: WorkloadState.COMPLETED, False: WorkloadState.FAILED}
@@ -263,7 +264,6 @@ def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> 
 def _record_usage(record: Workload, worker: Cluster, wl: ManagerWorkload, start: datetime, end: datetime) -> None:
     """Chargeback reads the usage ledger: the worker ran it, the manager's Workload says
     for how long.  Keyed like the worker's own usage report, so collecting both adds nothing."""
-    from accounting.services.usage import usage_ingest
 
     gpus = record.total_gpus
     model = (record.spec.get("gpu_models") or [""])[0]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError
@@ -18,9 +18,9 @@ from broker import runtime
 from broker.models import PolicyVersion
 from broker.placement.policy import Policy
 from broker.placement.policy_loader import load_policy, policy_version
-
-if TYPE_CHECKING:  # imported where used: the policy releases app imports this module
-    from broker.policyrelease.models import PolicyRelease
+from broker.policyrelease.models import PolicyRelease, ReleaseState
+from broker.policyrelease.services.releases import release_seed_from_file
+from broker.policyrelease.validation import PolicyInvalid
 
 _parsed: dict[str, "LoadedPolicy"] = {}  # version hash -> parsed policy
 
@@ -46,7 +46,6 @@ def current_policy() -> LoadedPolicy:
     override: LoadedPolicy | None = runtime.current().policy
     if override is not None:
         return override
-    from broker.policyrelease.models import PolicyRelease, ReleaseState
 
     row = PolicyRelease.objects.filter(state=ReleaseState.ACTIVE).values_list("version", "number").first()
     if row is not None and row[0] in _parsed:
@@ -60,9 +59,6 @@ def current_policy() -> LoadedPolicy:
 
 
 def _active_or_seed() -> PolicyRelease:
-    from broker.policyrelease.models import PolicyRelease, ReleaseState
-    from broker.policyrelease.services.releases import release_seed_from_file
-    from broker.policyrelease.validation import PolicyInvalid
 
     release = PolicyRelease.objects.filter(state=ReleaseState.ACTIVE).first()
     if release is not None:

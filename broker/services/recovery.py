@@ -13,6 +13,7 @@ from broker.services.notifications import notify_on_commit
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
 from broker import runtime
+from broker.services.workloads import _create
 
 
 def workload_declare_dead(*, workload_id: int, actor: User, why: str) -> Workload | None:
@@ -40,7 +41,6 @@ def workload_declare_dead(*, workload_id: int, actor: User, why: str) -> Workloa
 
 
 def workload_resubmit(*, workload: Workload, actor: User) -> Workload:
-    from broker.services.workloads import _create
 
     spec = dict(workload.spec)
     spec.pop("project", None)

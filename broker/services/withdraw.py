@@ -27,6 +27,7 @@ from broker.services.policy import current_policy
 from broker.services.quota import reservation_release
 from broker.services.transitions import Note, transition
 from broker import runtime
+from broker.services.placing import workload_place
 
 
 def policy_held_since(workload: Workload) -> datetime | None:
@@ -89,8 +90,6 @@ def workload_withdraw(*, workload_id: int, held_s: float) -> Workload:
         f"({workload.raw_reason or 'policy'})"
     )
     if _withdrawn(workload, reason):
-        from broker.services.placing import workload_place  # placing imports this module's peers
-
         return workload_place(workload_id=workload.id)
     return Workload.objects.get(id=workload.id)
 
