@@ -45,6 +45,8 @@ from portal.tenancy.access import is_operator, require_role, signed_in
 from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
+from broker.services.outage import simulated_outages
+from broker.services.policy import policy_in_force
 
 
 def _partial(request: HtmxHttpRequest, template: str, name: str) -> str:
@@ -227,8 +229,6 @@ def quota_edit(request: HtmxHttpRequest, quota_id: int) -> HttpResponse:
 
 @login_required
 def cluster_list_page(request: HttpRequest) -> HttpResponse:
-    from broker.services.outage import simulated_outages
-    from broker.services.policy import policy_in_force
 
     rows = overview_selectors.cluster_rows(user=request.user)
     # operators get the demo's outage switch on simulated clusters: None (no switch), True (cut off)
