@@ -32,22 +32,22 @@ test: $(STAMP)
 
 ## make lint: ruff (lint and format), mypy with the Django and DRF plugins, the import-linter layer contracts
 lint: $(STAMP)
-	$(VENV)/bin/ruff check broker accounting portal gpubroker_cli
-	$(VENV)/bin/ruff format --check broker accounting portal gpubroker_cli
+	$(VENV)/bin/ruff check config broker accounting portal demo gpubroker_cli
+	$(VENV)/bin/ruff format --check config broker accounting portal demo gpubroker_cli
 	$(VENV)/bin/mypy
 	PYTHONPATH=. $(VENV)/bin/lint-imports
 
 format-check: $(STAMP)
-	$(VENV)/bin/ruff format --check broker accounting portal gpubroker_cli
+	$(VENV)/bin/ruff format --check config broker accounting portal demo gpubroker_cli
 
 check-migrations: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
 
 worker: $(STAMP)
-	$(VENV)/bin/celery -A portal worker -l info --concurrency 2
+	$(VENV)/bin/celery -A config worker -l info --concurrency 2
 
 beat: $(STAMP)
-	$(VENV)/bin/celery -A portal beat -l info
+	$(VENV)/bin/celery -A config beat -l info
 
 clean:
 	rm -rf $(VENV) db.sqlite3 .pytest_cache

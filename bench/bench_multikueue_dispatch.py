@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DB = Path(tempfile.mkdtemp(prefix="bench-mk-")) / "bench.sqlite3"
-os.environ.update(DATABASE_URL=f"sqlite:///{DB}", DJANGO_SETTINGS_MODULE="portal.settings",
+os.environ.update(DATABASE_URL=f"sqlite:///{DB}", DJANGO_SETTINGS_MODULE="config.settings",
                   CELERY_BROKER_URL="", GPUBROKER_ENABLE_KUEUE="true", GPUBROKER_ENABLE_SIMULATOR="false")
 
 import django  # noqa: E402
@@ -93,7 +93,7 @@ def wait_admitted(manager, step=None, timeout_s: float = 240) -> dict[str, str]:
 
 def broker_fleet(env: dict[str, str]):
     from broker.models import Cluster, Quota
-    from broker.services.cluster_registration import gpu_classes_from_policy
+    from broker.services.fleet.registration import gpu_classes_from_policy
     from portal.tenancy.models import Project, Tenant
 
     tenant = Tenant.objects.create(slug="physics", name="Physics")
@@ -118,8 +118,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default=os.environ.get("K8S_MKD_ENV", "/run/k8s-mkd/env"))
     args = parser.parse_args()
-    from broker.services.multikueue_dispatch import multikueue_dispatch
-    from broker.services.policy import policy_override
+    from broker.services.dispatching.multikueue import multikueue_dispatch
+    from broker.services.fleet.policy import policy_override
     from tests.broker.backends.slurm.support import load_env_file
 
     env = load_env_file(args.env)

@@ -15,12 +15,12 @@ table is flushed) and an empty Redis database (14):
 * ``--count`` workloads submitted through ``workload_submit`` (the service the API and form
   call) with its follow-up placement task dropped, so they are all waiting when timing starts.
 
-Then ``--workers`` worker processes (``celery -A portal worker --concurrency 1`` each) are
+Then ``--workers`` worker processes (``celery -A config worker --concurrency 1`` each) are
 started; the clock starts when the first ``place_waiting`` is queued and stops when every
 workload is ``queued`` or ``running`` at its simulated cluster.  A pass places up to its
 limit and queues the next pass itself while due work is left (``broker.tasks.place_waiting``);
 each chunk of up to 50 placements it writes queues one ``dispatch_workloads`` task
-(``broker.services.dispatch_chunk``).  Printed: workloads/s for each worker count, their
+(``broker.services.dispatching.chunk``).  Printed: workloads/s for each worker count, their
 ratio, the load average, and the queries of one pass and of its dispatch tasks, measured in
 this process with ``--clusters`` and with twice as many clusters (the same workloads).
 
@@ -86,7 +86,7 @@ def bench_policy(work: Path) -> Path:
 def setup_django(url: str, redis_url: str = "") -> None:
     os.environ["DATABASE_URL"] = url
     os.environ["CELERY_BROKER_URL"] = redis_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["GPUBROKER_ENABLE_SIMULATOR"] = "true"
     if url.startswith(("postgres://", "postgresql://")):
         _ensure_postgres_database(url)
@@ -131,9 +131,9 @@ def seed(*, count: int, clusters: int, nodes: int, fleet_path: Path, seed_value:
     from broker.backends.sim import SimulatorFleet
     from broker.fleet_file import build_simulated_clusters, load_fleet
     from broker.models import Quota
-    from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
-    from broker.services.tasks_bridge import task_sink
-    from broker.services.workloads import workload_submit
+    from broker.services.fleet.registration import clusters_from_fleet, gpu_classes_from_policy
+    from broker.services.records.tasks_bridge import task_sink
+    from broker.services.submitting.workloads import workload_submit
     from portal.tenancy.models import Role
     from portal.tenancy.services.tenants import member_ensure, project_ensure, tenant_ensure, user_ensure
 
@@ -182,7 +182,7 @@ def seed(*, count: int, clusters: int, nodes: int, fleet_path: Path, seed_value:
 def sync_inventory() -> None:
     """One report per cluster, taken now (the fleet is idle: nothing was sent yet)."""
     from broker.models import Cluster
-    from broker.services.inventory import cluster_sync_inventory
+    from broker.services.fleet.inventory import cluster_sync_inventory
 
     for cluster_id in Cluster.objects.values_list("id", flat=True):
         cluster_sync_inventory(cluster_id=cluster_id)
@@ -217,10 +217,10 @@ def pass_queries() -> PassQueries:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from broker.services import bursting
-    from broker.services.dispatch_chunk import workloads_dispatch
-    from broker.services.placing import waiting_place_pass
-    from broker.services.tasks_bridge import task_sink
+    from broker.services.placing import bursting
+    from broker.services.dispatching.chunk import workloads_dispatch
+    from broker.services.placing.cycle import waiting_place_pass
+    from broker.services.records.tasks_bridge import task_sink
 
     bursting._cache.clear()  # each measured pass learns its waits afresh, as a fresh worker would
     chunks: list[list[int]] = []

@@ -58,7 +58,7 @@ def ensure_postgres_database(url: str) -> None:
 
 def setup_django(url: str) -> None:
     os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     if url.startswith(("postgres://", "postgresql://")):
         ensure_postgres_database(url)
     import django
@@ -146,10 +146,10 @@ def _analyze() -> None:
 
 def explain(user) -> str:
     """EXPLAIN ANALYZE of the plain list query (what the page ran before) and of the queries
-    the page runs now (broker.selectors.workload_page)."""
+    the page runs now (broker.selectors.workloads.workload_page)."""
     from django.db import connection
 
-    from broker.selectors import workload_list, workload_page
+    from broker.selectors.workloads import workload_list, workload_page
 
     if connection.vendor != "postgresql":
         return workload_list(user=user)[:50].explain()
@@ -201,7 +201,7 @@ def time_requests(client, url: str, n: int, status: int = 200, **headers) -> tup
 
 def deep_cursor(user, depth: int = 25_000) -> str:
     """The keyset cursor of the ``depth``-th newest visible workload (a page far down)."""
-    from broker.selectors import Cursor, workload_list
+    from broker.selectors.workloads import Cursor, workload_list
 
     row = workload_list(user=user).order_by("-created_at", "-id")[depth - 1:depth].get()
     return Cursor(row.created_at, row.id).encode()
@@ -225,7 +225,7 @@ def main() -> int:
     from django.test import Client
 
     from broker.models import Workload
-    from broker.selectors import workload_list
+    from broker.selectors.workloads import workload_list
 
     user = seed(args.workloads)
     visible = workload_list(user=user).count()

@@ -33,7 +33,7 @@ HEADER = "JobID|JobName|Account|Partition|State|Start|End|ElapsedRaw|AllocTRES|C
 
 def setup_django(keep_db: bool) -> str:
     sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     if not os.environ.get("DATABASE_URL") and not keep_db:
         folder = tempfile.mkdtemp(prefix="bench-sacct-")
         atexit.register(shutil.rmtree, folder, True)  # a million-row scratch DB is not worth keeping

@@ -108,7 +108,7 @@ class Stack:
 
     def start(self) -> None:
         a = self.args
-        self._spawn("gunicorn", [sys.executable, "-m", "gunicorn", "portal.wsgi:application",
+        self._spawn("gunicorn", [sys.executable, "-m", "gunicorn", "config.wsgi:application",
                                  "-b", f"127.0.0.1:{a.port}", "-w", str(a.gunicorn_workers),
                                  "--threads", str(a.gunicorn_threads), "--worker-class", "gthread",
                                  "--log-level", "warning", "--timeout", "60",
@@ -118,7 +118,7 @@ class Stack:
         self._spawn("worker", [sys.executable, "-m", "broker.faults.worker", "-l", "warning", "--pool", "threads",
                                "--concurrency", str(a.worker_concurrency), "-n", f"load-{os.getpid()}@%h",
                                "--without-gossip", "--without-mingle", "--without-heartbeat"])
-        self._spawn("beat", [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "warning",
+        self._spawn("beat", [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "warning",
                              "-s", str(self.folder / "beat-schedule")])
         import requests
 
@@ -161,7 +161,7 @@ def seed(args, journal_path: str) -> list[tuple[str, str, int]]:
     call_command("migrate", verbosity=0, interactive=False)
     from broker.faults.journal import Journal
     from broker.models import Cluster, Quota
-    from broker.services.cluster_registration import gpu_classes_from_policy
+    from broker.services.fleet.registration import gpu_classes_from_policy
     from portal.tenancy.models import Role
     from portal.tenancy.services.tenants import member_ensure, project_ensure, tenant_ensure, user_ensure
 
@@ -394,7 +394,7 @@ def main(argv=None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="load-researchers-"))
     journal = str(folder / "journal.sqlite3")
     os.environ.update({"DATABASE_URL": args.database_url, "CELERY_BROKER_URL": args.redis_url,
-                       "DJANGO_SETTINGS_MODULE": "portal.settings"})
+                       "DJANGO_SETTINGS_MODULE": "config.settings"})
     recreate_database(args.database_url)
     import django
 

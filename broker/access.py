@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Literal
 
 from broker.models import Escalation, Quota, QuotaRequest, Workload
-from broker.quota_request_selectors import quota_request_list
-from broker.selectors import WORKLOAD_ROLES, escalation_list, quota_list, workload_list
+from broker.selectors.quota_requests import quota_request_list
+from broker.selectors.workloads import WORKLOAD_ROLES, escalation_list, quota_list, workload_list
 from portal.tenancy.access import AnyUser, object_for, projects_for
 from portal.tenancy.models import Role
 

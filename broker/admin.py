@@ -25,9 +25,9 @@ from broker.models import (
     Reservation,
     Workload,
 )
-from broker.services.quota import quota_set
-from broker.services.quota_owners import quota_set_owner
-from portal.refusals import form_refused
+from broker.services.quota.reservations import quota_set
+from broker.services.quota.owners import quota_set_owner
+from portal.tenancy.refusals import form_refused
 from portal.tenancy.access import signed_in
 from portal.tenancy.errors import DomainError
 

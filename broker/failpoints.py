@@ -25,34 +25,44 @@ from broker import runtime
 # name -> where it sits (docs/design.md, "Failpoints", lists the same)
 FAILPOINTS: Mapping[str, str] = {
     "dispatch.before_attempt_written": (
-        "services/dispatch.py: the workload is dispatching; its attempt row is not written yet"
+        "services/dispatching/send.py: the workload is dispatching; its attempt row is not written yet"
     ),
     "dispatch.after_attempt_written": (
-        "services/dispatch.py: the attempt row is committed and every check passed; the cluster is not called yet"
+        "services/dispatching/send.py: "
+        "the attempt row is committed and every check passed; the cluster is not called yet"
     ),
     "dispatch.after_submit": (
-        "services/dispatch.py: the cluster accepted the job; the broker has not recorded it (a crash, or a lost reply)"
+        "services/dispatching/send.py: "
+        "the cluster accepted the job; the broker has not recorded it (a crash, or a lost reply)"
     ),
     "dispatch.after_reject_released": (
-        "services/dispatch.py: a rejection released the reservation; the workload is not placed again yet"
+        "services/dispatching/send.py: a rejection released the reservation; the workload is not placed again yet"
     ),
-    "quota.after_reserve": "services/quota.py: reservation rows are written; their transaction has not committed",
-    "cancel.before_send": "services/cancel.py: the cancellation is stored; the cluster is not told yet",
-    "cancel.after_send": "services/cancel.py: the cluster cancelled the job; the broker has not recorded it",
-    "status.after_poll": "services/status.py: the cluster answered a status poll; nothing of it is applied yet",
+    "quota.after_reserve": (
+        "services/quota/reservations.py: reservation rows are written; their transaction has not committed"
+    ),
+    "cancel.before_send": "services/following/cancel.py: the cancellation is stored; the cluster is not told yet",
+    "cancel.after_send": "services/following/cancel.py: the cluster cancelled the job; the broker has not recorded it",
+    "status.after_poll": (
+        "services/following/status.py: the cluster answered a status poll; nothing of it is applied yet"
+    ),
     "status.before_release": (
-        "services/status.py: a job's end is written; its reservation is not released yet (same transaction)"
+        "services/following/status.py: a job's end is written; its reservation is not released yet (same transaction)"
     ),
-    "reconcile.before_lookup": "services/reconcile.py: before looking up a due reservation's workload at its cluster",
-    "reconcile.before_listing": "services/reconcile.py: before listing a cluster's jobs (the orphan search)",
+    "reconcile.before_lookup": (
+        "services/following/reconcile.py: before looking up a due reservation's workload at its cluster"
+    ),
+    "reconcile.before_listing": "services/following/reconcile.py: before listing a cluster's jobs (the orphan search)",
     "reconcile.after_expire": (
-        "services/reconcile.py: a reservation is expired; its workload is not yet sent back to placement"
+        "services/following/reconcile.py: a reservation is expired; its workload is not yet sent back to placement"
     ),
     "multikueue.before_nominate": (
-        "services/multikueue_nominate.py: quota reserved and the nomination recorded; the manager not written yet"
+        "services/dispatching/multikueue_nominate.py: "
+        "quota reserved and the nomination recorded; the manager not written yet"
     ),
     "multikueue.after_nominate": (
-        "services/multikueue_nominate.py: the manager's Workload carries the nomination; the record has not committed"
+        "services/dispatching/multikueue_nominate.py: "
+        "the manager's Workload carries the nomination; the record has not committed"
     ),
 }
 

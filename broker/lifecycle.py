@@ -2,7 +2,7 @@
 
 One table per kind says which state may follow which; the named sets below are what the
 rest of the broker reads instead of listing states by hand.  Pure data: nothing here
-touches the database.  ``broker.services.transitions.transition`` is the one writer that
+touches the database.  ``broker.services.records.transitions.transition`` is the one writer that
 moves a row from one state to another, and it refuses anything this table does not list.
 
 The state enums live here (the models import them), so the table and the choices of the

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.models import Workload, WorkloadState
-from broker.runtime_selectors import run_seconds_of
+from broker.selectors.run_times import run_seconds_of
 
 # What an ended workload says when its backend could not tell more (or never ran it).
 _FALLBACK = {

@@ -2,7 +2,7 @@
 
 One context object, ``Runtime``, holds it all: the clock (``now``), the waits (``sleep``),
 where after-commit follow-ups go (``task_sink``; ``None``: Celery, see
-``broker.services.tasks_bridge``), how a cluster's backend is built (``build_backend``;
+``broker.services.records.tasks_bridge``), how a cluster's backend is built (``build_backend``;
 ``None``: the registry's own builders), the policy in force (``policy``; ``None``: the active
 release), the armed failpoints (``failpoints``, see ``broker.failpoints``) and whether the Slurm
 parsers refuse a field they do not know (``strict_slurm_fields``).  Services read
@@ -49,7 +49,7 @@ class Runtime:
     # called as sink(task_name, *args) after the commit, instead of queueing on Celery
     task_sink: Callable[..., object] | None = None
     build_backend: BackendBuild | None = None
-    policy: Any = None  # a broker.services.policy.LoadedPolicy
+    policy: Any = None  # a broker.services.fleet.policy.LoadedPolicy
     failpoints: Mapping[str, FailpointAction] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
     # the Slurm parsers on a field they do not know: True raises, False logs, None: as the
     # environment says (broker.backends.slurm.fields)

@@ -10,22 +10,22 @@ from celery import shared_task
 from django.conf import settings
 
 from broker.models import Cluster
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import workload_place
-from broker.services import tasks_bridge
-from broker.services.placing import waiting_place_pass
-from broker.services.dispatch import workload_dispatch
-from broker.services.dispatch_chunk import workloads_dispatch
-from broker.services.status import cluster_poll_status
-from broker.services.withdraw import policy_holds_withdraw
-from broker.services.cancel import cancel_propagate
-from broker.services.multikueue_dispatch import multikueue_dispatch as dispatch
-from broker.services.multikueue_dispatch import dispatcher_managers
-from broker.services.reconcile import reconcile_fleet
-from broker.services.quota_requests import quota_requests_end
-from broker.services.notifications import notifications_send
-from broker.services.notifications import retry_delay_s, webhook_attempt
-from broker.services.notifications import long_waits_notify
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.placing.cycle import workload_place
+from broker.services.records import tasks_bridge
+from broker.services.placing.cycle import waiting_place_pass
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.dispatching.chunk import workloads_dispatch
+from broker.services.following.status import cluster_poll_status
+from broker.services.placing.withdraw import policy_holds_withdraw
+from broker.services.following.cancel import cancel_propagate
+from broker.services.dispatching.multikueue import multikueue_dispatch as dispatch
+from broker.services.dispatching.multikueue import dispatcher_managers
+from broker.services.following.reconcile import reconcile_fleet
+from broker.services.quota.requests import quota_requests_end
+from broker.services.notifying.deliveries import notifications_send
+from broker.services.notifying.deliveries import retry_delay_s, webhook_attempt
+from broker.services.notifying.deliveries import long_waits_notify
 
 # the limits are settings (GPUBROKER_TASK_TIME_LIMIT_S), read when the worker loads the tasks
 TASK_OPTIONS = {
@@ -72,7 +72,7 @@ def dispatch_workload(workload_id: int) -> None:
 @shared_task(**TASK_OPTIONS)
 def dispatch_workloads(workload_ids: list[int]) -> None:
     """A placing pass's chunk of reserved workloads, dispatched together (one claim, one
-    record of the acceptances); see broker.services.dispatch_chunk."""
+    record of the acceptances); see broker.services.dispatching.chunk."""
 
     workloads_dispatch(workload_ids=workload_ids)
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from broker.web import logs, notifications, outage, quota_owner, quota_requests, submit_extras, views
+from broker.web import logs, notifications, quota_owner, quota_requests, submit_extras, views
 
 urlpatterns = [
     path("workloads/", views.workload_list_page, name="workload-list"),
@@ -23,7 +23,6 @@ urlpatterns = [
     ),
     path("notifications/", notifications.notification_settings, name="notification-settings"),
     path("clusters/", views.cluster_list_page, name="cluster-list"),
-    path("clusters/<int:cluster_id>/outage/", outage.cluster_outage, name="cluster-outage"),
     path("reservations/", views.reservation_list_page, name="reservation-list"),
     path("escalations/", views.escalation_list_page, name="escalation-list"),
     path("escalations/<int:escalation_id>/<str:action>/", views.escalation_action, name="escalation-action"),

@@ -57,7 +57,7 @@ def login(client):
 
 @pytest.fixture(autouse=True)
 def _celery_eager(request):
-    from portal.celery import app
+    from config.celery import app
 
     eager = "worker" not in request.keywords
     old = app.conf.task_always_eager

@@ -20,7 +20,7 @@ from accounting.conf import project_tags, setting, workload_tags
 from accounting.models import BillImport, BillLine
 from accounting.resolve import GpuClassResolver, ProjectRef, ProjectResolver
 from broker.models import Cluster, GpuClass, Workload
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Tenant
 

@@ -14,7 +14,7 @@ from django.db import transaction
 
 from accounting.models import GpuRate, RateSource
 from broker.models import Cluster, GpuClass, Location
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 
 HOURS_PER_YEAR = Decimal("8760")
 _CENT_OF_CENT = Decimal("0.0001")

@@ -18,7 +18,7 @@ from accounting.conf import tolerance as default_tolerance
 from accounting.models import BillLine, Discrepancy, DiscrepancyKind as K, ReconciliationRun, UsageEntry
 from accounting.periods import month_bounds, month_start
 from broker.models import Cluster, ClusterHealth, Workload
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 from broker import runtime
 
 

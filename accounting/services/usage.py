@@ -23,7 +23,7 @@ from accounting.resolve import GpuClassResolver, PersonResolver, ProjectResolver
 from broker.backends.base import Unavailable, UsageRecord
 from broker.backends.registry import backend_for
 from broker.models import Cluster, Workload
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 from broker import runtime
 
 

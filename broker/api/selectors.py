@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from broker.models import DispatchAttempt
-from broker.selectors import workload_get
+from broker.selectors.workloads import workload_get
 from portal.tenancy.access import AnyUser, is_operator, roles_of, tenants_for
 
 

@@ -23,7 +23,7 @@ from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, reason_words
 from broker.web.forms import QUOTA_MAX_GPUS
 from broker import runtime
-from broker.services.quota import gpus_in_use
+from broker.services.quota.reservations import gpus_in_use
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

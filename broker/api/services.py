@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 
 from broker.api.models import IdempotencyKey
 from broker.models import Workload
-from broker.services.workloads import workload_submit
+from broker.services.submitting.workloads import workload_submit
 from portal.tenancy.errors import DomainError
 
 

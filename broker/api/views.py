@@ -17,8 +17,8 @@ from broker.api.selectors import workload_attempts
 from broker.access import workload_for
 from broker.api.services import Submitted, workload_submit_once
 from broker.models import WorkloadState
-from broker.selectors import WORKLOAD_ROLES, workload_list, workload_timeline
-from broker.services.workloads import workload_cancel, workload_submit
+from broker.selectors.workloads import WORKLOAD_ROLES, workload_list, workload_timeline
+from broker.services.submitting.workloads import workload_cancel, workload_submit
 from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role
 

@@ -11,9 +11,9 @@ from rest_framework.views import APIView
 
 from broker.api import serializers as s
 from broker.access import escalation_for, quota_for
-from broker.selectors import cluster_get, cluster_list, escalation_list, quota_list
-from broker.services.escalations import escalation_acknowledge, escalation_resolve
-from broker.services.quota import quota_set
+from broker.selectors.workloads import cluster_get, cluster_list, escalation_list, quota_list
+from broker.services.following.escalations import escalation_acknowledge, escalation_resolve
+from broker.services.quota.reservations import quota_set
 from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role
 

@@ -11,8 +11,8 @@ from rest_framework.views import APIView
 from broker.api.serializers import StrictSerializer
 from broker.models import NotificationPreference
 from broker.models.notification import EVENTS
-from broker.notification_selectors import notification_preference_get
-from broker.services.notifications import (
+from broker.selectors.notifications import notification_preference_get
+from broker.services.notifying.deliveries import (
     LONG_WAIT_MAX_MINUTES,
     SIGNATURE_HEADER,
     preference_update,

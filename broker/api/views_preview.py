@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.api.serializers import ExplainExclusionOut, WorkloadSpecIn
-from broker.services.preview import Preview, workload_preview
+from broker.services.submitting.preview import Preview, workload_preview
 from broker.web.explain import RULE_WORDS
 from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role

@@ -14,8 +14,8 @@ from rest_framework.views import APIView
 from broker.api.serializers import MAX_ID, StrictSerializer
 from broker.access import quota_request_for
 from broker.models import AuditRecord, QuotaRequest
-from broker.quota_request_selectors import quota_request_list, quota_request_trail
-from broker.services.quota_requests import quota_request_create, quota_request_decide
+from broker.selectors.quota_requests import quota_request_list, quota_request_trail
+from broker.services.quota.requests import quota_request_create, quota_request_decide
 from portal.tenancy.access import require_role, signed_in
 from portal.tenancy.models import Role
 

@@ -23,7 +23,7 @@ from broker.backends.kube.factory import kube_backend_from_config
 from broker.backends.sim.simulated_clusters import FleetSource, SimulatorFleet
 from broker.backends.simulator import SimulatorBackend
 from broker.backends.slurm.factory import slurm_backend_from_config
-from broker.services.policy import current_policy
+from broker.services.fleet.policy import current_policy
 from portal.identity.selectors import cluster_identity_of
 from portal.tenancy.models import RunAs
 

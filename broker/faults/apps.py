@@ -1,5 +1,5 @@
 """The fault harness as a Django app, installed only when ``GPUBROKER_DEV_TOOLS`` is on
-(portal/settings.py): then, and only then, ``manage.py fault_harness`` exists."""
+(config/settings.py): then, and only then, ``manage.py fault_harness`` exists."""
 
 from __future__ import annotations
 

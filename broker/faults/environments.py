@@ -240,7 +240,7 @@ def harness_user(username: str, is_staff: bool = False):
 def harness_tenants(*, slurm: bool) -> tuple:
     """Two tenants, each with a project, a researcher and a quota of A100s: (gpu class, tenants)."""
     from broker.models import Quota
-    from broker.services.cluster_registration import gpu_classes_from_policy
+    from broker.services.fleet.registration import gpu_classes_from_policy
     from portal.tenancy.models import Role
     from portal.tenancy.services.tenants import member_ensure, project_ensure, tenant_ensure
 

@@ -77,7 +77,7 @@ class Harness:
 
     # -- setup -------------------------------------------------------------------------
     def _setup_db(self) -> None:
-        from broker.services.policy import current_policy
+        from broker.services.fleet.policy import current_policy
 
         policy = current_policy().policy
         self.staleness_s = float(policy.staleness_limit_s)
@@ -192,7 +192,7 @@ class Harness:
 
     # -- researcher, admin -------------------------------------------------------------------
     def _submit(self) -> None:
-        from broker.services.workloads import workload_submit
+        from broker.services.submitting.workloads import workload_submit
 
         tenant, project, user = self.rng.choice(self.tenants)
         minutes, command = self.env.job_seconds()
@@ -238,7 +238,7 @@ class Harness:
             self.cancels.append((self.vnow(), row[0], user))
 
     def _due_cancels(self) -> None:
-        from broker.services.workloads import workload_cancel
+        from broker.services.submitting.workloads import workload_cancel
 
         now = self.vnow()
         for item in [c for c in self.cancels if c[0] <= now]:
@@ -249,7 +249,7 @@ class Harness:
     def _admin_pass(self, min_age_s: float = 120.0) -> None:
         """An admin works the escalation queue: a lost job is checked and declared dead."""
         from broker.models import Escalation
-        from broker.services.escalations import escalation_resolve
+        from broker.services.following.escalations import escalation_resolve
 
         cutoff = self.env.now() - timedelta(seconds=min_age_s)
         for esc_id in (
@@ -270,9 +270,9 @@ class Harness:
 
     # -- the worker -------------------------------------------------------------------------
     def _task_fn(self, name: str, args: tuple) -> Callable[[], object]:
-        from broker.services.cancel import cancel_propagate
-        from broker.services.dispatch import workload_dispatch
-        from broker.services.placing import workload_place
+        from broker.services.following.cancel import cancel_propagate
+        from broker.services.dispatching.send import workload_dispatch
+        from broker.services.placing.cycle import workload_place
 
         fns = {
             "place_workload": lambda wid: workload_place(workload_id=wid),
@@ -297,7 +297,7 @@ class Harness:
 
     def _restart(self) -> None:
         """The broker comes back: its start-up pass is a reconciliation."""
-        from broker.services.reconcile import reconcile_fleet
+        from broker.services.following.reconcile import reconcile_fleet
 
         self._step("start-up reconcile", reconcile_fleet)
 
@@ -330,14 +330,14 @@ class Harness:
         return None
 
     def _sync(self, cluster_id: int) -> Callable[[], object]:
-        from broker.services.inventory import cluster_sync_inventory
+        from broker.services.fleet.inventory import cluster_sync_inventory
 
         return lambda: cluster_sync_inventory(cluster_id=cluster_id)
 
     def _beat(self, name: str) -> None:
         from broker.models import Workload
-        from broker.services.reconcile import reconcile_fleet
-        from broker.services.status import cluster_poll_status
+        from broker.services.following.reconcile import reconcile_fleet
+        from broker.services.following.status import cluster_poll_status
 
         if name == "inventory":
             for cluster in self.clusters:
@@ -399,7 +399,7 @@ class Harness:
     def _drain(self, rounds: int = 0) -> None:
         """Faults off; the broker runs until every workload has ended or is escalated."""
         from broker.models import Escalation, Workload
-        from broker.services.reconcile import reconcile_fleet
+        from broker.services.following.reconcile import reconcile_fleet
 
         self.plan.disarm()
         self.pending_step_faults.clear()

@@ -63,7 +63,7 @@ def captured_tasks(queue: list) -> Iterator[None]:
     """Tasks the services enqueue (after commit) that the harness works go to ``queue`` as
     (name, args), instead of Celery: the harness is the worker, and can lose them (Redis
     restart).  The other follow-ups (notifications, mails) are delivered as without a sink."""
-    from broker.services import tasks_bridge
+    from broker.services.records import tasks_bridge
 
     def sink(task_name: str, *args: object) -> None:
         if task_name in WORKED_TASKS:

@@ -1,4 +1,4 @@
-"""Crash points of the MultiKueue dispatcher (``broker.services.multikueue_nominate``).
+"""Crash points of the MultiKueue dispatcher (``broker.services.dispatching.multikueue_nominate``).
 
 Kept apart from ``points.CRASH_POINTS`` (the crash harness drives every one of those with
 its own simulated fleet, which has no MultiKueue manager); armed by name on a ``FaultPlan``

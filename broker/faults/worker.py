@@ -61,14 +61,14 @@ def install_from_env() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     import django
 
     django.setup()
     install_from_env()
     from celery.__main__ import main as celery_main
 
-    sys.argv = ["celery", "-A", "portal", "worker", *(sys.argv[1:] if argv is None else argv)]
+    sys.argv = ["celery", "-A", "config", "worker", *(sys.argv[1:] if argv is None else argv)]
     celery_main()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from broker.wait_estimator import ErrorSummary, EstimatorReport, destination_errors
+from broker.placement.wait_estimator import ErrorSummary, EstimatorReport, destination_errors
 
 
 class ReplayEstimate(models.Model):

@@ -15,7 +15,7 @@ from broker.policyrelease.services import impact as impact_services
 from broker.policyrelease.services import releases as release_services
 from broker.policyrelease.validation import check_policy
 from broker.web.htmx import HtmxHttpRequest
-from portal.refusals import form_refused
+from portal.tenancy.refusals import form_refused
 from portal.tenancy.access import require_operator, signed_in
 from portal.tenancy.errors import DomainError
 

@@ -52,15 +52,15 @@ from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, Work
 from broker.replay.jobs import TENANT_PREFIX, ReplayJob
 from broker.replay.loop import ESTIMATOR_EXTRAS, ReplayEnv
 from broker.replay.tracker import Start
-from broker.services.dispatch import workload_dispatch
-from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import PlacingPass, place_in_pass, placing_pass_open
-from broker.services.policy import current_policy, policy_override
-from broker.services.status import cluster_poll_status
-from broker.services.workloads import workload_submit
-from broker.wait_estimator import EstimatorReport
-from broker.wait_selectors import wait_estimate_report
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.fleet.registration import clusters_from_fleet, gpu_classes_from_policy
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.placing.cycle import PlacingPass, place_in_pass, placing_pass_open
+from broker.services.fleet.policy import current_policy, policy_override
+from broker.services.following.status import cluster_poll_status
+from broker.services.submitting.workloads import workload_submit
+from broker.placement.wait_estimator import EstimatorReport
+from broker.selectors.waits import wait_estimate_report
 from portal.tenancy.models import Membership, Project, Role, Tenant
 
 BOT_USERNAME = "replay-bot"

@@ -24,7 +24,7 @@ from broker.backends.sim import SimulatorFleet
 from broker.replay.jobs import ReplayJob
 from broker.replay.simview import FleetView
 from broker.replay.tracker import Outcome, Start, Tracker
-from broker.wait_estimator import EstimatorReport
+from broker.placement.wait_estimator import EstimatorReport
 
 
 @dataclass

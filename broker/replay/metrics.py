@@ -28,7 +28,7 @@ from typing import Sequence
 
 from broker.fleet_file import FleetDescription
 from broker.replay.jobs import ReplayJob
-from broker.wait_estimator import EstimatorReport
+from broker.placement.wait_estimator import EstimatorReport
 from broker.replay.loop import ReplayRun
 from broker.replay.tracker import Outcome
 

@@ -29,8 +29,8 @@ from broker.replay.metrics import Metrics, compute
 from broker.replay.simview import FleetView
 from broker.replay.synth import SynthOptions, SynthReport, synthesize
 from broker.replay.trace import read_trace
-from broker.services.policy import current_policy
-from broker.services.replay_estimates import ReplayEstimateRun
+from broker.services.fleet.policy import current_policy
+from broker.services.placing.replay_estimates import ReplayEstimateRun
 from broker.replay.tracker import Tracker
 
 DEFAULT_POLICIES = (

@@ -18,8 +18,8 @@ from broker.replay.loop import ESTIMATOR_EXTRAS
 from broker.replay.metrics import Metrics, mean, offered_load, whole_gpus
 from broker.replay.runner import ReplayConfig, run_policies
 from broker.replay.synth import SynthOptions
-from broker.services.replay_estimates import ReplayEstimateRun
-from broker.wait_estimator import ErrorSummary, EstimatorReport
+from broker.services.placing.replay_estimates import ReplayEstimateRun
+from broker.placement.wait_estimator import ErrorSummary, EstimatorReport
 
 RACE = "multikueue-race"
 ORACLE = "oracle"

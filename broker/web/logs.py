@@ -14,7 +14,7 @@ from broker.web.htmx import HtmxHttpRequest
 from broker.web.queue import HTMX_STOP_POLLING
 from broker.access import workload_for
 from broker.workload_logs import log_query, workload_logs_read
-from portal.refusals import refusal_text
+from portal.tenancy.refusals import refusal_text
 from portal.tenancy.errors import DomainError
 
 PAGE_TAIL = 100  # what the page opens on: the last lines

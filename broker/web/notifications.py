@@ -9,10 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from broker.models.notification import EVENTS
-from broker.notification_selectors import notification_preference_get, notifications_sent
-from portal.refusals import form_refused
+from broker.selectors.notifications import notification_preference_get, notifications_sent
+from portal.tenancy.refusals import form_refused
 from portal.tenancy.errors import DomainError
-from broker.services.notifications import (
+from broker.services.notifying.deliveries import (
     LONG_WAIT_MAX_MINUTES,
     SIGNATURE_HEADER,
     preference_set,

@@ -10,7 +10,7 @@ from django.http import QueryDict
 from django.urls import reverse
 
 from broker.models import WorkloadState
-from broker.selectors import Cursor
+from broker.selectors.workloads import Cursor
 
 # htmx stops polling an element whose request is answered with this status
 HTMX_STOP_POLLING = 286

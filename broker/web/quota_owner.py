@@ -10,8 +10,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
 from broker.access import quota_for
-from broker.services.quota_owners import owner_candidates, quota_set_owner
-from portal.refusals import form_refused
+from broker.services.quota.owners import owner_candidates, quota_set_owner
+from portal.tenancy.refusals import form_refused
 from portal.tenancy.access import signed_in
 from portal.tenancy.errors import DomainError
 

@@ -11,9 +11,9 @@ from django.views.decorators.http import require_POST
 
 from broker.models import GpuClass, QuotaRequestState
 from broker.access import quota_request_for
-from broker.quota_request_selectors import can_decide, quota_request_list, quota_request_trail
-from broker.services.quota_requests import quota_request_create, quota_request_decide
-from portal.refusals import form_refused
+from broker.selectors.quota_requests import can_decide, quota_request_list, quota_request_trail
+from broker.services.quota.requests import quota_request_create, quota_request_decide
+from portal.tenancy.refusals import form_refused
 from portal.tenancy.access import require_role, roles_of, signed_in
 from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Project, Role

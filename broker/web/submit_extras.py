@@ -14,12 +14,12 @@ from django.views.decorators.http import require_POST
 from broker.models import Workload
 from broker.models.workload import TERMINAL_STATES
 from broker.access import workload_for
-from broker.services.preview import workload_preview
-from broker.services.workloads import workload_submit
+from broker.services.submitting.preview import workload_preview
+from broker.services.submitting.workloads import workload_submit
 from broker.web.explain import RULE_WORDS
 from broker.web.forms import WorkloadForm
 from broker.web.htmx import HtmxHttpRequest
-from portal.refusals import redirect_on_refusal, refusal_fields
+from portal.tenancy.refusals import redirect_on_refusal, refusal_fields
 from portal.tenancy.access import require_role
 from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Role

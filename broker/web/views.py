@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 
 from broker.models import GpuClass
 from broker.access import escalation_for, quota_for, workload_for
-from broker.selectors import (
+from broker.selectors.workloads import (
     WORKLOAD_ROLES,
     escalation_list,
     quota_list,
@@ -27,10 +27,10 @@ from broker.selectors import (
     workload_page,
     workload_timeline,
 )
-from broker.services.escalations import escalation_acknowledge, escalation_resolve
-from broker.services.quota import quota_set, quota_use
-from broker.services.workloads import workload_cancel, workload_submit
-from broker import overview_selectors
+from broker.services.following.escalations import escalation_acknowledge, escalation_resolve
+from broker.services.quota.reservations import quota_set, quota_use
+from broker.services.submitting.workloads import workload_cancel, workload_submit
+from broker.selectors import overview as overview_selectors
 from broker.outcomes import workload_outcome
 from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, reason_words
@@ -40,13 +40,13 @@ from broker.web.htmx import HtmxHttpRequest
 from broker.web.submit_extras import ended_workload, resubmit_initial
 from broker.web.queue import HTMX_STOP_POLLING, detail_url_prefix, poll_query, queue_query
 from portal.metrics.selectors import fleet_charts
-from portal.refusals import form_refused
+from portal.tenancy.refusals import form_refused
 from portal.tenancy.access import is_operator, require_role, signed_in
 from portal.tenancy.errors import DomainError
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
-from broker.services.outage import simulated_outages
-from broker.services.policy import policy_in_force
+from demo.outage import simulated_outages
+from broker.services.fleet.policy import policy_in_force
 
 
 def _partial(request: HtmxHttpRequest, template: str, name: str) -> str:

@@ -1,12 +1,12 @@
 """URLconf for the accounting tests: the portal's own URLs, the accounting app's, and
 stand-ins for navigation links (base.html) whose apps are built elsewhere in parallel.
 
-Once portal/urls.py includes accounting.urls this still works: the first match wins.
+Once config/urls.py includes accounting.urls this still works: the first match wins.
 """
 from django.http import HttpResponse
 from django.urls import NoReverseMatch, include, path, reverse
 
-import portal.urls
+import config.urls
 
 _NAV = ("fleet", "workload-list", "workload-new", "quota-list", "cluster-list", "escalation-list",
         "reservation-list")
@@ -18,14 +18,14 @@ def _stub(request, *args, **kwargs):
 
 def _missing(name: str) -> bool:
     try:
-        reverse(name, urlconf=portal.urls)
+        reverse(name, urlconf=config.urls)
     except NoReverseMatch:
         return True
     return False
 
 
 urlpatterns = [
-    *portal.urls.urlpatterns,
+    *config.urls.urlpatterns,
     path("accounting/", include("accounting.urls")),
     *[path(f"__stub__/{name}/", _stub, name=name) for name in _NAV if _missing(name)],
 ]

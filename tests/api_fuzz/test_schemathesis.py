@@ -56,9 +56,9 @@ def world(trio, db):
 
     from broker.backends.sim import NodeGroup, SimulatorFleet
     from broker.models import Cluster, Escalation, Quota
-    from broker.services.cluster_registration import gpu_classes_from_policy
-    from broker.services.inventory import cluster_sync_inventory
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.fleet.registration import gpu_classes_from_policy
+    from broker.services.fleet.inventory import cluster_sync_inventory
+    from broker.services.following.reconcile import reconcile_fleet
     from portal.apitokens.services.tokens import token_create
     from portal.tenancy.models import Membership, Role
 

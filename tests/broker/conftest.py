@@ -9,12 +9,12 @@ from django.utils import timezone
 
 from broker.backends.sim import NodeGroup, SimulatorFleet
 from broker.models import Cluster, GpuClass, Quota
-from broker.services.cluster_registration import gpu_classes_from_policy
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import workload_place
-from broker.services.dispatch import workload_dispatch
-from broker.services.status import cluster_poll_status
-from broker.services.workloads import workload_submit
+from broker.services.fleet.registration import gpu_classes_from_policy
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.placing.cycle import workload_place
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.following.status import cluster_poll_status
+from broker.services.submitting.workloads import workload_submit
 
 
 @pytest.fixture
@@ -45,7 +45,7 @@ def quota_request_body(trio) -> dict:
 @pytest.fixture
 def quota_request(trio, quota):
     """A pending request by the researcher for 4 more GPUs of the quota's class."""
-    from broker.services.quota_requests import quota_request_create
+    from broker.services.quota.requests import quota_request_create
 
     return quota_request_create(user=trio.member, project_id=trio.project.id, gpu_class=quota.gpu_class.slug,
                                 extra_gpus=4, reason="a bigger run", ends_on=timezone.now().date() + timedelta(days=3))

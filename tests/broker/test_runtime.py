@@ -15,8 +15,8 @@ from broker.backends.sim import SimClock
 from broker.faults.install import captured_tasks, virtual_clock
 from broker.models import AuditRecord, Workload
 from broker.replay.broker_strategy import broker_context
-from broker.services import tasks_bridge
-from broker.services.notifications import notify_on_commit
+from broker.services.records import tasks_bridge
+from broker.services.notifying.deliveries import notify_on_commit
 
 AT = datetime(2031, 5, 4, 12, 0, tzinfo=timezone.utc)
 

@@ -43,8 +43,8 @@ def _wait_for(predicate, timeout_s: float, poke=None) -> bool:
 
 def test_worker_places_dispatches_and_finishes_a_submitted_job(worker):
     from broker import tasks
-    from broker.services.demo import demo_seed
-    from broker.services.workloads import workload_submit
+    from demo.seed import demo_seed
+    from broker.services.submitting.workloads import workload_submit
     from portal.tenancy.models import Project
     from django.contrib.auth import get_user_model
 

@@ -189,7 +189,7 @@ class Background:
 
     def tick(self) -> None:
         from broker.backends.sim import SimulatorFleet
-        from broker.services.status import cluster_poll_status
+        from broker.services.following.status import cluster_poll_status
 
         if self.step_s:
             SimulatorFleet.instance().advance(self.step_s)

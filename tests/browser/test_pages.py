@@ -41,8 +41,8 @@ class DemoWorld:
     def __init__(self):
         from broker.backends.sim import SimClock, SimulatorFleet
         from broker.fleet_file import build_simulated_clusters, load_fleet
-        from broker.services.demo import demo_seed
-        from broker.services.inventory import cluster_sync_inventory
+        from demo.seed import demo_seed
+        from broker.services.fleet.inventory import cluster_sync_inventory
 
         demo_seed()
         # the demo's kind of clock: simulated time is the broker's wall time and jobs run
@@ -56,7 +56,7 @@ class DemoWorld:
         self.researcher, self.admin, self.finance = (users[n] for n in PASSWORDS)
 
     def submit(self, spec: dict) -> Workload:
-        from broker.services.workloads import workload_submit
+        from broker.services.submitting.workloads import workload_submit
         from portal.tenancy.models import Project
 
         project = Project.objects.get(slug="lattice-qcd")
@@ -65,8 +65,8 @@ class DemoWorld:
     def tick(self, seconds: float = 0.0) -> None:
         """Let ``seconds`` of simulated time pass, then do what the beat schedule does:
         status, then inventory."""
-        from broker.services.inventory import cluster_sync_inventory
-        from broker.services.status import cluster_poll_status
+        from broker.services.fleet.inventory import cluster_sync_inventory
+        from broker.services.following.status import cluster_poll_status
 
         time.sleep(seconds / TIME_SCALE)
         for cluster in self.clusters:
@@ -77,8 +77,8 @@ class DemoWorld:
         from accounting.periods import this_month
         from accounting.services.reconciliation import reconciliation_run_all
         from accounting.services.usage import usage_collect
-        from broker.services.reconcile import reconcile_fleet
-        from broker.services.workloads import workload_cancel
+        from broker.services.following.reconcile import reconcile_fleet
+        from broker.services.submitting.workloads import workload_cancel
         from portal.metrics.services.sampling import fleet_sample_take
 
         now = timezone.now()

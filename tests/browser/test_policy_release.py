@@ -12,9 +12,9 @@ from django.utils import timezone
 from broker.fleet_file import build_simulated_clusters, load_demo_fleet
 from broker.models import Cluster, GpuClass, WorkloadState
 from broker.policyrelease.models import PolicyRelease
-from broker.services.cluster_registration import clusters_from_fleet
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.policy import current_policy
+from broker.services.fleet.registration import clusters_from_fleet
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.fleet.policy import current_policy
 from tests.browser.conftest import log_in, shot
 from tests.factories import UserFactory, WorkloadFactory
 

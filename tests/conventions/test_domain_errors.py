@@ -11,10 +11,10 @@ import builtins
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("broker", "accounting", "portal", "gpubroker_cli")
+PRODUCT = ("config", "broker", "accounting", "portal", "demo", "gpubroker_cli")
 BASE = "DomainError"
 # The error table and the base it reads: below the broker and accounting, never above them.
-GROUND = ("portal/refusals.py", "portal/tenancy/errors.py")
+GROUND = ("portal/tenancy/refusals.py", "portal/tenancy/errors.py")
 # Where errors raised to users are defined: the services, and the plain-data checks they
 # share with the API (a spec, a log query, a policy file).
 SERVICE_MODULES = ("broker/spec.py", "broker/workload_logs.py", "broker/policyrelease/validation.py")
@@ -206,7 +206,7 @@ def test_the_class_check_sees_an_error_that_forgot_the_base():
 def test_the_module_kinds_are_told_apart():
     assert is_view_module("broker/web/quota_requests.py") and is_view_module("accounting/views.py")
     assert is_view_module("broker/api/views_quota_requests.py") and is_view_module("portal/identity/views.py")
-    assert not is_view_module("broker/api/services.py") and not is_view_module("broker/services/quota.py")
-    assert is_service_module("broker/services/quota.py") and is_service_module("broker/api/services.py")
+    assert not is_view_module("broker/api/services.py") and not is_view_module("broker/services/quota/reservations.py")
+    assert is_service_module("broker/services/quota/reservations.py") and is_service_module("broker/api/services.py")
     assert is_service_module("portal/identity/services/provisioning.py") and is_service_module("broker/spec.py")
     assert not is_service_module("broker/web/views.py")

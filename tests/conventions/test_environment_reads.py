@@ -6,12 +6,12 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("broker", "accounting", "portal", "gpubroker_cli")
+PRODUCT = ("config", "broker", "accounting", "portal", "demo", "gpubroker_cli")
 ALLOWED = {
-    "portal/settings.py": "the settings: where the environment is read",
-    "portal/env.py": "the settings' readers, which name the variable on a bad value",
-    "portal/celery.py": "names the settings module before there are settings",
-    "portal/wsgi.py": "names the settings module before there are settings",
+    "config/settings.py": "the settings: where the environment is read",
+    "config/env.py": "the settings' readers, which name the variable on a bad value",
+    "config/celery.py": "names the settings module before there are settings",
+    "config/wsgi.py": "names the settings module before there are settings",
     "gpubroker_cli/config.py": "the command-line client's own settings (it runs without Django)",
     "broker/backends/registry.py": "credentials_ref env:NAME: a secret the cluster row names, read, never stored",
     "broker/backends/slurm/commands.py": "a local Slurm command inherits the process environment (PATH, SLURM_CONF)",
@@ -45,7 +45,7 @@ def test_no_product_module_but_the_settings_reads_the_environment():
             if lines:
                 readers[name] = lines
     assert not readers, (
-        f"these read the environment; add a setting in portal/settings.py and pass it down: {readers}")
+        f"these read the environment; add a setting in config/settings.py and pass it down: {readers}")
 
 
 def test_the_guard_sees_a_read_in_each_form_and_not_a_setting():

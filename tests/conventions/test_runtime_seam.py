@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("broker", "accounting", "portal", "gpubroker_cli")
+PRODUCT = ("config", "broker", "accounting", "portal", "demo", "gpubroker_cli")
 # the service packages: they read the broker's clock, never the wall's
 SERVICES = ("broker/services", "accounting/services", "broker/policyrelease/services")
 # the broker's models: their timestamps come from the runtime clock, not auto_now
@@ -21,7 +21,7 @@ NOT_A_SEAM = {
     "broker/faults/harness.py": "test tooling: a harness run against a real Slurm turns its backend on, and back off",
     "broker/faults/worker.py": "test tooling: hands the worker's arguments to Celery's own main (sys.argv)",
 }
-BRIDGE = "broker/services/tasks_bridge.py"
+BRIDGE = "broker/services/records/tasks_bridge.py"
 
 
 def _modules(*roots: str) -> list[tuple[str, ast.AST]]:
@@ -108,7 +108,7 @@ def test_only_the_runtime_and_the_task_bridge_hook_the_commit():
         name: lines for name, tree in _modules(*PRODUCT)
         if name not in (RUNTIME, BRIDGE) and (lines := _after_commit_hooks(tree))
     }
-    assert not hooks, f"send follow-ups through broker/services/tasks_bridge.py: {hooks}"
+    assert not hooks, f"send follow-ups through broker/services/records/tasks_bridge.py: {hooks}"
 
 
 def test_broker_timestamps_come_from_the_runtime_clock_not_auto_now():

@@ -6,8 +6,8 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("broker", "accounting", "portal", "gpubroker_cli")
-THE_WRITER = ROOT / "broker" / "services" / "transitions.py"
+PRODUCT = ("config", "broker", "accounting", "portal", "demo", "gpubroker_cli")
+THE_WRITER = ROOT / "broker" / "services" / "records" / "transitions.py"
 GUARDED = {"Workload", "Reservation", "DispatchAttempt", "Escalation"}
 # Models with state machines of their own (notifications, quota requests, policy releases):
 # names a write to ``state`` may start from without being one of the guarded four.
@@ -61,7 +61,7 @@ def state_writes(tree: ast.AST) -> list[tuple[int, str]]:
 # A row created in a state other than its default: born there (lifecycle.INITIAL_STATES), not moved.
 ALLOWED = {
     ("broker/policyrelease/services/releases.py", "release.state = ..."),
-    ("broker/services/multikueue_nominate.py", "Workload...create(state=...)"),
+    ("broker/services/dispatching/multikueue_nominate.py", "Workload...create(state=...)"),
 }
 
 
@@ -74,7 +74,7 @@ def test_only_the_lifecycle_service_writes_state():
         for line, what in state_writes(ast.parse(path.read_text(), filename=rel)):
             if (rel, what) not in ALLOWED:
                 offenders.append(f"{rel}:{line}: {what}")
-    assert offenders == [], "state written outside broker.services.transitions:\n" + "\n".join(offenders)
+    assert offenders == [], "state written outside broker.services.records.transitions:\n" + "\n".join(offenders)
 
 
 def test_the_check_sees_the_writes_it_forbids():

@@ -113,18 +113,18 @@ def test_the_guard_sees_a_package_left_out_or_relaxed_by_a_more_specific_overrid
     strict = {"disallow_untyped_defs": True, "disallow_any_explicit": True}
     overrides: list[dict[str, object]] = [
         {"module": ["broker.services.*", "broker.lifecycle"], **strict},
-        {"module": "broker.services.bulk_moves", "disallow_any_explicit": False},
+        {"module": "broker.services.records.bulk_moves", "disallow_any_explicit": False},
         {"module": "accounting.services.*", "disallow_untyped_defs": True},
     ]
     modules = [
-        "broker.services.placing",
-        "broker.services.bulk_moves",
+        "broker.services.placing.cycle",
+        "broker.services.records.bulk_moves",
         "broker.lifecycle",
         "accounting.services.usage",
         "broker.placement.engine",
     ]
     assert not_strict(modules, overrides) == [
-        "broker.services.bulk_moves",
+        "broker.services.records.bulk_moves",
         "accounting.services.usage",
         "broker.placement.engine",
     ]

@@ -12,7 +12,7 @@ from broker.faults.install import captured_tasks, failpoint_hooks, faulty_backen
 
 @pytest.fixture
 def gpu_class(db):
-    from broker.services.cluster_registration import gpu_classes_from_policy
+    from broker.services.fleet.registration import gpu_classes_from_policy
 
     return {c.slug: c for c in gpu_classes_from_policy()}["a100-80gb"]
 
@@ -29,7 +29,7 @@ def sim_cluster(db):
     """make(name): a simulated Slurm-flavoured cluster of two 8-GPU A100 nodes, registered."""
     from broker.backends.sim import NodeGroup, SimulatorFleet
     from broker.models import Cluster
-    from broker.services.inventory import cluster_sync_inventory
+    from broker.services.fleet.inventory import cluster_sync_inventory
 
     def make(name: str, price: str = "1.0"):
         SimulatorFleet.instance().add_cluster(name, "slurm", node_groups=[NodeGroup(
@@ -59,7 +59,7 @@ def tasks():
 
 @pytest.fixture
 def submit(trio, quota):
-    from broker.services.workloads import workload_submit
+    from broker.services.submitting.workloads import workload_submit
 
     def _submit(name: str = "train", gpus: int = 2, workers: int = 1, **spec):
         return workload_submit(user=trio.member, project_id=trio.project.id, spec_data={

@@ -75,7 +75,7 @@ class BeatProcess:
                "PYTHONPATH": str(ROOT), **{k: str(v) for k, v in self.intervals.items()}}
         self.log = open(self.folder / "beat.log", "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "beat", "-l", "info",
+            [sys.executable, "-m", "celery", "-A", "config", "beat", "-l", "info",
              "-s", str(self.folder / "beat-schedule")],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
 

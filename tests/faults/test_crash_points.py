@@ -74,9 +74,9 @@ def _past(seconds: int = 600):
 
 
 def test_crash_after_expiring_a_reservation_never_dispatches_without_one(sim_cluster, submit, plan, tasks, sim):
-    from broker.services.dispatch import workload_dispatch
-    from broker.services.placing import workload_place
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.dispatching.send import workload_dispatch
+    from broker.services.placing.cycle import workload_place
+    from broker.services.following.reconcile import reconcile_fleet
 
     sim_cluster("onprem")
     workload = workload_place(workload_id=submit().id)
@@ -111,9 +111,9 @@ def test_crash_after_expiring_a_reservation_never_dispatches_without_one(sim_clu
 
 
 def test_crash_before_looking_up_a_due_reservation_decides_nothing(sim_cluster, submit, plan, tasks, sim):
-    from broker.services.dispatch import workload_dispatch
-    from broker.services.placing import workload_place
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.dispatching.send import workload_dispatch
+    from broker.services.placing.cycle import workload_place
+    from broker.services.following.reconcile import reconcile_fleet
 
     sim_cluster("onprem")
     workload = workload_place(workload_id=submit().id)
@@ -141,8 +141,8 @@ def test_crash_before_looking_up_a_due_reservation_decides_nothing(sim_cluster, 
 
 def test_crash_between_a_rejection_and_re_placing_never_sends_unreserved(sim_cluster, submit, plan, tasks, sim):
     from broker.faults.arming import _reject
-    from broker.services.dispatch import workload_dispatch
-    from broker.services.placing import workload_place
+    from broker.services.dispatching.send import workload_dispatch
+    from broker.services.placing.cycle import workload_place
 
     sim_cluster("onprem")
     sim_cluster("other", price="2.0")

@@ -14,7 +14,7 @@ from broker.faults.multikueue import MULTIKUEUE_POINTS
 from broker.faults.points import CRASH_POINTS, FaultPlan, hooks_matching
 
 ROOT = Path(__file__).resolve().parents[2]
-PRODUCT = ("broker", "accounting", "portal", "gpubroker_cli")
+PRODUCT = ("config", "broker", "accounting", "portal", "demo", "gpubroker_cli")
 
 
 def _product_modules() -> list[Path]:

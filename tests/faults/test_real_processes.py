@@ -54,8 +54,8 @@ def fleet(db, settings, journal, trio):
     from decimal import Decimal
 
     from broker.models import Cluster, Quota
-    from broker.services.cluster_registration import gpu_classes_from_policy
-    from broker.services.inventory import cluster_sync_inventory
+    from broker.services.fleet.registration import gpu_classes_from_policy
+    from broker.services.fleet.inventory import cluster_sync_inventory
 
     settings.GPUBROKER_BACKEND_TIMEOUT_S = TIMEOUT_S
     gpu_class = {c.slug: c for c in gpu_classes_from_policy()}["a100-80gb"]
@@ -83,7 +83,7 @@ def workers(broker_url, journal, tmp_path):
 
 
 def _submit(trio, name: str, minutes: int = 1) -> Workload:
-    from broker.services.workloads import workload_submit
+    from broker.services.submitting.workloads import workload_submit
 
     return workload_submit(user=trio.member, project_id=trio.project.id, spec_data={
         "name": name, "command": "python train.py", "gpu_class": "a100-80gb", "gpus_per_worker": 2,
@@ -99,13 +99,13 @@ def _state(workload: Workload) -> str:
 
 
 def _after_the_lease() -> None:
-    from broker.services.dispatch import attempt_lease_s
+    from broker.services.dispatching.send import attempt_lease_s
 
     time.sleep(attempt_lease_s() + 0.5)
 
 
 def test_worker_killed_after_the_destination_accepted_leaves_exactly_one_job(fleet, journal, workers, trio):
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.following.reconcile import reconcile_fleet
 
     worker = workers(pause="dispatch.after_submit")
     workload = _submit(trio, "killed-mid-dispatch", minutes=30)
@@ -165,7 +165,7 @@ def test_submitting_while_redis_is_down_stores_the_workload_and_answers_201(flee
 
 
 def test_worker_database_connection_cut_mid_task_recovers_without_a_duplicate(fleet, journal, workers, trio):
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.following.reconcile import reconcile_fleet
 
     worker = workers(pause="dispatch.after_attempt_written")  # the attempt row is committed
     workload = _submit(trio, "db-cut", minutes=30)

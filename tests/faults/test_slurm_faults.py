@@ -52,13 +52,13 @@ def test_slurmctld_stopped_and_started_a_job_that_ends_meanwhile_is_only_charged
     from broker.faults.install import captured_tasks, faulty_backends
     from broker.faults.points import FaultPlan
     from broker.models import AuditRecord, Cluster, Quota, Reservation
-    from broker.services.dispatch import workload_dispatch
-    from broker.services.cluster_registration import gpu_classes_from_policy
-    from broker.services.inventory import cluster_sync_inventory
-    from broker.services.placing import workload_place
-    from broker.services.reconcile import reconcile_fleet
-    from broker.services.status import cluster_poll_status
-    from broker.services.workloads import workload_submit
+    from broker.services.dispatching.send import workload_dispatch
+    from broker.services.fleet.registration import gpu_classes_from_policy
+    from broker.services.fleet.inventory import cluster_sync_inventory
+    from broker.services.placing.cycle import workload_place
+    from broker.services.following.reconcile import reconcile_fleet
+    from broker.services.following.status import cluster_poll_status
+    from broker.services.submitting.workloads import workload_submit
 
     settings.GPUBROKER_ENABLE_SLURM = True
     env = SlurmEnvironment(random.Random(1))

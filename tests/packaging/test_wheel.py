@@ -28,8 +28,8 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 
 def test_the_wheel_holds_the_product_packages(wheel):
     names = set(wheel.namelist())
-    for module in ("broker/lifecycle.py", "broker/services/transitions.py", "broker/backends/base.py",
-                   "broker/backends/slurm/parsers.py", "accounting/models.py", "portal/settings.py",
+    for module in ("broker/lifecycle.py", "broker/services/records/transitions.py", "broker/backends/base.py",
+                   "broker/backends/slurm/parsers.py", "accounting/models.py", "config/settings.py",
                    "gpubroker_cli/main.py", "broker/failpoints.py"):
         assert module in names
 

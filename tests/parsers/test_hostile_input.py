@@ -124,8 +124,8 @@ def test_spec_gives_a_valid_spec_or_names_every_bad_field(data):
 @given(data=mutated(GOOD_SPEC))
 def test_a_refused_spec_stores_no_workload_and_no_audit(trio, data):
     from broker.models import AuditRecord, Workload
-    from broker.services.cluster_registration import gpu_classes_from_policy
-    from broker.services.workloads import workload_submit
+    from broker.services.fleet.registration import gpu_classes_from_policy
+    from broker.services.submitting.workloads import workload_submit
     from broker.spec import SpecError
 
     gpu_classes_from_policy()
@@ -170,7 +170,7 @@ def test_a_broken_policy_file_stops_with_its_name_and_records_no_version(tmp_pat
     from django.core.exceptions import ImproperlyConfigured
 
     from broker.models import PolicyVersion
-    from broker.services.policy import current_policy
+    from broker.services.fleet.policy import current_policy
 
     bad = tmp_path / "policy.yaml"
     bad.write_text(POLICY_TEXT.replace("staleness_limit_s: 300", "staleness_limit_s: soon"))

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 
 from broker.policyrelease.services.impact import IMPACT_TIMEOUT_S
-from portal.celery import app
+from config.celery import app
 
 ROOT = Path(__file__).resolve().parents[2]
 OURS = ("broker.", "accounting.", "portal.")
@@ -58,7 +58,7 @@ print(json.dumps({
 def test_settings_from_the_environment_reach_the_tasks_and_the_simulated_fleet():
     """A fresh worker process: the environment is read once, by the settings, and what the
     tasks and the simulator use is what the settings passed down."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "portal.settings",
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "config.settings",
            "GPUBROKER_TASK_TIME_LIMIT_S": "300", "GPUBROKER_USAGE_TASK_TIME_LIMIT_S": "900",
            "GPUBROKER_SIM_AUTOLOAD": "true", "GPUBROKER_SIM_TIME_SCALE": "600"}
     result = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, env=env, capture_output=True,

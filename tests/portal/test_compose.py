@@ -36,6 +36,6 @@ def test_app_services_share_one_environment_pointing_at_postgres_and_redis():
 
 def test_commands_run_gunicorn_a_celery_worker_and_beat():
     services = _services()
-    assert "gunicorn portal.wsgi:application" in " ".join(services["web"]["command"])
-    assert services["worker"]["command"][:4] == ["celery", "-A", "portal", "worker"]
-    assert services["beat"]["command"][:4] == ["celery", "-A", "portal", "beat"]
+    assert "gunicorn config.wsgi:application" in " ".join(services["web"]["command"])
+    assert services["worker"]["command"][:4] == ["celery", "-A", "config", "worker"]
+    assert services["beat"]["command"][:4] == ["celery", "-A", "config", "beat"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import broker_url, database_from_url, env_bool, env_int
+from config.env import broker_url, database_from_url, env_bool, env_int
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def test_start_up_stops_with_a_message_naming_the_bad_setting():
 
 def _settings_error(**variables: str) -> str:
     """Start-up with these variables: what the settings refuse (empty when they start)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "portal.settings", **variables}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "config.settings", **variables}
     result = subprocess.run([sys.executable, "-c", "import django; django.setup()"], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=60)
     return "" if result.returncode == 0 else result.stderr

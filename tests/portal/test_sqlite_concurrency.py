@@ -35,7 +35,7 @@ def _free_port() -> int:
 def demo_server(tmp_path):
     """The demo on its own SQLite file: (base URL, database path)."""
     db = tmp_path / "demo.sqlite3"
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{db}", "DJANGO_SETTINGS_MODULE": "portal.settings",
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{db}", "DJANGO_SETTINGS_MODULE": "config.settings",
            "CELERY_BROKER_URL": "", "PYTHONUNBUFFERED": "1"}
     manage = [sys.executable, str(ROOT / "manage.py")]
     subprocess.run([*manage, "migrate", "--noinput", "-v0"], env=env, cwd=ROOT, check=True, timeout=300,

@@ -142,11 +142,11 @@ def world(trio, db):
     from broker.backends.sim import NodeGroup, SimulatorFleet
     from broker.models import Cluster, Escalation, Quota
     from broker.policyrelease.models import PolicyRelease
-    from broker.services.cluster_registration import gpu_classes_from_policy
-    from broker.services.inventory import cluster_sync_inventory
-    from broker.services.placing import workload_place
-    from broker.services.reconcile import reconcile_fleet
-    from broker.services.workloads import workload_submit
+    from broker.services.fleet.registration import gpu_classes_from_policy
+    from broker.services.fleet.inventory import cluster_sync_inventory
+    from broker.services.placing.cycle import workload_place
+    from broker.services.following.reconcile import reconcile_fleet
+    from broker.services.submitting.workloads import workload_submit
 
     classes = {c.slug: c for c in gpu_classes_from_policy()}
     quota = Quota.objects.create(tenant=trio.tenant, gpu_class=classes["a100-80gb"], limit_gpus=16)
@@ -170,7 +170,7 @@ def world(trio, db):
 
     from django.utils import timezone
 
-    from broker.services.quota_requests import quota_request_create
+    from broker.services.quota.requests import quota_request_create
 
     asked = quota_request_create(user=trio.member, project_id=trio.project.id, gpu_class="a100-80gb", extra_gpus=4,
                                  reason=SECRET, ends_on=timezone.now().date() + timedelta(days=3))

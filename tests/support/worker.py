@@ -44,7 +44,7 @@ class WorkerProcess:
         env["GPUBROKER_FLEET_FILE"] = str(settings.GPUBROKER_FLEET_FILE)
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "portal", "worker", "-l", "info", "--concurrency", "2",
+            [sys.executable, "-m", "celery", "-A", "config", "worker", "-l", "info", "--concurrency", "2",
              "--pool", "threads", "-n", f"ci-{os.getpid()}@%h", "--without-gossip", "--without-mingle"],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s

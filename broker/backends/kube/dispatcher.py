@@ -5,7 +5,7 @@ MultiKueue controller copies a Workload only to the worker clusters listed in th
 Workload's ``status.nominatedClusterNames`` (docs/kubernetes.md, "The broker as
 MultiKueue's external dispatcher").  This module reads the manager's Workloads into plain
 records and writes nominations; deciding *which* worker is the broker's business
-(``broker.services.multikueue_dispatch``).
+(``broker.services.dispatching.multikueue``).
 
 Nominations are written by server-side apply with field manager ``kueue-admission``, as
 Kueue requires (it clears the field with the same manager when a worker admits), carrying

@@ -29,7 +29,7 @@ from broker.replay.runner import (
 from broker.replay.synth import SynthOptions
 from broker.replay.table import render
 from broker.replay.trace import TraceError
-from broker.services.replay_estimates import ReplayEstimateRun, record_replay_estimates
+from broker.services.placing.replay_estimates import ReplayEstimateRun, record_replay_estimates
 
 
 @contextlib.contextmanager

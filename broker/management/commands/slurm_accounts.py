@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand
-from broker.services.identity import slurm_accounts_ensure
+from broker.services.fleet.identity import slurm_accounts_ensure
 
 
 class Command(BaseCommand):

@@ -23,8 +23,8 @@ from django.db import transaction
 from broker.policyrelease.history import current_fleet, fleet_to_json, jobs_to_json, recent_jobs
 from broker.policyrelease.models import ImpactReplay, ImpactState, PolicyRelease, ReleaseState
 from broker.policyrelease.services.releases import ReleaseRefused
-from broker.services import tasks_bridge
-from broker.services.audit import audit
+from broker.services.records import tasks_bridge
+from broker.services.records.audit import audit
 from broker import runtime
 
 log = logging.getLogger(__name__)

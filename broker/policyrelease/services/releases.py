@@ -16,7 +16,7 @@ from django.db.models import Max
 from broker.placement.policy_loader import policy_version
 from broker.policyrelease.models import TRANSITIONS, PolicyRelease, PolicyTransition, ReleaseState
 from broker.policyrelease.validation import check_policy
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 from broker import runtime
 from portal.tenancy.errors import DomainError
 

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 from portal.apitokens.models import TOKEN_PREFIX, ApiToken
 from portal.apitokens.selectors import token_get
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 from portal.identity.models import ClusterIdentity, IdentitySource
 from portal.identity.names import k8s_user_problem, posix_name_problem
 from portal.tenancy.errors import DomainError

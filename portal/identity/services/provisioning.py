@@ -11,7 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 from portal.identity.models import ClaimRule, ExternalIdentity, GrantedRole
 from portal.identity.services.cluster_identity import cluster_identity_from_claims
 from portal.tenancy.models import Membership

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 
 
-from broker.services.audit import audit
+from broker.services.records.audit import audit
 
 
 def client_address(request) -> str:

@@ -50,7 +50,7 @@ def placed(cluster, submit, drive):
 @pytest.fixture
 def escalation(trio, cluster, sim) -> Escalation:
     """An orphan job on 'onprem', attributed to tenant A."""
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.following.reconcile import reconcile_fleet
 
     sim.get("onprem").inject_foreign_job(gpus_per_worker=2)
     reconcile_fleet()

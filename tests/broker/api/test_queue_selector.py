@@ -1,4 +1,4 @@
-"""broker.selectors.workload_newest, the queue page's rows (see bench/bench_queue_page.py):
+"""broker.selectors.workloads.workload_newest, the queue page's rows (see bench/bench_queue_page.py):
 the same rows, in the same order, as the plain ordered list it replaces, on every path."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
 
-from broker import selectors
+from broker.selectors import workloads as selectors
 from broker.models import Workload
 from tests.factories import MembershipFactory, ProjectFactory, WorkloadFactory
 

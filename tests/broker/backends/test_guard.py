@@ -35,7 +35,7 @@ def test_parser_crash_becomes_unavailable_and_other_calls_pass_through():
 
 def test_malformed_inventory_marks_the_cluster_stale(make_cluster, monkeypatch):
     from broker.backends import registry
-    from broker.services.inventory import cluster_sync_inventory
+    from broker.services.fleet.inventory import cluster_sync_inventory
 
     cluster = make_cluster("onprem")
     monkeypatch.setitem(registry._BUILDERS, "simulator", lambda c: _Garbled())

@@ -7,7 +7,7 @@ from django.test import override_settings
 
 from broker.backends.registry import backend_for
 from broker.fleet_file import DEMO_FLEET_PATH
-from broker.services.policy import policy_override
+from broker.services.fleet.policy import policy_override
 from tests.factories import ClusterFactory
 
 DEFAULT_POLICY = DEMO_FLEET_PATH.parents[1] / "policy" / "default.yaml"

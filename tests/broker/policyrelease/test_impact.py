@@ -13,8 +13,8 @@ from broker.policyrelease.history import current_fleet, recent_jobs
 from broker.policyrelease.models import ImpactReplay, ImpactState
 from broker.policyrelease.services.impact import impact_run
 from broker.policyrelease.services.releases import release_propose
-from broker.services.cluster_registration import clusters_from_fleet, gpu_classes_from_policy
-from broker.services.policy import current_policy
+from broker.services.fleet.registration import clusters_from_fleet, gpu_classes_from_policy
+from broker.services.fleet.policy import current_policy
 from tests.broker.policyrelease.test_validation import GOOD
 from tests.factories import ProjectFactory, TenantFactory, UserFactory, WorkloadFactory
 

@@ -10,7 +10,7 @@ from broker.policyrelease.models import PolicyRelease, PolicyTransition, Release
 from broker.policyrelease.services.releases import (
     ReleaseRefused, release_activate, release_approve, release_propose, release_rollback,
 )
-from broker.services.policy import current_policy
+from broker.services.fleet.policy import current_policy
 from tests.broker.policyrelease.test_validation import GOOD
 from tests.factories import UserFactory
 

@@ -8,7 +8,7 @@ import pytest
 from broker.policyrelease.models import PolicyRelease
 from broker.policyrelease.services.releases import release_propose
 from broker.policyrelease.validation import PolicyInvalid, check_policy
-from broker.services.policy import current_policy
+from broker.services.fleet.policy import current_policy
 from tests.factories import UserFactory
 
 GOOD = (Path(__file__).resolve().parents[3] / "broker" / "policy" / "default.yaml").read_text()

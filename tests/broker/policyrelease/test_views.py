@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from broker.policyrelease.models import PolicyRelease, ReleaseState
-from broker.services.policy import current_policy
+from broker.services.fleet.policy import current_policy
 from tests.broker.policyrelease.test_validation import GOOD
 from tests.factories import PASSWORD, UserFactory
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from broker.fleet_file import load_fleet
 from broker.replay.runner import ReplayConfig, load_jobs, replay_run
 from broker.replay.synth import SynthOptions
-from broker.services import placing
+from broker.services.placing import cycle as placing
 
 from .conftest import FRAGMENTING_TRACE
 

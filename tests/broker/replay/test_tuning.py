@@ -15,7 +15,7 @@ from broker.replay.knobs import Knobs, read_knobs
 from broker.replay.runner import ReplayConfig, load_jobs, make_strategy
 from broker.replay.sweep import SweepPlan, merge_results, run_sweep
 from broker.replay.synth import SynthOptions
-from broker.services.policy import current_policy
+from broker.services.fleet.policy import current_policy
 from tests.broker.replay.conftest import FRAGMENTED_FLEET
 
 # 12 jobs, a minute apart: the first half is t00..t05, the second t06..t11

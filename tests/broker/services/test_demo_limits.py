@@ -8,11 +8,11 @@ import pytest
 from broker.backends.sim import SimulatorFleet
 from broker.fleet_file import build_simulated_clusters, load_demo_fleet
 from broker.models import Cluster
-from broker.services.demo import demo_seed
-from broker.services.dispatch import workload_dispatch
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import workload_place
-from broker.services.workloads import workload_submit
+from demo.seed import demo_seed
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.placing.cycle import workload_place
+from broker.services.submitting.workloads import workload_submit
 from portal.tenancy.models import Project
 
 

@@ -7,7 +7,7 @@ from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from broker.models import AuditRecord, Cluster, Escalation, ReconcileRun, Workload
-from broker.services.reconcile import reconcile_fleet
+from broker.services.following.reconcile import reconcile_fleet
 
 
 @pytest.fixture

@@ -9,10 +9,10 @@ from django.utils import timezone
 from broker.models import (
     AttemptState, Cluster, DispatchAttempt, Escalation, Reservation, Workload,
 )
-from broker.services.dispatch import workload_dispatch
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.reconcile import ReconcileReport, reconcile_fleet
-from broker.services.workloads import workload_cancel
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.following.reconcile import ReconcileReport, reconcile_fleet
+from broker.services.submitting.workloads import workload_cancel
 
 
 def _reconcile() -> ReconcileReport:
@@ -56,7 +56,7 @@ def test_lost_reply_then_crash_then_retry_leaves_exactly_one_destination_job(mak
 
 
 def test_concurrent_retry_while_an_attempt_is_in_flight_does_not_submit_again(make_cluster, submit, sim):
-    from broker.services.placing import workload_place
+    from broker.services.placing.cycle import workload_place
 
     make_cluster("onprem")
     workload = workload_place(workload_id=submit().id)
@@ -71,7 +71,7 @@ def test_restart_after_destination_accepted_but_before_reply_adopts_instead_of_r
         make_cluster, submit, sim):
     from broker.backends.registry import identity_for
     from broker.backends.simulator import SimulatorBackend
-    from broker.services.placing import workload_place
+    from broker.services.placing.cycle import workload_place
     from broker.spec import validate_spec
 
     make_cluster("onprem")
@@ -89,7 +89,7 @@ def test_restart_after_destination_accepted_but_before_reply_adopts_instead_of_r
 
 
 def test_restart_before_dispatch_task_ran_dispatches_once_on_reconcile(make_cluster, submit, sim):
-    from broker.services.placing import workload_place
+    from broker.services.placing.cycle import workload_place
 
     make_cluster("onprem")
     workload = workload_place(workload_id=submit().id)  # reserved; the dispatch task is lost
@@ -103,7 +103,7 @@ def test_restart_before_dispatch_task_ran_dispatches_once_on_reconcile(make_clus
 # --- invariant 4: every reservation ends ----------------------------------------------------
 
 def test_unacknowledged_reservation_expires_and_workload_is_placed_again(make_cluster, submit, sim):
-    from broker.services.placing import workload_place
+    from broker.services.placing.cycle import workload_place
 
     make_cluster("onprem")
     sim.get("onprem").set_faults(unreachable=True)
@@ -175,7 +175,7 @@ def test_cancellation_is_stored_then_retried_until_the_destination_confirms(make
     workload = drive(submit())
     sim.get("onprem").set_faults(unreachable=True)
     workload = workload_cancel(user=trio.member, workload_id=workload.id)
-    from broker.services.cancel import cancel_propagate
+    from broker.services.following.cancel import cancel_propagate
 
     workload = cancel_propagate(workload_id=workload.id)
     assert workload.state == "cancelling" and workload.cancel_requested_at
@@ -189,7 +189,7 @@ def test_cancellation_is_stored_then_retried_until_the_destination_confirms(make
 
 
 def test_cancel_before_dispatch_ends_at_once_and_nothing_reaches_a_cluster(make_cluster, submit, sim, trio):
-    from broker.services.placing import workload_place
+    from broker.services.placing.cycle import workload_place
 
     make_cluster("onprem")
     workload = workload_place(workload_id=submit().id)

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from broker.backends.sim import Partition
 from broker.models import Cluster, GpuPool, Reservation
-from broker.services.inventory import cluster_sync_inventory
+from broker.services.fleet.inventory import cluster_sync_inventory
 from tests.factories import WorkloadFactory
 
 
@@ -98,7 +98,7 @@ def test_a_job_queued_at_its_destination_counts_against_that_pool_after_the_next
 def test_a_job_that_started_or_was_not_yet_seen_waiting_is_counted_by_the_report_alone(make_cluster, trio):
     # started before the report: the report shows it; sent before it and not yet polled: it
     # may have started at once (then the report shows it too), so it is not counted twice
-    from broker.capacity_selectors import promised_gpus
+    from broker.selectors.capacity import promised_gpus
 
     cluster = make_cluster("pool16", nodes=[8, 8])
     pool = GpuPool.objects.get(cluster=cluster)
@@ -129,7 +129,7 @@ def test_three_eight_gpu_jobs_into_sixteen_gpus_between_reports_the_third_waits(
 
 
 def test_inventory_figures_show_gpus_promised_since_the_report(make_cluster, submit):
-    from broker.services.placing import workload_place
+    from broker.services.placing.cycle import workload_place
 
     cluster = make_cluster("figures", nodes=[8, 8])
     workload = workload_place(workload_id=submit(gpus_per_worker=8).id)  # reserved, not yet dispatched

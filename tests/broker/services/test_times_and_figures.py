@@ -121,7 +121,7 @@ def test_placement_decision_of_an_adopted_job_gets_its_id(make_cluster, submit, 
     sim.get("onprem").set_faults(accepts_but_times_out=True)  # the job exists, the reply is lost
     workload = drive(submit())
     assert workload.destination_job_id == ""
-    from broker.services.dispatch import workload_dispatch
+    from broker.services.dispatching.send import workload_dispatch
 
     Workload.objects.filter(id=workload.id).update(updated_at=timezone.now() - timedelta(hours=1))
     workload.attempts.update(created_at=timezone.now() - timedelta(hours=1))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from broker.overview_selectors import overview
+from broker.selectors.overview import overview
 
 
 def test_mig_slices_are_counted_apart_from_whole_gpus(trio, make_cluster):
@@ -60,8 +60,8 @@ def test_fleet_page_splits_the_estimators_error_per_cluster_and_pool_for_the_ten
 
 
 def test_fleet_page_shows_the_recorded_replays_estimator_error_to_members_only(trio, login, client):
-    from broker.services.replay_estimates import ReplayEstimateRun, record_replay_estimates  # noqa: PLC0415
-    from broker.wait_estimator import estimator_report  # noqa: PLC0415
+    from broker.services.placing.replay_estimates import ReplayEstimateRun, record_replay_estimates  # noqa: PLC0415
+    from broker.placement.wait_estimator import estimator_report  # noqa: PLC0415
     from tests.factories import UserFactory  # noqa: PLC0415
 
     empty = login(trio.member).get(reverse("fleet")).content.decode()

@@ -43,7 +43,7 @@ def people(trio) -> dict:
 @pytest.fixture
 def both_tenants_work(trio) -> None:
     """Each tenant's workloads, quota, escalation and quota request; one escalation of nobody's."""
-    from broker.services.quota_requests import quota_request_create
+    from broker.services.quota.requests import quota_request_create
 
     gpu_class = GpuClassFactory()
     cluster = ClusterFactory(name="onprem")

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from broker.models import Workload
-from broker.selectors import PAGE_SIZE, Cursor
+from broker.selectors.workloads import PAGE_SIZE, Cursor
 from tests.factories import WorkloadFactory
 
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -136,7 +136,7 @@ def test_cursor_round_trips_to_the_microsecond(trio):
 
 
 def test_pages_over_several_projects_follow_the_plain_order_both_ways(trio):
-    from broker.selectors import workload_list, workload_page
+    from broker.selectors.workloads import workload_list, workload_page
     from tests.factories import ProjectFactory
 
     projects = [trio.project] + [ProjectFactory(tenant=trio.tenant, slug=f"p{i}", slurm_account=f"p{i}",

@@ -108,7 +108,7 @@ def test_quota_pages_refuse_researchers_and_hide_other_tenants(trio, quota, logi
 
 
 def test_cluster_page_shows_freshness_and_flags_stale_clusters(trio, make_cluster, login, sim):
-    from broker.services.inventory import cluster_sync_inventory
+    from broker.services.fleet.inventory import cluster_sync_inventory
 
     cluster = make_cluster("onprem")
     sim.get("onprem").set_faults(unreachable=True)
@@ -118,7 +118,7 @@ def test_cluster_page_shows_freshness_and_flags_stale_clusters(trio, make_cluste
 
 
 def test_escalation_queue_acknowledge_and_resolve_with_outcome(trio, make_cluster, login, sim):
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.following.reconcile import reconcile_fleet
 
     make_cluster("onprem")
     sim.get("onprem").inject_foreign_job(gpus_per_worker=2)

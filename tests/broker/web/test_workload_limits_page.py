@@ -7,7 +7,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from broker.backends.sim import Partition
-from broker.services.withdraw import policy_holds_withdraw
+from broker.services.placing.withdraw import policy_holds_withdraw
 
 
 def test_rejected_gang_page_names_the_local_rule_and_numbers(trio, make_cluster, submit, drive, login):

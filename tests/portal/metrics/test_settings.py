@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_networks, env_secret
+from config.env import env_networks, env_secret
 
 ROOT = Path(__file__).resolve().parents[3]
 

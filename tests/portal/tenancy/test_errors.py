@@ -10,16 +10,16 @@ from accounting.services.bills import BillRejected
 from broker.api.services import IdempotencyKeyReused
 from broker.policyrelease.services.releases import ReleaseRefused
 from broker.policyrelease.validation import PolicyInvalid, PolicyProblem
-from broker.services.notifications import PreferenceRefused
-from broker.services.outage import OutageRefused
-from broker.services.quota import QuotaBelowUse
-from broker.services.quota_owners import OwnerRefused
-from broker.services.quota_requests import OwnRequest, QuotaRequestRefused
-from broker.services.webhook_guard import UnsafeWebhookUrl
+from broker.services.notifying.deliveries import PreferenceRefused
+from demo.outage import OutageRefused
+from broker.services.quota.reservations import QuotaBelowUse
+from broker.services.quota.owners import OwnerRefused
+from broker.services.quota.requests import OwnRequest, QuotaRequestRefused
+from broker.services.submitting.webhook_guard import UnsafeWebhookUrl
 from broker.spec import SpecError
 from broker.workload_logs import LogQueryError
 from portal.identity.services.cluster_identity import IdentityInvalid
-from portal.refusals import refusal_fields, refusal_text
+from portal.tenancy.refusals import refusal_fields, refusal_text
 from portal.tenancy.errors import DomainError
 
 _PROBLEM = PolicyProblem("gpu_classes", 3, "must be a list")

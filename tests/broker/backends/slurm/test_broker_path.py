@@ -9,12 +9,12 @@ import uuid
 import pytest
 
 from broker.models import Cluster, Quota, Workload
-from broker.services.cancel import cancel_propagate
-from broker.services.cluster_registration import gpu_classes_from_policy
-from broker.services.identity import slurm_accounts_ensure
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.status import cluster_poll_status
-from broker.services.workloads import workload_cancel, workload_submit
+from broker.services.following.cancel import cancel_propagate
+from broker.services.fleet.registration import gpu_classes_from_policy
+from broker.services.fleet.identity import slurm_accounts_ensure
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.following.status import cluster_poll_status
+from broker.services.submitting.workloads import workload_cancel, workload_submit
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 
 from .support import JOBDIR
@@ -65,8 +65,8 @@ def test_broker_places_dispatches_follows_and_cancels_on_real_slurm(real_slurm, 
         "name": "real-slurm", "command": "sleep 120", "gpu_models": ["A100"], "gpu_class": "a100-80gb",
         "gpus_per_worker": 1, "workers": 2, "cpus_per_worker": 1, "memory_gb_per_worker": 1,
         "time_limit_minutes": 5})
-    from broker.services.dispatch import workload_dispatch
-    from broker.services.placing import workload_place
+    from broker.services.dispatching.send import workload_dispatch
+    from broker.services.placing.cycle import workload_place
 
     workload = workload_place(workload_id=workload.id)
     assert workload.state == "reserved", workload.raw_reason
@@ -96,9 +96,9 @@ def test_stopped_slurmctld_makes_the_cluster_stale_and_running_jobs_carry_on(
         real_slurm, researcher_project, settings):
     from pathlib import Path
 
-    from broker.services.dispatch import workload_dispatch
-    from broker.services.placing import workload_place
-    from broker.services.reconcile import reconcile_fleet
+    from broker.services.dispatching.send import workload_dispatch
+    from broker.services.placing.cycle import workload_place
+    from broker.services.following.reconcile import reconcile_fleet
 
     script = Path(__file__).resolve().parents[4] / "scripts" / "slurm-cluster"
     project, user = researcher_project

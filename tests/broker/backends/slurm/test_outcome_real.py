@@ -9,13 +9,13 @@ import pytest
 
 from broker.models import Cluster, Quota, Workload
 from portal.tenancy.models import Project
-from broker.services.dispatch import workload_dispatch
-from broker.services.cluster_registration import gpu_classes_from_policy
-from broker.services.identity import slurm_accounts_ensure
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import workload_place
-from broker.services.status import cluster_poll_status
-from broker.services.workloads import workload_submit
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.fleet.registration import gpu_classes_from_policy
+from broker.services.fleet.identity import slurm_accounts_ensure
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.placing.cycle import workload_place
+from broker.services.following.status import cluster_poll_status
+from broker.services.submitting.workloads import workload_submit
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 
 from .support import JOBDIR

@@ -18,11 +18,11 @@ from accounting.models import UsageEntry
 from accounting.periods import month_start
 from accounting.services.usage import usage_collect
 from broker.models import Cluster, Quota, Workload
-from broker.services.dispatch import workload_dispatch
-from broker.services.cluster_registration import gpu_classes_from_policy
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import workload_place
-from broker.services.status import cluster_poll_status
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.fleet.registration import gpu_classes_from_policy
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.placing.cycle import workload_place
+from broker.services.following.status import cluster_poll_status
 from portal.identity.services.cluster_identity import cluster_identity_set, project_run_as_set
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 
@@ -133,7 +133,7 @@ def test_each_researchers_job_runs_as_them_and_is_charged_to_them(people_on_slur
 def test_account_check_adds_the_associations_of_the_people_a_project_runs_as(db, settings, slurm_env):
     import uuid
 
-    from broker.services.identity import slurm_accounts_ensure
+    from broker.services.fleet.identity import slurm_accounts_ensure
 
     settings.GPUBROKER_ENABLE_SLURM = True
     Cluster.objects.create(name="ci-accounts", kind="slurm", region="eu-west", location="onprem",

@@ -12,8 +12,8 @@ import pytest
 from kubernetes import client
 
 from broker.models import Cluster, Quota
-from broker.services.cluster_registration import gpu_classes_from_policy
-from broker.services.policy import policy_override
+from broker.services.fleet.registration import gpu_classes_from_policy
+from broker.services.fleet.policy import policy_override
 from tests.broker.backends.kube.real import cluster as c
 from tests.broker.backends.kube.real.gate import cluster_env, skip_k8s_test_when_off
 from tests.factories import (

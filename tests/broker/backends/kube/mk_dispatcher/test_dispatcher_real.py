@@ -17,8 +17,8 @@ from accounting.models import UsageEntry
 from broker.faults.multikueue import arm, multikueue_hooks
 from broker.faults.points import Crash, FaultPlan
 from broker.models import AuditRecord, Reservation, Workload
-from broker.services.multikueue_dispatch import multikueue_dispatch
-from broker.services.quota import gpus_in_use
+from broker.services.dispatching.multikueue import multikueue_dispatch
+from broker.services.quota.reservations import gpus_in_use
 from tests.broker.backends.kube.real import cluster as c
 from tests.factories import MembershipFactory, UserFactory
 
@@ -209,7 +209,7 @@ def test_a_broker_restart_during_nomination_leaves_one_nomination_and_loses_none
 
 
 def test_a_policy_short_list_nominates_the_ranked_workers_in_order(fleet):
-    from broker.services.policy import policy_override
+    from broker.services.fleet.policy import policy_override
 
     from .conftest import policy_text
 

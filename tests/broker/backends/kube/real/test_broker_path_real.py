@@ -8,13 +8,13 @@ from kubernetes import client
 from accounting.models import UsageEntry
 from accounting.services.usage import usage_collect
 from broker.models import Cluster, Quota, Workload
-from broker.services.cancel import cancel_propagate
-from broker.services.dispatch import workload_dispatch
-from broker.services.cluster_registration import gpu_classes_from_policy
-from broker.services.inventory import cluster_sync_inventory
-from broker.services.placing import workload_place
-from broker.services.status import cluster_poll_status
-from broker.services.workloads import workload_cancel, workload_submit
+from broker.services.following.cancel import cancel_propagate
+from broker.services.dispatching.send import workload_dispatch
+from broker.services.fleet.registration import gpu_classes_from_policy
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.placing.cycle import workload_place
+from broker.services.following.status import cluster_poll_status
+from broker.services.submitting.workloads import workload_cancel, workload_submit
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 
 from . import cluster as c

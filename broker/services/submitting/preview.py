@@ -1,0 +1,174 @@
+"""Preview: where a spec would go now, when it would likely start and what it would cost,
+without storing a workload, reserving quota or touching a pool's hold.
+
+It gathers the inputs exactly as ``placing.workload_place`` does for a workload just
+submitted (nothing tried yet, no age, no hold of its own), so the ranking it shows is the
+one a submission of the same spec gets at the same moment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Mapping
+
+from django.contrib.auth.models import User
+
+from broker.models import Cluster, GpuClass, Location
+from broker.placement import Candidate, PreparedFleet, place_prepared
+from broker.placement import terms as placement_terms
+from broker.services.placing.fleet_view import identity_scopes
+from broker.services.placing.gang_holds import apply_holds
+from broker.selectors.run_times import runtime_hours_for
+from broker.services.placing.cycle import fleet_inputs
+from broker.services.fleet.policy import current_policy
+from broker.services.quota.reservations import QuotaUse, quota_use
+from broker.services.submitting.workloads import check_data_location, resolve_gpu_class
+from broker.spec import WorkloadSpec, validate_spec
+from portal.metrics.readings import cloud_spend_month
+from portal.tenancy.models import Project, Role
+from portal.tenancy.selectors import project_get
+from broker import runtime
+
+CENT = Decimal("0.01")
+
+
+@dataclass(frozen=True)
+class Destination:
+    rank: int
+    cluster: str
+    pool: str
+    location: str
+    score: float
+    terms: Mapping[str, float]
+    weighted: Mapping[str, float]
+    queue_wait_s: float
+    expected_start: datetime
+    gpu_hours: float
+    rate_per_gpu_hour: Decimal
+    gpu_cost: Decimal
+    egress_cost: Decimal
+    budget_warning: str = ""
+
+    @property
+    def expected_cost(self) -> Decimal:
+        return self.gpu_cost + self.egress_cost
+
+
+@dataclass(frozen=True)
+class Preview:
+    project: Project
+    gpu_class: GpuClass
+    spec: WorkloadSpec
+    policy_version: str
+    reason: str  # why nothing fits now ("" when something does)
+    destinations: list[Destination]
+    excluded: dict[str, dict[str, str]]
+    quota: QuotaUse
+    cloud_budget_month: Decimal | None
+    cloud_spend_month: Decimal
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> Destination | None:
+        return self.destinations[0] if self.destinations else None
+
+
+def workload_preview(
+    *, user: User, project_id: int, spec_data: Mapping[str, object], now: datetime | None = None
+) -> Preview:
+    """The same checks as a submission (SpecError naming the field, 404 for a project the
+    user may not submit to), then placement against the fleet as it is now.  Reads only."""
+    now = now or runtime.now()
+    project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
+    spec = validate_spec({**spec_data, "project": project.slug})
+    gpu_class = resolve_gpu_class(spec)
+    check_data_location(spec)
+    loaded = current_policy()
+    use = quota_use(tenant_id=project.tenant_id, gpu_class_id=gpu_class.id)
+    snapshots, facts, forced = fleet_inputs(rejections={}, now=now)
+    fleet = PreparedFleet(snapshots, facts, loaded.policy)
+    apply_holds(fleet, clear_stale=False)
+    hours = runtime_hours_for(project_id=project.id, gpu_class_id=gpu_class.id)
+    burst = loaded.policy.tenant(project.tenant.slug).burst_gpus
+    result = place_prepared(
+        fleet,
+        spec,
+        tenant=project.tenant.slug,
+        quota_remaining=use.remaining,
+        now=now,
+        age_s=0.0,
+        runtime_hours=hours,
+        holder="",
+        cloud_quota_remaining=use.remaining_with(burst) if burst else None,
+        scopes=identity_scopes(project),
+    )
+    excluded = {**result.excluded, **forced}
+    ranked = [c for c in result.ranked if c.cluster not in forced]
+    budget = project.tenant.cloud_budget_month
+    spent = _tenant_cloud_spend(project.tenant_id, now)
+    clusters = {c.name: c for c in Cluster.objects.filter(name__in={c.cluster for c in ranked})}
+    gpu_hours = spec.total_gpus * placement_terms.runtime_hours(spec, hours)
+    destinations = [
+        _destination(i + 1, c, clusters[c.cluster], now, gpu_hours, budget, spent) for i, c in enumerate(ranked)
+    ]
+    warnings = [d.budget_warning for d in destinations[:1] if d.budget_warning]
+    return Preview(
+        project=project,
+        gpu_class=gpu_class,
+        spec=spec,
+        policy_version=loaded.version,
+        reason=result.reason if not ranked else "",
+        destinations=destinations,
+        excluded={k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
+        quota=use,
+        cloud_budget_month=budget,
+        cloud_spend_month=spent,
+        warnings=warnings,
+    )
+
+
+def _tenant_cloud_spend(tenant_id: int, now: datetime) -> Decimal:
+    return sum(
+        (amount for (tenant, _), amount in cloud_spend_month(now).items() if tenant == tenant_id), Decimal("0")
+    ).quantize(CENT)
+
+
+def _destination(
+    rank: int,
+    candidate: Candidate,
+    cluster: Cluster,
+    now: datetime,
+    gpu_hours: float,
+    budget: Decimal | None,
+    spent: Decimal,
+) -> Destination:
+    terms = dict(candidate.breakdown)
+    rate = cluster.price_per_gpu_hour
+    gpu_cost = Decimal(str(terms["gpu_cost"])).quantize(CENT)
+    egress = Decimal(str(terms["transfer_cost"])).quantize(CENT)
+    wait_s = float(terms["queue_wait_s"])
+    start = now + timedelta(seconds=wait_s + float(terms["startup_s"]))
+    warning = ""
+    if cluster.location == Location.CLOUD and budget is not None and spent + gpu_cost + egress > budget:
+        warning = (
+            f"{cluster.name} is a cloud cluster: this job's expected {gpu_cost + egress} on top of the "
+            f"{spent} already spent this month passes the tenant's monthly cloud budget of {budget}."
+        )
+    return Destination(
+        rank=rank,
+        cluster=candidate.cluster,
+        pool=candidate.pool,
+        location=cluster.location,
+        score=candidate.score,
+        terms=terms,
+        weighted=dict(candidate.weighted),
+        queue_wait_s=wait_s,
+        expected_start=start,
+        gpu_hours=round(gpu_hours, 4),
+        rate_per_gpu_hour=rate,
+        gpu_cost=gpu_cost,
+        egress_cost=egress,
+        budget_warning=warning,
+    )

@@ -1,0 +1,133 @@
+"""Submitting and cancelling workloads: what a researcher can do to a job."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from broker.models import Cluster, GpuClass, Workload, WorkloadState
+from broker.lifecycle import NOT_DISPATCHED_STATES, TERMINAL_STATES, TransitionReason
+from broker.selectors.workloads import workload_get
+from broker.services.records import tasks_bridge
+from broker.services.records.audit import audit
+from broker.services.quota.reservations import reservation_release
+from broker.services.records.transitions import Note, transition
+from broker.spec import SpecError, WorkloadSpec, validate_spec
+from portal.identity.selectors import run_as_problem
+from portal.tenancy.models import Project, Role
+from portal.tenancy.selectors import project_get
+from broker import runtime
+
+# States with nothing at any destination yet: a cancel ends them at once.
+_NOT_DISPATCHED = NOT_DISPATCHED_STATES
+
+
+def resolve_gpu_class(spec: WorkloadSpec) -> GpuClass:
+    if spec.gpu_class:
+        gpu_class = GpuClass.objects.filter(slug=spec.gpu_class).first()
+        if gpu_class is None:
+            raise SpecError({"gpu_class": [f"unknown GPU class {spec.gpu_class!r}."]})
+        return gpu_class
+    for gpu_class in GpuClass.objects.all():
+        if all(model in gpu_class.gpu_models for model in spec.gpu_models):
+            return gpu_class
+    raise SpecError(
+        {
+            "gpu_models": [
+                f"no single GPU class contains all of {', '.join(spec.gpu_models)}; quota is counted per class."
+            ]
+        }
+    )
+
+
+def known_data_locations() -> set[str]:
+    """The data locations the fleet file names (reachable or with a stated bandwidth)."""
+    known: set[str] = set()
+    for config in Cluster.objects.values_list("config", flat=True):
+        config = config or {}
+        known.update(config.get("data_locations", ()))
+        known.update(config.get("bandwidth_gbps", {}))
+    return known
+
+
+def check_data_location(spec: WorkloadSpec) -> None:
+    """A misspelt location would otherwise count as remote everywhere and rank silently."""
+    known = known_data_locations()
+    if spec.data_location and spec.data_location not in known:
+        choices = ", ".join(sorted(known)) or "none are configured"
+        raise SpecError({"data_location": [f"unknown data location {spec.data_location!r}; known: {choices}."]})
+
+
+def workload_submit(
+    *, user: User, project_id: int, spec_data: Mapping[str, object], resubmit_of: Workload | None = None
+) -> Workload:
+    """Validate the spec and store the workload; placement runs after commit."""
+    project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
+    return _create(user=user, project=project, spec_data=spec_data, resubmit_of=resubmit_of)
+
+
+@transaction.atomic
+def _create(
+    *, user: User | None, project: Project, spec_data: Mapping[str, object], resubmit_of: Workload | None
+) -> Workload:
+    spec = validate_spec({**spec_data, "project": project.slug})
+    gpu_class = resolve_gpu_class(spec)
+    check_data_location(spec)
+    if problem := run_as_problem(project=project, user=user):
+        raise SpecError({"project": [problem]})
+    workload = Workload.objects.create(
+        tenant_id=project.tenant_id,
+        project=project,
+        submitted_by=user if getattr(user, "pk", None) else None,
+        name=spec.name,
+        spec=spec.to_dict(),
+        gpu_class=gpu_class,
+        total_gpus=spec.total_gpus,
+        resubmit_of=resubmit_of,
+    )
+    audit(
+        action="workload.submitted",
+        workload=workload,
+        actor=user,
+        message=f"{spec.workers} worker(s) x {spec.gpus_per_worker} {gpu_class.slug} GPU(s)",
+        inputs={"spec": spec.to_dict()},
+    )
+    tasks_bridge.enqueue_place(workload.id)
+    return workload
+
+
+def workload_cancel(*, user: User, workload_id: int) -> Workload:
+    """Store the cancellation first; propagation is retried until the destination confirms."""
+    workload = workload_get(user=user, workload_id=workload_id)
+    return cancel_request(workload=workload, actor=user)
+
+
+@transaction.atomic
+def cancel_request(*, workload: Workload, actor: User | None = None) -> Workload:
+    now = runtime.now()
+    live = Workload.objects.filter(id=workload.id).exclude(state__in=TERMINAL_STATES)
+    if not live.filter(cancel_requested_at__isnull=True).update(cancel_requested_at=now):
+        return Workload.objects.get(id=workload.id)  # already ended or already cancelling
+    audit(action="cancel.requested", workload=workload, actor=actor)
+    ended = transition(
+        Workload,
+        workload.id,
+        to=WorkloadState.CANCELLED,
+        from_=_NOT_DISPATCHED,
+        reason=TransitionReason.CANCEL_REQUESTED,
+        fields={"ended_at": now},
+        then=lambda: reservation_release(workload=workload, reason="cancelled before dispatch"),
+        note=Note(action="workload.cancelled", workload=workload, message="cancelled before dispatch"),
+    )
+    # cancel.requested above is the record of the move to cancelling
+    if not ended and transition(
+        Workload, workload.id, to=WorkloadState.CANCELLING, reason=TransitionReason.CANCEL_REQUESTED, note=None
+    ):
+        tasks_bridge.enqueue_cancel(workload.id)
+    return Workload.objects.get(id=workload.id)
+
+
+def spec_of(workload: Workload) -> WorkloadSpec:
+    return validate_spec(workload.spec)
