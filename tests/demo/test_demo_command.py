@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 START_S = 240  # migrate a fresh SQLite file, seed, start the fleet: slow on a busy 2-core machine
 
 

@@ -413,7 +413,7 @@ def hostile_bill(draw):
 @FAST
 @given(hostile_bill())
 def test_bill_parses_to_lines_or_errors_with_their_line(bill):
-    from accounting.bills.base import BillParseError, parse_bill
+    from accounting.bills import BillParseError, parse_bill
 
     provider, raw = bill
     outcome = parse_bill(io.BytesIO(raw), provider=provider, file_name="fuzz.csv")
