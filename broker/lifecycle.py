@@ -1,4 +1,5 @@
-"""The lifecycle of workloads, quota reservations, dispatch attempts and escalations.
+"""The lifecycle of workloads, quota reservations, dispatch attempts, escalations, quota
+requests, notification deliveries, policy releases and impact replays.
 
 One table per kind says which state may follow which; the named sets below are what the
 rest of the broker reads instead of listing states by hand.  Pure data: nothing here
@@ -52,6 +53,34 @@ class EscalationState(models.TextChoices):
     RESOLVED = "resolved", "Resolved"
 
 
+class QuotaRequestState(models.TextChoices):
+    PENDING = "pending", "Waiting for the quota's owner"
+    APPROVED = "approved", "Approved: the limit is raised until the end date"
+    REFUSED = "refused", "Refused"
+    ENDED = "ended", "Ended: the limit is back"
+
+
+class DeliveryState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    DELIVERED = "delivered", "Delivered"
+    FAILED = "failed", "Failed for good"
+
+
+class ReleaseState(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    PROPOSED = "proposed", "Proposed"
+    APPROVED = "approved", "Approved"
+    ACTIVE = "active", "Active"
+    RETIRED = "retired", "Retired"
+
+
+class ImpactState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
 class TransitionReason(models.TextChoices):
     """Why a row changed state: recorded with the transition's audit record."""
 
@@ -75,9 +104,23 @@ class TransitionReason(models.TextChoices):
     WITHDRAWN = "withdrawn", "Held at its destination by a local policy too long: cancelled there, placed again"
     ACKNOWLEDGED = "acknowledged", "An admin acknowledged it"
     RESOLVED = "resolved", "An admin resolved it"
+    QUOTA_REQUEST_APPROVED = "quota_request_approved", "The quota's owner approved the request"
+    QUOTA_REQUEST_REFUSED = "quota_request_refused", "The quota's owner refused the request"
+    QUOTA_REQUEST_ENDED = "quota_request_ended", "The request's end date passed: the raise is taken back"
+    DELIVERED = "delivered", "The message reached its receiver"
+    DELIVERY_FAILED = "delivery_failed", "The message could not be delivered, for good"
+    DELIVERY_RETRY = "delivery_retry", "A delivery attempt failed; another follows"
+    POLICY_PROPOSED = "policy_proposed", "The policy version was proposed"
+    POLICY_APPROVED = "policy_approved", "The policy version was approved"
+    POLICY_ACTIVATED = "policy_activated", "The policy version was put in force"
+    POLICY_RETIRED = "policy_retired", "The policy version was retired"
+    IMPACT_STARTED = "impact_started", "The impact replay started"
+    IMPACT_DONE = "impact_done", "The impact replay finished"
+    IMPACT_FAILED = "impact_failed", "The impact replay failed"
 
 
 W, R, A, E = WorkloadState, ReservationState, AttemptState, EscalationState
+Q, D, P, IR = QuotaRequestState, DeliveryState, ReleaseState, ImpactState
 
 # --- named sets -----------------------------------------------------------------------
 TERMINAL_STATES = (W.COMPLETED, W.FAILED, W.CANCELLED, W.REJECTED)
@@ -145,6 +188,36 @@ ESCALATION_TRANSITIONS: Mapping[str, frozenset[str]] = {
     E.RESOLVED: frozenset(),
 }
 
+QUOTA_REQUEST_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    Q.PENDING: frozenset({Q.APPROVED, Q.REFUSED}),
+    Q.APPROVED: frozenset({Q.ENDED}),
+    Q.REFUSED: frozenset(),
+    Q.ENDED: frozenset(),
+}
+
+DELIVERY_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    # pending -> pending: a webhook attempt failed and another follows
+    D.PENDING: frozenset({D.PENDING, D.DELIVERED, D.FAILED}),
+    D.DELIVERED: frozenset(),
+    D.FAILED: frozenset(),
+}
+
+RELEASE_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    P.DRAFT: frozenset({P.PROPOSED, P.RETIRED}),
+    P.PROPOSED: frozenset({P.APPROVED, P.RETIRED}),
+    P.APPROVED: frozenset({P.ACTIVE, P.RETIRED}),
+    P.ACTIVE: frozenset({P.RETIRED}),
+    # rollback: an earlier version, once active or approved, may be made active again
+    P.RETIRED: frozenset({P.ACTIVE}),
+}
+
+IMPACT_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    IR.QUEUED: frozenset({IR.RUNNING, IR.FAILED}),
+    IR.RUNNING: frozenset({IR.DONE, IR.FAILED}),
+    IR.DONE: frozenset(),
+    IR.FAILED: frozenset(),
+}
+
 # The states a row may be created in: anything else is reached through the table.
 INITIAL_STATES: Mapping[str, tuple[str, ...]] = {
     # queued: adopted from a MultiKueue manager that had already admitted it to its queue
@@ -152,6 +225,10 @@ INITIAL_STATES: Mapping[str, tuple[str, ...]] = {
     "broker.Reservation": (R.ACTIVE,),
     "broker.DispatchAttempt": (A.STARTED,),
     "broker.Escalation": (E.OPEN,),
+    "broker.QuotaRequest": (Q.PENDING,),
+    "broker.Notification": (D.PENDING,),
+    "policyrelease.PolicyRelease": (P.DRAFT,),
+    "policyrelease.ImpactReplay": (IR.QUEUED,),
 }
 
 # The table of each kind, by the model's label (app_label.ModelName).
@@ -160,6 +237,10 @@ TABLES: Mapping[str, Mapping[str, frozenset[str]]] = {
     "broker.Reservation": RESERVATION_TRANSITIONS,
     "broker.DispatchAttempt": ATTEMPT_TRANSITIONS,
     "broker.Escalation": ESCALATION_TRANSITIONS,
+    "broker.QuotaRequest": QUOTA_REQUEST_TRANSITIONS,
+    "broker.Notification": DELIVERY_TRANSITIONS,
+    "policyrelease.PolicyRelease": RELEASE_TRANSITIONS,
+    "policyrelease.ImpactReplay": IMPACT_TRANSITIONS,
 }
 
 

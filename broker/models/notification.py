@@ -7,6 +7,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from broker.lifecycle import DeliveryState
+
 from broker.models.fields import created_at_field, TouchedAtField
 
 EVENTS = ("started", "ended", "failed", "withdrawn", "long_wait")
@@ -31,12 +33,6 @@ class NotificationPreference(models.Model):
 class Channel(models.TextChoices):
     EMAIL = "email", "E-mail"
     WEBHOOK = "webhook", "Webhook"
-
-
-class DeliveryState(models.TextChoices):
-    PENDING = "pending", "Pending"
-    DELIVERED = "delivered", "Delivered"
-    FAILED = "failed", "Failed for good"
 
 
 class Notification(models.Model):

@@ -5,17 +5,12 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from broker.lifecycle import QuotaRequestState
+
 from broker.models.fields import created_at_field
 
 from broker.models.quota import Quota
 from portal.tenancy.models import Project
-
-
-class QuotaRequestState(models.TextChoices):
-    PENDING = "pending", "Waiting for the quota's owner"
-    APPROVED = "approved", "Approved: the limit is raised until the end date"
-    REFUSED = "refused", "Refused"
-    ENDED = "ended", "Ended: the limit is back"
 
 
 class QuotaRequest(models.Model):

@@ -1,6 +1,6 @@
 """Policy versions, append-only: content never changes once written, only the state moves.
 
-The lifecycle is the table in ``TRANSITIONS``; every move is one ``PolicyTransition`` row
+The lifecycle is its table in ``broker.lifecycle``; every move is one ``PolicyTransition`` row
 (and one audit record), so who proposed, approved, activated and retired what stays on file.
 The one ACTIVE version is the policy in force.
 """
@@ -10,27 +10,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from broker.lifecycle import ImpactState, ReleaseState
 from broker.models.fields import created_at_field
 
 
-class ReleaseState(models.TextChoices):
-    DRAFT = "draft", "Draft"
-    PROPOSED = "proposed", "Proposed"
-    APPROVED = "approved", "Approved"
-    ACTIVE = "active", "Active"
-    RETIRED = "retired", "Retired"
-
-
 S = ReleaseState
-# from -> the states it may move to; anything else is refused by the service
-TRANSITIONS: dict[str, frozenset[str]] = {
-    S.DRAFT: frozenset({S.PROPOSED, S.RETIRED}),
-    S.PROPOSED: frozenset({S.APPROVED, S.RETIRED}),
-    S.APPROVED: frozenset({S.ACTIVE, S.RETIRED}),
-    S.ACTIVE: frozenset({S.RETIRED}),
-    # rollback: an earlier version, once active or approved, may be made active again
-    S.RETIRED: frozenset({S.ACTIVE}),
-}
 
 
 class PolicyRelease(models.Model):
@@ -89,13 +73,6 @@ class PolicyTransition(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
-
-
-class ImpactState(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    DONE = "done", "Done"
-    FAILED = "failed", "Failed"
 
 
 class ImpactReplay(models.Model):

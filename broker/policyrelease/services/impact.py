@@ -23,7 +23,7 @@ from django.db import transaction
 from broker.policyrelease.history import current_fleet, fleet_to_json, jobs_to_json, recent_jobs
 from broker.policyrelease.models import ImpactReplay, ImpactState, PolicyRelease, ReleaseState
 from broker.policyrelease.services.releases import ReleaseRefused
-from broker.services.records import tasks_bridge
+from broker.services.records import moves, tasks_bridge
 from broker.services.records.audit import audit
 from broker import runtime
 
@@ -58,7 +58,7 @@ def impact_run(*, impact_id: int) -> ImpactReplay:
     if impact.state in (ImpactState.DONE, ImpactState.FAILED):
         return impact  # a redelivered task: the result is stored
     now = runtime.now()
-    _update(impact, state=ImpactState.RUNNING, progress=0, message="reading the last 30 days")
+    moves.impact_started(pk=impact.id, fields={"progress": 0, "message": "reading the last 30 days"})
     assert impact.baseline is not None  # impact_request sets the active version
     payload = {
         "jobs": jobs_to_json(recent_jobs(now=now)),
@@ -69,15 +69,17 @@ def impact_run(*, impact_id: int) -> ImpactReplay:
         result = _run_child(impact, payload)
     except Exception as exc:  # recorded on the row the page shows; the task does not retry
         log.exception("impact replay %s failed", impact_id)
-        _update(impact, state=ImpactState.FAILED, message=str(exc)[:500], finished_at=runtime.now())
+        moves.impact_finished(ok=False, pk=impact.id, fields={"message": str(exc)[:500], "finished_at": runtime.now()})
     else:
-        _update(
-            impact,
-            state=ImpactState.DONE,
-            progress=100,
-            result=result,
-            message=f"{len(payload['jobs'])} workloads replayed on {len(payload['fleet'])} clusters",
-            finished_at=runtime.now(),
+        moves.impact_finished(
+            ok=True,
+            pk=impact.id,
+            fields={
+                "progress": 100,
+                "result": result,
+                "message": f"{len(payload['jobs'])} workloads replayed on {len(payload['fleet'])} clusters",
+                "finished_at": runtime.now(),
+            },
         )
     impact.refresh_from_db()
     audit(action="policy.impact_" + impact.state, policy_version=impact.release.version, message=impact.message)

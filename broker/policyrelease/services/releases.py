@@ -14,8 +14,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from broker.placement.policy_loader import policy_version
-from broker.policyrelease.models import TRANSITIONS, PolicyRelease, PolicyTransition, ReleaseState
+from broker.lifecycle import RELEASE_TRANSITIONS, allowed
+from broker.policyrelease.models import PolicyRelease, PolicyTransition, ReleaseState
 from broker.policyrelease.validation import check_policy
+from broker.services.records import moves
 from broker.services.records.audit import audit
 from broker import runtime
 from portal.tenancy.errors import DomainError
@@ -44,16 +46,15 @@ class ReleaseRefused(DomainError, ValueError):
 
 
 def _move(release: PolicyRelease, to: str, *, actor: User | None, message: str = "") -> PolicyRelease:
-    if to not in TRANSITIONS.get(release.state, frozenset()):
+    if not allowed(RELEASE_TRANSITIONS, release.state, to):
         raise ReleaseRefused("state", f"version {release.number} is {release.state}; it cannot become {to}")
     before = release.state
-    release.state = to
-    setattr(release, _STAMP[to], runtime.now())
-    fields = ["state", _STAMP[to]]
+    fields: dict[str, object] = {_STAMP[to]: runtime.now()}
     if to == S.ACTIVE:
-        release.was_active = True
-        fields.append("was_active")
-    release.save(update_fields=fields)
+        fields["was_active"] = True
+    if not moves.release_move(to=to, from_=(before,), pk=release.id, actor=actor, fields=fields, note=None):
+        raise ReleaseRefused("state", f"version {release.number} changed meanwhile; look again")
+    release.refresh_from_db()
     PolicyTransition.objects.create(
         release=release, from_state=before, to_state=to, actor=_user(actor), message=message[:300]
     )

@@ -43,7 +43,6 @@ from broker.backends.registry import backend_for, identity_for
 from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
 from broker.placement.record import CHOSEN_POOL_LOOKUP
 from broker.models import (
-    AttemptState,
     AuditRecord,
     DispatchAttempt,
     GpuPool,
@@ -52,11 +51,12 @@ from broker.models import (
     Workload,
     WorkloadState,
 )
+from broker.services.records import moves
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit_many, audit_record
 from broker.services.dispatching.send import Known, _in_flight, attempt_send, before_attempt_written, workload_dispatch
 from broker.services.records.bulk_moves import per_row
-from broker.services.records.transitions import Note, moved_record, transition
+from broker.services.records.transitions import Note, moved_record
 from broker import runtime
 
 log = logging.getLogger(__name__)
@@ -140,15 +140,7 @@ def _claim(ids: Sequence[int]) -> list[Claim]:
 
 
 def _move(ids: list[int]) -> int:
-    return transition(
-        Workload,
-        to=WorkloadState.DISPATCHING,
-        from_=(WorkloadState.RESERVED,),
-        reason=TransitionReason.DISPATCH_STARTED,
-        where={"id__in": ids, "destination_job_id": ""},
-        note=None,
-        savepoint=False,
-    )
+    return moves.start_dispatch(where={"id__in": ids, "destination_job_id": ""}, note=None, savepoint=False)
 
 
 def _claims(attempts: list[DispatchAttempt], earlier: Mapping[int, list[DispatchAttempt]]) -> list[Claim]:
@@ -246,11 +238,8 @@ def _hold_back(claims: list[Claim]) -> None:
     """Attempts never sent end ``not_sent``; each workload is dispatched by its own task."""
     if not claims:
         return
-    transition(
-        DispatchAttempt,
-        to=AttemptState.NOT_SENT,
-        from_=(AttemptState.STARTED,),
-        reason=TransitionReason.NOT_SENT,
+    moves.attempt_not_sent(
+        because="chunk",
         where={"id__in": [c.attempt.id for c in claims]},
         note=None,
         fields={
@@ -272,10 +261,7 @@ def _record_accepted(accepted: list[tuple[Claim, str]]) -> None:
         return
     now = runtime.now()
     jobs = {c.workload.id: job for c, job in accepted}
-    transition(
-        DispatchAttempt,
-        to=AttemptState.ACCEPTED,
-        reason=TransitionReason.ACCEPTED,
+    moves.attempt_accepted(
         where={"id__in": [c.attempt.id for c, _ in accepted]},
         note=None,
         fields={
@@ -312,11 +298,7 @@ def _queue(jobs: Mapping[int, str], now: datetime) -> None:
     going = [wid for wid, state in rows.items() if state == WorkloadState.DISPATCHING]
     ids = per_row("id", jobs, CharField(), "destination_job_id")
     if going:
-        transition(
-            Workload,
-            to=WorkloadState.QUEUED,
-            from_=(WorkloadState.DISPATCHING,),
-            reason=TransitionReason.ACCEPTED,
+        moves.queued(
             where={"id__in": going, "destination_job_id": ""},
             note=None,
             fields={"destination_job_id": ids, "dispatched_at": now},
@@ -340,10 +322,7 @@ def _confirm_reservations(workloads: Mapping[int, Workload], now: datetime) -> l
     )
     if not held:
         return []
-    transition(
-        Reservation,
-        to=ReservationState.CONFIRMED,
-        reason=TransitionReason.ACCEPTED,
+    moves.reservation_confirm(
         where={"id__in": list(held)},
         note=None,
         fields={

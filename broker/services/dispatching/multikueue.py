@@ -29,15 +29,16 @@ from broker.backends.kube.dispatcher import (
 )
 from broker.backends.kube.factory import kube_config
 from broker.backends.registry import backend_config, resolve_credentials
-from broker.lifecycle import TERMINAL_STATES, TransitionReason, WorkloadState
+from broker.lifecycle import TERMINAL_STATES, WorkloadState
 from broker.models import Cluster, Workload
 from broker.models.workload import WorkloadOrigin
 from broker.placement.record import MANAGER_LOOKUP, PlacementRecord
+from broker.services.records import moves
 from broker.services.dispatching import multikueue_nominate as nom
 from broker.services.records.audit import audit
 from broker.services.fleet.inventory import cluster_mark_stale, cluster_sync_inventory
 from broker.services.quota.reservations import QuotaExceeded, reservation_release
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker import runtime
 from accounting.services.usage import usage_ingest
 
@@ -208,12 +209,9 @@ def _admitted(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) 
         if wl.job_name:
             fields["destination_job_id"] = f"{wl.namespace}/{wl.job_name}"
     try:
-        return transition(
-            Workload,
-            record.id,
-            to=WorkloadState.RUNNING,
+        return moves.started(
+            pk=record.id,
             from_=(WorkloadState.QUEUED,),
-            reason=TransitionReason.STARTED_AT_DESTINATION,
             fields=fields,
             note=Note(
                 action="workload.running",
@@ -224,14 +222,7 @@ def _admitted(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) 
         )
     except IntegrityError:  # an older record holds that job name on that worker
         fields.pop("destination_job_id", None)
-        return transition(
-            Workload,
-            record.id,
-            to=WorkloadState.RUNNING,
-            from_=(WorkloadState.QUEUED,),
-            reason=TransitionReason.STARTED_AT_DESTINATION,
-            fields=fields,
-        )
+        return moves.started(pk=record.id, from_=(WorkloadState.QUEUED,), fields=fields)
 
 
 def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> int:
@@ -242,11 +233,10 @@ def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> 
     ended = wl.finished_at or runtime.now()
     started = record.started_at or wl.admitted_at
     run_s = max(0.0, (ended - started).total_seconds()) if started else None
-    moved = transition(
-        Workload,
-        record.id,
+    moved = moves.ended(
+        pk=record.id,
         to=to,
-        reason=TransitionReason.ENDED_AT_DESTINATION,
+        from_=None,
         fields={"ended_at": ended, "run_seconds": run_s, "reason": "none", "raw_reason": wl.finish_message[:4000]},
         then=lambda: reservation_release(workload=record, reason=f"MultiKueue Workload ended: {to}"),
         note=Note(
@@ -300,11 +290,8 @@ def _gone(manager: Cluster, seen: set[str]) -> int:
         def release(r: Workload = record) -> object:
             return reservation_release(workload=r, reason="MultiKueue Workload deleted")
 
-        count += transition(
-            Workload,
-            record.id,
-            to=WorkloadState.CANCELLED,
-            reason=TransitionReason.WORKLOAD_ENDED,
+        count += moves.gone_at_manager(
+            pk=record.id,
             fields={"ended_at": runtime.now(), "raw_reason": "the Workload was deleted on the MultiKueue manager"},
             then=release,
             note=Note(

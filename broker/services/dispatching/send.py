@@ -19,14 +19,15 @@ from django.db import IntegrityError, transaction
 from broker.backends.base import Backend, DestinationJob, ProjectIdentity, Rejected, Unavailable
 from broker.backends.registry import backend_for, identity_for
 from broker.failpoints import failpoint
-from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES, TransitionReason
+from broker.lifecycle import LIVE_ATTEMPT_STATES, LIVE_RESERVATION_STATES
 from broker.models import AttemptState, DispatchAttempt, GpuPool, Reservation, Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.placement.record import PlacementRecord
+from broker.services.records import moves
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit, audit_link_destination
 from broker.services.quota.reservations import reservation_confirm, reservation_release
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker.spec import WorkloadSpec, validate_spec
 from broker import runtime
 from broker.services.placing.cycle import workload_retry_elsewhere
@@ -39,14 +40,7 @@ def attempt_lease_s() -> float:
 
 def workload_dispatch(*, workload_id: int) -> Workload:
     workload = Workload.objects.select_related("cluster", "project__tenant", "submitted_by").get(id=workload_id)
-    moved = transition(
-        Workload,
-        workload_id,
-        to=WorkloadState.DISPATCHING,
-        from_=(WorkloadState.RESERVED,),
-        reason=TransitionReason.DISPATCH_STARTED,
-        note=None,
-    )
+    moved = moves.start_dispatch(pk=workload_id, note=None)
     if not moved and workload.state not in (WorkloadState.DISPATCHING, WorkloadState.CANCELLING):
         return workload  # another worker got there first, or nothing left to dispatch
     if workload.destination_job_id:
@@ -94,16 +88,14 @@ def before_attempt_written() -> None:
     failpoint("dispatch.before_attempt_written")
 
 
-def targeted_spec(workload: Workload) -> WorkloadSpec:
-    """The spec as sent: narrowed to the GPU model of the pool placement chose, so a
-    class-only request reaches the scheduler as the model (GRES type, node label) it has."""
-    spec = validate_spec(workload.spec)
+def _chosen_model(workload: Workload) -> str:
+    """The GPU model of the pool placement chose ('' when that pool is gone)."""
     model = (
         GpuPool.objects.filter(cluster=workload.placed_cluster, name=chosen_pool(workload))
         .values_list("gpu_model", flat=True)
         .first()
     )
-    return _targeted(spec, model or "")
+    return model or ""
 
 
 def chosen_pool(workload: Workload) -> str:
@@ -158,31 +150,41 @@ class Sent:
     answered: bool = True
 
 
+def known_for(workload: Workload, attempt: DispatchAttempt) -> Known:
+    """What an attempt needs read, for one workload dispatched alone (a chunk reads it for all
+    its workloads at once)."""
+    return Known(
+        earlier_live=_earlier_attempt_may_have_landed(workload, attempt),
+        reserved=_reserved(workload),
+        gpu_model=_chosen_model(workload),
+        identity=identity_for(workload.project, workload.submitted_by),
+    )
+
+
 def _run_attempt(workload: Workload, attempt: DispatchAttempt) -> Workload:
-    sent = attempt_send(workload, attempt)
+    sent = attempt_send(workload, attempt, known_for(workload, attempt))
     if not sent.job_id:
         return sent.workload
     return _accepted(workload, attempt, sent.job_id, AttemptState.ACCEPTED)
 
 
-def attempt_send(workload: Workload, attempt: DispatchAttempt, known: Known | None = None) -> Sent:
+def attempt_send(workload: Workload, attempt: DispatchAttempt, known: Known) -> Sent:
     """Call the cluster for a written attempt: look an earlier one up first, send nothing
     when cancelled or unreserved, else submit the spec as targeted."""
     try:
         # inside: a backend that can't be built is no answer
-        backend = known.backend if known and known.backend else backend_for(workload.cluster)
-        if known.earlier_live if known else _earlier_attempt_may_have_landed(workload, attempt):
+        backend = known.backend or backend_for(workload.cluster)
+        if known.earlier_live:
             found = backend.find(workload.uid)
             if found is not None:
                 return Sent(_adopt(workload, attempt, found))
         if workload.cancel_requested_at:
             return Sent(_finish_attempt_nothing_sent(workload, attempt))
-        if not (known.reserved if known else _reserved(workload)):
+        if not known.reserved:
             return Sent(_unreserved(workload, attempt))
-        identity = known.identity if known else identity_for(workload.project, workload.submitted_by)
-        spec = _targeted(validate_spec(workload.spec), known.gpu_model) if known else targeted_spec(workload)
+        spec = _targeted(validate_spec(workload.spec), known.gpu_model)
         failpoint("dispatch.after_attempt_written")  # what is read is read: next comes the cluster call
-        job_id = backend.submit(spec, workload.uid, identity)
+        job_id = backend.submit(spec, workload.uid, known.identity)
         failpoint("dispatch.after_submit")
     except Rejected as exc:
         return Sent(_rejected(workload, attempt, exc))
@@ -209,36 +211,16 @@ def _adopt(workload: Workload, attempt: DispatchAttempt, found: DestinationJob) 
 @transaction.atomic
 def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: str) -> Workload:
     now = runtime.now()
-    why = TransitionReason.ADOPTED if state == AttemptState.ADOPTED else TransitionReason.ACCEPTED
+    adopted = state == AttemptState.ADOPTED
+    stamped = {"destination_job_id": job_id, "finished_at": now}
     # one transaction that rolls back whole on any error: the moves need no savepoints
-    transition(
-        DispatchAttempt,
-        attempt.id,
-        to=state,
-        reason=why,
-        note=None,
-        fields={"destination_job_id": job_id, "finished_at": now},
-        savepoint=False,
-    )
-    if state == AttemptState.ADOPTED:
-        # the earlier attempt whose reply was lost is the one that created this job
-        transition(
-            DispatchAttempt,
-            to=AttemptState.ACCEPTED,
-            from_=LIVE_ATTEMPT_STATES,
-            reason=why,
-            where={"workload": workload},
-            exclude={"id": attempt.id},
-            note=None,
-            fields={"destination_job_id": job_id, "finished_at": now},
-            savepoint=False,
-        )
-    queued = transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.QUEUED,
-        from_=(WorkloadState.DISPATCHING,),
-        reason=why,
+    if adopted:  # (the earlier attempt whose reply was lost is the one that created this job)
+        moves.attempt_adopted(pk=attempt.id, workload=workload, fields=stamped, savepoint=False)
+    else:
+        moves.attempt_accepted(pk=attempt.id, note=None, fields=stamped, savepoint=False)
+    queued = moves.queued(
+        adopted=adopted,
+        pk=workload.id,
         note=None,
         where={"destination_job_id": ""},
         fields={"destination_job_id": job_id, "dispatched_at": now},
@@ -269,13 +251,11 @@ def _accepted(workload: Workload, attempt: DispatchAttempt, job_id: str, state: 
     return workload
 
 
-def _attempt_not_sent(attempt: DispatchAttempt, reason: TransitionReason, error: str) -> None:
+def _attempt_not_sent(attempt: DispatchAttempt, because: moves.NotSentBecause, error: str) -> None:
     """The attempt ends without reaching a cluster (no audit note: the caller's record says why)."""
-    transition(
-        DispatchAttempt,
-        attempt.id,
-        to=AttemptState.NOT_SENT,
-        reason=reason,
+    moves.attempt_not_sent(
+        because=because,
+        pk=attempt.id,
         note=None,
         fields={"error": error, "finished_at": runtime.now()},
     )
@@ -283,7 +263,7 @@ def _attempt_not_sent(attempt: DispatchAttempt, reason: TransitionReason, error:
 
 @transaction.atomic
 def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -> Workload:
-    _attempt_not_sent(attempt, TransitionReason.CANCEL_REQUESTED, "cancelled before it was sent")
+    _attempt_not_sent(attempt, "cancelled", "cancelled before it was sent")
     tasks_bridge.enqueue_cancel(workload.id)
     return workload
 
@@ -292,13 +272,9 @@ def _finish_attempt_nothing_sent(workload: Workload, attempt: DispatchAttempt) -
 def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
     """No live reservation (a crash between releasing or expiring it and re-placing the
     workload): nothing is sent without one; the workload goes back to placement."""
-    _attempt_not_sent(attempt, TransitionReason.RESERVATION_LOST, "not sent: no live quota reservation")
-    if transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.WAITING,
-        from_=(WorkloadState.DISPATCHING,),
-        reason=TransitionReason.RESERVATION_LOST,
+    _attempt_not_sent(attempt, "unreserved", "not sent: no live quota reservation")
+    if moves.requeue_unreserved(
+        pk=workload.id,
         fields={"reason": LocalReason.OTHER, "raw_reason": "its quota reservation ended before dispatch; placed again"},
         note=Note(
             action="dispatch.unreserved",
@@ -313,14 +289,7 @@ def _unreserved(workload: Workload, attempt: DispatchAttempt) -> Workload:
 
 @transaction.atomic
 def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Workload:
-    transition(
-        DispatchAttempt,
-        attempt.id,
-        to=AttemptState.UNKNOWN,
-        reason=TransitionReason.NO_ANSWER,
-        note=None,
-        fields={"error": error[:2000], "finished_at": runtime.now()},
-    )
+    moves.attempt_no_answer(pk=attempt.id, note=None, fields={"error": error[:2000], "finished_at": runtime.now()})
     audit(
         action="dispatch.unknown",
         workload=workload,
@@ -333,14 +302,7 @@ def _unknown(workload: Workload, attempt: DispatchAttempt, error: str) -> Worklo
 def _rejected(workload: Workload, attempt: DispatchAttempt, exc: Rejected) -> Workload:
 
     with transaction.atomic():
-        transition(
-            DispatchAttempt,
-            attempt.id,
-            to=AttemptState.REJECTED,
-            reason=TransitionReason.REJECTED_BY_DESTINATION,
-            note=None,
-            fields={"error": exc.raw[:2000], "finished_at": runtime.now()},
-        )
+        moves.attempt_rejected(pk=attempt.id, note=None, fields={"error": exc.raw[:2000], "finished_at": runtime.now()})
         audit(
             action="dispatch.rejected",
             workload=workload,

@@ -8,12 +8,12 @@ from broker.backends.base import Backend
 from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
 from broker.failpoints import failpoint
-from broker.lifecycle import TransitionReason
 from broker.models import Workload, WorkloadState
+from broker.services.records import moves
 from broker.services.records.audit import audit, audit_link_destination
 from broker.services.dispatching.send import attempt_in_flight
 from broker.services.quota.reservations import reservation_release
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker import runtime
 
 
@@ -56,12 +56,8 @@ def _look_up(workload: Workload, backend: Backend) -> str | None:
 
 @transaction.atomic
 def _cancelled(workload: Workload, job_id: str) -> Workload:
-    transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.CANCELLED,
-        from_=(WorkloadState.CANCELLING,),
-        reason=TransitionReason.CANCEL_CONFIRMED,
+    moves.cancel_confirmed(
+        pk=workload.id,
         fields={"ended_at": runtime.now()},
         then=lambda: reservation_release(workload=workload, reason="cancelled"),
         note=Note(

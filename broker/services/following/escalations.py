@@ -7,11 +7,11 @@ from typing import Mapping
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
-from broker.lifecycle import UNRESOLVED_ESCALATION_STATES, TransitionReason
 from broker.models import Cluster, Escalation, EscalationKind, EscalationState, Workload
 from broker.selectors.workloads import escalation_get
+from broker.services.records import moves
 from broker.services.records.audit import audit
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker import runtime
 from broker.services.following.recovery import workload_declare_dead
 
@@ -62,11 +62,8 @@ def escalation_open(
 @transaction.atomic
 def escalation_acknowledge(*, user: User, escalation_id: int) -> Escalation:
     esc = escalation_get(user=user, escalation_id=escalation_id)
-    transition(
-        Escalation,
-        esc.id,
-        to=EscalationState.ACKNOWLEDGED,
-        reason=TransitionReason.ACKNOWLEDGED,
+    moves.escalation_acknowledge(
+        pk=esc.id,
         actor=user,
         fields={"acknowledged_by": user},
         note=Note(
@@ -89,12 +86,8 @@ def escalation_resolve(*, user: User, escalation_id: int, outcome: str, old_run_
         raise ValueError("outcome: say what was found and done")
     esc = escalation_get(user=user, escalation_id=escalation_id)
     with transaction.atomic():
-        if not transition(
-            Escalation,
-            esc.id,
-            to=EscalationState.RESOLVED,
-            from_=UNRESOLVED_ESCALATION_STATES,
-            reason=TransitionReason.RESOLVED,
+        if not moves.escalation_resolve(
+            pk=esc.id,
             actor=user,
             fields={"resolved_by": user, "resolved_at": runtime.now(), "outcome": outcome.strip()},
             note=Note(

@@ -35,15 +35,15 @@ from broker.models import (
     Workload,
     WorkloadState,
 )
-from broker.lifecycle import LIVE_RESERVATION_STATES, ON_THE_WAY_STATES, TERMINAL_STATES, TransitionReason
+from broker.lifecycle import LIVE_RESERVATION_STATES, ON_THE_WAY_STATES, TERMINAL_STATES
 from broker.models.workload import LocalReason
+from broker.services.records import moves
 from broker.services.records import tasks_bridge
 from broker.services.dispatching.send import attempt_in_flight, attempt_lease_s, workload_adopt
 from broker.services.following.escalations import escalation_open
 from broker.services.fleet.inventory import cluster_mark_stale
 from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import reservation_confirm, reservation_expire, reservation_release
-from broker.services.records.transitions import transition
 from broker import runtime
 
 DEFAULT_BUDGET_S = 60
@@ -166,13 +166,9 @@ def _expire_or_confirm(reservation: Reservation, run: _Pass) -> None:
     if reservation_expire(reservation_id=reservation.id, now=run.now):
         failpoint("reconcile.after_expire")
         run.report.expired += 1
-        transition(
-            Workload,
-            workload.id,
-            to=WorkloadState.WAITING,
-            from_=ON_THE_WAY_STATES,
-            reason=TransitionReason.RESERVATION_EXPIRED,
-            note=None,  # reservation.expired is its record
+        moves.requeue_expired(
+            pk=workload.id,
+            note=None,
             fields={
                 "reason": LocalReason.OTHER,
                 "raw_reason": "reservation expired before the destination acknowledged it",

@@ -5,13 +5,14 @@ from __future__ import annotations
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from broker.lifecycle import AT_DESTINATION_STATES, TransitionReason
-from broker.models import Workload, WorkloadState
+from broker.lifecycle import AT_DESTINATION_STATES
+from broker.models import Workload
 from broker.models.workload import LocalReason
+from broker.services.records import moves
 from broker.services.records.audit import audit
 from broker.services.notifying.deliveries import notify_on_commit
 from broker.services.quota.reservations import reservation_release
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker import runtime
 from broker.services.submitting.workloads import _create
 
@@ -22,12 +23,9 @@ def workload_declare_dead(*, workload_id: int, actor: User, why: str) -> Workloa
     Returns the resubmitted workload, or None."""
     with transaction.atomic():
         workload = Workload.objects.select_related("project").get(id=workload_id)
-        if not transition(
-            Workload,
-            workload_id,
-            to=WorkloadState.FAILED,
+        if not moves.declare_dead(
+            pk=workload_id,
             from_=AT_DESTINATION_STATES,
-            reason=TransitionReason.DECLARED_DEAD,
             actor=actor,
             fields={"ended_at": runtime.now(), "reason": LocalReason.OTHER, "raw_reason": f"declared dead: {why}"},
             then=lambda: reservation_release(workload=workload, reason="old run declared dead by an admin"),

@@ -14,14 +14,15 @@ from django.db import transaction
 from broker.backends.base import DestinationJob, JobState, Unavailable
 from broker.backends.registry import backend_for
 from broker.failpoints import failpoint
-from broker.lifecycle import FOLLOWED_STATES, TransitionReason
+from broker.lifecycle import FOLLOWED_STATES
 from broker.models import Cluster, EscalationKind, Workload, WorkloadState
+from broker.services.records import moves
 from broker.services.records.audit import audit
 from broker.services.notifying.deliveries import ENDED_EVENTS, notify_on_commit
 from broker.services.following.escalations import escalation_open
 from broker.services.fleet.inventory import cluster_mark_stale
 from broker.services.quota.reservations import reservation_release
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker import runtime
 
 _ENDED = {
@@ -103,12 +104,9 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)
-        if not transition(
-            Workload,
-            workload.id,
+        if not moves.ended(
+            pk=workload.id,
             to=new_state,
-            from_=FOLLOWED_STATES,
-            reason=TransitionReason.ENDED_AT_DESTINATION,
             then=lambda: _release_ended(workload, new_state),
             note=Note(
                 action=f"workload.{new_state}",
@@ -123,11 +121,8 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
         notify_on_commit(workload_id=workload.id, event=ENDED_EVENTS.get(new_state, "ended"))
         return 1
     if job.state == JobState.RUNNING and workload.state == WorkloadState.QUEUED:
-        if transition(
-            Workload,
-            workload.id,
-            to=WorkloadState.RUNNING,
-            reason=TransitionReason.STARTED_AT_DESTINATION,
+        if moves.started(
+            pk=workload.id,
             fields={"started_at": started or now, **fields},
             note=Note(
                 action="workload.running",

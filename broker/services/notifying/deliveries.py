@@ -34,6 +34,7 @@ from broker.models import (
 from broker.lifecycle import WAITING_STATES
 from broker.models.notification import EVENTS, new_webhook_secret
 from broker.selectors.notifications import notification_preference_get
+from broker.services.records import moves
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit
 from broker.services.submitting.webhook_guard import UnsafeWebhookUrl, webhook_session, webhook_url_check
@@ -195,13 +196,9 @@ def _mail(note: Notification, workload: Workload, event: str) -> None:
     try:
         send_mail(subject, f"{subject}.\n\n{note.body}\n", settings.DEFAULT_FROM_EMAIL, [note.target])
     except OSError as exc:
-        Notification.objects.filter(id=note.id).update(
-            attempts=1, state=DeliveryState.FAILED, last_error=str(exc)[:500]
-        )
+        moves.delivery_done(delivered=False, pk=note.id, fields={"attempts": 1, "last_error": str(exc)[:500]})
         return
-    Notification.objects.filter(id=note.id).update(
-        attempts=1, state=DeliveryState.DELIVERED, delivered_at=runtime.now()
-    )
+    moves.delivery_done(delivered=True, pk=note.id, fields={"attempts": 1, "delivered_at": runtime.now()})
 
 
 def webhook_attempt(*, notification_id: int) -> int:
@@ -237,14 +234,16 @@ def webhook_attempt(*, notification_id: int) -> int:
         ok, error = False, str(exc)[:500]
     attempts = note.attempts + 1
     final = refused or attempts >= WEBHOOK_MAX_ATTEMPTS
-    state = DeliveryState.DELIVERED if ok else (DeliveryState.FAILED if final else DeliveryState.PENDING)
-    Notification.objects.filter(id=note.id).update(
-        attempts=attempts,
-        last_status=status,
-        last_error=error,
-        state=state,
-        delivered_at=runtime.now() if ok else None,
-    )
+    fields = {
+        "attempts": attempts,
+        "last_status": status,
+        "last_error": error,
+        "delivered_at": runtime.now() if ok else None,
+    }
+    if ok or final:
+        moves.delivery_done(delivered=ok, pk=note.id, fields=fields)
+    else:
+        moves.delivery_retry(pk=note.id, fields=fields)
     return 0 if ok or final else attempts
 
 

@@ -15,7 +15,7 @@ from typing import Callable
 
 from django.db import transaction
 
-from broker.lifecycle import PLACEABLE_STATES, TransitionReason
+from broker.lifecycle import PLACEABLE_STATES
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.backends.base import InventorySnapshot
@@ -23,6 +23,7 @@ from broker.placement import Candidate, ClusterFacts, Exclusion, PlacementResult
 from broker.placement.fairness import should_hold_for_gang
 from broker.placement.record import RETRY_AT_LOOKUP, PlacementRecord
 from broker.selectors.run_times import runtime_hours_for
+from broker.services.records import moves
 from broker.services.records import tasks_bridge
 from broker.services.placing.gang_holds import apply_holds, hold_for_gang, release_holds
 from broker.services.placing.bursting import (
@@ -37,7 +38,7 @@ from broker.services.placing.writes import PassWriter, decided_note, decision_fo
 from broker.services.notifying.deliveries import notify_on_commit
 from broker.services.fleet.policy import LoadedPolicy, current_policy
 from broker.services.quota.reservations import QuotaExceeded, QuotaUse, quota_use, reservation_create
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker.spec import validate_spec
 from broker.placement.wait_estimator import WaitEstimator
 from portal.metrics.readings import cloud_spend_month
@@ -96,6 +97,10 @@ class PlacingPass:
     queue: list[tuple[datetime, int, int, int]] = field(default_factory=list)
     left: set[int] = field(default_factory=set)
     month_spend: MonthSpend | None = None  # cloud spend, on-prem TCO: read at first need
+    # a pass read the waiting queue (placing_pass_open); a batch of one did not, so it knows
+    # neither the GPUs queued ahead nor whether bursting is worth its spend
+    queue_read: bool = False
+    rejections: dict[str, str] = field(default_factory=dict)  # destinations the fleet leaves out
     writer: PassWriter | None = None  # set: decisions to place are written in chunks (placing_writes)
 
     def spend(self) -> MonthSpend:
@@ -140,7 +145,12 @@ def placing_pass_prepare(*, now: datetime, rejections: dict[str, str] | None = N
     fleet = PreparedFleet(snapshots, facts, loaded.policy)
     apply_holds(fleet)
     return PlacingPass(
-        now=now, loaded=loaded, fleet=fleet, forced=forced, estimator=learned_waits(now=now, policy=loaded.policy)
+        now=now,
+        loaded=loaded,
+        fleet=fleet,
+        forced=forced,
+        estimator=learned_waits(now=now, policy=loaded.policy),
+        rejections=dict(rejections or {}),
     )
 
 
@@ -194,18 +204,28 @@ def fleet_inputs(
 
 
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
+    """Place one workload (on its submission, after a refusal): a batch of one, through the
+    same cycle as the pass (``place_in_pass``), on a fleet prepared for it alone."""
     workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
-    return place_one(workload, now=now or runtime.now())
+    return place_in_pass(placing_pass_prepare(now=now or runtime.now(), rejections=_rejections(workload)), workload)
 
 
-def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None = None) -> Workload:
-    """Place one workload, on the pass's shared inputs when given (a workload that a
-    destination refused sees the fleet without that destination: it gets its own)."""
+def _rejections(workload: Workload) -> dict[str, str]:
+    """The destinations that refused it, with their reasons: its fleet leaves them out."""
+    prior = PlacementRecord.from_json(workload.placement)
+    return {name: prior.rejections.get(name, "rejected") for name in workload.tried_clusters}
+
+
+def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
+    """Place one workload of a cycle, on its shared inputs (a workload that a destination
+    refused sees the fleet without that destination: it gets its own)."""
     if workload.state not in PLACEABLE or workload.cancel_requested_at or workload.origin != "broker":
         return workload  # (a MultiKueue workload is placed by broker.services.dispatching.multikueue)
+    now = cycle.now
     prior = PlacementRecord.from_json(workload.placement)
-    rejections = {name: prior.rejections.get(name, "rejected") for name in workload.tried_clusters}
-    ctx = shared if shared is not None and not rejections else placing_pass_prepare(now=now, rejections=rejections)
+    rejections = _rejections(workload)
+    ctx = cycle if rejections == cycle.rejections else placing_pass_prepare(now=now, rejections=rejections)
+    in_queue = ctx is cycle and cycle.queue_read  # the figures of the queue ahead are known
     loaded, fleet, forced = ctx.loaded, ctx.fleet, ctx.forced
     spec = validate_spec(workload.spec)
     use = ctx.quota(workload)
@@ -226,7 +246,7 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     estimator = ctx.estimator
-    ahead = shared.ahead(workload) if ctx is shared and shared is not None else None
+    ahead = cycle.ahead(workload) if in_queue else None
     gate = burst_gate(
         workload=workload,
         ranked=ranked,
@@ -235,7 +255,7 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
         now=now,
         estimator=estimator,
         ahead_gpus=ahead,
-        spend=shared.spend if ctx is shared and shared is not None else None,
+        spend=cycle.spend if in_queue else None,
     )
     ranked = gate.ranked
     record = PlacementRecord.decided(
@@ -257,11 +277,11 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             hold_for_gang(workload, fleet, spec, now)
         return _no_place(workload, _with_retry(record, prior, now), excluded, result, loaded.version)
-    if ctx is shared and shared is not None and shared.writer is not None:  # written with its chunk
-        shared.writer.add(decision_for(workload, ranked[0], record.choosing(ranked[0]), loaded, use.remaining))
-        shared.left.add(workload.id)
+    if ctx is cycle and cycle.writer is not None:  # written with its chunk
+        cycle.writer.add(decision_for(workload, ranked[0], record.choosing(ranked[0]), loaded, use.remaining))
+        cycle.left.add(workload.id)
         with suppress(KeyError):
-            shared.booked(workload, ranked[0])
+            cycle.booked(workload, ranked[0])
         return workload
     try:
         placed = _reserve_and_dispatch(workload, ranked[0], record, loaded, use.remaining)
@@ -269,9 +289,8 @@ def place_one(workload: Workload, *, now: datetime, shared: PlacingPass | None =
         return _wait(workload, _with_retry(record, prior, now), LocalReason.POLICY, str(exc), loaded.version)
     except _LostRace:
         return Workload.objects.get(id=workload.id)
-    if shared is not None:  # (placed on its own fleet too: the pass's must not offer those GPUs again)
-        with suppress(KeyError):
-            shared.booked(workload, ranked[0])
+    with suppress(KeyError):  # (placed on its own fleet too: the cycle's must not offer those GPUs again)
+        cycle.booked(workload, ranked[0])
     return placed
 
 
@@ -292,12 +311,8 @@ def _reserve_and_dispatch(
         ttl_s=int(loaded.policy.reservation_ttl_s),
         burst_gpus=loaded.policy.tenant(workload.tenant.slug).burst_gpus,
     )
-    if not transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.RESERVED,
-        from_=PLACEABLE,
-        reason=TransitionReason.PLACED,
+    if not moves.reserve(
+        pk=workload.id,
         where={"cancel_requested_at__isnull": True},
         fields={
             "cluster": cluster,
@@ -343,15 +358,7 @@ def _wait(workload: Workload, record: PlacementRecord, reason: str, raw: str, ve
         else None
     )
     fields = {"reason": reason, "raw_reason": raw, "placement": record.to_json(), "policy_version": version}
-    if transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.WAITING,
-        from_=PLACEABLE,
-        reason=TransitionReason.NO_PLACE_YET,
-        fields=fields,
-        note=note,
-    ):
+    if moves.wait(pk=workload.id, fields=fields, note=note):
         for name, value in {**fields, "state": WorkloadState.WAITING}.items():
             setattr(workload, name, value)  # what was stored: no read back
         return workload
@@ -360,12 +367,8 @@ def _wait(workload: Workload, record: PlacementRecord, reason: str, raw: str, ve
 
 @transaction.atomic
 def _reject(workload: Workload, record: PlacementRecord, raw: str, version: str) -> Workload:
-    if transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.REJECTED,
-        from_=PLACEABLE,
-        reason=TransitionReason.NO_PLACE_EVER,
+    if moves.reject(
+        pk=workload.id,
         fields={
             "reason": LocalReason.POLICY,
             "raw_reason": raw,
@@ -390,13 +393,9 @@ def workload_retry_elsewhere(*, workload_id: int, rejected_by: str, reason: str)
     workload = Workload.objects.get(id=workload_id)
     tried = sorted(set(workload.tried_clusters) | {rejected_by})
     placement = PlacementRecord.from_json(workload.placement).rejected_by(rejected_by, reason).to_json()
-    if transition(
-        Workload,
-        workload_id,
-        to=WorkloadState.WAITING,
-        from_=(WorkloadState.DISPATCHING,),
-        reason=TransitionReason.REJECTED_BY_DESTINATION,
-        note=None,  # dispatch.rejected is its record
+    if moves.requeue_rejected(
+        pk=workload_id,
+        note=None,
         fields={
             "tried_clusters": tried,
             "reason": LocalReason.POLICY,
@@ -458,12 +457,13 @@ def placing_pass_open(*, now: datetime, queue: list[QueueRow] | None = None) -> 
     shared = placing_pass_prepare(now=now)
     rows = _waiting_queue() if queue is None else queue
     shared.queue = [(created, wid, cls, gpus) for wid, created, cls, gpus, *_ in rows]
+    shared.queue_read = True
     return shared
 
 
 def place_in_pass(shared: PlacingPass, workload: Workload) -> Workload:
     """Place one workload of the pass (loaded with tenant, project and GPU class)."""
-    outcome = place_one(workload, now=shared.now, shared=shared)
+    outcome = place_one(workload, shared)
     if outcome.state not in PLACEABLE:
         shared.left.add(workload.id)
     return outcome

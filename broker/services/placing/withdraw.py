@@ -17,15 +17,15 @@ from django.db import transaction
 
 from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
-from broker.lifecycle import TransitionReason
 from broker.models import AuditRecord, Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.placement.record import PlacementRecord
+from broker.services.records import moves
 from broker.services.records.audit import audit
 from broker.services.notifying.deliveries import notify_on_commit
 from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import reservation_release
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker import runtime
 from broker.services.placing.cycle import workload_place
 
@@ -99,12 +99,8 @@ def _withdrawn(workload: Workload, reason: str) -> bool:
     cluster = workload.cluster
     assert cluster is not None
     placement = PlacementRecord.from_json(workload.placement).rejected_by(cluster.name, reason).to_json()
-    moved = transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.WAITING,
-        from_=(WorkloadState.QUEUED,),
-        reason=TransitionReason.WITHDRAWN,
+    moved = moves.withdraw(
+        pk=workload.id,
         fields={
             "tried_clusters": sorted(set(workload.tried_clusters) | {cluster.name}),
             "placement": placement,

@@ -25,12 +25,13 @@ from broker.lifecycle import PLACEABLE_STATES, TransitionReason
 from broker.placement import Candidate
 from broker.placement.record import PlacementRecord
 from broker.models import AuditRecord, Cluster, GpuPool, Workload, WorkloadState
+from broker.services.records import moves
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit_many
 from broker.services.records.bulk_moves import per_row
 from broker.services.fleet.policy import LoadedPolicy
 from broker.services.quota.reservations import QuotaExceeded, quota_ledger_lock
-from broker.services.records.transitions import Note, moved_record, transition
+from broker.services.records.transitions import Note, moved_record
 
 CHUNK = 50  # workloads per transaction: the quota rows stay locked for one chunk's writes
 
@@ -122,11 +123,7 @@ class PassWriter:
         own cluster and record), and each one's decision record with its reservation's
         (``created``) in one INSERT."""
         by_id = {d.workload.id: d for d in going}
-        moved = transition(
-            Workload,
-            to=WorkloadState.RESERVED,
-            from_=PLACEABLE_STATES,
-            reason=TransitionReason.PLACED,
+        moved = moves.reserve(
             where={"id__in": list(by_id), "cancel_requested_at__isnull": True},
             fields={
                 "cluster_id": per_row(
@@ -139,8 +136,8 @@ class PassWriter:
                 "reason": "",
                 "raw_reason": "",
             },
-            note=None,  # one record per workload, below
-            savepoint=False,  # the chunk's transaction rolls back whole on any error
+            note=None,
+            savepoint=False,
         )
         if moved != len(going):
             raise _ChunkLost(f"{moved} of {len(going)} moved")  # locked above: only a bug gets here

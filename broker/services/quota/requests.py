@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from broker.models import GpuClass, Quota, QuotaRequest, QuotaRequestState
 from broker.selectors.quota_requests import can_decide, quota_request_get
+from broker.services.records import moves
 from broker.services.records.audit import audit
 from portal.tenancy.models import Project, Role
 from portal.tenancy.errors import DomainError
@@ -118,9 +119,8 @@ def quota_request_decide(
 
 @transaction.atomic
 def _decide(*, user: User, request: QuotaRequest, approve: bool, note: str, now: datetime) -> QuotaRequest:
-    state = QuotaRequestState.APPROVED if approve else QuotaRequestState.REFUSED
-    if not QuotaRequest.objects.filter(id=request.id, state=QuotaRequestState.PENDING).update(
-        state=state, decided_by=user, decided_at=now, note=note
+    if not moves.quota_request_decide(
+        approve=approve, pk=request.id, actor=user, fields={"decided_by": user, "decided_at": now, "note": note}
     ):
         raise QuotaRequestRefused("decision", "it has already been decided.")
     quota = request.quota
@@ -153,9 +153,7 @@ def quota_requests_end(*, now: datetime | None = None) -> int:
 
 @transaction.atomic
 def _end(*, request_id: int, now: datetime) -> int:
-    if not QuotaRequest.objects.filter(id=request_id, state=QuotaRequestState.APPROVED).update(
-        state=QuotaRequestState.ENDED, ended_at=now
-    ):
+    if not moves.quota_request_end(pk=request_id, fields={"ended_at": now}):
         return 0  # another pass took it back already
     request = QuotaRequest.objects.select_related("quota__gpu_class").get(id=request_id)
     quota = Quota.objects.select_for_update().get(id=request.quota_id)

@@ -17,11 +17,12 @@ from django.db import transaction
 from django.db.models import Q, Sum
 
 from broker.failpoints import failpoint
-from broker.lifecycle import LIVE_RESERVATION_STATES, TransitionReason
-from broker.models import AuditRecord, Cluster, GpuClass, Location, Quota, Reservation, ReservationState, Workload
+from broker.lifecycle import LIVE_RESERVATION_STATES
+from broker.models import AuditRecord, Cluster, GpuClass, Location, Quota, Reservation, Workload
+from broker.services.records import moves
 from broker.services.records.audit import audit, audit_record
 from broker.services.quota.owners import quota_alert_check
-from broker.services.records.transitions import Note, transition
+from broker.services.records.transitions import Note
 from broker import runtime
 from portal.tenancy.errors import DomainError
 
@@ -205,10 +206,7 @@ def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime |
     conditional update and its record; inside the caller's transaction when there is one
     (no savepoint: nobody catches an error of it and carries on)."""
     now = now or runtime.now()
-    n = transition(
-        Reservation,
-        to=ReservationState.CONFIRMED,
-        reason=TransitionReason.ACCEPTED,
+    n = moves.reservation_confirm(
         where={"workload": workload},
         fields={"confirmed_at": now, "cluster": cluster},
         note=Note(action="reservation.confirmed", workload=workload, cluster=cluster.name),
@@ -219,11 +217,7 @@ def reservation_confirm(*, workload: Workload, cluster: Cluster, now: datetime |
 
 @transaction.atomic
 def reservation_release(*, workload: Workload, reason: str, now: datetime | None = None) -> bool:
-    n = transition(
-        Reservation,
-        to=ReservationState.RELEASED,
-        from_=LIVE_RESERVATION_STATES,
-        reason=TransitionReason.WORKLOAD_ENDED,
+    n = moves.reservation_release(
         where={"workload_id": workload.id},
         fields={"ended_at": now or runtime.now(), "end_reason": reason[:200]},
         note=Note(action="reservation.released", workload=workload, message=reason),
@@ -243,11 +237,8 @@ def _recheck_alert(*, tenant_id: int, gpu_class_id: int | None) -> None:
 @transaction.atomic
 def reservation_expire(*, reservation_id: int, now: datetime | None = None) -> bool:
     res = Reservation.objects.select_related("workload").get(id=reservation_id)
-    n = transition(
-        Reservation,
-        reservation_id,
-        to=ReservationState.EXPIRED,
-        reason=TransitionReason.RESERVATION_EXPIRED,
+    n = moves.reservation_expire(
+        pk=reservation_id,
         fields={"ended_at": now or runtime.now(), "end_reason": "not acknowledged by a destination before it expired"},
         note=Note(
             action="reservation.expired",

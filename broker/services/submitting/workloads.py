@@ -7,13 +7,14 @@ from typing import Mapping
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from broker.models import Cluster, GpuClass, Workload, WorkloadState
-from broker.lifecycle import NOT_DISPATCHED_STATES, TERMINAL_STATES, TransitionReason
+from broker.models import Cluster, GpuClass, Workload
+from broker.lifecycle import TERMINAL_STATES
 from broker.selectors.workloads import workload_get
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit
 from broker.services.quota.reservations import reservation_release
-from broker.services.records.transitions import Note, transition
+from broker.services.records import moves
+from broker.services.records.transitions import Note
 from broker.spec import SpecError, WorkloadSpec, validate_spec
 from portal.identity.selectors import run_as_problem
 from portal.tenancy.models import Project, Role
@@ -21,7 +22,6 @@ from portal.tenancy.selectors import project_get
 from broker import runtime
 
 # States with nothing at any destination yet: a cancel ends them at once.
-_NOT_DISPATCHED = NOT_DISPATCHED_STATES
 
 
 def resolve_gpu_class(spec: WorkloadSpec) -> GpuClass:
@@ -111,20 +111,15 @@ def cancel_request(*, workload: Workload, actor: User | None = None) -> Workload
     if not live.filter(cancel_requested_at__isnull=True).update(cancel_requested_at=now):
         return Workload.objects.get(id=workload.id)  # already ended or already cancelling
     audit(action="cancel.requested", workload=workload, actor=actor)
-    ended = transition(
-        Workload,
-        workload.id,
-        to=WorkloadState.CANCELLED,
-        from_=_NOT_DISPATCHED,
-        reason=TransitionReason.CANCEL_REQUESTED,
+    ended = moves.cancel_requested(
+        dispatched=False,
+        pk=workload.id,
         fields={"ended_at": now},
         then=lambda: reservation_release(workload=workload, reason="cancelled before dispatch"),
         note=Note(action="workload.cancelled", workload=workload, message="cancelled before dispatch"),
     )
     # cancel.requested above is the record of the move to cancelling
-    if not ended and transition(
-        Workload, workload.id, to=WorkloadState.CANCELLING, reason=TransitionReason.CANCEL_REQUESTED, note=None
-    ):
+    if not ended and moves.cancel_requested(dispatched=True, pk=workload.id, note=None):
         tasks_bridge.enqueue_cancel(workload.id)
     return Workload.objects.get(id=workload.id)
 

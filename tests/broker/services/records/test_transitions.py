@@ -8,12 +8,16 @@ import pytest
 from django.utils import timezone
 
 from broker.lifecycle import TABLES, TransitionReason
-from broker.models import AuditRecord, DispatchAttempt, Escalation, Reservation, Workload
+from broker.models import (AuditRecord, DispatchAttempt, Escalation, Notification, QuotaRequest, Reservation,
+                           Workload)
+from broker.policyrelease.models import ImpactReplay, PolicyRelease
 from broker.services.records.transitions import Note, TransitionRefused, transition
-from tests.factories import ClusterFactory, WorkloadFactory
+from tests.factories import ClusterFactory, QuotaFactory, UserFactory, WorkloadFactory
 
 MODELS = {"broker.Workload": Workload, "broker.Reservation": Reservation,
-          "broker.DispatchAttempt": DispatchAttempt, "broker.Escalation": Escalation}
+          "broker.DispatchAttempt": DispatchAttempt, "broker.Escalation": Escalation,
+          "broker.QuotaRequest": QuotaRequest, "broker.Notification": Notification,
+          "policyrelease.PolicyRelease": PolicyRelease, "policyrelease.ImpactReplay": ImpactReplay}
 PAIRS = [(label, before, after) for label, table in TABLES.items()
          for before, after in product(table, repeat=2)]
 
@@ -29,6 +33,20 @@ def _row(label: str, state: str):
                                           expires_at=timezone.now() + timedelta(minutes=5))
     if label == "broker.DispatchAttempt":
         return DispatchAttempt.objects.create(workload=workload, cluster=cluster, number=1, state=state)
+    if label == "broker.QuotaRequest":
+        quota = QuotaFactory(tenant=workload.tenant, gpu_class=workload.gpu_class)
+        return QuotaRequest.objects.create(quota=quota, project=workload.project, requester=UserFactory(),
+                                           extra_gpus=2, reason="a deadline", ends_on=timezone.now().date(),
+                                           state=state)
+    if label == "broker.Notification":
+        return Notification.objects.create(user=UserFactory(), workload=workload, event="running", channel="email",
+                                           target="ada@example.org", body="it runs", state=state)
+    if label.startswith("policyrelease."):
+        release = PolicyRelease.objects.create(number=1, content="x", version="v1",
+                                               state=state if label.endswith("PolicyRelease") else "draft")
+        if label.endswith("PolicyRelease"):
+            return release
+        return ImpactReplay.objects.create(release=release, state=state)
     return Escalation.objects.create(kind="unclear", key=f"k-{workload.uid}", cluster=cluster, evidence={},
                                      state=state)
 
