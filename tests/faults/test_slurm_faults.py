@@ -7,8 +7,11 @@ containing "slurm" turns a skip into a failure.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -67,11 +70,13 @@ def test_slurmctld_stopped_and_started_a_job_that_ends_meanwhile_is_only_charged
     trio.project.slurm_account = "general"
     trio.project.save()
     queue: list = []
+    # the job leaves this file when it ends at slurmd: the event the outage must live through
+    marker = Path(tempfile.gettempdir()) / f"gpubroker-outage-{secrets.token_hex(6)}"
     with faulty_backends(FaultPlan(), env.builders()), captured_tasks(queue):
         [cluster] = env.register()
         cluster_sync_inventory(cluster_id=cluster.id)
         workload = workload_submit(user=trio.member, project_id=trio.project.id, spec_data={
-            "name": "through-an-outage", "command": "sleep 8", "gpu_class": "a100-80gb", "gpus_per_worker": 1,
+            "name": "through-an-outage", "command": f"sleep 8 && touch {marker}", "gpu_class": "a100-80gb", "gpus_per_worker": 1,
             "workers": 1, "time_limit_minutes": 2, "cpus_per_worker": 1, "memory_gb_per_worker": 1})
         workload_place(workload_id=workload.id)
         workload = workload_dispatch(workload_id=workload.id)
@@ -84,7 +89,7 @@ def test_slurmctld_stopped_and_started_a_job_that_ends_meanwhile_is_only_charged
         try:
             cluster_poll_status(cluster_id=cluster.id)
             assert Cluster.objects.get(id=cluster.id).health == "stale"
-            time.sleep(10)                                        # the job ends at slurmd meanwhile
+            assert _wait(marker.exists, 60)                        # the job ends at slurmd meanwhile
             cluster_poll_status(cluster_id=cluster.id)
             reconcile_fleet()
             workload.refresh_from_db()

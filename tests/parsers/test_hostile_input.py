@@ -213,6 +213,27 @@ def test_squeue_output_gives_jobs_or_skips_the_line(text):
             parsers.tres_gpus(job.tres)
 
 
+def test_a_cut_squeue_line_is_skipped_and_every_other_job_still_read():
+    from broker.backends.slurm import parsers
+
+    lines = _fixture("squeue-O-us.txt").splitlines()
+    every = [job.job_id for job in parsers.parse_squeue("\n".join(lines), delimiter=parsers.US)]
+    lines[1] = lines[1][:5]  # the second job's line, cut short
+    assert [job.job_id for job in parsers.parse_squeue("\n".join(lines), delimiter=parsers.US)] == [
+        job_id for job_id in every if job_id != every[1]
+    ]
+
+
+def test_a_garbled_sacct_line_is_skipped_and_every_other_record_still_read():
+    from broker.backends.slurm import parsers
+
+    text = _fixture("sacct-P-X.txt")
+    every = [rec.job_id for rec in parsers.parse_sacct_table(text)]
+    lines = text.splitlines()
+    lines[1] = "not|a|sacct|line"
+    assert [rec.job_id for rec in parsers.parse_sacct_table("\n".join(lines))] == every[1:]
+
+
 @FAST
 @given(hostile_text | mangled_lines(_fixture("sacct-us.txt")) | mangled_lines(_fixture("sacct-P-X.txt")))
 def test_sacct_lines_give_records_or_are_skipped(text):
@@ -290,15 +311,27 @@ def test_slurm_rest_json_records_read_or_fail_clearly(data):
     _clear(reader, obj)
 
 
+def _keys(value) -> set[str]:
+    """Every key of every mapping in a JSON-like value (the fields an error can name)."""
+    if isinstance(value, dict):
+        return {str(k) for k in value} | {k for v in value.values() for k in _keys(v)}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v)}
+    return set()
+
+
 def _clear(fn, *args):
-    """fn(*args) returns, or raises an error that says what is wrong (never a bare
-    AttributeError/KeyError/IndexError from deep inside)."""
+    """fn(*args) returns, or raises an error that names what is wrong: a field of the input
+    (any key of it, or the input itself when it is a bare value), never a bare
+    AttributeError/KeyError/IndexError from deep inside."""
     from broker.backends.base import BackendError
 
     try:
         return fn(*args)
     except (BackendError, ValueError) as exc:
-        assert str(exc)
+        message = str(exc)
+        named = {k for a in args for k in _keys(a) if len(k) > 1} | {repr(a) for a in args} | {str(a) for a in args}
+        assert any(name in message for name in named), f"{message!r} names no field of the input"
         return None
 
 
