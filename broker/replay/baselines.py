@@ -14,7 +14,8 @@
   round until one admits it; the first admission wins as in the race.  Kueue nominates
   up to 3 workers per 5-minute round; with a 3-cluster fleet that is the race, so the
   replay nominates one per round (``ROUND_SIZE``), which is the incremental idea.
-* ``oracle`` (``broker/replay/oracle.py``): the lower bound.
+* ``clairvoyant-fifo`` (``broker/replay/clairvoyant.py``): FIFO with known run times, built on
+  these (a baseline, not a bound: the bound is ``broker/replay/lower_bound.py``).
 
 The local queues themselves backfill (Slurm's backfill, Kueue's BestEffortFIFO): the
 runner builds the simulated clusters with ``queueing="backfill"`` unless told otherwise.
@@ -216,12 +217,6 @@ class MultiKueueIncremental(MultiKueueRace):
         return super().on_started(starts, now)
 
 
-def _oracle() -> type[_Baseline]:
-    from broker.replay.oracle import Oracle  # it builds on _Baseline above
-
-    return Oracle
-
-
 BASELINES: dict[str, type[_Baseline]] = {
-    cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace, MultiKueueIncremental, _oracle())
+    cls.name: cls for cls in (FirstFit, OnpremFirstNoGang, MultiKueueRace, MultiKueueIncremental)
 }

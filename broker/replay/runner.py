@@ -20,7 +20,8 @@ from django.conf import settings
 from broker.backends.sim import SimClock, SimulatorFleet
 from broker.fleet_file import FleetDescription, build_simulated_clusters, load_fleet
 from broker.placement import PRESETS, load_policy_file
-from broker.replay.baselines import BASELINES
+from broker.replay.baselines import BASELINES as FAIR_BASELINES
+from broker.replay.clairvoyant import ClairvoyantFifo
 from broker.replay.broker_strategy import BrokerPreset, broker_context
 from broker.replay.jobs import ReplayJob, Skipped, TimeOptions, prepare
 from broker.replay.knobs import Knobs
@@ -40,8 +41,18 @@ DEFAULT_POLICIES = (
     "onprem-first-nogang",
     "multikueue-race",
     "multikueue-incremental",
-    "oracle",
+    "clairvoyant-fifo",
 )
+BASELINES = {**FAIR_BASELINES, ClairvoyantFifo.name: ClairvoyantFifo}
+# old names still accepted on the command line (with a note): the oracle was never a bound
+ALIASES = {"oracle": ClairvoyantFifo.name}
+
+
+def canonical(name: str) -> str:
+    """The policy's current name (an old alias maps to it)."""
+    return ALIASES.get(name, name)
+
+
 # The halves (``--half``): the replayable jobs in submit-time order, split at the middle
 # job.  first: the half settings may be tuned on (``replay_tune`` reads only it); second:
 # the held-out half, reported on and never tuned on; all: the whole trace
@@ -59,6 +70,7 @@ def known_policies() -> list[str]:
 
 
 def is_known(name: str) -> bool:
+    name = canonical(name)
     return name in ("default", *PRESETS, *BASELINES) or bool(BURST_VARIANT.match(name))
 
 
@@ -79,8 +91,8 @@ def make_strategy(name: str, fleet: FleetDescription, knobs: Knobs | None = None
         return BrokerPreset(name, fleet, policy_text=burst_policy_text(int(variant.group(1))))
     if name in PRESETS:
         return BrokerPreset(name, fleet, preset=name)
-    if name in BASELINES:
-        return BASELINES[name]()
+    if canonical(name) in BASELINES:
+        return BASELINES[canonical(name)]()
     raise ValueError(f"unknown policy {name!r}; known: {', '.join(known_policies())}")
 
 

@@ -1,6 +1,6 @@
 """`manage.py replay_sweep`: traces x compressions x seeds under every policy, on the
 held-out half of each trace by default; a JSON of results, a Markdown summary against
-the race and the oracle, and (with matplotlib installed) the Pareto picture."""
+the race and the clairvoyant FIFO, and (with matplotlib installed) the Pareto picture."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.fleet_file import FleetError
-from broker.management.commands.replay_trace import isolated_database, record_estimates
+from broker.management.commands.replay_trace import isolated_database, ready_to_record, record_estimates
 from broker.replay.knobs import KNOBS_FILE, read_knobs
 from broker.replay.pareto import draw  # matplotlib itself is imported only when drawing
-from broker.replay.runner import WINDOWS, is_known, known_policies
+from broker.replay.runner import WINDOWS, canonical, is_known, known_policies
 from broker.replay.sweep import (
     SweepPlan,
     estimator_runs,
@@ -25,7 +25,7 @@ from broker.replay.sweep import (
 )
 from broker.replay.trace import TraceError
 
-SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "oracle", "multikueue-incremental")
+SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "clairvoyant-fifo", "multikueue-incremental")
 
 
 def _floats(text: str, name: str) -> tuple[float, ...]:
@@ -39,7 +39,7 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
 
 
 class Command(BaseCommand):
-    help = "Replay traces at several loads and seeds; summarise against the race and oracle."
+    help = "Replay traces at several loads and seeds; summarise against the race and the clairvoyant FIFO."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("traces", nargs="*", help="trace CSV files (none with --render-only)")
@@ -86,10 +86,16 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         out = Path(opts["results"])
-        policies = tuple(p.strip() for p in opts["policies"].split(",") if p.strip())
-        unknown = [p for p in policies if not is_known(p)]
+        asked = tuple(p.strip() for p in opts["policies"].split(",") if p.strip())
+        unknown = [p for p in asked if not is_known(p)]
         if unknown:
             raise CommandError(f"--policies: unknown {', '.join(unknown)}")
+        for name in asked:
+            if canonical(name) != name:
+                self.stderr.write(f"--policies: {name!r} is now called {canonical(name)!r} (it was never a bound)")
+        policies = tuple(canonical(name) for name in asked)
+        if not opts["no_record"] and not opts["render_only"]:
+            ready_to_record(self.stderr.write)
         if not opts["render_only"]:
             if not opts["traces"]:
                 raise CommandError("traces: give at least one trace CSV file (or --render-only)")

@@ -13,7 +13,9 @@ from typing import Callable, Iterator
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management import call_command
 from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 
 from broker.fleet_file import FleetError
 from broker.replay.jobs import TimeOptions
@@ -23,6 +25,7 @@ from broker.replay.runner import (
     WINDOWS,
     ReplayConfig,
     estimator_runs,
+    canonical,
     known_policies,
     run_policies,
 )
@@ -46,10 +49,20 @@ def isolated_database() -> Iterator[None]:
         connection.close()
 
 
+def ready_to_record(say: Callable[[str], object]) -> None:
+    """Migrate the configured database before any work when it lacks tables: the figures are
+    kept there at the end, and a run of minutes must not end on a missing table."""
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        say("the configured database is not migrated: migrating it first (it keeps the estimator's figures)")
+        call_command("migrate", interactive=False, verbosity=0)
+
+
 def record_estimates(runs: list[ReplayEstimateRun], say: Callable[[str], None]) -> None:
     """Keep the runs' estimator figures in the configured database (after the throwaway
     one is gone), for /fleet/."""
     if runs:
+        ready_to_record(say)
         record_replay_estimates(runs=runs)
         say(f"wait-estimator error of {len(runs)} run(s) recorded: /fleet/ shows it")
 
@@ -109,6 +122,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         config = self._config(opts)
+        if not opts["no_record"]:
+            ready_to_record(self.stderr.write)
         try:
             with isolated_database():
                 report = run_policies(config, progress=self.stderr.write)
@@ -121,13 +136,12 @@ class Command(BaseCommand):
         if opts["output"]:
             Path(opts["output"]).write_text(text, encoding="utf-8")
 
-    @staticmethod
-    def _config(opts: dict) -> ReplayConfig:
+    def _config(self, opts: dict) -> ReplayConfig:
         try:
             return ReplayConfig(
                 trace=Path(opts["trace"]),
                 fleet=Path(opts["fleet"]),
-                policies=tuple(p.strip() for p in opts["policies"].split(",") if p.strip()),
+                policies=_policies(opts["policies"], self.stderr.write),
                 synth=SynthOptions(seed=opts["seed"], tenants=opts["tenants"], gang_fraction=opts["gang_fraction"]),
                 time=TimeOptions(time_compress=opts["time_compress"], max_duration_s=opts["max_duration_h"] * 3600),
                 limit=opts["limit"],
@@ -137,3 +151,12 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
+
+
+def _policies(raw: str, note: Callable[[str], object]) -> tuple[str, ...]:
+    """The policies asked for, by their current names (an old alias is mapped, with a note)."""
+    names = tuple(p.strip() for p in raw.split(",") if p.strip())
+    for name in names:
+        if canonical(name) != name:
+            note(f"--policies: {name!r} is now called {canonical(name)!r} (it was never a bound)")
+    return tuple(canonical(name) for name in names)

@@ -1,9 +1,10 @@
 """The baselines added to keep the comparison fair: MultiKueue's incremental dispatcher,
-the oracle (the lower bound), backfilling local queues, and the tuning/held-out split."""
+the clairvoyant FIFO (known run times; a baseline, not a bound), backfilling local queues, and
+the tuning/held-out split."""
 from __future__ import annotations
 
-from broker.replay.baselines import MultiKueueIncremental, MultiKueueRace
-from broker.replay.oracle import Oracle
+from broker.replay.baselines import MultiKueueIncremental
+from broker.replay.clairvoyant import ClairvoyantFifo
 from broker.replay.runner import window_of
 from tests.broker.replay.test_baselines import TWIN_FLEET, job, replay
 
@@ -21,36 +22,26 @@ def test_incremental_dispatcher_keeps_a_job_on_prem_when_it_is_admitted_there_at
     assert (run.outcomes["only"].cluster, run.outcomes["only"].copies) == ("east", 1)
 
 
-def test_oracle_starts_each_job_where_it_fits_at_once_and_never_holds_it_at_a_cluster():
+def test_clairvoyant_fifo_starts_each_job_where_it_fits_at_once_and_never_holds_it_at_a_cluster():
     jobs = [job("busy-east", 0, gpus=4, duration=1000), job("busy-west", 0, gpus=4, duration=300),
             job("late", 5, gpus=4)]
-    run, _ = replay(TWIN_FLEET, jobs, Oracle())
+    run, _ = replay(TWIN_FLEET, jobs, ClairvoyantFifo())
     late = run.outcomes["late"]
     assert (late.cluster, late.start_s) == ("west", 300)
     assert not any(o.held_at_destination for o in run.outcomes.values())
 
 
-def test_oracle_backfills_a_short_job_but_not_one_that_would_delay_the_reserved_gang():
+def test_clairvoyant_fifo_backfills_a_short_job_but_not_one_that_would_delay_the_reserved_gang():
     jobs = [job("busy-east", 0, gpus=3, duration=1000), job("busy-west", 0, gpus=3, duration=1000),
             job("gang", 1, gpus=2, workers=2),            # needs a whole node: reserved at 1000
             job("short", 2, gpus=1, duration=500),        # ends before 1000: backfilled
             job("long", 3, gpus=1, duration=5000)]        # runs past the reservation
-    run, _ = replay(TWIN_FLEET, jobs, Oracle())
+    run, _ = replay(TWIN_FLEET, jobs, ClairvoyantFifo())
     out = run.outcomes
     assert out["gang"].start_s == 1000
     assert out["short"].start_s == 2
     # the gang is reserved on one cluster; the long job waits or runs on the other one
     assert out["long"].cluster != out["gang"].cluster or out["long"].start_s >= 1000
-
-
-def test_oracle_waits_no_longer_than_the_race_on_the_same_jobs():
-    jobs = [job(f"j{i}", i * 60, gpus=1 + i % 4, duration=900 + 300 * (i % 5)) for i in range(24)]
-    oracle, _ = replay(TWIN_FLEET, jobs, Oracle())
-    race, _ = replay(TWIN_FLEET, jobs, MultiKueueRace())
-
-    def total_wait(run):
-        return sum(o.wait_s for o in run.outcomes.values())
-    assert total_wait(oracle) <= total_wait(race)
 
 
 def test_the_windows_split_the_jobs_in_arrival_order_and_rebase_the_second_half():
@@ -71,5 +62,6 @@ def test_the_broker_replay_reports_its_wait_estimators_error(db, fragmented_flee
 
 def test_burst_variants_are_known_policy_names():
     from broker.replay.runner import is_known  # noqa: PLC0415
-    assert is_known("default+burst30m") and is_known("oracle") and is_known("multikueue-incremental")
+    assert is_known("default+burst30m") and is_known("clairvoyant-fifo") and is_known("multikueue-incremental")
+    assert is_known("oracle")  # the old name, still accepted (mapped to clairvoyant-fifo)
     assert not is_known("default+burst") and not is_known("nonsense")

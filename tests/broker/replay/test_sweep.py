@@ -21,8 +21,8 @@ def test_a_policy_is_compared_with_the_race_on_the_seeds_where_both_ran():
     rows = {s.policy: s for s in summarise(results)}
     default = rows["default"]
     assert (default.seeds, default.wait_vs_race, default.spend_vs_race) == (1, 0.5, 0.9)
-    assert default.dominates_race and default.wait_over_oracle_min == 4.0
-    assert rows["multikueue-race"].seeds == 2 and not rows["oracle"].dominates_race
+    assert default.dominates_race and default.wait_over_clairvoyant_min == 4.0
+    assert rows["multikueue-race"].seeds == 2 and not rows["clairvoyant-fifo"].dominates_race
 
 
 def test_a_zero_race_wait_is_shown_as_such_not_as_a_ratio():

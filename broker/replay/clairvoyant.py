@@ -1,4 +1,7 @@
-"""The oracle: one global scheduler over every cluster, the lower bound on waits.
+"""The clairvoyant FIFO: one global scheduler over every cluster that knows every run time.
+
+It is a baseline, not a bound: FIFO with reservations can wait longer than other orders (its
+p95 is above the race's in several committed cells); the bound is ``lower_bound.py``.
 
 It sees all clusters as one machine room and knows every job's true run time (which no
 real scheduler does).  One global queue in arrival order with EASY backfill:
@@ -13,8 +16,8 @@ real scheduler does).  One global queue in arrival order with EASY backfill:
   runs elsewhere, or leaves the reserved GPUs free.
 
 It sends a job to a cluster only when it starts there at once, so the local queues
-never hold anything of its.  Its p95 wait is what a broker could approach with perfect
-knowledge; its cloud spend is not a bound (it uses the cloud whenever that is sooner).
+never hold anything of its.  Neither its waits nor its cloud spend bound anything: it uses
+the cloud whenever that is sooner, and FIFO order is not the order that waits least.
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ class _Reservation:
     job: ReplayJob
 
 
-class Oracle(_Baseline):
-    name = "oracle"
+class ClairvoyantFifo(_Baseline):
+    name = "clairvoyant-fifo"
 
     def begin(self, env: ReplayEnv) -> None:
         super().begin(env)

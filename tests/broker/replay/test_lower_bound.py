@@ -1,0 +1,54 @@
+"""The lower bound on the mean wait (broker/replay/lower_bound.py): exact on hand-computed
+cases, and at or below every policy's mean wait on the same jobs."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from broker.replay.baselines import FirstFit, MultiKueueIncremental, MultiKueueRace, OnpremFirstNoGang
+from broker.replay.clairvoyant import ClairvoyantFifo
+from broker.replay.lower_bound import BoundJob, fleet_units, mean_wait_bound_s, replay_wait_bound_s, srpt_ends
+from tests.broker.replay.test_baselines import TWIN_FLEET, job, replay
+
+
+def test_one_machine_serves_the_shortest_remaining_work_first():
+    # rate 2: a (work 8) runs alone until b (work 2) arrives at 1, b finishes at 2, a at 5
+    jobs = [BoundJob(0, 2, 4, "a100"), BoundJob(1, 1, 2, "a100")]
+    assert srpt_ends(jobs, 2.0) == [5.0, 2.0]
+
+
+def test_the_bound_is_the_mean_of_srpt_end_minus_arrival_and_run_time_and_never_below_zero():
+    # rate 4: two 4-GPU jobs of 100 s arriving together: ends 100 and 200; waits 0 and 100
+    jobs = [BoundJob(0, 4, 100, "a100"), BoundJob(0, 4, 100, "a100")]
+    assert mean_wait_bound_s(jobs, {"a100": 4}) == 50.0
+    assert mean_wait_bound_s([BoundJob(0, 1, 100, "a100")], {"a100": 8}) == 0.0
+    assert mean_wait_bound_s([], {"a100": 8}) == 0.0
+
+
+def test_a_class_the_fleet_lacks_is_refused_by_name():
+    with pytest.raises(ValueError, match="'h100'"):
+        mean_wait_bound_s([BoundJob(0, 1, 1, "h100")], {"a100": 8})
+
+
+def test_the_fleet_counts_every_gpu_and_every_mig_slice():
+    assert fleet_units(TWIN_FLEET) == sum(
+        g.count * g.gpus_per_node for c in TWIN_FLEET.clusters for g in c.node_groups
+    )
+
+
+POLICIES = (ClairvoyantFifo, MultiKueueRace, MultiKueueIncremental, FirstFit, OnpremFirstNoGang)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5])
+def test_the_bound_is_at_or_below_the_clairvoyant_fifo_and_the_race_on_the_same_jobs(seed):
+    rng = random.Random(seed)
+    jobs = [job(f"j{i}", rng.randrange(0, 3600), gpus=rng.choice([1, 2, 4]),
+                duration=rng.randrange(300, 3000)) for i in range(30)]
+    bound = replay_wait_bound_s(jobs, TWIN_FLEET)
+    for policy in POLICIES:
+        run, _ = replay(TWIN_FLEET, jobs, policy())
+        waits = [o.wait_s for o in run.outcomes.values()]
+        assert len(waits) == len(jobs) and all(w is not None for w in waits), policy.name  # all started
+        assert bound <= sum(waits) / len(waits) + 1e-6, policy.name
+    assert bound > 0  # the jobs do queue: the bound says something
