@@ -6,6 +6,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from demo.seed import demo_seed
+from broker.backends.sim import SimClock, SimulatorFleet
+from broker.fleet_file import build_simulated_clusters, load_fleet
+from broker.inprocess import Ticker
 
 
 class Command(BaseCommand):
@@ -17,7 +21,6 @@ class Command(BaseCommand):
         parser.add_argument("--seed-only", action="store_true")
 
     def handle(self, *args, addrport: str, port: int | None, seed_only: bool, **options) -> None:
-        from demo.seed import demo_seed
 
         if port is not None:
             if not 1 <= port <= 65535:
@@ -36,9 +39,6 @@ class Command(BaseCommand):
         call_command("runserver", addrport, use_reloader=False)
 
     def _start_fleet(self) -> None:
-        from broker.backends.sim import SimClock, SimulatorFleet
-        from broker.fleet_file import build_simulated_clusters, load_fleet
-        from broker.inprocess import Ticker
 
         fleet = SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=settings.GPUBROKER_SIM_TIME_SCALE))
         build_simulated_clusters(load_fleet(settings.GPUBROKER_FLEET_FILE), fleet)
