@@ -12,6 +12,7 @@ from typing import Mapping
 
 from django.shortcuts import get_object_or_404
 
+from portal.tenancy.numbers import whole_number
 from broker.backends.base import BackendError, LogPage, LogsGone, Unavailable
 from broker.backends.registry import backend_for
 from broker.models import ClusterHealth, Workload
@@ -60,10 +61,11 @@ def _count(params: Mapping[str, str], name: str, low: int, high: int, errors: di
     raw = params.get(name)
     if raw is None or raw == "":
         return None
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    value = whole_number(raw)
+    if value is None or not low <= value <= high:
         errors[name] = [f"must be a whole number from {low} to {high}."]
         return None
-    return int(raw)
+    return value
 
 
 def log_query(params: Mapping[str, str], *, workers: int, default_tail: int | None = None) -> LogQuery:
@@ -73,7 +75,8 @@ def log_query(params: Mapping[str, str], *, workers: int, default_tail: int | No
     for name in unknown:
         errors[name] = [f"unknown field; known: {', '.join(QUERY_FIELDS)}."]
     worker = params.get("worker", "")
-    if worker and not (worker.isdigit() and int(worker) < workers):
+    number = whole_number(worker)
+    if worker and (number is None or number >= workers):
         errors["worker"] = [f"must be a worker number from 0 to {workers - 1}."]
     tail = _count(params, "tail", 1, LIMIT_MAX, errors)
     offset = _count(params, "offset", 0, 10**9, errors)

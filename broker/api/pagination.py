@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from django.db.models import QuerySet
+from portal.tenancy.numbers import whole_number
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import BasePagination
 from rest_framework.response import Response
@@ -40,9 +41,10 @@ def _decode(raw: str) -> int:
 def parse_limit(raw: str | None) -> int:
     if raw is None or raw == "":
         return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit() or len(raw) > 4 or not 1 <= int(raw) <= MAX_LIMIT:
+    value = whole_number(raw)
+    if value is None or not 1 <= value <= MAX_LIMIT:
         raise ValidationError({"limit": [f"must be a whole number from 1 to {MAX_LIMIT}."]})
-    return int(raw)
+    return value
 
 
 class KeysetPagination(BasePagination):

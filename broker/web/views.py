@@ -43,6 +43,7 @@ from portal.metrics.selectors import fleet_charts
 from portal.tenancy.refusals import form_refused
 from portal.tenancy.access import is_operator, require_role, signed_in
 from portal.tenancy.errors import DomainError
+from portal.tenancy.numbers import whole_number
 from portal.tenancy.models import Role
 from portal.tenancy.selectors import project_list
 from demo.outage import simulated_outages
@@ -90,8 +91,8 @@ def workload_list_page(request: HtmxHttpRequest) -> HttpResponse:
 def workload_new(request: HttpRequest) -> HttpResponse:
     require_role(request.user, Role.RESEARCHER)
     projects = project_list(user=request.user, roles=(Role.RESEARCHER,))
-    raw = request.POST.get("resubmit_of") or request.GET.get("from") or ""
-    source = ended_workload(user=request.user, workload_id=int(raw)) if raw.isdigit() else None
+    source_id = whole_number(request.POST.get("resubmit_of") or request.GET.get("from"))
+    source = ended_workload(user=request.user, workload_id=source_id) if source_id is not None else None
     form = WorkloadForm(request.POST or None, projects=projects, initial=source and resubmit_initial(source))
     if request.method == "POST" and form.is_valid():
         try:
@@ -114,8 +115,8 @@ def workload_new(request: HttpRequest) -> HttpResponse:
 def _quota_left(request: HttpRequest, form: WorkloadForm) -> dict | None:
     projects = cast(ModelChoiceField, form.fields["project"]).queryset  # fields is typed by name only
     assert projects is not None  # the form's __init__ sets it
-    chosen = form["project"].value()
-    project = projects.filter(id=chosen).first() if str(chosen or "").isdigit() else projects.first()
+    chosen = whole_number(str(form["project"].value() or ""))  # an int when the form has an initial
+    project = projects.filter(id=chosen).first() if chosen is not None else projects.first()
     if project is None:
         return None
     slug = form["gpu_class"].value()
