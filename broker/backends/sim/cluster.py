@@ -98,6 +98,13 @@ class SimulatedCluster:
         self._cursor = self._created = self.clock.seconds
         self._lock = threading.RLock()
 
+    def number_jobs_from(self, first: int) -> None:
+        """Number the next jobs from ``first`` on (never back): a restarted demo continues
+        after the job numbers its database already holds, so no job id is handed out twice."""
+        with self._lock:
+            upcoming = next(self._seq)
+            self._seq = itertools.count(max(first, upcoming))
+
     # --- construction ------------------------------------------------------------------
 
     def _build_groups(self, groups: Sequence[NodeGroup]) -> list[SimNode]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from demo.job_numbers import FIRST, continue_numbering
 from demo.seed import demo_seed
 from broker.backends.sim import SimClock, SimulatorFleet
 from broker.fleet_file import build_simulated_clusters, load_fleet
@@ -42,4 +43,10 @@ class Command(BaseCommand):
 
         fleet = SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=settings.GPUBROKER_SIM_TIME_SCALE))
         build_simulated_clusters(load_fleet(settings.GPUBROKER_FLEET_FILE), fleet)
+        continued = {name: first for name, first in continue_numbering(fleet).items() if first > FIRST}
+        if continued:  # a restart on a database that already holds jobs
+            self.stdout.write(
+                "Simulated jobs continue after the recorded ones: "
+                + ", ".join(f"{name} from {first}" for name, first in sorted(continued.items()))
+            )
         Ticker().start()
