@@ -2,8 +2,8 @@
 
 One counter per (rule, client address, window).  At /login/ only *failed* attempts count
 (the form shown again instead of a redirect): many people behind one address may sign in,
-but nobody may guess passwords from it.  Token creation and the OpenID Connect endpoints
-count every request.  A client over a limit gets 429 with Retry-After (the API's error
+but nobody may guess passwords from it.  Token creation (not revocation) and the OpenID
+Connect endpoints count every request.  A client over a limit gets 429 with Retry-After (the API's error
 shape on /api/); only the listed methods and paths are counted, so pages and polling are
 never slowed.
 """
@@ -28,6 +28,12 @@ class Rule:
     limit: int
     window_s: int = 60
     failures_only: bool = False
+    exact: bool = False  # the paths themselves, not what lies below them
+
+    def matches(self, request: HttpRequest) -> bool:
+        if request.method not in self.methods:
+            return False
+        return request.path in self.prefixes if self.exact else request.path.startswith(self.prefixes)
 
     def counts(self, response: HttpResponse) -> bool:
         return not self.failures_only or response.status_code not in (301, 302, 303)
@@ -39,7 +45,8 @@ def rules() -> tuple[Rule, ...]:
         Rule("signin", ("/login/",), ("POST",), per_min, failures_only=True),
         # a start and a callback per sign-in, from everyone behind one address
         Rule("oidc", ("/oidc/authenticate/", "/oidc/callback/"), ("GET",), per_min * 6),
-        Rule("tokens", ("/api/v1/tokens/", "/account/tokens/"), ("POST",), per_min),
+        # creating tokens only: revoking one (below these paths) is never held back
+        Rule("tokens", ("/api/v1/tokens/", "/account/tokens/"), ("POST",), per_min, exact=True),
     )
 
 
@@ -61,7 +68,7 @@ class RateLimitMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        matched = [r for r in rules() if request.method in r.methods and request.path.startswith(r.prefixes)]
+        matched = [r for r in rules() if r.matches(request)]
         if not matched:
             return self.get_response(request)
         address, now = client_address(request), int(time.time())

@@ -61,3 +61,23 @@ def test_token_creation_over_the_limit_gets_the_api_error_shape(client):
     assert codes[:3] == [201, 201, 201] and codes[3] == 429
     body = client.post("/api/v1/tokens/", {"name": "t9"}, content_type="application/json").json()
     assert body["error"]["code"] == "rate_limited" and "try again" in body["error"]["message"]
+
+
+def test_revoking_a_token_is_never_held_back_by_the_creation_limit(client):
+    """Creations used up the minute's limit: the page and the API still revoke (a leaked token
+    must go at once), and creating another is still refused."""
+    from portal.apitokens.models import ApiToken  # noqa: PLC0415
+
+    user = UserFactory(username="ada")
+    client.force_login(user)
+    for i in range(3):
+        assert client.post("/api/v1/tokens/", {"name": f"t{i}", "expires_in_days": 30},
+                           content_type="application/json").status_code == 201
+    first, second, third = ApiToken.objects.filter(user=user).order_by("id")
+    assert client.post(f"/account/tokens/{first.id}/revoke/").status_code in (200, 302)
+    assert client.delete(f"/api/v1/tokens/{second.id}/").status_code in (200, 204)
+    assert client.post(f"/api/v1/tokens/{third.id}/").status_code != 429
+    assert client.post("/account/tokens/", {"name": "more", "expires_in_days": 30}).status_code == 429
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.revoked_at is not None and second.revoked_at is not None
