@@ -26,6 +26,7 @@ def test_requester_asks_the_owner_decides_and_the_requester_sees_the_trail(trio,
     url = reverse("api-quota-request-decision", args=[item["id"]])
     own = api(trio.member).post(url, {"decision": "approve"})
     assert own.status_code == 403 and own.json()["error"]["code"] == "permission_denied"
+    assert "someone else who owns the quota decides it" in own.json()["error"]["message"]  # as the page says
     decided = api(trio.owner).post(url, {"decision": "approve", "note": "fine"})
     assert decided.status_code == 200 and decided.json()["limit_gpus"] == 72
     seen = api(trio.member).get(reverse("api-quota-request", args=[item["id"]])).json()
