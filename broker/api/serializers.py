@@ -383,7 +383,7 @@ class ChargebackIn(MonthIn):
     months = serializers.IntegerField(min_value=1, max_value=24, default=1)
     tenant = serializers.SlugField(required=False, help_text="Only this tenant (slug)")
     project = serializers.SlugField(required=False, help_text="Only this project of the tenant (slug)")
-    format = serializers.ChoiceField(choices=["json", "csv"], default="json")
+    format = serializers.ChoiceField(choices=["json", "csv", "xlsx"], default="json")
 
 
 class UsageOut(serializers.Serializer):
@@ -424,18 +424,36 @@ class ChargebackRowOut(serializers.Serializer):
     onprem_gpu_hours = _money(source="onprem_hours")
     onprem_cost = _money()
     cloud_gpu_hours = _money(source="cloud_hours")
-    cloud_cost = _money()
+    cloud_cost = _money(help_text="Billed: the matched bill lines (egress apart)")
+    cloud_estimated_gpu_hours = _money(
+        source="cloud_estimated_hours", help_text="Cloud GPU-hours no bill line covers yet (part of cloud_gpu_hours)"
+    )
+    cloud_estimated_cost = _money(help_text="Those hours priced at the cluster's list price, until their bill comes")
+    egress_cost = _money(help_text="The bills' data-transfer-out lines")
     gpu_hours = _money()
-    cost = _money()
+    cost = _money(help_text="onprem_cost + cloud_cost + cloud_estimated_cost + egress_cost")
+    status = serializers.SerializerMethodField(help_text="final, or estimated when part of the cost is an estimate")
+
+    def get_status(self, obj) -> str:
+        return "estimated" if obj.estimated else "final"
 
 
 class ChargebackTotalsOut(serializers.Serializer):
     onprem_gpu_hours = _money(source="onprem_hours")
     onprem_cost = _money()
     cloud_gpu_hours = _money(source="cloud_hours")
-    cloud_cost = _money()
+    cloud_cost = _money(help_text="Billed: the matched bill lines (egress apart)")
+    cloud_estimated_gpu_hours = _money(
+        source="cloud_estimated_hours", help_text="Cloud GPU-hours no bill line covers yet (part of cloud_gpu_hours)"
+    )
+    cloud_estimated_cost = _money(help_text="Those hours priced at the cluster's list price, until their bill comes")
+    egress_cost = _money(help_text="The bills' data-transfer-out lines")
     gpu_hours = _money()
-    cost = _money()
+    cost = _money(help_text="onprem_cost + cloud_cost + cloud_estimated_cost + egress_cost")
+    status = serializers.SerializerMethodField(help_text="final, or estimated when part of the cost is an estimate")
+
+    def get_status(self, obj) -> str:
+        return "estimated" if obj.estimated else "final"
 
 
 class ChargebackOut(serializers.Serializer):

@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounting.exports import chargeback_csv
+from accounting.exports import chargeback_csv, chargeback_xlsx
 from accounting.periods import parse_month, this_month
 from accounting.selectors import chargeback_report, usage_mine
 from broker.api import serializers as s
@@ -94,16 +94,24 @@ class CsvRenderer(BaseRenderer):
         return data if isinstance(data, bytes) else b""
 
 
-class Chargeback(APIView):
-    """Finance's chargeback: the same rows and totals as the page and its CSV export."""
+class XlsxRenderer(BaseRenderer):
+    media_type = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+    format = "xlsx"
+    charset = None  # a binary file
+    render = CsvRenderer.render  # the view hands over the finished file
 
-    renderer_classes = [JSONRenderer, CsvRenderer]
+
+class Chargeback(APIView):
+    """Finance's chargeback: the same rows and totals as the page and its CSV and XLSX exports."""
+
+    renderer_classes = [JSONRenderer, CsvRenderer, XlsxRenderer]
 
     @extend_schema(
         parameters=[s.ChargebackIn],
         responses={
             (200, "application/json"): s.ChargebackOut,
             (200, "text/csv"): OpenApiResponse(OpenApiTypes.STR, description="the page's CSV export"),
+            (200, XlsxRenderer.media_type): OpenApiResponse(OpenApiTypes.BINARY, description="the page's XLSX export"),
         },
     )
     def get(self, request: Request) -> Response | HttpResponse:
@@ -118,6 +126,10 @@ class Chargeback(APIView):
         if params["format"] == "csv":
             response = HttpResponse(chargeback_csv(report), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="chargeback-{month:%Y-%m}.csv"'
+            return response
+        if params["format"] == "xlsx":
+            response = HttpResponse(chargeback_xlsx(report), content_type=XlsxRenderer.media_type)
+            response["Content-Disposition"] = f'attachment; filename="chargeback-{month:%Y-%m}.xlsx"'
             return response
         return Response(s.ChargebackOut(report).data)
 

@@ -23,6 +23,28 @@ def test_finance_gets_the_months_chargeback_as_json(trio, books, api):  # noqa: 
     assert Decimal(str(total["cost"])) == sum(Decimal(str(r["cost"])) for r in body["rows"])
 
 
+def test_a_rows_parts_add_up_to_its_cost_as_in_the_csv(trio, books, api):  # noqa: F811
+    body = api(trio.finance).get(reverse("api-chargeback"), month=MONTH).json()
+    parts = ("onprem_cost", "cloud_cost", "cloud_estimated_cost", "egress_cost")
+    for row in [*body["rows"], body["totals"]]:
+        assert sum(Decimal(str(row[p])) for p in parts) == Decimal(str(row["cost"])), row
+        assert row["status"] in ("final", "estimated")
+
+
+def test_chargeback_xlsx_is_the_pages_export(trio, books, api):  # noqa: F811
+    from io import BytesIO  # noqa: PLC0415
+
+    from openpyxl import load_workbook  # noqa: PLC0415
+
+    client = api(trio.finance)
+    response = client.get(reverse("api-chargeback"), month=MONTH, format="xlsx")
+    assert response.status_code == 200 and response["Content-Type"].startswith("application/vnd.openxmlformats")
+    page = client.client.get(reverse("chargeback-export"), {"first": MONTH, "months": 1, "format": "xlsx"})
+    sheet = [list(r) for r in load_workbook(BytesIO(response.content)).active.iter_rows(values_only=True)]
+    assert sheet == [list(r) for r in load_workbook(BytesIO(page.content)).active.iter_rows(values_only=True)]
+    assert sheet[0][:3] == ["Month", "Tenant", "Project"]
+
+
 def test_chargeback_csv_is_the_pages_export(trio, books, api):  # noqa: F811
     client = api(trio.finance)
     response = client.get(reverse("api-chargeback"), month=MONTH, format="csv")
