@@ -16,6 +16,7 @@ from broker.models import (
     Escalation,
     GpuPool,
     Quota,
+    Reservation,
     Workload,
 )
 from broker.outcomes import workload_outcome
@@ -231,6 +232,32 @@ class ClusterOut(serializers.ModelSerializer):
             "last_inventory_at",
             "draining",
             "pools",
+        ]
+
+
+class ReservationOut(serializers.ModelSerializer):
+    workload = serializers.CharField(source="workload.uid", help_text="The workload's uid")
+    workload_id = serializers.IntegerField()
+    tenant = serializers.CharField(source="tenant.slug")
+    gpu_class = serializers.CharField(source="gpu_class.slug")
+    cluster: serializers.SlugRelatedField[Cluster] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    quota_owner = serializers.CharField(allow_null=True, help_text="Who answers for the quota it counts against")
+
+    class Meta:
+        model = Reservation
+        fields = [
+            "id",
+            "workload",
+            "workload_id",
+            "tenant",
+            "gpu_class",
+            "quota_owner",
+            "gpus",
+            "cluster",
+            "state",
+            "created_at",
+            "expires_at",
+            "confirmed_at",
         ]
 
 

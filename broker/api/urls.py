@@ -53,6 +53,7 @@ urlpatterns = [
     ),
     path("clusters/", views_admin.ClusterList.as_view(), name="api-clusters"),
     path("clusters/<int:cluster_id>/", views_admin.ClusterDetail.as_view(), name="api-cluster"),
+    path("reservations/", views_admin.ReservationList.as_view(), name="api-reservations"),
     path("escalations/", views_admin.EscalationList.as_view(), name="api-escalations"),
     path(
         "escalations/<int:escalation_id>/acknowledge/",

@@ -1,4 +1,4 @@
-"""REST API v1, the admin side: quotas, clusters, escalations.  ``broker.access`` decides
+"""REST API v1, the admin side: quotas, clusters, live reservations, escalations.  ``broker.access`` decides
 403 before 404 as on the pages: a wrong role gets 403 whatever the id, an outsider 404."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from broker.api import serializers as s
 from broker.access import escalation_for, quota_for
-from broker.selectors.workloads import cluster_get, cluster_list, escalation_list, quota_list
+from broker.selectors.workloads import cluster_get, cluster_list, escalation_list, quota_list, reservation_list
 from broker.services.following.escalations import escalation_acknowledge, escalation_resolve
 from broker.services.quota.reservations import quota_set
 from portal.tenancy.access import require_role, signed_in
@@ -61,6 +61,17 @@ class ClusterDetail(RetrieveAPIView):
 
     def get_object(self):
         return cluster_get(user=self.request.user, cluster_id=self.kwargs["cluster_id"])
+
+
+class ReservationList(ListAPIView):
+    """The live quota reservations of the tenants one administers (the /reservations/ page's
+    rows): a member without the admin role gets 403."""
+
+    serializer_class = s.ReservationOut
+
+    def get_queryset(self):
+        require_role(self.request.user, Role.ADMIN)
+        return reservation_list(user=self.request.user)
 
 
 class EscalationList(ListAPIView):

@@ -83,6 +83,7 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-usage":              {"get": "401 200 200 200 200"},
     "api-chargeback":         {"get": "401 403 403 200 200"},
     "api-quotas":             {"get": "401 403 200 403 200"},
+    "api-reservations":       {"get": "401 403 200 403 200"},
     "api-quota":              {"get": "401 403 200 403 404", "patch": "401 403 200 403 404"},
     "api-quota-requests":     {"get": "401 200 200 200 200", "post": "401 201 403 403 404"},
     "api-quota-request":      {"get": "401 200 200 403 404"},

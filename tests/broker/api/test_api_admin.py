@@ -1,4 +1,5 @@
-"""REST API, admin side: quotas, clusters, escalations.  Wrong role: 403; outsider: 404."""
+"""REST API, admin side: quotas, clusters, reservations, escalations.  Wrong role: 403;
+outsider: 404 (or nothing of the other tenant in a list)."""
 from __future__ import annotations
 
 import pytest
@@ -10,6 +11,29 @@ from broker.models import AuditRecord, Quota
 def _rows(response) -> list[dict]:
     body = response.json()
     return body["results"] if isinstance(body, dict) and "results" in body else body
+
+
+# --- reservations --------------------------------------------------------------------
+
+def test_admin_lists_the_live_reservations_as_the_page_shows_them(trio, placed, api):
+    rows = _rows(api(trio.owner).get(reverse("api-reservations")))
+    assert [(r["tenant"], r["gpu_class"], r["gpus"], r["state"]) for r in rows] == [("physics", "a100-80gb", 4, "confirmed")]
+    assert rows[0]["workload"].startswith("wl-") and rows[0]["expires_at"]
+
+
+@pytest.mark.parametrize("who", ["member", "finance"])
+def test_wrong_role_gets_403_on_reservations(trio, placed, api, who):
+    response = api(getattr(trio, who)).get(reverse("api-reservations"))
+    assert response.status_code == 403 and response.json()["error"]["code"] == "permission_denied"
+
+
+def test_outsider_admin_sees_none_of_another_tenants_reservations(trio, placed, api):
+    assert _rows(api(trio.outsider).get(reverse("api-reservations"))) == []
+
+
+def test_reservations_come_in_keyset_pages(trio, placed, api):
+    body = api(trio.owner).get(reverse("api-reservations"), limit=1).json()
+    assert len(body["results"]) == 1 and "next" in body
 
 
 # --- quotas --------------------------------------------------------------------------
