@@ -279,7 +279,7 @@ class Workers:
                         "-m",
                         "celery",
                         "-A",
-                        "portal",
+                        "config",
                         "worker",
                         "-l",
                         "warning",
