@@ -207,7 +207,14 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
     """Place one workload (on its submission, after a refusal): a batch of one, through the
     same cycle as the pass (``place_in_pass``), on a fleet prepared for it alone."""
     workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
+    if not _placeable(workload):
+        return workload  # nothing to place: no fleet is read for it
     return place_in_pass(placing_pass_prepare(now=now or runtime.now(), rejections=_rejections(workload)), workload)
+
+
+def _placeable(workload: Workload) -> bool:
+    # (a MultiKueue workload is placed by broker.services.dispatching.multikueue)
+    return workload.state in PLACEABLE and not workload.cancel_requested_at and workload.origin == "broker"
 
 
 def _rejections(workload: Workload) -> dict[str, str]:
@@ -219,8 +226,8 @@ def _rejections(workload: Workload) -> dict[str, str]:
 def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
     """Place one workload of a cycle, on its shared inputs (a workload that a destination
     refused sees the fleet without that destination: it gets its own)."""
-    if workload.state not in PLACEABLE or workload.cancel_requested_at or workload.origin != "broker":
-        return workload  # (a MultiKueue workload is placed by broker.services.dispatching.multikueue)
+    if not _placeable(workload):
+        return workload
     now = cycle.now
     prior = PlacementRecord.from_json(workload.placement)
     rejections = _rejections(workload)
