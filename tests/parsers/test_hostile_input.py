@@ -163,6 +163,27 @@ def test_bill_parses_to_lines_or_errors_with_their_line(bill):
         assert re.match(rf"fuzz\.csv, line {err.line}(, column \d+( \(.*?\))?)?: .", str(err), re.S), str(err)
     for line in outcome.lines:
         assert line.line_no >= 2
+    # a line that failed gives no bill line; the others are not held back by it
+    assert not {line.line_no for line in outcome.lines} & {err.line for err in outcome.errors}
+
+
+def test_a_bad_cost_in_a_bill_names_its_line_and_column_and_keeps_the_other_lines():
+    import csv
+
+    from accounting.bills import parse_bill
+
+    raw = _bill(BILLS["aws"]).decode()
+    good = parse_bill(io.BytesIO(raw.encode()), provider="aws", file_name="cur.csv")
+    rows = list(csv.reader(io.StringIO(raw)))
+    column = rows[0].index("line_item_unblended_cost")
+    rows[2][column] = "not-a-number"  # the second line item (line 3 of the file)
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    outcome = parse_bill(io.BytesIO(out.getvalue().encode()), provider="aws", file_name="cur.csv")
+    assert [str(err) for err in outcome.errors] == [
+        f"cur.csv, line 3, column {column + 1} (line_item_unblended_cost): bad number 'not-a-number'"]
+    assert len(good.lines) == 5 and not good.errors
+    assert [line.line_no for line in outcome.lines] == [line.line_no for line in good.lines if line.line_no != 3]
 
 
 @pytest.mark.django_db
