@@ -17,7 +17,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import urllib3
 import yaml
@@ -26,7 +26,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import ProjectIdentity, Rejected, Unavailable
-from broker.backends.json_fields import Fields
+from broker.backends.json_fields import BadField, Fields, Key
 from broker.spec import WorkloadSpec
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -310,9 +310,10 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def quantity(value: Any) -> int:
+def quantity(value: Any, path: Sequence[Key] = ()) -> int:
     """Integer count from a resource quantity ("4", 4, "2k"); GPUs are whole units.
-    Text that is no number counts 0; one beyond any count (1e309, inf) is an error."""
+    Text that is no number counts 0; one beyond any count (1e309, inf) is an error, which
+    names the field at ``path`` (a ``BadField``) when the caller knows where it was read."""
     text = str(value or "0").strip()
     mult = 1
     for suffix, scale in _SCALE.items():
@@ -326,6 +327,8 @@ def quantity(value: Any) -> int:
     if math.isnan(amount):
         return 0
     if math.isinf(amount):
+        if path:
+            raise BadField(path, "a finite resource quantity", value)
         raise ValueError(f"resource quantity {str(value)[:40]!r} is not a finite number")
     return int(amount)
 
@@ -368,10 +371,16 @@ def pod_gpus(pod_spec: Mapping[str, Any] | Fields) -> int:
     spec = pod_spec if isinstance(pod_spec, Fields) else Fields(pod_spec)
     total = 0
     for container in spec.objs("containers"):
-        res = container.obj("resources")
-        source = {**res.obj("limits").raw, **res.obj("requests").raw}
-        total += sum(quantity(v) for k, v in source.items() if is_gpu_resource(k))
+        total += sum(gpu_requests(container.obj("resources")).values())
     return total
+
+
+def gpu_requests(resources: Fields) -> dict[str, int]:
+    """GPU resource -> devices of one container's ``resources``: requests over limits (the
+    API defaults one from the other); an uncountable quantity names its field."""
+    parts = (resources.obj("limits"), resources.obj("requests"))
+    merged = {name: (value, part.at(name)) for part in parts for name, value in part.raw.items()}
+    return {name: quantity(value, path) for name, (value, path) in merged.items() if is_gpu_resource(name)}
 
 
 def accepted_products(spec: WorkloadSpec, settings: BackendSettings) -> list[str]:

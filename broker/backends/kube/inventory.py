@@ -14,7 +14,7 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
 from broker.backends.base import NodeInventory, PoolInventory
-from broker.backends.json_fields import Fields
+from broker.backends.json_fields import Fields, Key
 from broker.backends.kube.common import (
     COUNT_LABEL,
     MEMORY_LABEL,
@@ -23,6 +23,7 @@ from broker.backends.kube.common import (
     PRODUCT_LABEL,
     BackendSettings,
     KubeClient,
+    gpu_requests,
     is_gpu_resource,
     quantity,
 )
@@ -54,15 +55,12 @@ def allocated_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str]
             continue
         node = spec.text("nodeName")
         for container in spec.objs("containers"):
-            res = container.obj("resources")
-            merged = {**res.obj("limits").raw, **res.obj("requests").raw}
-            for name, value in merged.items():
-                if is_gpu_resource(name):
-                    out[(node, name)] += quantity(value)
+            for name, count in gpu_requests(container.obj("resources")).items():
+                out[(node, name)] += count
     return out
 
 
-def _device_kind(resource: str, labels: Mapping[str, str]) -> tuple[str, int, str]:
+def _device_kind(resource: str, labels: Mapping[str, str], labels_at: tuple[Key, ...]) -> tuple[str, int, str]:
     """(partitioning, memory GB per device, product) of one GPU resource of a node.
 
     Mixed strategy: ``nvidia.com/mig-<profile>`` resources.  Single strategy: the
@@ -75,7 +73,7 @@ def _device_kind(resource: str, labels: Mapping[str, str]) -> tuple[str, int, st
     if profile:
         match = _MIG_MEM_RE.search(profile)
         return profile, int(match.group(1)) if match else 0, product
-    return "whole", round(quantity(labels.get(MEMORY_LABEL)) / 1024), product
+    return "whole", round(quantity(labels.get(MEMORY_LABEL), labels_at + (MEMORY_LABEL,)) / 1024), product
 
 
 def _healthy(node: Fields) -> bool:
@@ -106,13 +104,15 @@ def node_entries(
     node = node if isinstance(node, Fields) else Fields(node)
     meta, status = node.obj("metadata"), node.obj("status")
     labels, name = meta.texts("labels"), meta.text("name")
-    capacity, allocatable = status.obj("capacity").raw, status.obj("allocatable").raw
+    capacity, allocatable = status.obj("capacity"), status.obj("allocatable")
+    labels_at = meta.at("labels")
     out = []
-    for resource in sorted(k for k in capacity if is_gpu_resource(k)):
-        partitioning, memory_gb, product = _device_kind(resource, labels)
-        total = quantity(capacity.get(resource))
+    for resource in sorted(k for k in capacity.raw if is_gpu_resource(k)):
+        partitioning, memory_gb, product = _device_kind(resource, labels, labels_at)
+        total = quantity(capacity.value(resource), capacity.at(resource))
         if partitioning == "whole" and labels.get(COUNT_LABEL):
-            total = max(total, quantity(labels[COUNT_LABEL]))  # GPUs the plugin lost count of
+            # GPUs the plugin lost count of
+            total = max(total, quantity(labels[COUNT_LABEL], labels_at + (COUNT_LABEL,)))
         if total <= 0:
             continue
         out.append(
@@ -121,7 +121,7 @@ def node_entries(
                 gpu_model=settings.model_names.get(product, product),
                 gpu_memory_gb=memory_gb,
                 gpus_total=total,
-                gpus_allocatable=quantity(allocatable.get(resource)),
+                gpus_allocatable=quantity(allocatable.value(resource), allocatable.at(resource)),
                 gpus_allocated=alloc.get((name, resource), 0),
                 partitioning=partitioning,
                 healthy=_healthy(node),

@@ -384,8 +384,8 @@ def workload_gpus(wl: Mapping[str, Any], admitted_only: bool = False) -> int:
     read = Fields(wl)
     total = 0
     for psa in read.obj("status", "admission").objs("podSetAssignments"):
-        usage = psa.obj("resourceUsage").raw
-        total += sum(quantity(v) for k, v in usage.items() if is_gpu_resource(k))
+        usage = psa.obj("resourceUsage")
+        total += sum(quantity(v, usage.at(k)) for k, v in usage.raw.items() if is_gpu_resource(k))
     if total or admitted_only:
         return total
     for ps in read.obj("spec").objs("podSets"):

@@ -106,12 +106,12 @@ def pod_group_gpus(pod_group: Mapping[str, Any]) -> int:
     """The gang's GPUs from ``minResources``.  Real Volcano lists each resource twice,
     ``nvidia.com/gpu`` and ``requests.nvidia.com/gpu`` (data/real/volcano-podgroup-*):
     counted once."""
-    need = Fields(pod_group).obj("spec", "minResources").raw
+    need = Fields(pod_group).obj("spec", "minResources")
     per_name: dict[str, int] = {}
-    for key, value in need.items():
+    for key, value in need.raw.items():
         name = key.removeprefix("requests.")
         if is_gpu_resource(name):
-            per_name[name] = max(per_name.get(name, 0), quantity(value))
+            per_name[name] = max(per_name.get(name, 0), quantity(value, need.at(key)))
     return sum(per_name.values())
 
 

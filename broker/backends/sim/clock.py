@@ -5,8 +5,9 @@ datetime), so every timestamp the simulator reports is an ordinary datetime the
 broker can store and compare.  Two modes:
 
 * manual (tests, trace replay): time moves only on ``advance``/``advance_to``;
-* wall (the demo): time *is* the broker's clock (``datetime.now(utc)``, what Django
-  stamps ``created_at`` with), plus whatever ``advance`` added, so nothing the
+* wall (the demo): time *is* the broker's clock (``broker.runtime.now()``, what the
+  services stamp ``created_at`` with; a test moves both with ``runtime.override``),
+  plus whatever ``advance`` added, so nothing the
   simulator reports can precede what the broker recorded before asking it.  Job
   durations are divided by ``time_scale`` so that a 60-minute limit runs out in
   seconds, and ``run_time`` turns such a compressed span back into the simulated
@@ -17,8 +18,9 @@ broker can store and compare.  Two modes:
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime, timedelta, timezone
+
+from broker import runtime
 
 
 class SimClock:
@@ -26,7 +28,7 @@ class SimClock:
         if time_scale <= 0:
             raise ValueError("time_scale must be positive")
         if origin is None:
-            origin = datetime.now(timezone.utc)
+            origin = runtime.now()
             if not follow_wall:
                 origin = origin.replace(microsecond=0)  # round instants read better in tests
         elif origin.tzinfo is None:
@@ -48,9 +50,9 @@ class SimClock:
 
     def _seconds_locked(self) -> float:
         if self.follow_wall:
-            # the wall clock itself, not a monotonic count from a rounded origin: that one
+            # the broker's clock itself, not a monotonic count from a rounded origin: that one
             # ran up to a second behind the broker, so jobs "started" before they were created
-            self._last = max(self._last, self._offset + (time.time() - self._wall_origin))
+            self._last = max(self._last, self._offset + (runtime.now().timestamp() - self._wall_origin))
             return self._last  # never backwards, even when the wall clock is stepped back
         return self._offset
 

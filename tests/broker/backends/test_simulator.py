@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -69,14 +68,19 @@ def test_naive_origin_is_taken_as_utc():
 
 
 def test_wall_clock_follows_real_time_and_scales_durations(fleet):
-    SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=18_000))
-    sim, backend = cluster(SimulatorFleet.instance(), "slurm")
-    job_id = backend.submit(spec(time_limit_minutes=60), "wl-wall", IDENT)  # runs 30 min
-    assert backend.status([job_id])[job_id].state is JobState.RUNNING
-    time.sleep(0.3)  # 30 min / 18000 = 0.1 s of wall time
-    job = backend.status([job_id])[job_id]
+    instant = [ORIGIN]
+    with runtime.override(now=lambda: instant[0]):  # the broker's clock, moved by hand: no wall clock
+        SimulatorFleet.reset(clock=SimClock(follow_wall=True, time_scale=18_000))
+        sim, backend = cluster(SimulatorFleet.instance(), "slurm")
+        job_id = backend.submit(spec(time_limit_minutes=60), "wl-wall", IDENT)  # runs 30 min
+        assert backend.status([job_id])[job_id].state is JobState.RUNNING
+        instant[0] = ORIGIN + timedelta(seconds=0.09)  # 27 simulated minutes: still running
+        assert backend.status([job_id])[job_id].state is JobState.RUNNING
+        instant[0] = ORIGIN + timedelta(seconds=0.11)  # 30 min / 18000 = 0.1 s of the broker's time
+        job = backend.status([job_id])[job_id]
     assert job.state is JobState.COMPLETED
-    assert abs((job.started_at - datetime.now(timezone.utc)).total_seconds()) < 5
+    assert job.started_at == ORIGIN  # the broker's instant of the submission, to the microsecond
+    assert job.ended_at == ORIGIN + timedelta(seconds=0.1)
 
 
 # --- running and finishing ------------------------------------------------------------

@@ -14,6 +14,7 @@ from accounting.models import UsageEntry
 from accounting.periods import month_start
 from accounting.services.reconciliation import broker_seconds
 from accounting.services.usage import usage_collect
+from broker import runtime
 from broker.backends.sim import SimClock, SimulatorFleet
 from broker.models import AuditRecord, Workload
 from broker.placement import terms
@@ -39,10 +40,17 @@ def _run_to_end(workload, cluster, poll, timeout_s: float = 5.0) -> Workload:
     raise AssertionError(f"{workload.uid} still {workload.state} after {timeout_s} s")
 
 
-def test_wall_clock_simulator_reports_the_brokers_own_time(wall_fleet):
-    before = timezone.now()
-    simulated = wall_fleet.clock.now()
-    assert before <= simulated <= timezone.now()
+def test_wall_clock_simulator_reports_the_brokers_own_time():
+    instant = [timezone.now().replace(microsecond=0)]
+    with runtime.override(now=lambda: instant[0]):  # the broker's clock, moved by hand: no wall clock
+        clock = SimClock(follow_wall=True, time_scale=FAST)
+        assert clock.now() == instant[0]
+        instant[0] += timedelta(seconds=7)
+        assert clock.now() == instant[0]  # it follows the broker's clock, not its own count
+        clock.advance(60)  # the demo's fast-forward comes on top
+        assert clock.now() == instant[0] + timedelta(seconds=60)
+        instant[0] -= timedelta(seconds=30)  # the broker's clock stepped back
+        assert clock.now() == instant[0] + timedelta(seconds=90)  # the simulated clock never goes back
 
 
 def test_started_at_is_never_before_created_at_on_the_demo_clock(wall_fleet, make_cluster, submit, drive, poll):
