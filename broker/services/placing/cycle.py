@@ -209,7 +209,8 @@ def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload
     workload = Workload.objects.select_related("tenant", "project", "gpu_class").get(id=workload_id)
     if not _placeable(workload):
         return workload  # nothing to place: no fleet is read for it
-    return place_in_pass(placing_pass_prepare(now=now or runtime.now(), rejections=_rejections(workload)), workload)
+    rejections = _rejections(workload, PlacementRecord.from_json(workload.placement))
+    return place_in_pass(placing_pass_prepare(now=now or runtime.now(), rejections=rejections), workload)
 
 
 def _placeable(workload: Workload) -> bool:
@@ -217,9 +218,9 @@ def _placeable(workload: Workload) -> bool:
     return workload.state in PLACEABLE and not workload.cancel_requested_at and workload.origin == "broker"
 
 
-def _rejections(workload: Workload) -> dict[str, str]:
-    """The destinations that refused it, with their reasons: its fleet leaves them out."""
-    prior = PlacementRecord.from_json(workload.placement)
+def _rejections(workload: Workload, prior: PlacementRecord) -> dict[str, str]:
+    """The destinations that refused it, with their reasons (from its stored record): its
+    fleet leaves them out."""
     return {name: prior.rejections.get(name, "rejected") for name in workload.tried_clusters}
 
 
@@ -230,7 +231,7 @@ def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
         return workload
     now = cycle.now
     prior = PlacementRecord.from_json(workload.placement)
-    rejections = _rejections(workload)
+    rejections = _rejections(workload, prior)
     ctx = cycle if rejections == cycle.rejections else placing_pass_prepare(now=now, rejections=rejections)
     in_queue = ctx is cycle and cycle.queue_read  # the figures of the queue ahead are known
     loaded, fleet, forced = ctx.loaded, ctx.fleet, ctx.forced
