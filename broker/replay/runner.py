@@ -53,6 +53,16 @@ def canonical(name: str) -> str:
     return ALIASES.get(name, name)
 
 
+def policies_asked(raw: str, note: Callable[[str], object]) -> tuple[str, ...]:
+    """The comma-separated policies of ``--policies`` by their current names; an old alias is
+    mapped, with a note saying so."""
+    names = tuple(p.strip() for p in raw.split(",") if p.strip())
+    for name in names:
+        if canonical(name) != name:
+            note(f"--policies: {name!r} is now called {canonical(name)!r} (it was never a bound)")
+    return tuple(canonical(name) for name in names)
+
+
 # The halves (``--half``): the replayable jobs in submit-time order, split at the middle
 # job.  first: the half settings may be tuned on (``replay_tune`` reads only it); second:
 # the held-out half, reported on and never tuned on; all: the whole trace

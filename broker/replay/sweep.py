@@ -17,15 +17,13 @@ from broker.replay.jobs import TimeOptions
 from broker.replay.knobs import Knobs
 from broker.replay.loop import ESTIMATOR_EXTRAS
 from broker.replay.metrics import Metrics, mean, offered_load, whole_gpus
-from broker.replay.runner import ReplayConfig, run_policies
+from broker.replay.runner import ReplayConfig, canonical, run_policies
 from broker.replay.synth import SynthOptions
 from broker.services.placing.replay_estimates import ReplayEstimateRun
 from broker.placement.wait_estimator import ErrorSummary, EstimatorReport
 
 RACE = "multikueue-race"
 CLAIRVOYANT = "clairvoyant-fifo"
-# results recorded before the rename name it by its old name
-RENAMED = {"oracle": CLAIRVOYANT}
 # the target: p95 wait at most this share of the race's, cloud spend at most the race's
 WAIT_TARGET, SPEND_TARGET = 0.7, 1.0
 
@@ -180,7 +178,8 @@ def summarise(results: dict[str, Any]) -> list[Summary]:
     race ran (ratios are paired seed for seed, so a half-finished sweep stays fair)."""
     groups: dict[tuple[str, float], list[dict[str, Any]]] = {}
     for cell in results["cells"].values():
-        policies = {RENAMED.get(name, name): figures for name, figures in cell["policies"].items()}
+        # results recorded before a rename name the policy by its old name
+        policies = {canonical(name): figures for name, figures in cell["policies"].items()}
         groups.setdefault((cell["trace"], cell["compress"]), []).append({**cell, "policies": policies})
     out: list[Summary] = []
     for (trace, compress), cells in sorted(groups.items()):

@@ -13,7 +13,7 @@ from broker.fleet_file import FleetError
 from broker.management.commands.replay_trace import isolated_database, ready_to_record, record_estimates
 from broker.replay.knobs import KNOBS_FILE, read_knobs
 from broker.replay.pareto import draw  # matplotlib itself is imported only when drawing
-from broker.replay.runner import WINDOWS, canonical, is_known, known_policies
+from broker.replay.runner import WINDOWS, is_known, known_policies, policies_asked
 from broker.replay.sweep import (
     SweepPlan,
     estimator_runs,
@@ -86,14 +86,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         out = Path(opts["results"])
-        asked = tuple(p.strip() for p in opts["policies"].split(",") if p.strip())
-        unknown = [p for p in asked if not is_known(p)]
+        policies = policies_asked(opts["policies"], self.stderr.write)
+        unknown = [p for p in policies if not is_known(p)]
         if unknown:
             raise CommandError(f"--policies: unknown {', '.join(unknown)}")
-        for name in asked:
-            if canonical(name) != name:
-                self.stderr.write(f"--policies: {name!r} is now called {canonical(name)!r} (it was never a bound)")
-        policies = tuple(canonical(name) for name in asked)
         if not opts["no_record"] and not opts["render_only"]:
             ready_to_record(self.stderr.write)
         if not opts["render_only"]:

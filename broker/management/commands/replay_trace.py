@@ -25,8 +25,8 @@ from broker.replay.runner import (
     WINDOWS,
     ReplayConfig,
     estimator_runs,
-    canonical,
     known_policies,
+    policies_asked,
     run_policies,
 )
 from broker.replay.synth import SynthOptions
@@ -141,7 +141,7 @@ class Command(BaseCommand):
             return ReplayConfig(
                 trace=Path(opts["trace"]),
                 fleet=Path(opts["fleet"]),
-                policies=_policies(opts["policies"], self.stderr.write),
+                policies=policies_asked(opts["policies"], self.stderr.write),
                 synth=SynthOptions(seed=opts["seed"], tenants=opts["tenants"], gang_fraction=opts["gang_fraction"]),
                 time=TimeOptions(time_compress=opts["time_compress"], max_duration_s=opts["max_duration_h"] * 3600),
                 limit=opts["limit"],
@@ -151,12 +151,3 @@ class Command(BaseCommand):
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-
-
-def _policies(raw: str, note: Callable[[str], object]) -> tuple[str, ...]:
-    """The policies asked for, by their current names (an old alias is mapped, with a note)."""
-    names = tuple(p.strip() for p in raw.split(",") if p.strip())
-    for name in names:
-        if canonical(name) != name:
-            note(f"--policies: {name!r} is now called {canonical(name)!r} (it was never a bound)")
-    return tuple(canonical(name) for name in names)
