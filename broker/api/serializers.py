@@ -439,32 +439,7 @@ def _money(**kw) -> serializers.DecimalField:
     return serializers.DecimalField(max_digits=20, decimal_places=2, coerce_to_string=False, **kw)
 
 
-class ChargebackRowOut(serializers.Serializer):
-    month = MonthField()
-    tenant = serializers.CharField()
-    project = serializers.CharField()
-    user = serializers.CharField(
-        help_text="Who is charged: the submitter, else the person whose cluster "
-        "identity the job ran as, else the cluster user, else (unassigned)"
-    )
-    gpu_class = serializers.CharField()
-    onprem_gpu_hours = _money(source="onprem_hours")
-    onprem_cost = _money()
-    cloud_gpu_hours = _money(source="cloud_hours")
-    cloud_cost = _money(help_text="Billed: the matched bill lines (egress apart)")
-    cloud_estimated_gpu_hours = _money(
-        source="cloud_estimated_hours", help_text="Cloud GPU-hours no bill line covers yet (part of cloud_gpu_hours)"
-    )
-    cloud_estimated_cost = _money(help_text="Those hours priced at the cluster's list price, until their bill comes")
-    egress_cost = _money(help_text="The bills' data-transfer-out lines")
-    gpu_hours = _money()
-    cost = _money(help_text="onprem_cost + cloud_cost + cloud_estimated_cost + egress_cost")
-    status = serializers.SerializerMethodField(help_text="final, or estimated when part of the cost is an estimate")
-
-    def get_status(self, obj) -> str:
-        return "estimated" if obj.estimated else "final"
-
-
+# the figures of a chargeback row, and of the totals: the CSV's columns, which add up
 class ChargebackTotalsOut(serializers.Serializer):
     onprem_gpu_hours = _money(source="onprem_hours")
     onprem_cost = _money()
@@ -481,6 +456,22 @@ class ChargebackTotalsOut(serializers.Serializer):
 
     def get_status(self, obj) -> str:
         return "estimated" if obj.estimated else "final"
+
+
+class _ChargebackKey(serializers.Serializer):
+    month = MonthField()
+    tenant = serializers.CharField()
+    project = serializers.CharField()
+    user = serializers.CharField(
+        help_text="Who is charged: the submitter, else the person whose cluster "
+        "identity the job ran as, else the cluster user, else (unassigned)"
+    )
+    gpu_class = serializers.CharField()
+
+
+# a row: its key (month, tenant, project, user, GPU class), then its figures
+class ChargebackRowOut(_ChargebackKey, ChargebackTotalsOut):
+    pass
 
 
 class ChargebackOut(serializers.Serializer):
