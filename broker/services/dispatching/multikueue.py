@@ -15,7 +15,7 @@ nothing changes: its Workloads stay pending (MultiKueue waits) until the broker 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -121,6 +121,13 @@ def _one(
     record = nom.ensure_record(wl, cfg, manager)
     if record.state in TERMINAL_STATES:
         return
+    if wl.cluster_name and record.nominated_at is None:
+        # a worker admitted a nomination this database has no record of (the broker died
+        # after writing it, and the worker was quicker than the next pass): its quota is
+        # held and its nomination recorded before its start is, as for one still waiting
+        nom.adopt_nomination(record, replace(wl, nominated=wl.nominated or (wl.cluster_name,)), cfg, now=now)
+        report.adopted.append(f"{wl.ref} -> {wl.cluster_name} (already admitted)")
+        record.refresh_from_db()
     if wl.finished:
         report.ended += _ended(record, wl, cfg)
     elif wl.cluster_name:
