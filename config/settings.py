@@ -206,8 +206,8 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "broker.api.pagination.KeysetPagination",
-    "EXCEPTION_HANDLER": "broker.api.errors.api_exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "portal.restapi.pagination.KeysetPagination",
+    "EXCEPTION_HANDLER": "portal.restapi.errors.api_exception_handler",
     # JSON bodies only: the input serializers check JSON types ("8" is not 8), forms would be all text
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
 }
@@ -220,7 +220,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "broker.api.schema.add_error_responses"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.restapi.schema.add_error_responses",
+    ],
 }
 
 # Celery: with no broker URL, tasks run eagerly in the calling process (demo, laptop).

@@ -7,9 +7,11 @@
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pytest
+from django.test import Client
 
 from portal.tenancy.models import Project, Role, Tenant
 from tests.factories import (
@@ -41,6 +43,32 @@ def trio(db) -> Trio:
     for role in Role.values:
         MembershipFactory(user=outsider, tenant=other, role=role)
     return Trio(tenant, project, other, other_project, owner, member, finance, outsider)
+
+
+class JsonClient:
+    """The Django test client, speaking JSON (session auth, as the API's browsers do)."""
+
+    def __init__(self, user) -> None:
+        self.client = Client()
+        assert self.client.login(username=user.username, password=PASSWORD)
+
+    def get(self, url: str, **params):
+        return self.client.get(url, params)
+
+    def post(self, url: str, data: dict | None = None):
+        return self.client.post(url, json.dumps(data or {}), content_type="application/json")
+
+    def patch(self, url: str, data: dict):
+        return self.client.patch(url, json.dumps(data), content_type="application/json")
+
+    def delete(self, url: str):
+        return self.client.delete(url)
+
+
+@pytest.fixture
+def api(trio):
+    """api(user) -> a logged-in JSON client."""
+    return JsonClient
 
 
 @pytest.fixture

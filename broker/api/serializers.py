@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+
+from portal.restapi.strict import StrictSerializer
 
 from broker.models import (
     POOL_REPORT_FIELDS,
@@ -23,7 +24,6 @@ from broker.outcomes import workload_outcome
 from broker.placement.record import PlacementRecord
 from broker.web.explain import RULE_WORDS, reason_words
 from broker.web.forms import QUOTA_MAX_GPUS
-from broker import runtime
 from broker.services.quota.reservations import gpus_in_use
 
 if TYPE_CHECKING:
@@ -33,57 +33,6 @@ if TYPE_CHECKING:
     from portal.tenancy.models import Project, Tenant
 
 MAX_ID = 2**63 - 1  # a database id beyond this is not missing, it is malformed
-
-
-# The JSON type each kind of field takes as it is, not coerced: "8" is not 8, 0 is not "0".
-_JSON_TYPES: tuple[tuple[type, tuple[type, ...], str], ...] = (
-    (serializers.BooleanField, (bool,), "true or false"),
-    (serializers.IntegerField, (int,), "a whole number"),
-    (serializers.FloatField, (int, float), "a number"),
-    (serializers.ListField, (list,), "a list"),
-    (serializers.CharField, (str,), "text"),
-    (serializers.ChoiceField, (str,), "text"),
-)
-
-
-class StrictSerializer(serializers.Serializer):
-    """Input serializer (for JSON bodies) that refuses fields it does not know, naming each
-    (and the field meant, where one is close): a misspelled ``gpu_per_worker`` must not become
-    a default; and a value of the wrong JSON type is an error, not a coercion."""
-
-    def to_internal_value(self, data):
-        problems = self._problems(data) if isinstance(data, dict) else {}
-        try:
-            value = super().to_internal_value(data)
-        except serializers.ValidationError as exc:
-            if problems and isinstance(exc.detail, dict):
-                exc.detail.update(problems)
-            raise
-        if problems:
-            raise serializers.ValidationError(problems)
-        return value
-
-    def _problems(self, data: dict) -> dict[str, list[str]]:
-        out = {}
-        for name, raw in data.items():
-            field = self.fields.get(name)
-            if field is None:
-                close = difflib.get_close_matches(str(name), list(self.fields), n=1)
-                out[str(name)] = ["Unknown field." + (f" Did you mean {close[0]!r}?" if close else "")]
-            elif raw is not None and (words := _wrong_type(field, raw)):
-                out[name] = [f"must be {words}."]
-        return out
-
-
-def _wrong_type(field: serializers.Field, raw) -> str:
-    for kind, types, words in _JSON_TYPES:
-        if isinstance(field, kind):
-            ok = isinstance(raw, types) and not (isinstance(raw, bool) and bool not in types)
-            if ok and isinstance(field, serializers.ListField) and isinstance(field.child, serializers.CharField):
-                ok = all(isinstance(item, str) for item in raw)
-                words = "a list of text"
-            return "" if ok else words
-    return ""
 
 
 class WorkloadSpecIn(StrictSerializer):
@@ -363,118 +312,3 @@ class ProjectOut(serializers.Serializer):
     namespace = serializers.CharField(source="k8s_namespace")
     queue = serializers.CharField(source="k8s_queue")
     cost_centre = serializers.CharField()
-
-
-class TokenOut(serializers.Serializer):
-    id = serializers.IntegerField()
-    user = serializers.CharField(source="user.username")
-    name = serializers.CharField()
-    prefix = serializers.CharField(help_text="The secret's first characters")
-    created_at = serializers.DateTimeField()
-    expires_at = serializers.DateTimeField()
-    last_used_at = serializers.DateTimeField(allow_null=True)
-    revoked_at = serializers.DateTimeField(allow_null=True)
-    state = serializers.SerializerMethodField()
-
-    def get_state(self, token) -> str:
-        return token.state(runtime.now())
-
-
-class TokenIn(StrictSerializer):
-    name = serializers.CharField(max_length=100)
-    expires_in_days = serializers.IntegerField(min_value=1, max_value=365, default=90)
-
-
-class TokenCreatedOut(serializers.Serializer):
-    id = serializers.IntegerField(source="token.id")
-    name = serializers.CharField(source="token.name")
-    token = serializers.CharField(source="secret", help_text="The secret: shown this once, never again")
-    prefix = serializers.CharField(source="token.prefix")
-    expires_at = serializers.DateTimeField(source="token.expires_at")
-
-
-# --- accounting ------------------------------------------------------------------------------
-
-
-class MonthIn(serializers.Serializer):
-    """Query parameters (other parameters, such as a cache buster, are ignored)."""
-
-    month = serializers.RegexField(
-        r"^2\d{3}-(0[1-9]|1[0-2])$",
-        required=False,
-        error_messages={"invalid": "must be a month as YYYY-MM (2000-2999)."},
-    )
-
-
-class ChargebackIn(MonthIn):
-    months = serializers.IntegerField(min_value=1, max_value=24, default=1)
-    tenant = serializers.SlugField(required=False, help_text="Only this tenant (slug)")
-    project = serializers.SlugField(required=False, help_text="Only this project of the tenant (slug)")
-    format = serializers.ChoiceField(choices=["json", "csv", "xlsx"], default="json")
-
-
-class UsageOut(serializers.Serializer):
-    tenant = serializers.CharField(source="project.tenant.slug")
-    project = serializers.CharField(source="project.slug")
-    project_id = serializers.IntegerField(source="project.id")
-    gpu_class = serializers.CharField()
-    ended_gpu_hours = serializers.DecimalField(
-        max_digits=20, decimal_places=2, source="ended_hours", coerce_to_string=False
-    )
-    running_gpu_hours = serializers.DecimalField(
-        max_digits=20, decimal_places=2, source="running_hours", coerce_to_string=False
-    )
-    jobs = serializers.IntegerField()
-
-
-@extend_schema_field({"type": "string", "pattern": r"^\d{4}-\d{2}$", "example": "2026-11"})
-class MonthField(serializers.Field):
-    """A month as YYYY-MM (read only)."""
-
-    def to_representation(self, value) -> str:
-        return f"{value:%Y-%m}"
-
-
-def _money(**kw) -> serializers.DecimalField:
-    return serializers.DecimalField(max_digits=20, decimal_places=2, coerce_to_string=False, **kw)
-
-
-# the figures of a chargeback row, and of the totals: the CSV's columns, which add up
-class ChargebackTotalsOut(serializers.Serializer):
-    onprem_gpu_hours = _money(source="onprem_hours")
-    onprem_cost = _money()
-    cloud_gpu_hours = _money(source="cloud_hours")
-    cloud_cost = _money(help_text="Billed: the matched bill lines (egress apart)")
-    cloud_estimated_gpu_hours = _money(
-        source="cloud_estimated_hours", help_text="Cloud GPU-hours no bill line covers yet (part of cloud_gpu_hours)"
-    )
-    cloud_estimated_cost = _money(help_text="Those hours priced at the cluster's list price, until their bill comes")
-    egress_cost = _money(help_text="The bills' data-transfer-out lines")
-    gpu_hours = _money()
-    cost = _money(help_text="onprem_cost + cloud_cost + cloud_estimated_cost + egress_cost")
-    status = serializers.SerializerMethodField(help_text="final, or estimated when part of the cost is an estimate")
-
-    def get_status(self, obj) -> str:
-        return "estimated" if obj.estimated else "final"
-
-
-class _ChargebackKey(serializers.Serializer):
-    month = MonthField()
-    tenant = serializers.CharField()
-    project = serializers.CharField()
-    user = serializers.CharField(
-        help_text="Who is charged: the submitter, else the person whose cluster "
-        "identity the job ran as, else the cluster user, else (unassigned)"
-    )
-    gpu_class = serializers.CharField()
-
-
-# a row: its key (month, tenant, project, user, GPU class), then its figures
-class ChargebackRowOut(_ChargebackKey, ChargebackTotalsOut):
-    pass
-
-
-class ChargebackOut(serializers.Serializer):
-    months = serializers.ListField(child=MonthField())
-    rows = ChargebackRowOut(many=True)
-    totals = ChargebackTotalsOut()

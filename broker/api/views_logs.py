@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.api.errors import error_body
+from portal.restapi.errors import error_body
 from broker.access import workload_for
 from broker.workload_logs import LIMIT_MAX, log_query, workload_logs_read
 

@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.api.serializers import StrictSerializer
+from portal.restapi.strict import StrictSerializer
 from broker.models import NotificationPreference
 from broker.models.notification import EVENTS
 from broker.selectors.notifications import notification_preference_get

@@ -11,7 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.api.serializers import MAX_ID, StrictSerializer
+from broker.api.serializers import MAX_ID
+from portal.restapi.strict import StrictSerializer
 from broker.access import quota_request_for
 from broker.models import AuditRecord, QuotaRequest
 from broker.selectors.quota_requests import quota_request_list, quota_request_trail

@@ -7,7 +7,7 @@ tenant A and authenticates with an API token, so each operation gets past
 authorisation and into its real code.
 
 The served schema documents every answer, errors included (400/401/403/404 in the one
-error shape, by broker.api.schema).  ``documented_errors`` adds only what no API view
+error shape, by portal.restapi.schema).  ``documented_errors`` adds only what no API view
 answers: Django's HTML 404 for a path that matches no URL (an id that is not a number).
 
 CI runs 30 examples per operation, derandomised (the same cases every run); a deeper

@@ -1,39 +1,9 @@
 """Fixtures for the REST API tests: a JSON client per user, and objects in tenant A."""
 from __future__ import annotations
 
-import json
-
 import pytest
-from django.test import Client
 
 from broker.models import Escalation, Quota
-from tests.factories import PASSWORD
-
-
-class JsonClient:
-    """The Django test client, speaking JSON (session auth, as the API's browsers do)."""
-
-    def __init__(self, user) -> None:
-        self.client = Client()
-        assert self.client.login(username=user.username, password=PASSWORD)
-
-    def get(self, url: str, **params):
-        return self.client.get(url, params)
-
-    def post(self, url: str, data: dict | None = None):
-        return self.client.post(url, json.dumps(data or {}), content_type="application/json")
-
-    def patch(self, url: str, data: dict):
-        return self.client.patch(url, json.dumps(data), content_type="application/json")
-
-    def delete(self, url: str):
-        return self.client.delete(url)
-
-
-@pytest.fixture
-def api(trio):
-    """api(user) -> a logged-in JSON client."""
-    return JsonClient
 
 
 @pytest.fixture

@@ -113,7 +113,7 @@ def test_every_member_sees_the_shared_fleet(trio, cluster, api, who):
 
 
 def test_a_user_of_no_tenant_sees_no_cluster(db, cluster):
-    from tests.broker.api.conftest import JsonClient
+    from tests.conftest import JsonClient
     from tests.factories import UserFactory
 
     client = JsonClient(UserFactory(username="nobody"))
@@ -188,7 +188,7 @@ def test_outsider_admin_gets_404_on_another_tenants_escalation(trio, escalation,
 
 def test_outsider_gets_404_on_every_tenant_object_endpoint(trio, placed, escalation, quota_request, api):
     """One sweep over the URL conf, so a new object endpoint cannot forget its scoping."""
-    from broker.api.urls import urlpatterns
+    from config.urls import api_v1 as urlpatterns
 
     from portal.apitokens.services.tokens import token_create
 

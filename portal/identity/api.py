@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django.contrib.auth.models import User
 from django.contrib.auth import get_user_model
+from django.urls import path
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
@@ -15,8 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.api.serializers import StrictSerializer
 from portal.identity.selectors import people_list, person_get, tenants_not_administered
+from portal.restapi.strict import StrictSerializer
 from portal.identity.services.cluster_identity import (
     cluster_identity_clear,
     cluster_identity_set,
@@ -131,3 +132,11 @@ class ProjectRunAs(APIView):
             actor=signed_in(request.user), project=project, run_as=data.validated_data["run_as"]
         )
         return Response(RunAsOut(project).data)
+
+
+# mounted under /api/v1/ by the composition root (config/urls.py)
+urlpatterns = [
+    path("projects/<int:project_id>/run-as/", ProjectRunAs.as_view(), name="api-project-run-as"),
+    path("cluster-identities/", ClusterIdentityList.as_view(), name="api-cluster-identities"),
+    path("cluster-identities/<int:user_id>/", ClusterIdentityDetail.as_view(), name="api-cluster-identity"),
+]

@@ -7,7 +7,6 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from tests.accounting.conftest import books, cloud, gpu_class, onprem, operator  # noqa: F401  (fixtures)
 
 MONTH = "2026-11"
 
@@ -68,7 +67,7 @@ def test_outsider_finance_sees_none_of_tenant_a(trio, books, api):  # noqa: F811
 
 
 def test_operator_sees_every_tenant(trio, books, operator):  # noqa: F811
-    from tests.broker.api.conftest import JsonClient
+    from tests.conftest import JsonClient
 
     body = JsonClient(operator).get(reverse("api-chargeback"), month=MONTH).json()
     assert {trio.tenant.slug, trio.other_tenant.slug} <= {r["tenant"] for r in body["rows"]}
