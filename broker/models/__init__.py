@@ -2,7 +2,7 @@ from broker.models.fleet import POOL_REPORT_FIELDS, Cluster, ClusterHealth, Clus
 from broker.models.notification import Channel, DeliveryState, Notification, NotificationPreference
 from broker.models.quota import Quota, Reservation, ReservationState
 from broker.models.quota_request import QuotaRequest, QuotaRequestState
-from broker.models.replay import ReplayEstimate
+from broker.models.replay import ReplayEstimate, SimulatorCalibration
 from broker.models.workload import (
     AuditRecord,
     DispatchAttempt,
@@ -40,6 +40,7 @@ __all__ = [
     "QuotaRequestState",
     "ReconcileRun",
     "ReplayEstimate",
+    "SimulatorCalibration",
     "Reservation",
     "ReservationState",
     "Workload",

@@ -48,3 +48,30 @@ class ReplayEstimate(models.Model):
             mean_signed_s=self.mean_signed_s,
         )
         return EstimatorReport(overall=overall, by_destination=destination_errors(self.by_destination or []))
+
+
+class SimulatorCalibration(models.Model):
+    """One ``manage.py calibrate`` run: a job list played on a real control plane and on the
+    simulator built from its inventory; the medians over the run's repetitions (each
+    repetition's figures in ``repetitions``)."""
+
+    cluster = models.CharField(max_length=100)
+    control_plane = models.CharField(max_length=100, help_text="as the cluster words its version: slurm 22.05.8")
+    partition = models.CharField(max_length=100, blank=True)
+    job_list = models.CharField(max_length=200)
+    commit = models.CharField(max_length=40, blank=True)
+    scheduler = models.CharField(max_length=200, help_text="the scheduling cycle as configured")
+    cycle_s = models.FloatField(help_text="starts within this of each other count as tied")
+    jobs = models.PositiveIntegerField()
+    pair_order = models.FloatField(help_text="share of job pairs started in the same order")
+    median_abs_error_s = models.FloatField()
+    p95_abs_error_s = models.FloatField()
+    reason_agreement = models.FloatField(help_text="share of sampled instants with the same queue reason")
+    repetitions = models.JSONField(default=list, blank=True)
+    recorded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-recorded_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.control_plane} on {self.cluster}: {self.pair_order:.0%} of pairs in order"

@@ -10,7 +10,7 @@ from typing import cast
 
 from broker.lifecycle import WAITING_STATES
 from broker.models import AuditRecord, ClusterHealth, ReconcileRun
-from broker.selectors.workloads import cluster_list, replay_estimate_list, workload_list
+from broker.selectors.workloads import calibration_list, cluster_list, replay_estimate_list, workload_list
 from broker.selectors.run_times import run_seconds_of
 from broker.placement.wait_estimator import ErrorSummary, EstimatorReport
 from broker.selectors.waits import wait_estimate_report
@@ -151,6 +151,8 @@ def estimator_overview(*, user: AnyUser, live: EstimatorReport | None) -> dict:
     return {
         "live": _in_minutes(live) if live else None,
         "replays": [{"run": row, **_in_minutes(row.report())} for row in replay_estimate_list(user=user)],
+        # what the replays' simulator is worth: its newest calibrations against real schedulers
+        "calibrations": list(calibration_list(user=user)),
     }
 
 

@@ -19,6 +19,7 @@ from broker.models import (
     GpuClass,
     Quota,
     ReplayEstimate,
+    SimulatorCalibration,
     Reservation,
     Workload,
     WorkloadState,
@@ -306,6 +307,14 @@ def replay_estimate_list(*, user: AnyUser, limit: int = 12) -> QuerySet[ReplayEs
     if not _sees_fleet(user):
         return ReplayEstimate.objects.none()
     return ReplayEstimate.objects.all()[:limit]
+
+
+def calibration_list(*, user: AnyUser, limit: int = 6) -> QuerySet[SimulatorCalibration]:
+    """The newest calibrations of the simulator against real control planes: figures about
+    the simulator, not about any tenant, so open to whoever sees the fleet."""
+    if not _sees_fleet(user):
+        return SimulatorCalibration.objects.none()
+    return SimulatorCalibration.objects.all()[:limit]
 
 
 def _sees_fleet(user: AnyUser) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import datetime
 from typing import Iterator, Mapping, Sequence
 
@@ -40,6 +40,7 @@ from broker.backends.sim.model import (
     SimNode,
 )
 from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW, TIMEOUT_RAW, log_page
+from broker.backends.sim.plan import Plan
 from broker.backends.sim.runtime import Runtimes
 from broker.spec import WorkloadSpec
 
@@ -276,14 +277,16 @@ class SimulatedCluster:
         account: str = "unknown",
         duration_s: float | None = None,
         partition: str = "",
+        time_limit_s: float | None = None,
     ) -> str:
-        """A job nobody asked the broker for (no workload id): an orphan to escalate."""
+        """A job nobody asked the broker for (no workload id), with its user's time limit."""
         req = JobRequest(
             name=name,
             gpus_per_worker=gpus_per_worker,
             workers=workers,
             partitioning=partitioning,
             gpu_models=(gpu_model,) if gpu_model else (),
+            time_limit_s=time_limit_s,
         )
         with self._lock:
             self._catch_up()
@@ -398,7 +401,7 @@ class SimulatedCluster:
             self._cursor = now
 
     def _schedule(self) -> None:
-        """One FIFO pass at the cursor: start what fits, record why the rest waits."""
+        """One pass at the cursor in queue order: start what fits, record why the rest waits."""
         pending = self._live.pending()
         if not pending:
             return  # nothing to start
@@ -407,7 +410,7 @@ class SimulatedCluster:
             self._nodes, self.partitions, self.quotas, self._live.used, set(), self.gang_scheduler, self._by_pool
         )
         admit = admission.ADMIT[self.flavor]
-        reservations: dict[tuple[str, ...], backfill.Reservation] = {}
+        plan = self._plan()
         # backfill only: a shape that could not start in this pass cannot start later in it
         # (GPUs only get taken), so its later jobs get the same verdict without a search
         failed: dict[tuple, admission.Verdict] = {}
@@ -415,21 +418,26 @@ class SimulatedCluster:
             shape = backfill.shape_of(job) if self.queueing == "backfill" else None
             if shape is not None and shape in failed:
                 job.reason, job.raw_reason = failed[shape].reason, failed[shape].raw
+                self._hold(plan, job, failed[shape])
                 continue
             verdict = admit(job, ctx)
-            if verdict.placement is not None and not self._delays_reserved(reservations, job, verdict):
+            if verdict.placement is not None and plan is not None and not plan.allows(job, verdict.placement):
+                # it fits now, but on GPUs planned for a job ahead of it: elsewhere, or wait
+                verdict = replace(verdict, placement=plan.place_now(job, self._pool_nodes(job, verdict)))
+                if verdict.placement is None:
+                    job.reason, job.raw_reason = Reason.CAPACITY, "Priority"
+                    self._hold(plan, job, verdict, waits=True)
+                    continue
+            if verdict.placement is not None:
                 self._start(job, verdict)
-                continue
-            if verdict.placement is not None:  # it would push back a reserved job
-                job.reason, job.raw_reason = Reason.CAPACITY, "Priority"
                 continue
             job.reason, job.raw_reason = verdict.reason, verdict.raw
             if shape is not None:  # it did not pack at all: no time limit changes that
                 failed[shape] = verdict
             if verdict.blocks and self.queueing == "strict":
                 ctx.blocked.update(verdict.pools)
-            elif verdict.blocks and self.flavor == "slurm":
-                self._reserve(reservations, job, verdict.pools)
+            elif verdict.blocks:
+                self._hold(plan, job, verdict)
 
     # --- backfill (queueing="backfill"; Kubernetes flavors simply never block) ---------
 
@@ -437,24 +445,18 @@ class SimulatedCluster:
         limit = job.request.time_limit_s
         return self.clock.scaled(limit) if limit is not None else float("inf")
 
-    def _delays_reserved(
-        self, reservations: dict[tuple[str, ...], backfill.Reservation], job: SimJob, verdict: admission.Verdict
-    ) -> bool:
-        assert verdict.placement is not None
-        return any(
-            not backfill.may_backfill(r, job, verdict.placement, self._cursor, self._limit_s)
-            for r in backfill.reservations_hit(reservations, verdict.pools)
-        )
+    def _plan(self) -> Plan | None:
+        """Slurm's backfill plan for this pass (sim.plan); none for the other flavors."""
+        if self.flavor != "slurm" or self.queueing != "backfill":
+            return None
+        return Plan(self._nodes, self._live.running(), self._cursor, self._limit_s)
 
-    def _reserve(
-        self, reservations: dict[tuple[str, ...], backfill.Reservation], job: SimJob, pools: list[str]
-    ) -> None:
-        if backfill.reservations_hit(reservations, pools):
-            return  # EASY: the first blocked job of these pools holds the reservation
-        nodes = [n for n in self._nodes if n.pool in pools and n.partition == job.partition]
-        found = backfill.reserve(job, nodes, self._live.running(), self._cursor, self._limit_s)
-        if found is not None:
-            reservations[backfill.pool_key(pools)] = found
+    def _pool_nodes(self, job: SimJob, verdict: admission.Verdict) -> list[SimNode]:
+        return [n for p in verdict.pools for n in self._by_pool.get(p, ()) if n.partition == job.partition]
+
+    def _hold(self, plan: Plan | None, job: SimJob, verdict: admission.Verdict, waits: bool = False) -> None:
+        if plan is not None and (verdict.blocks or waits):
+            plan.hold(job, self._pool_nodes(job, verdict))
 
     def _start(self, job: SimJob, verdict: admission.Verdict) -> None:
         assert verdict.placement is not None

@@ -79,3 +79,40 @@ def test_fleet_page_shows_the_recorded_replays_estimator_error_to_members_only(t
     assert client.get(reverse("fleet")).status_code == 302  # to the login page
     nobody = login(UserFactory(username="nobody")).get(reverse("fleet"))  # a member of no tenant
     assert nobody.status_code == 200 and "alibaba-gpu.csv" not in nobody.content.decode()
+
+
+def _calibration(**over):
+    from broker.services.fleet.calibration import CalibrationFigures  # noqa: PLC0415
+    rep = {"jobs": 36, "started_both": 33, "waited": 32, "pairs": 528, "pair_order": 0.97,
+           "median_abs_error_s": 1.5, "p95_abs_error_s": 9.0, "reason_samples": 400, "reason_agreement": 0.9,
+           "ahead_real": ["a"], "ahead_sim": ["a"], "backfilled_real": ["a"], "errors_s": {"a": 1.5}}
+    return CalibrationFigures(cluster="ci", control_plane="slurm 22.05.8", partition="calib",
+                              job_list="contended-16gpu", commit="abc1234", scheduler="sched_interval=10 bf_interval=2",
+                              cycle_s=2.0, repetitions=[rep, {**rep, "pair_order": 0.95, **over}, rep])
+
+
+def test_fleet_page_shows_the_latest_calibration_of_the_simulator_beside_the_estimator(trio, login, client):
+    from broker.services.fleet.calibration import calibration_record  # noqa: PLC0415
+    from tests.factories import UserFactory  # noqa: PLC0415
+
+    assert "No calibration recorded yet" in login(trio.member).get(reverse("fleet")).content.decode()
+    row = calibration_record(figures=_calibration())
+    assert (row.pair_order, row.median_abs_error_s, row.jobs) == (0.97, 1.5, 36)  # medians of the repetitions
+    for user in (trio.member, trio.outsider):  # figures about the simulator, not about a tenant
+        body = login(user).get(reverse("fleet")).content.decode()
+        shown = body[body.index('id="calibrations"'):]
+        assert "<td>slurm 22.05.8</td><td>ci / calib</td><td>contended-16gpu</td><td><code>abc1234</code></td>" in shown
+        assert "<td>3</td><td>36</td><td>97%</td><td>1.5 s</td><td>9.0 s</td><td>90%</td>" in shown
+    nobody = login(UserFactory(username="nobody")).get(reverse("fleet")).content.decode()
+    assert "abc1234" not in nobody and "No calibration recorded yet" in nobody
+
+
+def test_a_calibration_with_a_figure_that_is_not_a_number_is_refused_naming_it(db):
+    import pytest  # noqa: PLC0415
+
+    from broker.models import SimulatorCalibration  # noqa: PLC0415
+    from broker.services.fleet.calibration import calibration_record  # noqa: PLC0415
+
+    with pytest.raises(ValueError, match="a repetition's pair_order is not a number: 'most'"):
+        calibration_record(figures=_calibration(pair_order="most"))
+    assert not SimulatorCalibration.objects.exists()

@@ -1,7 +1,7 @@
 """SlurmBackend against the real single-host cluster (scripts/slurm-cluster up), over both
 transports.  Run with SLURM_TESTS=1; see docs/slurm.md.
 
-The cluster: nodes n1, n2 with 8 fake a100 each; partitions gpu (default) and debug;
+The cluster: nodes n1, n2 with 8 fake a100 each; partitions gpu (default), debug and calib;
 account "general" (no limit) and "research" (GrpTRES gres/gpu=4); QoS gpu-small
 (MaxTRESPerJob gres/gpu=2).  Jobs are short (sleep 2) and every wait is bounded.
 """
@@ -268,7 +268,7 @@ def test_inventory_matches_scontrol(make_backend, submitted):
     wait_state(backend, job_id, {JobState.RUNNING})
     snap = backend.inventory()
     expected = _scontrol_gpus()
-    assert {p.name for p in snap.pools} == {"gpu/a100", "debug/a100"}
+    assert {p.name for p in snap.pools} == {"gpu/a100", "debug/a100", "calib/a100"}
     for pool in snap.pools:
         assert (pool.gpu_model, pool.gpu_memory_gb, pool.partitioning) == ("a100", 80, "whole")
         got = {n.name: (n.gpus_total, n.gpus_allocated) for n in pool.nodes}

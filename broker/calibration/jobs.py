@@ -1,0 +1,124 @@
+"""A calibration job list: what is submitted when, how long it runs, what it asks for.
+
+A JSON file: ``{"name": ..., "jobs": [{...}, ...]}``, each job::
+
+    {"name": "big-1", "at_s": 2, "gpus_per_worker": 8, "workers": 2, "run_s": 40,
+     "time_limit_min": 2, "cancel_at_s": null, "local": false}
+
+``at_s``: seconds after the start of the run; ``run_s``: how long the job sleeps;
+``time_limit_min``: its time limit (the local scheduler's backfill plans with it; a job that
+runs longer is killed at it); ``cancel_at_s``: cancelled then, if given; ``local``: submitted
+by a local user, not as a broker job would be (the simulator takes it as a foreign job).
+Unknown fields are errors that name the job and the field, as are missing or wrong ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from portal.tenancy.errors import DomainError
+
+_FIELDS = {"name", "at_s", "gpus_per_worker", "workers", "run_s", "time_limit_min", "cancel_at_s", "local"}
+_REQUIRED = ("name", "at_s", "gpus_per_worker", "run_s", "time_limit_min")
+
+
+class JobListError(DomainError, ValueError):
+    """A job list that cannot be played: the message names the job and the field."""
+
+
+@dataclass(frozen=True)
+class CalibrationJob:
+    name: str
+    at_s: float
+    gpus_per_worker: int
+    workers: int
+    run_s: float
+    time_limit_min: int
+    cancel_at_s: float | None = None
+    local: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_worker * self.workers
+
+
+@dataclass(frozen=True)
+class JobList:
+    name: str
+    jobs: tuple[CalibrationJob, ...]
+
+    @property
+    def span_s(self) -> float:
+        """An upper bound on when the last job ends, were each run after the one before."""
+        return max(j.at_s for j in self.jobs) + sum(min(j.run_s, j.time_limit_min * 60.0) for j in self.jobs)
+
+
+def load(path: Path) -> JobList:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise JobListError(f"{path}: not a readable JSON job list: {exc}") from exc
+    return parse(data, where=str(path))
+
+
+def parse(data: Any, *, where: str = "job list") -> JobList:
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list) or not data["jobs"]:
+        raise JobListError(f"{where}: expected {{'name': ..., 'jobs': [...]}} with at least one job")
+    unknown = set(data) - {"name", "jobs", "about"}
+    if unknown:
+        raise JobListError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+    jobs = tuple(_job(raw, i, where) for i, raw in enumerate(data["jobs"]))
+    names = [j.name for j in jobs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise JobListError(f"{where}: job names must be unique: {', '.join(twice)}")
+    return JobList(name=str(data.get("name") or where), jobs=tuple(sorted(jobs, key=lambda j: (j.at_s, j.name))))
+
+
+def _job(raw: Any, index: int, where: str) -> CalibrationJob:
+    label = f"{where}: job {index + 1}"
+    if not isinstance(raw, dict):
+        raise JobListError(f"{label}: expected an object")
+    label = f"{where}: job {index + 1} ({raw.get('name', '?')})"
+    unknown = set(raw) - _FIELDS
+    if unknown:
+        raise JobListError(f"{label}: unknown field(s) {', '.join(sorted(unknown))}")
+    missing = [f for f in _REQUIRED if f not in raw]
+    if missing:
+        raise JobListError(f"{label}: missing {', '.join(missing)}")
+    job = CalibrationJob(
+        name=_text(raw["name"], label, "name"),
+        at_s=_number(raw["at_s"], label, "at_s"),
+        gpus_per_worker=int(_number(raw["gpus_per_worker"], label, "gpus_per_worker", whole=True, least=1)),
+        workers=int(_number(raw.get("workers", 1), label, "workers", whole=True, least=1)),
+        run_s=_number(raw["run_s"], label, "run_s", least=1),
+        time_limit_min=int(_number(raw["time_limit_min"], label, "time_limit_min", whole=True, least=1)),
+        cancel_at_s=None if raw.get("cancel_at_s") is None else _number(raw["cancel_at_s"], label, "cancel_at_s"),
+        local=_flag(raw.get("local", False), label),
+    )
+    if job.cancel_at_s is not None and job.cancel_at_s <= job.at_s:
+        raise JobListError(f"{label}: cancel_at_s must come after at_s")
+    return job
+
+
+def _text(value: Any, label: str, field: str) -> str:
+    if not isinstance(value, str) or not value or not all(c.isalnum() or c in "-_" for c in value):
+        raise JobListError(f"{label}: {field} must be letters, digits, - or _")
+    return value
+
+
+def _number(value: Any, label: str, field: str, *, whole: bool = False, least: float = 0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not float(value).is_integer()):
+        raise JobListError(f"{label}: {field} must be a {'whole ' if whole else ''}number, not {value!r}")
+    if value < least:
+        raise JobListError(f"{label}: {field} must be at least {least:g}, not {value!r}")
+    return float(value)
+
+
+def _flag(value: Any, label: str) -> bool:
+    if not isinstance(value, bool):
+        raise JobListError(f"{label}: local must be true or false, not {value!r}")
+    return value

@@ -1,0 +1,127 @@
+"""One calibration: a job list played on a real Slurm partition and on the simulator built
+from that partition's inventory, repeated, compared run by run."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from broker import runtime
+from broker.backends.slurm.commands import CommandTransport
+from broker.calibration.compare import Agreement, compare
+from broker.calibration.jobs import JobList
+from broker.calibration.played import Played
+from broker.calibration.simulated import NotCalibratable, play, simulator_for
+from broker.calibration.slurm import SlurmPlayer
+from broker.cluster_report import InventorySnapshot
+
+
+@dataclass(frozen=True)
+class SchedulerCycle:
+    """What the real scheduler's cycle is, as its configuration says."""
+
+    words: str  # "sched_interval=60 bf_interval=2"
+    cycle_s: float  # the tolerance: a start within this of another is tied
+
+
+@dataclass
+class Repetition:
+    real: Played
+    simulated: Played
+    agreement: Agreement
+
+
+@dataclass
+class Calibration:
+    cluster: str
+    control_plane: str
+    partition: str
+    job_list: str
+    cycle: SchedulerCycle
+    started_at: datetime
+    commit: str
+    repetitions: list[Repetition] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster,
+            "control_plane": self.control_plane,
+            "partition": self.partition,
+            "job_list": self.job_list,
+            "scheduler": self.cycle.words,
+            "cycle_s": self.cycle.cycle_s,
+            "started_at": self.started_at.isoformat(),
+            "commit": self.commit,
+            "repetitions": [
+                {"agreement": r.agreement.to_json(), "real": r.real.to_json(), "simulated": r.simulated.to_json()}
+                for r in self.repetitions
+            ],
+        }
+
+
+def slurm_cycle(transport: CommandTransport) -> SchedulerCycle:
+    """bf_interval (default 30 s) and sched_interval (default 60 s) from ``scontrol show
+    config``: backfill starts come on the first's beat; the tolerance is the backfill cycle."""
+    out = transport.query(["scontrol", "show", "config"])
+    params = ""
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "SchedulerParameters":
+            params = value.strip()
+    given = dict(p.split("=", 1) for p in params.split(",") if "=" in p)
+    bf, main = float(given.get("bf_interval", 30)), float(given.get("sched_interval", 60))
+    # backfill plans in slots of bf_resolution (default 60 s), which the simulator does not
+    # model (docs/simulator.md): printed so that a calibration says what it ran under
+    res = float(given.get("bf_resolution", 60))
+    return SchedulerCycle(words=f"sched_interval={main:g} bf_interval={bf:g} bf_resolution={res:g}", cycle_s=bf)
+
+
+def calibrate_slurm(
+    jobs: JobList,
+    *,
+    cluster: str,
+    transport: object,
+    inventory: Callable[[], InventorySnapshot],
+    partition: str,
+    account: str = "",
+    repeat: int = 1,
+    deadline_s: float | None = None,
+) -> Calibration:
+    """``transport`` and ``inventory``: the cluster's Slurm backend's (``backend_for``), so the
+    simulator starts from the inventory and limits exactly as the broker reads them."""
+    if not isinstance(transport, CommandTransport):
+        used = getattr(transport, "name", type(transport).__name__)
+        raise NotCalibratable(f"{cluster}: calibration runs Slurm's commands; this cluster's transport is {used}")
+    cycle = slurm_cycle(transport)
+    result = Calibration(
+        cluster=cluster,
+        control_plane="slurm",
+        partition=partition,
+        job_list=jobs.name,
+        cycle=cycle,
+        started_at=runtime.now(),
+        commit=_commit(),
+    )
+    for _ in range(repeat):
+        snapshot = inventory()  # as the backend reads it, fresh for each repetition
+        sim = simulator_for(snapshot, partition)
+        gres_type = next(p.name.split("/", 1)[1] for p in snapshot.pools if p.name.startswith(f"{partition}/"))
+        player = SlurmPlayer(transport, partition=partition, account=account, gres_type=_typed(gres_type))
+        real = player.play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)
+        simulated = play(sim, jobs, sorted(real.reasons), account=account or "calibration")
+        result.repetitions.append(Repetition(real, simulated, compare(real, simulated, cycle_s=cycle.cycle_s)))
+    return result
+
+
+def _typed(gres_type: str) -> str:
+    return "" if gres_type == "gpu" else gres_type
+
+
+def _commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""

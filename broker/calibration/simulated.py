@@ -1,0 +1,127 @@
+"""The simulator's side of a calibration: built from the real cluster's inventory and local
+limits as its backend reads them (never written by hand), then played on a manual clock at
+the job list's instants, sampled at the instants the real side was."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from broker.backends.base import JobState, ProjectIdentity
+from broker.backends.sim.clock import SimClock
+from broker.backends.sim.cluster import SimulatedCluster
+from broker.backends.sim.model import Partition, SimNode
+from broker.calibration.jobs import CalibrationJob, JobList
+from broker.calibration.played import Observed, Played
+from broker.cluster_report import InventorySnapshot
+from broker.spec import validate_spec
+from portal.tenancy.errors import DomainError
+
+ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
+_STATES = {JobState.COMPLETED: "completed", JobState.FAILED: "timeout", JobState.CANCELLED: "cancelled"}
+
+
+class NotCalibratable(DomainError, ValueError):
+    """The cluster cannot be calibrated as it stands (the message says why)."""
+
+
+def simulator_for(snapshot: InventorySnapshot, partition: str) -> SimulatedCluster:
+    """The simulated Slurm cluster of one partition: its nodes as the inventory lists them,
+    the per-job GPU cap its local limits report for that partition's pools."""
+    pools = [p for p in snapshot.pools if p.name.split("/", 1)[0] == partition]
+    if not pools:
+        have = sorted({p.name.split("/", 1)[0] for p in snapshot.pools})
+        raise NotCalibratable(f"partition {partition!r}: not in {snapshot.cluster}'s inventory ({', '.join(have)})")
+    nodes = [n for p in pools for n in p.nodes]
+    busy = [f"{n.name} ({n.gpus_allocated} of {n.gpus_total} GPUs)" for n in nodes if n.gpus_allocated]
+    if busy:
+        raise NotCalibratable(f"partition {partition!r} is not idle: {', '.join(busy)} allocated")
+    caps = [c.max_gpus for p in pools for c in snapshot.limits.caps_for(p.name) if c.max_gpus is not None]
+    sim_nodes = [
+        SimNode(
+            name=n.name,
+            gpu_model=n.gpu_model,
+            gpu_memory_gb=n.gpu_memory_gb,
+            gpus=n.gpus_allocatable,
+            partitioning=n.partitioning,
+            interconnect_domain=n.interconnect_domain,
+            partition=partition,
+            healthy=n.healthy,
+            draining=n.draining,
+        )
+        for n in nodes
+    ]
+    return SimulatedCluster(
+        snapshot.cluster,
+        "slurm",
+        sim_nodes,
+        partitions=[Partition(partition, max_gpus_per_job=min(caps) if caps else None, default=True)],
+        clock=SimClock(ORIGIN),
+        queueing="backfill",
+    )
+
+
+def play(sim: SimulatedCluster, jobs: JobList, samples: Iterable[float], *, account: str = "calibration") -> Played:
+    """Submit, cancel and sample at the list's instants; run to the end."""
+    partition = next(iter(sim.partitions))
+    identity = ProjectIdentity(tenant="calibration", project="calibration", slurm_account=account, queue=partition)
+    events: list[tuple[float, int, str, object]] = [(j.at_s, 1, "submit", j) for j in jobs.jobs]
+    events += [(j.cancel_at_s, 0, "cancel", j) for j in jobs.jobs if j.cancel_at_s is not None]
+    events += [(t, 2, "sample", t) for t in samples]
+    ids: dict[str, str] = {}
+    played = Played(side="simulator")
+    for at, _, what, item in sorted(events, key=lambda e: (e[0], e[1])):
+        sim.clock.advance_to(at)
+        if what == "submit":
+            assert isinstance(item, CalibrationJob)
+            ids[item.name] = _submit(sim, item, identity, partition)
+        elif what == "cancel":
+            assert isinstance(item, CalibrationJob)
+            sim.cancel(ids[item.name])
+        else:
+            sim.tick()
+            played.reasons[at] = {
+                name: sim.job(jid).reason.value for name, jid in ids.items() if sim.job(jid).state is JobState.PENDING
+            }
+    sim.clock.advance_to(jobs.span_s + 3600.0)
+    sim.tick()
+    for job in jobs.jobs:
+        played.jobs[job.name] = _observed(sim, job, ids[job.name])
+    return played
+
+
+def _submit(sim: SimulatedCluster, job: CalibrationJob, identity: ProjectIdentity, partition: str) -> str:
+    if job.local:
+        return sim.inject_foreign_job(
+            name=job.name,
+            gpus_per_worker=job.gpus_per_worker,
+            workers=job.workers,
+            account=identity.slurm_account,
+            duration_s=job.run_s,
+            partition=partition,
+            time_limit_s=job.time_limit_min * 60.0,
+        )
+    spec = validate_spec(
+        {
+            "project": "calibration",
+            "name": job.name,
+            "command": f"sleep {job.run_s:g}",
+            "gpus_per_worker": job.gpus_per_worker,
+            "workers": job.workers,
+            "gpu_models": [sim.nodes[0].gpu_model],
+            "time_limit_minutes": job.time_limit_min,
+        }
+    )
+    sim.runtimes.set(job.name, job.run_s)
+    return sim.submit(spec, job.name, identity)
+
+
+def _observed(sim: SimulatedCluster, job: CalibrationJob, job_id: str) -> Observed:
+    sj = sim.job(job_id)
+    return Observed(
+        name=job.name,
+        submitted_s=sj.submitted_at,
+        started_s=sj.started_at,
+        ended_s=sj.ended_at,
+        state=_STATES.get(sj.state, sj.state.value),
+    )

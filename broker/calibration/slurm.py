@@ -1,0 +1,135 @@
+"""The real side of a Slurm calibration: the job list submitted straight to slurmctld
+(``sbatch`` of ``sleep`` jobs in a partition of their own, the broker not in the path) at its
+instants on the wall clock, ``squeue`` sampled for the reasons, ``sacct`` read for the
+times and the scheduler's own backfill flag (``Flags=SchedBackfill``).
+
+Commands go through the Slurm backend's ``CommandTransport``: argument lists with timeouts,
+through ``ssh`` where the cluster is configured so."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+from broker.backends.base import Unavailable
+from broker.backends.slurm.commands import CommandTransport
+from broker.backends.slurm.states import map_reason
+from broker.calibration.jobs import CalibrationJob, JobList
+from broker.calibration.played import Observed, Played
+
+Sleep = Callable[[float], None]
+Clock = Callable[[], float]
+
+
+class SlurmPlayer:
+    def __init__(
+        self,
+        transport: CommandTransport,
+        *,
+        partition: str,
+        account: str = "",
+        gres_type: str = "",
+        sample_s: float = 1.0,
+        clock: Clock = time.time,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        self.transport, self.partition, self.account, self.gres_type = transport, partition, account, gres_type
+        self.sample_s, self.clock, self.sleep = sample_s, clock, sleep
+        self.tag = f"cal{uuid.uuid4().hex[:6]}"
+
+    def version(self) -> str:
+        out = self.transport.query(["sinfo", "--version"]).strip()
+        return out.replace("slurm-wlm", "slurm").replace("slurm ", "slurm ")
+
+    def play(self, jobs: JobList, *, deadline_s: float) -> Played:
+        played = Played(side=self.version())
+        events = [(j.at_s, 1, "submit", j) for j in jobs.jobs]
+        events += [(float(j.cancel_at_s), 0, "cancel", j) for j in jobs.jobs if j.cancel_at_s is not None]
+        events.sort(key=lambda e: (e[0], e[1]))
+        ids: dict[str, str] = {}
+        t0 = self.clock()
+        try:
+            for at, _, what, job in events:
+                self._sample_until(t0, at, ids, played)
+                if what == "submit":
+                    ids[job.name] = self._submit(job)
+                else:
+                    self.transport.run(["scancel", ids[job.name]])
+            while self._sample(t0, ids, played) and self.clock() - t0 < deadline_s:
+                self.sleep(self.sample_s)
+        finally:
+            left = list(ids.values())
+            if left:  # never leave a calibration job behind, whatever happened
+                self.transport.run(["scancel", *left])
+        self._times(t0, ids, played)
+        return played
+
+    def _name(self, job: CalibrationJob) -> str:
+        return f"{self.tag}-{job.name}"
+
+    def _submit(self, job: CalibrationJob) -> str:
+        gres = f"gpu:{self.gres_type}:{job.gpus_per_worker}" if self.gres_type else f"gpu:{job.gpus_per_worker}"
+        cmd = ["sbatch", "--parsable", "-p", self.partition, "-J", self._name(job), "-N", str(job.workers)]
+        cmd += ["--ntasks-per-node=1", f"--gres={gres}", f"--time={job.time_limit_min}", "-o", "/dev/null"]
+        cmd += [f"--account={self.account}"] if self.account else []
+        cmd += ["--wrap", f"sleep {job.run_s:g}"]
+        out = self.transport.query(cmd)
+        return out.strip().split(";", 1)[0]
+
+    def _sample_until(self, t0: float, at: float, ids: dict[str, str], played: Played) -> None:
+        while self.clock() - t0 < at:
+            self._sample(t0, ids, played)
+            self.sleep(max(0.0, min(self.sample_s, at - (self.clock() - t0))))
+
+    def _sample(self, t0: float, ids: dict[str, str], played: Played) -> bool:
+        """One look at the queue; True while any of the run's jobs is still in it."""
+        if not ids:
+            return True
+        at = round(self.clock() - t0, 1)
+        try:
+            out = self.transport.query(
+                ["squeue", "-h", "-j", ",".join(ids.values()), "-o", "%i|%T|%r"], empty_ok=("Invalid job id",)
+            )
+        except Unavailable as exc:
+            played.notes.append(f"squeue at {at:.1f}s: {exc}")
+            return True
+        by_id = {v: k for k, v in ids.items()}
+        waiting, alive = {}, False
+        for line in out.splitlines():
+            job_id, state, reason = (line.split("|") + ["", ""])[:3]
+            if job_id not in by_id:
+                continue
+            alive = alive or state in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
+            if state == "PENDING":
+                waiting[by_id[job_id]] = map_reason(reason).value
+        played.reasons[at] = waiting
+        return alive
+
+    def _times(self, t0: float, ids: dict[str, str], played: Played) -> None:
+        out = self.transport.query(
+            ["sacct", "-X", "-n", "-P", "-j", ",".join(ids.values()), "--format=JobID,Submit,Start,End,State,Flags"]
+        )
+        rows = {}
+        for line in out.splitlines():
+            job_id, submit, start, end, state, flags = (line.split("|") + [""] * 6)[:6]
+            rows[job_id] = (submit, start, end, state, flags)
+        for name, job_id in ids.items():
+            submit, start, end, state, flags = rows.get(job_id, ("", "", "", "MISSING", ""))
+            played.jobs[name] = Observed(
+                name=name,
+                submitted_s=_since(submit, t0) or 0.0,
+                started_s=_since(start, t0),
+                ended_s=_since(end, t0),
+                state=state.split()[0].lower() if state else "missing",
+                backfilled="SchedBackfill" in flags,
+            )
+
+
+def _since(epoch: str, t0: float) -> float | None:
+    """sacct's time (epoch seconds: the transport sets SLURM_TIME_FORMAT=%s) as seconds
+    from the start of the run; None for Unknown/None (never started)."""
+    try:
+        return float(int(epoch)) - t0
+    except ValueError:
+        return None

@@ -1,0 +1,97 @@
+"""`manage.py calibrate --cluster NAME --jobs FILE`: play a job list on a real Slurm
+partition and on the simulator built from it; print how far apart they started.
+
+The cluster is a registered Slurm cluster (its backend's commands and inventory are used, so
+the simulator starts from what the broker reads); ``--partition`` names a partition kept for
+the calibration, idle when the run starts (a site's test partition).  ``--repeat`` plays the
+list again; ``--out`` writes every repetition (both sides, job by job, and the agreement) as
+JSON, which ``docs/simulator.md``'s tables are made from; the latest agreement is kept for
+the fleet page.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from broker.backends.base import Unavailable
+from broker.backends.registry import backend_for
+from broker.calibration.compare import spread
+from broker.calibration.jobs import load
+from broker.calibration.run import Calibration, calibrate_slurm
+from broker.models import Cluster
+from broker.services.fleet.calibration import CalibrationFigures, calibration_record
+from portal.tenancy.errors import DomainError
+
+
+class Command(BaseCommand):
+    help = "Play a job list on a real Slurm partition and on the simulator built from it; compare."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--cluster", required=True, help="a registered Slurm cluster's name")
+        parser.add_argument("--jobs", required=True, type=Path, help="the job list (JSON: broker/calibration/jobs.py)")
+        parser.add_argument("--partition", default="calib", help="an idle partition kept for the calibration")
+        parser.add_argument("--account", default="", help="the Slurm account to submit under (default: yours)")
+        parser.add_argument("--repeat", type=int, default=1)
+        parser.add_argument("--out", type=Path, help="write every repetition here (JSON)")
+
+    def handle(self, *args: object, **opts: object) -> None:
+        name = str(opts["cluster"])
+        cluster = Cluster.objects.filter(name=name).first()
+        if cluster is None or cluster.kind != "slurm":
+            raise CommandError(f"--cluster: no Slurm cluster named {name!r} is registered")
+        repeat = int(str(opts["repeat"]))
+        if not 1 <= repeat <= 20:
+            raise CommandError("--repeat: between 1 and 20")
+        try:
+            jobs = load(Path(str(opts["jobs"])))
+            backend = backend_for(cluster)
+            result = calibrate_slurm(
+                jobs,
+                cluster=cluster.name,
+                transport=getattr(backend, "transport", None),
+                inventory=backend.inventory,
+                partition=str(opts["partition"]),
+                account=str(opts["account"]),
+                repeat=repeat,
+            )
+        except (DomainError, Unavailable) as exc:
+            raise CommandError(str(exc)) from exc
+        if opts["out"]:
+            Path(str(opts["out"])).write_text(json.dumps(result.to_json(), indent=1) + "\n")
+        calibration_record(figures=figures(result))
+        self.stdout.write(summary(result))
+
+
+def figures(result: Calibration) -> CalibrationFigures:
+    return CalibrationFigures(
+        cluster=result.cluster,
+        control_plane=result.repetitions[0].real.side if result.repetitions else result.control_plane,
+        partition=result.partition,
+        job_list=result.job_list,
+        commit=result.commit,
+        scheduler=result.cycle.words,
+        cycle_s=result.cycle.cycle_s,
+        repetitions=[r.agreement.to_json() for r in result.repetitions],
+    )
+
+
+def summary(result: Calibration) -> str:
+    rows = [r.agreement for r in result.repetitions]
+    side = result.repetitions[0].real.side if result.repetitions else result.control_plane
+    lines = [
+        f"{side} on {result.cluster} (partition {result.partition}), {result.job_list}, commit {result.commit or '?'}",
+        f"scheduler: {result.cycle.words}; starts within {result.cycle.cycle_s:g} s count as tied",
+        f"repetitions: {len(rows)}; median (min-max) over them:",
+        f"  jobs {rows[0].jobs if rows else 0}, waited a cycle or more: {spread([float(a.waited) for a in rows])}",
+        f"  job pairs started in the same order: {spread([a.pair_order for a in rows])}",
+        f"  median |start error| s: {spread([a.median_abs_error_s for a in rows])}",
+        f"  p95 |start error| s: {spread([a.p95_abs_error_s for a in rows])}",
+        f"  sampled instants with the same queue reason: {spread([a.reason_agreement for a in rows])}",
+        f"  started ahead of an earlier job, real: {spread([float(len(a.ahead_real)) for a in rows])}, "
+        f"simulated: {spread([float(len(a.ahead_sim)) for a in rows])}; "
+        f"Slurm's backfill flag: {spread([float(len(a.backfilled_real)) for a in rows])}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,54 @@
+"""`manage.py calibration_table FILE...`: the calibration tables of docs/simulator.md, made
+from the JSON that ``manage.py calibrate --out`` wrote (one row per file: its control plane,
+commit and repetitions, each figure as the median with the range over the repetitions)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from broker.calibration.compare import spread
+
+HEADER = (
+    "| control plane | job list | commit | label | reps | jobs | waited | pairs in the same order "
+    "| median abs start error (s) | p95 abs start error (s) | same queue reason | ahead of an earlier job: "
+    "real / simulated |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+class Command(BaseCommand):
+    help = "Markdown table rows from calibrate --out files."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("files", nargs="+", type=Path)
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        rows = [HEADER]
+        for path in opts["files"]:
+            try:
+                data = json.loads(Path(path).read_text())
+            except (OSError, json.JSONDecodeError) as exc:
+                raise CommandError(f"{path}: {exc}") from exc
+            rows.append(row(data, label=Path(path).stem))
+        self.stdout.write("\n".join(rows) + "\n")
+
+
+def row(data: dict[str, Any], *, label: str) -> str:
+    reps = [r["agreement"] for r in data["repetitions"]]
+    side = data["repetitions"][0]["real"]["side"] if reps else data["control_plane"]
+
+    def figure(key: str) -> str:
+        return spread([float(r[key]) for r in reps])
+
+    def count(key: str) -> str:
+        return spread([float(len(r[key])) for r in reps])
+
+    return (
+        f"| {side} | {data['job_list']} | `{data['commit']}` | {label} | {len(reps)} | {reps[0]['jobs']} "
+        f"| {figure('waited')} | {figure('pair_order')} | {figure('median_abs_error_s')} "
+        f"| {figure('p95_abs_error_s')} | {figure('reason_agreement')} "
+        f"| {count('ahead_real')} / {count('ahead_sim')} |"
+    )
