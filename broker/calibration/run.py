@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from datetime import datetime
 
 from broker import runtime
@@ -13,7 +14,7 @@ from broker.backends.slurm.commands import CommandTransport
 from broker.calibration.compare import Agreement, compare
 from broker.calibration.jobs import JobList
 from broker.calibration.played import Played
-from broker.calibration.simulated import NotCalibratable, play, simulator_for
+from broker.calibration.simulated import NotCalibratable, inventory_from_json, inventory_json, play, simulator_for
 from broker.calibration.slurm import SlurmPlayer
 from broker.cluster_report import InventorySnapshot
 
@@ -43,6 +44,7 @@ class Calibration:
     started_at: datetime
     commit: str
     repetitions: list[Repetition] = field(default_factory=list)
+    inventory: dict[str, Any] = field(default_factory=dict)  # the first repetition's, as read
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -54,6 +56,7 @@ class Calibration:
             "cycle_s": self.cycle.cycle_s,
             "started_at": self.started_at.isoformat(),
             "commit": self.commit,
+            "inventory": self.inventory,
             "repetitions": [
                 {"agreement": r.agreement.to_json(), "real": r.real.to_json(), "simulated": r.simulated.to_json()}
                 for r in self.repetitions
@@ -106,6 +109,7 @@ def calibrate_slurm(
     )
     for _ in range(repeat):
         snapshot = inventory()  # as the backend reads it, fresh for each repetition
+        result.inventory = result.inventory or inventory_json(snapshot)
         sim = simulator_for(snapshot, partition)
         gres_type = next(p.name.split("/", 1)[1] for p in snapshot.pools if p.name.startswith(f"{partition}/"))
         player = SlurmPlayer(transport, partition=partition, account=account, gres_type=_typed(gres_type))
@@ -125,3 +129,19 @@ def _commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def resimulate(recorded: dict[str, Any], jobs: JobList) -> dict[str, Any]:
+    """A recorded calibration with its simulator side played again by this version of the
+    simulator, against the same real runs (the real side is not run again): how a fix to
+    the simulator moves the agreement, on the evidence that found the difference."""
+    snapshot = inventory_from_json(recorded["inventory"])
+    out = dict(recorded, resimulated_at=_commit(), repetitions=[])
+    for rep in recorded["repetitions"]:
+        real = Played.from_json(rep["real"])
+        simulated = play(simulator_for(snapshot, recorded["partition"]), jobs, sorted(real.reasons))
+        agreement = compare(real, simulated, cycle_s=float(recorded["cycle_s"]))
+        out["repetitions"].append(
+            {"agreement": agreement.to_json(), "real": rep["real"], "simulated": simulated.to_json()}
+        )
+    return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from broker.backends.base import JobState, ProjectIdentity
 from broker.backends.sim.clock import SimClock
@@ -13,7 +14,8 @@ from broker.backends.sim.cluster import SimulatedCluster
 from broker.backends.sim.model import Partition, SimNode
 from broker.calibration.jobs import CalibrationJob, JobList
 from broker.calibration.played import Observed, Played
-from broker.cluster_report import InventorySnapshot
+from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventory
+from broker.local_limits import LocalLimits
 from broker.spec import validate_spec
 from portal.tenancy.errors import DomainError
 
@@ -23,6 +25,52 @@ _STATES = {JobState.COMPLETED: "completed", JobState.FAILED: "timeout", JobState
 
 class NotCalibratable(DomainError, ValueError):
     """The cluster cannot be calibrated as it stands (the message says why)."""
+
+
+def inventory_json(snapshot: InventorySnapshot) -> dict[str, Any]:
+    """The snapshot as a calibration keeps it, so the simulator side can be played again
+    later (by another version of the simulator) against the same real run."""
+    return {
+        "cluster": snapshot.cluster,
+        "pools": [
+            {
+                "name": p.name,
+                "gpu_model": p.gpu_model,
+                "gpu_memory_gb": p.gpu_memory_gb,
+                "partitioning": p.partitioning,
+                "owner": p.owner,
+                "nodes": [n.to_json() for n in p.nodes],
+            }
+            for p in snapshot.pools
+        ],
+        "limits": snapshot.limits.to_json(),
+    }
+
+
+def inventory_from_json(data: dict[str, Any]) -> InventorySnapshot:
+    pools = tuple(
+        PoolInventory(
+            name=p["name"],
+            gpu_model=p["gpu_model"],
+            gpu_memory_gb=p["gpu_memory_gb"],
+            partitioning=p["partitioning"],
+            owner=p["owner"],
+            nodes=tuple(
+                NodeInventory.from_json(
+                    n,
+                    gpu_model=p["gpu_model"],
+                    gpu_memory_gb=p["gpu_memory_gb"],
+                    partitioning=p["partitioning"],
+                    owner=p["owner"],
+                )
+                for n in p["nodes"]
+            ),
+        )
+        for p in data["pools"]
+    )
+    return InventorySnapshot(
+        cluster=data["cluster"], taken_at=ORIGIN, pools=pools, limits=LocalLimits.from_json(data["limits"])
+    )
 
 
 def simulator_for(snapshot: InventorySnapshot, partition: str) -> SimulatedCluster:

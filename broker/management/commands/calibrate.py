@@ -20,7 +20,7 @@ from broker.backends.base import Unavailable
 from broker.backends.registry import backend_for
 from broker.calibration.compare import spread
 from broker.calibration.jobs import load
-from broker.calibration.run import Calibration, calibrate_slurm
+from broker.calibration.run import Calibration, calibrate_slurm, resimulate
 from broker.models import Cluster
 from broker.services.fleet.calibration import CalibrationFigures, calibration_record
 from portal.tenancy.errors import DomainError
@@ -30,15 +30,24 @@ class Command(BaseCommand):
     help = "Play a job list on a real Slurm partition and on the simulator built from it; compare."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--cluster", required=True, help="a registered Slurm cluster's name")
+        parser.add_argument("--cluster", help="a registered Slurm cluster's name")
         parser.add_argument("--jobs", required=True, type=Path, help="the job list (JSON: broker/calibration/jobs.py)")
         parser.add_argument("--partition", default="calib", help="an idle partition kept for the calibration")
         parser.add_argument("--account", default="", help="the Slurm account to submit under (default: yours)")
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument("--out", type=Path, help="write every repetition here (JSON)")
+        parser.add_argument(
+            "--resimulate",
+            type=Path,
+            help="a recorded --out file: play its simulator side again with this simulator, against its real runs "
+            "(no cluster needed; writes --out)",
+        )
 
     def handle(self, *args: object, **opts: object) -> None:
-        name = str(opts["cluster"])
+        if opts["resimulate"]:
+            self._resimulate(Path(str(opts["resimulate"])), Path(str(opts["jobs"])), opts["out"])
+            return
+        name = str(opts["cluster"] or "")
         cluster = Cluster.objects.filter(name=name).first()
         if cluster is None or cluster.kind != "slurm":
             raise CommandError(f"--cluster: no Slurm cluster named {name!r} is registered")
@@ -63,6 +72,17 @@ class Command(BaseCommand):
             Path(str(opts["out"])).write_text(json.dumps(result.to_json(), indent=1) + "\n")
         calibration_record(figures=figures(result))
         self.stdout.write(summary(result))
+
+    def _resimulate(self, recorded: Path, jobs: Path, out: object) -> None:
+        if not out:
+            raise CommandError("--resimulate: say where to write the result with --out")
+        try:
+            data = json.loads(recorded.read_text())
+            again = resimulate(data, load(jobs))
+        except (OSError, ValueError, KeyError) as exc:
+            raise CommandError(f"--resimulate {recorded}: {exc}") from exc
+        Path(str(out)).write_text(json.dumps(again, indent=1) + "\n")
+        self.stdout.write(f"{recorded} played again by the simulator at {again['resimulated_at'] or '?'}: {out}\n")
 
 
 def figures(result: Calibration) -> CalibrationFigures:
