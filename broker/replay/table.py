@@ -26,6 +26,19 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:,.1f}"
 
 
+NOT_CALIBRATED = "Simulator: no calibration against a real scheduler recorded here (docs/simulator.md)."
+
+
+def calibration_words(
+    control_plane: str, commit: str, recorded: str, pair_order: float, median_s: float, repetitions: int
+) -> str:
+    return (
+        f"Simulator: calibrated against {control_plane} at commit {commit or '?'} ({recorded}; "
+        f"docs/simulator.md): {pair_order:.0%} of job pairs started in the same order, median start error "
+        f"{median_s:.1f} s, medians of {repetitions} repetitions."
+    )
+
+
 def header(report: ReplayReport) -> list[str]:
     cfg, fleet = report.config, report.fleet
     gangs = sum(j.workers > 1 for j in report.jobs)
@@ -85,8 +98,10 @@ def breakdown_table(report: ReplayReport) -> str:
     return "\n".join(lines)
 
 
-def render(report: ReplayReport, breakdown: bool = False) -> str:
-    parts = [*header(report), "", markdown_table(report)]
+def render(report: ReplayReport, breakdown: bool = False, calibration: str = "") -> str:
+    """``calibration``: which calibration against a real scheduler the simulator passed
+    (``calibration_words``), said above the figures that rest on it."""
+    parts = [*header(report), calibration or NOT_CALIBRATED, "", markdown_table(report)]
     if breakdown:
         parts += ["", "Waits by GPU class (minutes):", "", breakdown_table(report)]
     return "\n".join(parts) + "\n"

@@ -317,5 +317,11 @@ def calibration_list(*, user: AnyUser, limit: int = 6) -> QuerySet[SimulatorCali
     return SimulatorCalibration.objects.all()[:limit]
 
 
+def latest_calibration() -> SimulatorCalibration | None:
+    """The newest calibration of the simulator, for the replay's report (an operator's
+    command, not a page: the figures are about the simulator, no tenant's)."""
+    return SimulatorCalibration.objects.first()
+
+
 def _sees_fleet(user: AnyUser) -> bool:
     return user.is_authenticated and (is_operator(user) or tenants_for(user).exists())

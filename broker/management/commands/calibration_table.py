@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from broker.calibration.compare import spread
 
 HEADER = (
-    "| control plane | job list | commit | label | reps | jobs | waited | pairs in the same order "
+    "| control plane | job list | real runs at | simulator at | reps | jobs | waited | pairs in the same order "
     "| median abs start error (s) | p95 abs start error (s) | same queue reason | ahead of an earlier job: "
     "real / simulated |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
@@ -32,11 +32,11 @@ class Command(BaseCommand):
                 data = json.loads(Path(path).read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise CommandError(f"{path}: {exc}") from exc
-            rows.append(row(data, label=Path(path).stem))
+            rows.append(row(data))
         self.stdout.write("\n".join(rows) + "\n")
 
 
-def row(data: dict[str, Any], *, label: str) -> str:
+def row(data: dict[str, Any]) -> str:
     reps = [r["agreement"] for r in data["repetitions"]]
     side = data["repetitions"][0]["real"]["side"] if reps else data["control_plane"]
 
@@ -47,7 +47,8 @@ def row(data: dict[str, Any], *, label: str) -> str:
         return spread([float(len(r[key])) for r in reps])
 
     return (
-        f"| {side} | {data['job_list']} | `{data['commit']}` | {label} | {len(reps)} | {reps[0]['jobs']} "
+        f"| {side} | {data['job_list']} | `{data['commit']}` | `{data.get('resimulated_at') or data['commit']}` "
+        f"| {len(reps)} | {reps[0]['jobs']} "
         f"| {figure('waited')} | {figure('pair_order')} | {figure('median_abs_error_s')} "
         f"| {figure('p95_abs_error_s')} | {figure('reason_agreement')} "
         f"| {count('ahead_real')} / {count('ahead_sim')} |"

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.management import call_command
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 
 from broker.fleet_file import FleetError
@@ -30,7 +30,8 @@ from broker.replay.runner import (
     run_policies,
 )
 from broker.replay.synth import SynthOptions
-from broker.replay.table import render
+from broker.replay.table import calibration_words, render
+from broker.selectors.workloads import latest_calibration
 from broker.replay.trace import TraceError
 from broker.services.placing.replay_estimates import ReplayEstimateRun, record_replay_estimates
 
@@ -47,6 +48,25 @@ def isolated_database() -> Iterator[None]:
         # SQLite's wrapper does not close an in-memory database (the throwaway one here),
         # so without this the connection would go on writing there under the old name
         connection.close()
+
+
+def calibration_line() -> str:
+    """Which calibration the simulator under these figures passed (the newest recorded in
+    the configured database), or "" when none is (or the database has no such table)."""
+    try:
+        row = latest_calibration()
+    except DatabaseError:
+        return ""
+    if row is None:
+        return ""
+    return calibration_words(
+        row.control_plane,
+        row.commit,
+        f"{row.recorded_at:%Y-%m-%d}",
+        row.pair_order,
+        row.median_abs_error_s,
+        len(row.repetitions),
+    )
 
 
 def ready_to_record(say: Callable[[str], object]) -> None:
@@ -131,7 +151,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not opts["no_record"]:
             record_estimates(estimator_runs(report), self.stderr.write)
-        text = render(report, breakdown=opts["breakdown"])
+        text = render(report, breakdown=opts["breakdown"], calibration=calibration_line())
         self.stdout.write(text)
         if opts["output"]:
             Path(opts["output"]).write_text(text, encoding="utf-8")

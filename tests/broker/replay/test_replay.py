@@ -145,3 +145,21 @@ def test_on_a_fresh_unmigrated_database_the_command_migrates_it_first_and_keeps_
     with contextlib.closing(sqlite3.connect(database)) as db:
         rows = db.execute("SELECT policy, jobs FROM broker_replayestimate").fetchall()
     assert rows == [("default", 8)]
+
+
+def test_the_report_says_which_calibration_the_simulator_passed(db, no_isolation, trace_file, fleet_file, capsys):
+    from broker.services.fleet.calibration import CalibrationFigures, calibration_record  # noqa: PLC0415
+
+    args = [str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--policies", "default", "--limit", "5",
+            "--no-record"]
+    call_command("replay_trace", *args)
+    assert "Simulator: no calibration against a real scheduler recorded here" in capsys.readouterr().out
+    rep = {"jobs": 36, "pair_order": 0.97, "median_abs_error_s": 3.2, "p95_abs_error_s": 12.0,
+           "reason_agreement": 0.8}
+    calibration_record(figures=CalibrationFigures(
+        cluster="ci", control_plane="slurm 22.05.8", partition="calib", job_list="contended-16gpu",
+        commit="abc1234", scheduler="bf_interval=2", cycle_s=2.0, repetitions=[rep, rep, rep]))
+    call_command("replay_trace", *args)
+    said = capsys.readouterr().out
+    assert "Simulator: calibrated against slurm 22.05.8 at commit abc1234" in said
+    assert "97% of job pairs started in the same order, median start error 3.2 s, medians of 3 repetitions" in said
