@@ -288,6 +288,10 @@ LOGGING = {
 
 # The one schedule of periodic work: Celery beat runs it, and so does the in-process ticker
 # (broker/inprocess.py) when there is no Celery broker.  Intervals in seconds only.
+# One beat schedules at a time (config/beat.py): the lease it renews on every tick runs out
+# this long after its holder stops, and another beat takes over.
+GPUBROKER_BEAT_LEASE_S = env_int("GPUBROKER_BEAT_LEASE_S", 30, minimum=5)
+CELERY_BEAT_SCHEDULER = "config.beat:SingleBeatScheduler"
 CELERY_BEAT_SCHEDULE = {
     "inventory": {"task": "broker.tasks.sync_all_inventory", "schedule": float(GPUBROKER_INVENTORY_INTERVAL_S)},
     "status": {"task": "broker.tasks.poll_all_status", "schedule": float(GPUBROKER_STATUS_INTERVAL_S)},

@@ -4,6 +4,7 @@ from that partition's inventory, repeated, compared run by run."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,7 @@ from broker.calibration.jobs import JobList
 from broker.calibration.played import Played
 from broker.calibration.simulated import NotCalibratable, inventory_from_json, inventory_json, play, simulator_for
 from broker.calibration.slurm import SlurmPlayer
+from broker.backends.sim.cluster import SimulatedCluster
 from broker.cluster_report import InventorySnapshot
 
 
@@ -91,6 +93,7 @@ def calibrate_slurm(
     account: str = "",
     repeat: int = 1,
     deadline_s: float | None = None,
+    wait_idle_s: float = 120.0,
 ) -> Calibration:
     """``transport`` and ``inventory``: the cluster's Slurm backend's (``backend_for``), so the
     simulator starts from the inventory and limits exactly as the broker reads them."""
@@ -108,15 +111,31 @@ def calibrate_slurm(
         commit=_commit(),
     )
     for _ in range(repeat):
-        snapshot = inventory()  # as the backend reads it, fresh for each repetition
+        snapshot, sim = _idle(inventory, partition, wait_idle_s)  # as the backend reads it, each time
         result.inventory = result.inventory or inventory_json(snapshot)
-        sim = simulator_for(snapshot, partition)
         gres_type = next(p.name.split("/", 1)[1] for p in snapshot.pools if p.name.startswith(f"{partition}/"))
         player = SlurmPlayer(transport, partition=partition, account=account, gres_type=_typed(gres_type))
         real = player.play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)
         simulated = play(sim, jobs, sorted(real.reasons), account=account or "calibration")
         result.repetitions.append(Repetition(real, simulated, compare(real, simulated, cycle_s=cycle.cycle_s)))
     return result
+
+
+def _idle(
+    inventory: Callable[[], InventorySnapshot], partition: str, wait_s: float
+) -> tuple[InventorySnapshot, SimulatedCluster]:
+    """The partition's inventory once no GPU of it is allocated (a job that just ended frees
+    its GPUs a moment after it leaves the queue), and the simulator built from it; after
+    ``wait_s`` the refusal names the busy nodes."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        snapshot = inventory()
+        try:
+            return snapshot, simulator_for(snapshot, partition)
+        except NotCalibratable:
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(2.0)
 
 
 def _typed(gres_type: str) -> str:

@@ -1,4 +1,13 @@
-from broker.models.fleet import POOL_REPORT_FIELDS, Cluster, ClusterHealth, ClusterKind, GpuClass, GpuPool, Location
+from broker.models.fleet import (
+    POOL_REPORT_FIELDS,
+    BeatLease,
+    Cluster,
+    ClusterHealth,
+    ClusterKind,
+    GpuClass,
+    GpuPool,
+    Location,
+)
 from broker.models.notification import Channel, DeliveryState, Notification, NotificationPreference
 from broker.models.quota import Quota, Reservation, ReservationState
 from broker.models.quota_request import QuotaRequest, QuotaRequestState
@@ -23,6 +32,7 @@ __all__ = [
     "DeliveryState",
     "Notification",
     "NotificationPreference",
+    "BeatLease",
     "Cluster",
     "ClusterHealth",
     "ClusterKind",

@@ -140,3 +140,15 @@ class GpuPool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster.name}/{self.name} {self.gpu_model} ({self.partitioning})"
+
+
+class BeatLease(models.Model):
+    """Which Celery beat may schedule the periodic work: one holder at a time, for as long as
+    it keeps renewing (a second beat started by mistake schedules nothing)."""
+
+    name = models.CharField(max_length=50, unique=True)
+    holder = models.CharField(max_length=200, help_text="host:pid:token of the beat that holds it")
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.name} held by {self.holder} until {self.expires_at:%H:%M:%S}"

@@ -1,7 +1,8 @@
 """One path per step: a single workload is a batch of one.  The single-workload task and the
 waiting pass reach the same placing service (``place_in_pass``); placing one workload takes
 its cycle (no ``shared=None`` mode) and sending an attempt takes what was read for it (no
-``known=None`` mode).  With self-tests."""
+``known=None`` mode); the status poll and the MultiKueue pass apply what a job did through
+the same service.  With self-tests."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TASKS = "broker/tasks.py"
 PLACING = "broker/services/placing/cycle.py"
 SENDING = "broker/services/dispatching/send.py"
+POLL = "broker/services/following/status.py"
+MULTIKUEUE = "broker/services/dispatching/multikueue.py"
 
 
 def _tree(rel: str) -> ast.Module:
@@ -56,6 +59,15 @@ def test_placing_one_takes_its_cycle_and_sending_takes_what_was_read():
     assert "shared" not in {a.arg for a in place_one.args.args + place_one.args.kwonlyargs}
     assert optional_params(place_one) == set()
     assert "known" not in optional_params(_function(_tree(SENDING), "attempt_send"))
+
+
+def test_the_status_poll_and_the_multikueue_pass_follow_a_job_through_one_service():
+    assert "workload_apply_status" in calls(_function(_tree(POLL), "cluster_poll_status"))
+    multikueue = _tree(MULTIKUEUE)
+    for step in ("_admitted", "_ended"):  # a worker admitted it; it ended there
+        found = calls(_function(multikueue, step))
+        assert "workload_apply_status" in found, step
+        assert not {"started", "ended"} & found, f"{step} writes the move itself"
 
 
 def test_the_checks_see_a_second_mode():

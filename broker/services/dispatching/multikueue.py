@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from broker.backends.base import Unavailable, UsageRecord
+from broker.backends.base import DestinationJob, JobState, Unavailable, UsageRecord
 from broker.backends.kube.dispatcher import (
     ManagerView,
     ManagerWorkload,
@@ -29,7 +29,7 @@ from broker.backends.kube.dispatcher import (
 )
 from broker.backends.kube.factory import kube_config
 from broker.backends.registry import backend_config, resolve_credentials
-from broker.lifecycle import TERMINAL_STATES, WorkloadState
+from broker.lifecycle import TERMINAL_STATES
 from broker.models import Cluster, Workload
 from broker.models.workload import WorkloadOrigin
 from broker.placement.record import MANAGER_LOOKUP, PlacementRecord
@@ -37,13 +37,13 @@ from broker.services.records import moves
 from broker.services.dispatching import multikueue_nominate as nom
 from broker.services.records.audit import audit
 from broker.services.fleet.inventory import cluster_mark_stale, cluster_sync_inventory
+from broker.services.following.status import workload_apply_status
 from broker.services.quota.reservations import QuotaExceeded, reservation_release
 from broker.services.records.transitions import Note
 from broker import runtime
 from accounting.services.usage import usage_ingest
 
 log = logging.getLogger(__name__)
-_FINISHED = {True: WorkloadState.COMPLETED, False: WorkloadState.FAILED}
 
 
 @dataclass
@@ -129,9 +129,9 @@ def _one(
         report.adopted.append(f"{wl.ref} -> {wl.cluster_name} (already admitted)")
         record.refresh_from_db()
     if wl.finished:
-        report.ended += _ended(record, wl, cfg)
+        report.ended += _ended(record, wl, cfg, manager)
     elif wl.cluster_name:
-        report.admitted += _admitted(record, wl, cfg)
+        report.admitted += _admitted(record, wl, cfg, manager)
     elif wl.nominable:
         _nominate_or_wait(record, wl, view, cfg, client, report, now)
 
@@ -202,58 +202,55 @@ def _worker_cluster(cfg: nom.DispatcherConfig, mk_name: str) -> Cluster | None:
     return Cluster.objects.filter(name=cfg.workers.get(mk_name, "")).first()
 
 
-def _admitted(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> int:
-    """A worker admitted it: running there from Kueue's admission time."""
-    cluster = _worker_cluster(cfg, wl.cluster_name)
-    fields = {
-        "worker_cluster": wl.cluster_name,
-        "started_at": wl.admitted_at or runtime.now(),
-        "reason": "none",
-        "raw_reason": f"admitted by {wl.cluster_name}",
-    }
-    if cluster is not None:
-        fields["cluster"] = cluster
-        if wl.job_name:
-            fields["destination_job_id"] = f"{wl.namespace}/{wl.job_name}"
+def _at_worker(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig, manager: Cluster) -> Workload:
+    """Record where the Workload runs: the worker's broker cluster (the manager itself when
+    that worker is not registered here) and the worker's job name, once."""
+    cluster = _worker_cluster(cfg, wl.cluster_name) or manager
+    fields: dict[str, object] = {"cluster": cluster, "worker_cluster": wl.cluster_name}
+    if wl.job_name and not record.destination_job_id:
+        fields["destination_job_id"] = f"{wl.namespace}/{wl.job_name}"
     try:
-        return moves.started(
-            pk=record.id,
-            from_=(WorkloadState.QUEUED,),
-            fields=fields,
-            note=Note(
-                action="workload.running",
-                workload=record,
-                cluster=cluster.name if cluster else wl.cluster_name,
-                message=f"MultiKueue worker {wl.cluster_name} admitted {wl.ref}",
-            ),
-        )
+        with transaction.atomic():
+            Workload.objects.filter(id=record.id).update(**fields)
     except IntegrityError:  # an older record holds that job name on that worker
         fields.pop("destination_job_id", None)
-        return moves.started(pk=record.id, from_=(WorkloadState.QUEUED,), fields=fields)
+        Workload.objects.filter(id=record.id).update(**fields)
+    record.refresh_from_db()
+    return record
 
 
-def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig) -> int:
-    if record.state == WorkloadState.QUEUED and wl.cluster_name:
-        _admitted(record, wl, cfg)
-        record.refresh_from_db()
-    to = _FINISHED[wl.succeeded]
+def _admitted(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig, manager: Cluster) -> int:
+    """A worker admitted it: running there from Kueue's admission time, through the one
+    status path every backend's poll takes (``workload_apply_status``)."""
+    record = _at_worker(record, wl, cfg, manager)
+    job = DestinationJob(
+        job_id=record.destination_job_id or wl.ref,
+        workload_id=record.uid,
+        state=JobState.RUNNING,
+        raw_reason=f"admitted by {wl.cluster_name}",
+        started_at=wl.admitted_at,
+        worker_cluster=wl.cluster_name,
+    )
+    return workload_apply_status(workload=record, job=job)
+
+
+def _ended(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig, manager: Cluster) -> int:
+    if wl.cluster_name:
+        record = _at_worker(record, wl, cfg, manager)
     ended = wl.finished_at or runtime.now()
     started = record.started_at or wl.admitted_at
-    run_s = max(0.0, (ended - started).total_seconds()) if started else None
-    moved = moves.ended(
-        pk=record.id,
-        to=to,
-        from_=None,
-        fields={"ended_at": ended, "run_seconds": run_s, "reason": "none", "raw_reason": wl.finish_message[:4000]},
-        then=lambda: reservation_release(workload=record, reason=f"MultiKueue Workload ended: {to}"),
-        note=Note(
-            action=f"workload.{to}",
-            workload=record,
-            cluster=record.cluster.name if record.cluster else "",
-            message=wl.finish_message[:500],
-        ),
+    job = DestinationJob(
+        job_id=record.destination_job_id or wl.ref,
+        workload_id=record.uid,
+        state=JobState.COMPLETED if wl.succeeded else JobState.FAILED,
+        raw_reason=wl.finish_message[:4000],
+        started_at=started,
+        ended_at=ended,
+        worker_cluster=wl.cluster_name,
+        run_s=max(0.0, (ended - started).total_seconds()) if started else None,
     )
-    if moved and started and record.cluster is not None:
+    moved = workload_apply_status(workload=record, job=job)  # releases the quota as it ends
+    if moved and started and record.cluster is not None and record.cluster.id != manager.id:
         _record_usage(record, record.cluster, wl, started, ended)
     return moved
 
