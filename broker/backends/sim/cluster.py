@@ -439,8 +439,6 @@ class SimulatedCluster:
             elif verdict.blocks:
                 self._hold(plan, job, verdict)
 
-    # --- backfill (queueing="backfill"; Kubernetes flavors simply never block) ---------
-
     def _limit_s(self, job: SimJob) -> float:
         limit = job.request.time_limit_s
         return self.clock.scaled(limit) if limit is not None else float("inf")
@@ -455,8 +453,9 @@ class SimulatedCluster:
         return [n for p in verdict.pools for n in self._by_pool.get(p, ()) if n.partition == job.partition]
 
     def _hold(self, plan: Plan | None, job: SimJob, verdict: admission.Verdict, waits: bool = False) -> None:
-        if plan is not None and (verdict.blocks or waits):
-            plan.hold(job, self._pool_nodes(job, verdict))
+        nodes = self._pool_nodes(job, verdict) if plan is not None and (verdict.blocks or waits) else []
+        if plan is not None and any(n.free for n in nodes):  # none free: no start now to protect
+            plan.hold(job, nodes)
 
     def _start(self, job: SimJob, verdict: admission.Verdict) -> None:
         assert verdict.placement is not None
