@@ -76,14 +76,25 @@ class Plan:
         for name in names:
             instants.update(e for e, _ in self.ends.get(name, ()))
             instants.update(e for _, e, _ in self.held.get(name, ()))
+        need = job.request.total_gpus
         for at in sorted(t for t in instants if t >= self.now):
-            found = pack(nodes, job.request, self._room_through(at, at + length))
+            room = {n.name: self._room(n.name, at, at + length) for n in nodes}  # once per instant
+            if sum(room.values()) < need:
+                continue  # not enough GPUs then, however placed
+            found = pack(nodes, job.request, _lookup(room))
             if found is not None:
                 return self._plan(job, at, at + length, found)
         return None
 
     def _room_through(self, start: float, end: float) -> Callable[[SimNode], int]:
-        return lambda node: self._room(node.name, start, end)
+        rooms: dict[str, int] = {}
+
+        def room(node: SimNode) -> int:
+            if node.name not in rooms:
+                rooms[node.name] = self._room(node.name, start, end)
+            return rooms[node.name]
+
+        return room
 
     def _plan(self, job: SimJob, start: float, end: float, placement: Placement) -> Planned:
         gpus: dict[str, int] = {}
@@ -110,3 +121,7 @@ class Plan:
             used = sum(g for e, g in ends if e > t) + sum(g for s, e, g in held if s <= t < e)
             busiest = max(busiest, used)
         return max(0, size - busiest)
+
+
+def _lookup(room: dict[str, int]) -> Callable[[SimNode], int]:
+    return lambda node: room[node.name]
