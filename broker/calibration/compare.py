@@ -97,14 +97,13 @@ def started_ahead(played: Played, cycle_s: float) -> tuple[str, ...]:
 
 
 def _reasons(real: Played, sim: Played) -> tuple[int, int]:
-    """(same, compared) over the instants both sides sampled and the jobs waiting on either."""
+    """(same, compared) over the instants both sides sampled (the simulator samples at the
+    real side's instants) and the jobs waiting on either."""
     same = total = 0
-    sim_times = sorted(sim.reasons)
     for at, waiting in real.reasons.items():
-        nearest = min(sim_times, key=lambda t: abs(t - at), default=None)
-        if nearest is None or abs(nearest - at) > 0.5:
+        theirs = sim.reasons.get(at)
+        if theirs is None:
             continue
-        theirs = sim.reasons[nearest]
         for name in set(waiting) | set(theirs):
             total += 1
             same += waiting.get(name) == theirs.get(name)

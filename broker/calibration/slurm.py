@@ -40,7 +40,7 @@ class SlurmPlayer:
 
     def version(self) -> str:
         out = self.transport.query(["sinfo", "--version"]).strip()
-        return out.replace("slurm-wlm", "slurm").replace("slurm ", "slurm ")
+        return out.replace("slurm-wlm", "slurm")  # Debian's package says "slurm-wlm 22.05.8"
 
     def play(self, jobs: JobList, *, deadline_s: float) -> Played:
         played = Played(side=self.version())

@@ -453,9 +453,8 @@ class SimulatedCluster:
         return [n for p in verdict.pools for n in self._by_pool.get(p, ()) if n.partition == job.partition]
 
     def _hold(self, plan: Plan | None, job: SimJob, verdict: admission.Verdict, waits: bool = False) -> None:
-        nodes = self._pool_nodes(job, verdict) if plan is not None and (verdict.blocks or waits) else []
-        if plan is not None and any(n.free for n in nodes):  # none free: no start now to protect
-            plan.hold(job, nodes)
+        if plan is not None and (verdict.blocks or waits):
+            plan.hold(job, self._pool_nodes(job, verdict))
 
     def _start(self, job: SimJob, verdict: admission.Verdict) -> None:
         assert verdict.placement is not None

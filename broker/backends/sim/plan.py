@@ -18,7 +18,6 @@ a long queue (the fault harness's drain, the replays) stays cheap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from broker.backends.sim.model import SimJob, SimNode
@@ -26,14 +25,6 @@ from broker.backends.sim.placement import Placement, pack
 
 MAX_PLANNED = 20
 LimitFn = Callable[[SimJob], float]  # a job's time limit on the cluster's clock
-
-
-@dataclass(frozen=True)
-class Planned:
-    job_id: str
-    start_s: float
-    end_s: float
-    gpus: dict[str, int]  # node -> GPUs held from start_s to end_s
 
 
 class Plan:
@@ -46,12 +37,8 @@ class Plan:
             end = max(now, (job.started_at if job.started_at is not None else now) + limit(job))
             for node, gpus in job.placement:
                 self.ends.setdefault(node, []).append((end, gpus))
-        self.held: dict[str, list[tuple[float, float, int]]] = {}
-        self.planned: list[Planned] = []
-
-    @property
-    def full(self) -> bool:
-        return len(self.planned) >= MAX_PLANNED
+        self.held: dict[str, list[tuple[float, float, int]]] = {}  # node -> (start, end, GPUs)
+        self.planned = 0  # jobs held so far in this pass
 
     def allows(self, job: SimJob, placement: Placement) -> bool:
         """Starting ``job`` now on ``placement`` leaves every planned job its GPUs."""
@@ -62,15 +49,16 @@ class Plan:
 
     def place_now(self, job: SimJob, nodes: Sequence[SimNode]) -> Placement | None:
         """Where ``job`` could start now without taking a planned job's GPUs."""
-        end = self.now + self.limit(job)
-        return pack(nodes, job.request, self._room_through(self.now, end))
+        return pack(nodes, job.request, _lookup(self._rooms(nodes, self.now, self.now + self.limit(job))))
 
-    def hold(self, job: SimJob, nodes: Sequence[SimNode]) -> Planned | None:
-        """Plan ``job`` at its earliest start after what is planned; None when no instant
+    def hold(self, job: SimJob, nodes: Sequence[SimNode]) -> None:
+        """Plan ``job`` at its earliest start after what is planned; nothing when no instant
         in view packs it (its nodes unusable, or its limit unknown), or the plan is full."""
         length = self.limit(job)
-        if self.full or length == float("inf"):
-            return None
+        if self.planned >= MAX_PLANNED or length == float("inf"):
+            return
+        if not any(n.free for n in nodes):
+            return  # none of its GPUs free now: nothing starts there in this pass, none to protect
         names = {n.name for n in nodes}
         instants = {self.now}
         for name in names:
@@ -78,33 +66,19 @@ class Plan:
             instants.update(e for _, e, _ in self.held.get(name, ()))
         need = job.request.total_gpus
         for at in sorted(t for t in instants if t >= self.now):
-            room = {n.name: self._room(n.name, at, at + length) for n in nodes}  # once per instant
+            room = self._rooms(nodes, at, at + length)
             if sum(room.values()) < need:
                 continue  # not enough GPUs then, however placed
             found = pack(nodes, job.request, _lookup(room))
             if found is not None:
-                return self._plan(job, at, at + length, found)
-        return None
+                for node, count in found:
+                    self.held.setdefault(node, []).append((at, at + length, count))
+                self.planned += 1
+                return
 
-    def _room_through(self, start: float, end: float) -> Callable[[SimNode], int]:
-        rooms: dict[str, int] = {}
-
-        def room(node: SimNode) -> int:
-            if node.name not in rooms:
-                rooms[node.name] = self._room(node.name, start, end)
-            return rooms[node.name]
-
-        return room
-
-    def _plan(self, job: SimJob, start: float, end: float, placement: Placement) -> Planned:
-        gpus: dict[str, int] = {}
-        for node, count in placement:
-            gpus[node] = gpus.get(node, 0) + count
-        for node, count in gpus.items():
-            self.held.setdefault(node, []).append((start, end, count))
-        planned = Planned(job.job_id, start, end, gpus)
-        self.planned.append(planned)
-        return planned
+    def _rooms(self, nodes: Sequence[SimNode], start: float, end: float) -> dict[str, int]:
+        """Each node's room through [start, end], worked out once for a whole packing."""
+        return {n.name: self._room(n.name, start, end) for n in nodes}
 
     def _room(self, node: str, start: float, end: float) -> int:
         """GPUs of ``node`` free through [start, end]: its size less what runs there (until
@@ -124,4 +98,5 @@ class Plan:
 
 
 def _lookup(room: dict[str, int]) -> Callable[[SimNode], int]:
+    """``pack`` asks a node's free GPUs of a function: the room worked out beforehand."""
     return lambda node: room[node.name]

@@ -204,7 +204,11 @@ def _worker_cluster(cfg: nom.DispatcherConfig, mk_name: str) -> Cluster | None:
 
 def _at_worker(record: Workload, wl: ManagerWorkload, cfg: nom.DispatcherConfig, manager: Cluster) -> Workload:
     """Record where the Workload runs: the worker's broker cluster (the manager itself when
-    that worker is not registered here) and the worker's job name, once."""
+    that worker is not registered here) and the worker's job name, once: a later pass over
+    the same admitted Workload writes nothing."""
+    named = record.destination_job_id or not wl.job_name
+    if record.worker_cluster == wl.cluster_name and record.cluster_id and named:
+        return record
     cluster = _worker_cluster(cfg, wl.cluster_name) or manager
     fields: dict[str, object] = {"cluster": cluster, "worker_cluster": wl.cluster_name}
     if wl.job_name and not record.destination_job_id:
