@@ -44,6 +44,9 @@ class GroupQuota:
     borrow_gpus: int = 0  # part of limit_gpus that is borrowed from a cohort
     max_jobs: int | None = None
     running_jobs: int = 0
+    # Kueue: the ClusterQueue's withinClusterQueue preemption policy ("LowerPriority"), so a
+    # simulator built from these limits preempts as the queue does; "" when it never does
+    preemption: str = ""
 
     @property
     def headroom_gpus(self) -> int | None:

@@ -30,6 +30,8 @@ class Agreement:
     ahead_real: tuple[str, ...]
     ahead_sim: tuple[str, ...]
     backfilled_real: tuple[str, ...]  # the real scheduler's own flag (Slurm: SchedBackfill)
+    preempted_real: int = 0  # evictions for higher-priority jobs (Kueue), on each side
+    preempted_sim: int = 0
     errors_s: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
@@ -62,6 +64,8 @@ def compare(real: Played, sim: Played, *, cycle_s: float) -> Agreement:
         ahead_real=started_ahead(real, cycle_s),
         ahead_sim=started_ahead(sim, cycle_s),
         backfilled_real=tuple(sorted(n for n, o in real.jobs.items() if o.backfilled)),
+        preempted_real=sum(o.preempted for o in real.jobs.values()),
+        preempted_sim=sum(o.preempted for o in sim.jobs.values()),
         errors_s={n: round(e, 1) for n, e in sorted(errors.items())},
     )
 

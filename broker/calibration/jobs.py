@@ -3,12 +3,14 @@
 A JSON file: ``{"name": ..., "jobs": [{...}, ...]}``, each job::
 
     {"name": "big-1", "at_s": 2, "gpus_per_worker": 8, "workers": 2, "run_s": 40,
-     "time_limit_min": 2, "cancel_at_s": null, "local": false}
+     "time_limit_min": 2, "cancel_at_s": null, "local": false, "priority": "normal"}
 
 ``at_s``: seconds after the start of the run; ``run_s``: how long the job sleeps;
 ``time_limit_min``: its time limit (the local scheduler's backfill plans with it; a job that
 runs longer is killed at it); ``cancel_at_s``: cancelled then, if given; ``local``: submitted
-by a local user, not as a broker job would be (the simulator takes it as a foreign job).
+by a local user, not as a broker job would be (the simulator takes it as a foreign job);
+``priority``: the broker's word (low, normal, high), mapped as the backend maps it (Kueue:
+a WorkloadPriorityClass; preemption needs it).
 Unknown fields are errors that name the job and the field, as are missing or wrong ones.
 """
 
@@ -19,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.spec import PRIORITIES, WorkloadSpec, validate_spec
 from portal.tenancy.errors import DomainError
 
-_FIELDS = {"name", "at_s", "gpus_per_worker", "workers", "run_s", "time_limit_min", "cancel_at_s", "local"}
+_FIELDS = {"name", "at_s", "gpus_per_worker", "workers", "run_s", "time_limit_min", "cancel_at_s", "local", "priority"}
 _REQUIRED = ("name", "at_s", "gpus_per_worker", "run_s", "time_limit_min")
 
 
@@ -39,10 +42,26 @@ class CalibrationJob:
     time_limit_min: int
     cancel_at_s: float | None = None
     local: bool = False
+    priority: str = "normal"
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_worker * self.workers
+
+    def spec(self, project: str, *, gpu_models: list[str]) -> WorkloadSpec:
+        """The job as the broker would ask for it (both sides submit this)."""
+        return validate_spec(
+            {
+                "project": project,
+                "name": self.name,
+                "command": f"sleep {self.run_s:g}",  # kwok reads the run time from it
+                "gpus_per_worker": self.gpus_per_worker,
+                "workers": self.workers,
+                "gpu_models": gpu_models,
+                "time_limit_minutes": self.time_limit_min,
+                "priority": self.priority,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -98,6 +117,7 @@ def _job(raw: Any, index: int, where: str) -> CalibrationJob:
         time_limit_min=int(_number(raw["time_limit_min"], label, "time_limit_min", whole=True, least=1)),
         cancel_at_s=None if raw.get("cancel_at_s") is None else _number(raw["cancel_at_s"], label, "cancel_at_s"),
         local=_flag(raw.get("local", False), label),
+        priority=_priority(raw.get("priority", "normal"), label),
     )
     if job.cancel_at_s is not None and job.cancel_at_s <= job.at_s:
         raise JobListError(f"{label}: cancel_at_s must come after at_s")
@@ -116,6 +136,12 @@ def _number(value: Any, label: str, field: str, *, whole: bool = False, least: f
     if value < least:
         raise JobListError(f"{label}: {field} must be at least {least:g}, not {value!r}")
     return float(value)
+
+
+def _priority(value: Any, label: str) -> str:
+    if value not in PRIORITIES:
+        raise JobListError(f"{label}: priority must be one of {', '.join(PRIORITIES)}, not {value!r}")
+    return str(value)
 
 
 def _flag(value: Any, label: str) -> bool:

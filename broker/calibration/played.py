@@ -15,6 +15,7 @@ class Observed:
     ended_s: float | None
     state: str  # as the side words it, lower case: completed, timeout, cancelled, ...
     backfilled: bool | None = None  # the real scheduler's own flag, where it keeps one
+    preempted: int = 0  # times evicted for a higher-priority job and queued again
 
 
 @dataclass

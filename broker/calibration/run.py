@@ -1,5 +1,6 @@
-"""One calibration: a job list played on a real Slurm partition and on the simulator built
-from that partition's inventory, repeated, compared run by run."""
+"""One calibration: a job list played on a real control plane (a Slurm partition, Kueue
+LocalQueues) and on the simulator built from that cluster's inventory and limits as its
+backend reads them, repeated, compared run by run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ from broker.backends.slurm.commands import CommandTransport
 from broker.calibration.compare import Agreement, compare
 from broker.calibration.jobs import JobList
 from broker.calibration.played import Played
-from broker.calibration.simulated import NotCalibratable, inventory_from_json, inventory_json, play, simulator_for
+from broker.calibration.kueue import KueuePlayer, KueueSide
+from broker.calibration.simulated import (
+    NotCalibratable,
+    inventory_from_json,
+    inventory_json,
+    models,
+    play,
+    simulator_for,
+    simulator_for_kueue,
+)
 from broker.calibration.slurm import SlurmPlayer
 from broker.backends.sim.cluster import SimulatedCluster
 from broker.cluster_report import InventorySnapshot
@@ -47,12 +57,14 @@ class Calibration:
     commit: str
     repetitions: list[Repetition] = field(default_factory=list)
     inventory: dict[str, Any] = field(default_factory=dict)  # the first repetition's, as read
+    local_queue: str = ""  # Kueue: where the list's local jobs go (``partition``: the broker's)
 
     def to_json(self) -> dict[str, object]:
         return {
             "cluster": self.cluster,
             "control_plane": self.control_plane,
             "partition": self.partition,
+            "local_queue": self.local_queue,
             "job_list": self.job_list,
             "scheduler": self.cycle.words,
             "cycle_s": self.cycle.cycle_s,
@@ -111,7 +123,8 @@ def calibrate_slurm(
         commit=_commit(),
     )
     for _ in range(repeat):
-        snapshot, sim = _idle(inventory, partition, wait_idle_s)  # as the backend reads it, each time
+        # as the backend reads it, each time
+        snapshot, sim = _idle(inventory, lambda snap: simulator_for(snap, partition), wait_idle_s)
         result.inventory = result.inventory or inventory_json(snapshot)
         gres_type = next(p.name.split("/", 1)[1] for p in snapshot.pools if p.name.startswith(f"{partition}/"))
         player = SlurmPlayer(transport, partition=partition, account=account, gres_type=_typed(gres_type))
@@ -121,17 +134,61 @@ def calibrate_slurm(
     return result
 
 
+KUEUE_CYCLE = SchedulerCycle(
+    # Kueue admits on events, not on a period; the player samples every second and the API's
+    # timestamps are whole seconds, so starts within 2 s of each other are tied
+    words="event-driven admission, 1 s samples, whole-second timestamps",
+    cycle_s=2.0,
+)
+
+
+def calibrate_kueue(
+    jobs: JobList,
+    *,
+    cluster: str,
+    backend: KueueSide,
+    inventory: Callable[[], InventorySnapshot],
+    namespace: str,
+    queue: str,
+    local_queue: str,
+    repeat: int = 1,
+    deadline_s: float | None = None,
+    wait_idle_s: float = 120.0,
+) -> Calibration:
+    """``backend`` and ``inventory``: the cluster's Kueue backend's; ``queue`` and
+    ``local_queue``: the LocalQueues (in ``namespace``) of the broker's and the local jobs."""
+    result = Calibration(
+        cluster=cluster,
+        control_plane="kueue",
+        partition=queue,
+        local_queue=local_queue,
+        job_list=jobs.name,
+        cycle=KUEUE_CYCLE,
+        started_at=runtime.now(),
+        commit=_commit(),
+    )
+    queues = [queue, local_queue]
+    for _ in range(repeat):
+        snapshot, sim = _idle(inventory, lambda snap: simulator_for_kueue(snap, queues), wait_idle_s)
+        result.inventory = result.inventory or inventory_json(snapshot)
+        player = KueuePlayer(backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim))
+        real = player.play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)
+        simulated = play(sim, jobs, sorted(real.reasons), queue=queue, local_queue=local_queue)
+        result.repetitions.append(Repetition(real, simulated, compare(real, simulated, cycle_s=KUEUE_CYCLE.cycle_s)))
+    return result
+
+
 def _idle(
-    inventory: Callable[[], InventorySnapshot], partition: str, wait_s: float
+    inventory: Callable[[], InventorySnapshot], build: Callable[[InventorySnapshot], SimulatedCluster], wait_s: float
 ) -> tuple[InventorySnapshot, SimulatedCluster]:
-    """The partition's inventory once no GPU of it is allocated (a job that just ended frees
-    its GPUs a moment after it leaves the queue), and the simulator built from it; after
-    ``wait_s`` the refusal names the busy nodes."""
+    """The inventory once none of the calibration's GPUs is allocated (a job that just ended
+    frees its GPUs a moment after it leaves the queue), and the simulator built from it;
+    after ``wait_s`` the refusal names the busy nodes."""
     deadline = time.monotonic() + wait_s
     while True:
         snapshot = inventory()
         try:
-            return snapshot, simulator_for(snapshot, partition)
+            return snapshot, build(snapshot)
         except NotCalibratable:
             if time.monotonic() >= deadline:
                 raise
@@ -156,9 +213,14 @@ def resimulate(recorded: dict[str, Any], jobs: JobList) -> dict[str, Any]:
     the simulator moves the agreement, on the evidence that found the difference."""
     snapshot = inventory_from_json(recorded["inventory"])
     out = dict(recorded, resimulated_at=_commit(), repetitions=[])
+    queue, local = recorded["partition"], recorded.get("local_queue") or recorded["partition"]
     for rep in recorded["repetitions"]:
         real = Played.from_json(rep["real"])
-        simulated = play(simulator_for(snapshot, recorded["partition"]), jobs, sorted(real.reasons))
+        if recorded.get("control_plane") == "kueue":
+            sim = simulator_for_kueue(snapshot, [queue, local])
+            simulated = play(sim, jobs, sorted(real.reasons), queue=queue, local_queue=local)
+        else:
+            simulated = play(simulator_for(snapshot, queue), jobs, sorted(real.reasons))
         agreement = compare(real, simulated, cycle_s=float(recorded["cycle_s"]))
         out["repetitions"].append(
             {"agreement": agreement.to_json(), "real": rep["real"], "simulated": simulated.to_json()}

@@ -4,11 +4,12 @@ the job list's instants, sampled at the instants the real side was."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from broker.backends.base import JobState, ProjectIdentity
+from broker.backends.sim import queues as sim_queues
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.cluster import SimulatedCluster
 from broker.backends.sim.model import Partition, SimNode
@@ -16,7 +17,6 @@ from broker.calibration.jobs import CalibrationJob, JobList
 from broker.calibration.played import Observed, Played
 from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventory
 from broker.local_limits import LocalLimits
-from broker.spec import validate_spec
 from portal.tenancy.errors import DomainError
 
 ORIGIN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -85,20 +85,7 @@ def simulator_for(snapshot: InventorySnapshot, partition: str) -> SimulatedClust
     if busy:
         raise NotCalibratable(f"partition {partition!r} is not idle: {', '.join(busy)} allocated")
     caps = [c.max_gpus for p in pools for c in snapshot.limits.caps_for(p.name) if c.max_gpus is not None]
-    sim_nodes = [
-        SimNode(
-            name=n.name,
-            gpu_model=n.gpu_model,
-            gpu_memory_gb=n.gpu_memory_gb,
-            gpus=n.gpus_allocatable,
-            partitioning=n.partitioning,
-            interconnect_domain=n.interconnect_domain,
-            partition=partition,
-            healthy=n.healthy,
-            draining=n.draining,
-        )
-        for n in nodes
-    ]
+    sim_nodes = [_sim_node(n, partition) for n in nodes]
     return SimulatedCluster(
         snapshot.cluster,
         "slurm",
@@ -109,9 +96,57 @@ def simulator_for(snapshot: InventorySnapshot, partition: str) -> SimulatedClust
     )
 
 
-def play(sim: SimulatedCluster, jobs: JobList, samples: Iterable[float], *, account: str = "calibration") -> Played:
-    """Submit, cancel and sample at the list's instants; run to the end."""
-    partition = next(iter(sim.partitions))
+def simulator_for_kueue(snapshot: InventorySnapshot, queues: Sequence[str]) -> SimulatedCluster:
+    """The simulated Kueue of the ClusterQueues that ``queues`` (LocalQueue names) feed: the
+    nodes of the flavors their quotas name, those quotas (own, borrowed, the cohort's) and
+    each queue's preemption policy, as the backend reports them; BestEffortFIFO."""
+    wanted = [q for q in snapshot.limits.quotas if q.scope in queues]
+    missing = sorted(set(queues) - {q.scope for q in wanted})
+    if missing:
+        raise NotCalibratable(f"queue(s) {', '.join(missing)}: no GPU quota of {snapshot.cluster} is fed by them")
+    flavors = {q.pool for q in wanted}
+    nodes = [n for p in snapshot.pools if p.name in flavors for n in p.nodes]
+    busy = [f"{n.name} ({n.gpus_allocated} of {n.gpus_total} GPUs)" for n in nodes if n.gpus_allocated]
+    if busy:
+        raise NotCalibratable(f"flavors {', '.join(sorted(flavors))} are not idle: {', '.join(busy)} allocated")
+    return SimulatedCluster(
+        snapshot.cluster,
+        "kueue",
+        [_sim_node(n, "", flavor=p.name) for p in snapshot.pools if p.name in flavors for n in p.nodes],
+        clock=SimClock(ORIGIN),
+        queueing="backfill",
+        queue_quotas=sim_queues.queue_quotas(wanted),
+    )
+
+
+def _sim_node(n: NodeInventory, partition: str, flavor: str = "") -> SimNode:
+    return SimNode(
+        name=n.name,
+        gpu_model=n.gpu_model,
+        gpu_memory_gb=n.gpu_memory_gb,
+        gpus=n.gpus_allocatable,
+        partitioning=n.partitioning,
+        interconnect_domain=n.interconnect_domain,
+        partition=partition,
+        healthy=n.healthy,
+        draining=n.draining,
+        flavor=flavor,
+    )
+
+
+def play(
+    sim: SimulatedCluster,
+    jobs: JobList,
+    samples: Iterable[float],
+    *,
+    account: str = "calibration",
+    queue: str | None = None,
+    local_queue: str | None = None,
+) -> Played:
+    """Submit, cancel and sample at the list's instants; run to the end.  ``queue``: where
+    the broker's jobs go (default: the Slurm partition); ``local_queue``: the local jobs."""
+    partition = queue if queue is not None else next(iter(sim.partitions))
+    local = local_queue if local_queue is not None else partition
     identity = ProjectIdentity(tenant="calibration", project="calibration", slurm_account=account, queue=partition)
     events: list[tuple[float, int, str, object]] = [(j.at_s, 1, "submit", j) for j in jobs.jobs]
     events += [(j.cancel_at_s, 0, "cancel", j) for j in jobs.jobs if j.cancel_at_s is not None]
@@ -122,7 +157,7 @@ def play(sim: SimulatedCluster, jobs: JobList, samples: Iterable[float], *, acco
         sim.clock.advance_to(at)
         if what == "submit":
             assert isinstance(item, CalibrationJob)
-            ids[item.name] = _submit(sim, item, identity, partition)
+            ids[item.name] = _submit(sim, item, identity, local if item.local else partition)
         elif what == "cancel":
             assert isinstance(item, CalibrationJob)
             sim.cancel(ids[item.name])
@@ -148,20 +183,17 @@ def _submit(sim: SimulatedCluster, job: CalibrationJob, identity: ProjectIdentit
             duration_s=job.run_s,
             partition=partition,
             time_limit_s=job.time_limit_min * 60.0,
+            priority=job.priority,
         )
-    spec = validate_spec(
-        {
-            "project": "calibration",
-            "name": job.name,
-            "command": f"sleep {job.run_s:g}",
-            "gpus_per_worker": job.gpus_per_worker,
-            "workers": job.workers,
-            "gpu_models": [sim.nodes[0].gpu_model],
-            "time_limit_minutes": job.time_limit_min,
-        }
-    )
+    # Slurm: the partition's model, as sbatch's typed gres asks; Kueue: any of the flavors'
+    spec = job.spec("calibration", gpu_models=[sim.nodes[0].gpu_model] if sim.flavor == "slurm" else models(sim))
     sim.runtimes.set(job.name, job.run_s)
     return sim.submit(spec, job.name, identity)
+
+
+def models(sim: SimulatedCluster) -> list[str]:
+    """Every GPU model of the simulated cluster: a job list's job may run on any."""
+    return sorted({n.gpu_model for n in sim.nodes})
 
 
 def _observed(sim: SimulatedCluster, job: CalibrationJob, job_id: str) -> Observed:
@@ -169,7 +201,8 @@ def _observed(sim: SimulatedCluster, job: CalibrationJob, job_id: str) -> Observ
     return Observed(
         name=job.name,
         submitted_s=sj.submitted_at,
-        started_s=sj.started_at,
+        started_s=sj.first_started_at,
         ended_s=sj.ended_at,
         state=_STATES.get(sj.state, sj.state.value),
+        preempted=sj.preempted,
     )

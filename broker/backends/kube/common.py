@@ -134,6 +134,11 @@ class KubeClient:
     def custom(self) -> k8s.CustomObjectsApi:
         return k8s.CustomObjectsApi(self._client())
 
+    def version(self) -> str:
+        """The API server's version ("v1.36.0")."""
+        info = self.call(k8s.VersionApi(self._client()).get_code) or {}
+        return str(info.get("gitVersion") or "?")
+
     def call(
         self,
         fn: Callable[..., Any],

@@ -26,11 +26,13 @@ from broker.backends.kube import inventory as inv
 from broker.backends.json_fields import Fields
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
+    PROJECT_LABEL,
     condition_fields,
     dns_name,
     is_gpu_resource,
     is_true,
     job_ref,
+    label_value,
     object_annotations,
     object_labels,
     parse_time,
@@ -300,6 +302,17 @@ class KueueBackend(KubeJobBackend):
             if not described.state.ended:
                 out.append(described)
         return out
+
+    # ---- calibration (broker/calibration/kueue.py) ------------------------------------
+    def calibration_objects(self, namespace: str, project: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """One project's Jobs in a namespace and that namespace's Workloads, two list calls."""
+        jobs = self.kube.items(
+            self.kube.batch().list_namespaced_job, namespace, label_selector=f"{PROJECT_LABEL}={label_value(project)}"
+        )
+        return jobs, self._custom("workloads", namespace)
+
+    def server_version(self) -> str:
+        return f"Kubernetes {self.kube.version()}"
 
     # ---- inventory and accounting ---------------------------------------------------
     def pool_namer(self) -> Callable[..., str]:

@@ -1,9 +1,9 @@
 """Kueue's and Volcano's admission limits as ``LocalLimits``.
 
-Kueue: each ClusterQueue flavor's nominal quota for a GPU resource, plus its
-``borrowingLimit`` when the queue is in a cohort (with a cohort and no borrowing limit the
-ceiling is the cohort's spare quota, unknown here: no GPU ceiling is reported), and what
-is reserved of it now (``status.flavorsReservation``).  Volcano: a Queue's
+Kueue: each ClusterQueue flavor's nominal quota for a GPU resource, plus what it may
+borrow from its cohort (its ``borrowingLimit``, at most what the cohort's other queues
+lend), the cohort's shared total, and what is reserved of each now
+(``status.flavorsReservation``).  Volcano: a Queue's
 ``spec.capability`` against ``status.allocated``.  A limit applies to every job when the
 broker's default queue feeds it, else only to jobs of a queue that does (scope = the
 LocalQueue / Queue name).
@@ -42,38 +42,102 @@ def _cq_scopes(local_queues: Iterable[Mapping[str, Any]], namespace: str, defaul
     return out
 
 
+def _gpu_quotas(cq: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(flavor, resource, quota entry) of each GPU resource the ClusterQueue lists."""
+    out = []
+    for group in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for flavor in group.get("flavors") or []:
+            for res in flavor.get("resources") or []:
+                if is_gpu_resource(res.get("name", "")):
+                    out.append((flavor.get("name", ""), res["name"], res))
+    return out
+
+
+def _cohort(cq: Mapping[str, Any]) -> str:
+    spec = cq.get("spec") or {}
+    return str(spec.get("cohort") or spec.get("cohortName") or "")
+
+
+def _lendable(res: Mapping[str, Any]) -> int:
+    nominal = quantity(res.get("nominalQuota") or 0)
+    lending = res.get("lendingLimit")
+    return nominal if lending is None else min(nominal, quantity(lending))
+
+
 def kueue_limits(
     cluster_queues: Iterable[Mapping[str, Any]],
     local_queues: Iterable[Mapping[str, Any]],
     namespace: str,
     default_queue: str,
 ) -> LocalLimits:
+    """Per ClusterQueue and GPU flavor: nominal quota plus what it may borrow (its
+    ``borrowingLimit``, else what the other ClusterQueues of its cohort lend), and, for a
+    cohort of two or more queues, the cohort's total, which its members' use shares.
+    A hierarchical Cohort object's own quota is not read: such a cohort reports no
+    ceiling rather than a wrong one."""
+    cqs = list(cluster_queues)
     scopes = _cq_scopes(local_queues, namespace, default_queue)
+    lent: dict[tuple[str, str, str], int] = {}  # (cohort, flavor, resource) -> GPUs lent in all
+    members: dict[str, list[str]] = {}
+    for cq in cqs:
+        if _cohort(cq):
+            members.setdefault(_cohort(cq), []).append(_name(cq))
+            for flavor, resource, res in _gpu_quotas(cq):
+                key = (_cohort(cq), flavor, resource)
+                lent[key] = lent.get(key, 0) + _lendable(res)
     quotas: list[GroupQuota] = []
-    for cq in cluster_queues:
-        spec, used = cq.get("spec") or {}, _usage(cq)
-        in_cohort = bool(spec.get("cohort") or spec.get("cohortName"))
-        for group in spec.get("resourceGroups") or []:
-            for flavor in group.get("flavors") or []:
-                for res in flavor.get("resources") or []:
-                    if not is_gpu_resource(res.get("name", "")):
-                        continue
-                    nominal = quantity(res.get("nominalQuota") or 0)
-                    borrow = res.get("borrowingLimit")
-                    limit = None if in_cohort and borrow is None else nominal + quantity(borrow or 0)
-                    source = f"ClusterQueue {_name(cq)} flavor {flavor.get('name', '')}"
-                    quotas += [
-                        GroupQuota(
-                            source,
-                            pool=flavor.get("name", ""),
-                            scope=scope,
-                            limit_gpus=limit,
-                            used_gpus=used.get((flavor.get("name", ""), res["name"]), 0),
-                            borrow_gpus=quantity(borrow or 0) if limit is not None else 0,
-                        )
-                        for scope in scopes.get(_name(cq), [])
-                    ]
+    for cq in cqs:
+        quotas += _queue_quotas(cq, scopes.get(_name(cq), []), lent)
+    quotas += _cohort_quotas(cqs, scopes, lent, members)
     return LocalLimits(quotas=tuple(quotas))
+
+
+def _queue_quotas(
+    cq: Mapping[str, Any], scopes: list[str], lent: Mapping[tuple[str, str, str], int]
+) -> list[GroupQuota]:
+    used, cohort = _usage(cq), _cohort(cq)
+    preemption = ((cq.get("spec") or {}).get("preemption") or {}).get("withinClusterQueue") or "Never"
+    out = []
+    for flavor, resource, res in _gpu_quotas(cq):
+        nominal = quantity(res.get("nominalQuota") or 0)
+        borrow: int = 0
+        if cohort:
+            others = lent.get((cohort, flavor, resource), 0) - _lendable(res)
+            limit = res.get("borrowingLimit")
+            borrow = others if limit is None else min(others, quantity(limit))
+        out += [
+            GroupQuota(
+                f"ClusterQueue {_name(cq)} flavor {flavor}",
+                pool=flavor,
+                scope=scope,
+                limit_gpus=nominal + borrow,
+                used_gpus=used.get((flavor, resource), 0),
+                borrow_gpus=borrow,
+                preemption="" if preemption == "Never" else str(preemption),
+            )
+            for scope in scopes
+        ]
+    return out
+
+
+def _cohort_quotas(
+    cqs: list[Mapping[str, Any]],
+    scopes: Mapping[str, list[str]],
+    lent: Mapping[tuple[str, str, str], int],
+    members: Mapping[str, list[str]],
+) -> list[GroupQuota]:
+    """What a cohort's queues admit together cannot pass what they lend together."""
+    out = []
+    for (cohort, flavor, resource), total in sorted(lent.items()):
+        if len(members.get(cohort, [])) < 2:
+            continue  # one queue: its own quota says it all
+        in_use = sum(_usage(cq).get((flavor, resource), 0) for cq in cqs if _cohort(cq) == cohort)
+        out += [
+            GroupQuota(f"cohort {cohort} flavor {flavor}", pool=flavor, scope=scope, limit_gpus=total, used_gpus=in_use)
+            for name in members[cohort]
+            for scope in scopes.get(name, [])
+        ]
+    return out
 
 
 def volcano_limits(queues: Iterable[Mapping[str, Any]], default_queue: str) -> LocalLimits:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from broker.backends.base import Reason, Rejected
+from broker.backends.sim import queues
 from broker.backends.sim.model import JobRequest, Partition, SimJob, SimNode, gpu_resource
 from broker.backends.sim.placement import (
     Placement,
@@ -51,6 +52,10 @@ class Context:
     # the nodes of each pool, in node order; the cluster passes the index it keeps (its
     # nodes never change) so that a pass does not filter every node once per pool asked
     by_pool: Mapping[str, Sequence[SimNode]] = field(default_factory=dict)
+    # Kueue's ClusterQueues and cohorts, where the cluster has them (sim.queues), and the
+    # GPUs running jobs use per (pool, LocalQueue)
+    queue_quotas: Sequence[queues.QueueQuota] = ()
+    by_queue: Mapping[tuple[str, str], int] = field(default_factory=dict)
     _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _matching: dict[tuple, list[str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -145,23 +150,32 @@ def slurm(job: SimJob, ctx: Context) -> Verdict:
 # --- Kueue ---------------------------------------------------------------------------
 
 
-def _kueue_quota(ctx: Context, pools: Sequence[str], req: JobRequest, res: str) -> tuple[list[str], list[str], bool]:
+def _kueue_quota(
+    ctx: Context, pools: Sequence[str], req: JobRequest, res: str, queue: str = ""
+) -> tuple[list[str], list[str], bool]:
     """(flavors with room in quota, Kueue's per-flavor details, all-over-maximum?)."""
     need, ok, details, over_max = req.total_gpus, [], [], True
     for pool in pools:
-        nominal, used = ctx.nominal(pool), ctx.used.get(pool, 0)
-        if need > nominal:
+        if ctx.queue_quotas:
+            maximum, left = (
+                queues.ceiling(ctx.queue_quotas, pool, queue),
+                queues.room(ctx.queue_quotas, pool, queue, ctx.by_queue),
+            )
+            if maximum is None or left is None:
+                continue  # not a flavor of this job's ClusterQueue
+        else:
+            maximum = ctx.nominal(pool)
+            left = maximum - ctx.used.get(pool, 0)
+        if need > maximum:
             details.append(
                 f"insufficient quota for {res} in flavor {pool}, previously "
                 f"considered podsets requests (0) + current podset request "
-                f"({need}) > maximum capacity ({nominal})"
+                f"({need}) > maximum capacity ({maximum})"
             )
             continue
         over_max = False
-        if need > nominal - used:
-            details.append(
-                f"insufficient unused quota for {res} in flavor {pool}, {need - (nominal - used)} more needed"
-            )
+        if need > left:
+            details.append(f"insufficient unused quota for {res} in flavor {pool}, {need - left} more needed")
         else:
             ok.append(pool)
     return ok, details, over_max
@@ -174,7 +188,7 @@ def kueue(job: SimJob, ctx: Context) -> Verdict:
     prefix = "couldn't assign flavors to pod set main: "
     if not pools:
         return Verdict(Reason.POLICY, f"{prefix}resource {res} unavailable in ClusterQueue")
-    ok, details, over_max = _kueue_quota(ctx, pools, req, res)
+    ok, details, over_max = _kueue_quota(ctx, pools, req, res, job.partition)
     if not ok:
         # over the maximum everywhere: waiting cannot help; else quota frees up later
         reason = Reason.POLICY if over_max else Reason.CAPACITY

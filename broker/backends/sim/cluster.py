@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import fields, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Iterator, Mapping, Sequence
 
@@ -25,12 +25,11 @@ from broker.backends.base import (
     Reason,
     UsageRecord,
 )
-from broker.backends.sim import admission, backfill, report
+from broker.backends.sim import admission, backfill, levers, queues, report
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.live import LiveJobs
 from broker.backends.sim.model import (
     FLAVORS,
-    MAX_SLOW_S,
     OWNER,
     Faults,
     JobRequest,
@@ -39,7 +38,7 @@ from broker.backends.sim.model import (
     SimJob,
     SimNode,
 )
-from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW, TIMEOUT_RAW, log_page
+from broker.backends.sim.outcome import TIMEOUT_RAW, log_page
 from broker.backends.sim.plan import Plan
 from broker.backends.sim.runtime import Runtimes
 from broker.spec import WorkloadSpec
@@ -76,6 +75,7 @@ class SimulatedCluster:
         clock: SimClock | None = None,
         runtimes: Runtimes | None = None,
         queueing: str = "strict",
+        queue_quotas: Sequence[queues.QueueQuota] = (),
     ):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
@@ -88,6 +88,7 @@ class SimulatedCluster:
         self.runtimes = runtimes or Runtimes()
         self.faults = Faults()
         self.quotas: dict[str, int] = dict(quotas or {})
+        self.queue_quotas = tuple(queue_quotas)  # Kueue ClusterQueues and cohorts (sim.queues)
         self._nodes = list(nodes) + self._build_groups(node_groups)
         self._check_node_names()
         self._by_name = {n.name: n for n in self._nodes}
@@ -232,28 +233,10 @@ class SimulatedCluster:
 
     # --- test and demo levers ----------------------------------------------------------
 
-    def kill_for_memory(self, job_id: str, worker: int) -> None:
-        """The kernel's OOM killer ends one worker of a running job, and so the job."""
-        with self._lock:
-            self._catch_up()
-            job = self._jobs[job_id]
-            if job.state is not JobState.RUNNING or not 0 <= worker < job.request.workers:
-                raise ValueError(f"job {job_id} is not running or has no worker {worker}")
-            self._release(job)
-            job.state, job.ended_at = JobState.FAILED, self._cursor
-            job.end_raw, job.end_worker, job.exit_code = OOM_RAW[self.flavor], str(worker), OOM_EXIT_CODE
-            self._schedule()
-
     def set_faults(self, **changes: object) -> Faults:
         """Flip fault switches: unreachable, slow_s, rejects, loses_job, accepts_but_times_out."""
-        known = {f.name for f in fields(Faults)}
         with self._lock:
-            for key, value in changes.items():
-                if key not in known:
-                    raise ValueError(f"unknown fault {key!r}; known: {sorted(known)}")
-                if key == "slow_s":
-                    value = min(max(0.0, float(value)), MAX_SLOW_S)  # type: ignore[arg-type]
-                setattr(self.faults, key, value)
+            self.faults.set(**changes)
             return self.faults
 
     def clear_faults(self) -> None:
@@ -278,10 +261,12 @@ class SimulatedCluster:
         duration_s: float | None = None,
         partition: str = "",
         time_limit_s: float | None = None,
+        priority: str = "normal",
     ) -> str:
         """A job nobody asked the broker for (no workload id), with its user's time limit."""
         req = JobRequest(
             name=name,
+            priority=priority,
             gpus_per_worker=gpus_per_worker,
             workers=workers,
             partitioning=partitioning,
@@ -294,31 +279,6 @@ class SimulatedCluster:
             job = self._new_job(req, None, account, part, account, duration_s=duration_s)
             self._schedule()
             return job.job_id
-
-    def claim_node_by(self, other_scheduler: str, node_name: str | None = None) -> str:
-        """Make a second scheduler report a node too (a double claim); returns the node.
-
-        Without ``node_name`` the first node is claimed."""
-        with self._lock:
-            node = self.node(node_name) if node_name else self._nodes[0]
-            if other_scheduler != self.owner and other_scheduler not in node.extra_owners:
-                node.extra_owners.append(other_scheduler)
-            return node.name
-
-    def set_node(self, node_name: str, *, healthy: bool | None = None, draining: bool | None = None) -> None:
-        with self._lock:
-            self._catch_up()
-            node = self.node(node_name)
-            node.healthy = node.healthy if healthy is None else healthy
-            node.draining = node.draining if draining is None else draining
-            self._schedule()
-
-    def set_quota(self, flavor: str, gpus: int) -> None:
-        """Kueue nominal quota of a flavor (pool name such as ``a100-80gb``)."""
-        with self._lock:
-            self._catch_up()
-            self.quotas[flavor] = gpus
-            self._schedule()
 
     def node(self, name: str) -> SimNode:
         try:
@@ -345,7 +305,7 @@ class SimulatedCluster:
 
     def _partition_for(self, req: JobRequest, queue: str) -> str:
         if self.flavor != "slurm":
-            return ""
+            return queue if self.queue_quotas else ""  # Kueue: the LocalQueue
         return admission.slurm_partition(self._nodes, self.partitions, req, queue)
 
     def _account(self, identity: ProjectIdentity) -> str:
@@ -407,7 +367,15 @@ class SimulatedCluster:
             return  # nothing to start
         # ctx.used is the live count: each start below adds its GPUs to it
         ctx = admission.Context(
-            self._nodes, self.partitions, self.quotas, self._live.used, set(), self.gang_scheduler, self._by_pool
+            self._nodes,
+            self.partitions,
+            self.quotas,
+            self._live.used,
+            set(),
+            self.gang_scheduler,
+            self._by_pool,
+            queue_quotas=self.queue_quotas,
+            by_queue=self._live.by_queue,
         )
         admit = admission.ADMIT[self.flavor]
         plan = self._plan()
@@ -421,6 +389,8 @@ class SimulatedCluster:
                 self._hold(plan, job, failed[shape])
                 continue
             verdict = admit(job, ctx)
+            if verdict.placement is None and verdict.reason is Reason.CAPACITY and self._preempt_for(job, verdict):
+                verdict = admit(job, ctx)
             if verdict.placement is not None and plan is not None and not plan.allows(job, verdict.placement):
                 # it fits now, but on GPUs planned for a job ahead of it: elsewhere, or wait
                 verdict = replace(verdict, placement=plan.place_now(job, self._pool_nodes(job, verdict)))
@@ -438,6 +408,21 @@ class SimulatedCluster:
                 ctx.blocked.update(verdict.pools)
             elif verdict.blocks:
                 self._hold(plan, job, verdict)
+
+    def _preempt_for(self, job: SimJob, verdict: admission.Verdict) -> bool:
+        """Kueue's preemption within a ClusterQueue (sim.queues): evict, True if any."""
+        if not self.queue_quotas:
+            return False
+        running = self._live.running()
+        evicted = queues.victims(
+            job, verdict.pools, self.queue_quotas, running, self._live.pool_of(), self._live.by_queue
+        )
+        for victim in evicted:
+            self._release(victim)
+            victim.state, victim.started_at, victim.placement = JobState.PENDING, None, []
+            victim.reason, victim.raw_reason, victim.preempted = Reason.CAPACITY, queues.PREEMPTED, victim.preempted + 1
+            self._live.add(victim)
+        return bool(evicted)
 
     def _limit_s(self, job: SimJob) -> float:
         limit = job.request.time_limit_s
@@ -463,6 +448,7 @@ class SimulatedCluster:
         job.placement = list(verdict.placement)
         job.gpu_model = self.node(job.placement[0][0]).gpu_model
         job.state, job.started_at = JobState.RUNNING, self._cursor
+        job.first_started_at = self._cursor if job.first_started_at is None else job.first_started_at
         job.reason, job.raw_reason = Reason.NONE, ""
         self._live.started(job, self.node(job.placement[0][0]).pool)
 
@@ -486,6 +472,12 @@ class SimulatedCluster:
             if job.seen_running:
                 self._release(job)
                 job.lost = True
+
+    # --- levers (broker/backends/sim/levers.py) ----------------------------------------
+    kill_for_memory = levers.kill_for_memory
+    claim_node_by = levers.claim_node_by
+    set_node = levers.set_node
+    set_quota = levers.set_quota
 
     # --- reports (broker/backends/sim/report.py) ---------------------------------------
     _view = report.view

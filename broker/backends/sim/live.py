@@ -21,6 +21,7 @@ class LiveJobs:
         self._running: dict[str, SimJob] = {}
         self._pool: dict[str, str] = {}  # running job -> the pool its GPUs are in
         self.used: dict[str, int] = {}  # GPUs of running jobs per pool
+        self.by_queue: dict[tuple[str, str], int] = {}  # ... per (pool, Kueue LocalQueue)
         # (end, seq, job id) of jobs that started; entries of jobs that left since are
         # skipped when they reach the top
         self._ends: list[tuple[float, int, str]] = []
@@ -36,6 +37,8 @@ class LiveJobs:
         self._running[job.job_id] = job
         self._pool[job.job_id] = pool
         self.used[pool] = self.used.get(pool, 0) + job.gpus
+        key = (pool, job.partition)
+        self.by_queue[key] = self.by_queue.get(key, 0) + job.gpus
         heapq.heappush(self._ends, (job.ends_at, job.seq, job.job_id))
 
     def remove(self, job: SimJob) -> None:
@@ -45,6 +48,11 @@ class LiveJobs:
         if self._running.pop(job.job_id, None) is not None:
             pool = self._pool.pop(job.job_id)
             self.used[pool] -= job.gpus
+            self.by_queue[(pool, job.partition)] -= job.gpus
+
+    def pool_of(self) -> dict[str, str]:
+        """Running job -> the pool its GPUs are in."""
+        return dict(self._pool)
 
     def running(self) -> list[SimJob]:
         """Running jobs in submission order."""
@@ -60,7 +68,7 @@ class LiveJobs:
 
     def next_end(self) -> float | None:
         """The earliest instant a running job ends (None when nothing runs)."""
-        while self._ends and self._ends[0][2] not in self._running:
+        while self._ends and not self._current(self._ends[0]):
             heapq.heappop(self._ends)
         return self._ends[0][0] if self._ends else None
 
@@ -68,10 +76,16 @@ class LiveJobs:
         """Running jobs that end at or before ``instant``, in submission order."""
         ending = []
         while self._ends and self._ends[0][0] <= instant:
-            _, _, job_id = heapq.heappop(self._ends)
-            if job_id in self._running:
-                ending.append(self._running[job_id])
+            entry = heapq.heappop(self._ends)
+            if self._current(entry):
+                ending.append(self._running[entry[2]])
         return sorted(ending, key=_seq)
+
+    def _current(self, entry: tuple[float, int, str]) -> bool:
+        """The entry is of a running job's present run (one evicted and started again has
+        a later end; its first run's entry is stale)."""
+        job = self._running.get(entry[2])
+        return job is not None and job.ends_at == entry[0]
 
 
 def _seq(job: SimJob) -> int:

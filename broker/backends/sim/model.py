@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from broker.backends.base import JobState, Reason
 
@@ -40,7 +40,7 @@ def gpu_resource(partitioning: str) -> str:
     return "nvidia.com/gpu" if partitioning == "whole" else f"nvidia.com/mig-{partitioning}"
 
 
-_POOL_INPUTS = frozenset({"gpu_model", "gpu_memory_gb", "partitioning"})
+_POOL_INPUTS = frozenset({"gpu_model", "gpu_memory_gb", "partitioning", "flavor"})
 
 
 @dataclass
@@ -58,6 +58,9 @@ class SimNode:
     draining: bool = False
     allocated: int = 0
     extra_owners: list[str] = field(default_factory=list)  # claim_node_by(): a conflict
+    # the pool's name where a real cluster's inventory names it (a Kueue ResourceFlavor
+    # "a100"), else made from the model: ``pool_name``
+    flavor: str = ""
 
     def __setattr__(self, name: str, value: object) -> None:
         # the pool is cached here and clusters index their nodes by it, so what it is
@@ -69,7 +72,7 @@ class SimNode:
     @functools.cached_property
     def pool(self) -> str:
         # cached: every scheduling pass asks it of every node and running job
-        return pool_name(self.gpu_model, self.gpu_memory_gb, self.partitioning)
+        return self.flavor or pool_name(self.gpu_model, self.gpu_memory_gb, self.partitioning)
 
     @property
     def usable(self) -> bool:
@@ -169,6 +172,8 @@ class SimJob:
     raw_reason: str = ""
     started_at: float | None = None
     ended_at: float | None = None
+    first_started_at: float | None = None  # before any preemption sent it back to the queue
+    preempted: int = 0  # times evicted by a higher-priority job (Kueue)
     placement: list[tuple[str, int]] = field(default_factory=list)  # (node, gpus)
     gpu_model: str = ""
     doomed: bool = False  # loses_job: vanishes once seen running
@@ -206,3 +211,12 @@ class Faults:
     def clear(self) -> None:
         self.unreachable, self.slow_s, self.rejects = False, 0.0, ""
         self.loses_job = self.accepts_but_times_out = False
+
+    def set(self, **changes: object) -> None:
+        known = {f.name for f in fields(self)}
+        for key, value in changes.items():
+            if key not in known:
+                raise ValueError(f"unknown fault {key!r}; known: {sorted(known)}")
+            if key == "slow_s":
+                value = min(max(0.0, float(value)), MAX_SLOW_S)  # type: ignore[arg-type]
+            setattr(self, key, value)

@@ -1,9 +1,12 @@
 """`manage.py calibrate --cluster NAME --jobs FILE`: play a job list on a real Slurm
-partition and on the simulator built from it; print how far apart they started.
+partition or Kueue queues and on the simulator built from them; print how far apart they
+started.
 
-The cluster is a registered Slurm cluster (its backend's commands and inventory are used, so
-the simulator starts from what the broker reads); ``--partition`` names a partition kept for
-the calibration, idle when the run starts (a site's test partition).  ``--repeat`` plays the
+The cluster is a registered Slurm or Kueue cluster (its backend's commands and inventory are
+used, so the simulator starts from what the broker reads).  Slurm: ``--partition`` names a
+partition kept for the calibration, idle when the run starts (a site's test partition).
+Kueue: ``--queue`` and ``--local-queue`` name the LocalQueues (in ``--namespace``) of the
+list's broker and local jobs, whose ClusterQueues' flavors are idle when the run starts.  ``--repeat`` plays the
 list again; ``--out`` writes every repetition (both sides, job by job, and the agreement) as
 JSON, which ``docs/simulator.md``'s tables are made from; the latest agreement is kept for
 the fleet page.
@@ -17,23 +20,27 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.backends.base import Unavailable
+from broker.calibration.kueue import KueueSide
 from broker.backends.registry import backend_for
 from broker.calibration.compare import spread
-from broker.calibration.jobs import load
-from broker.calibration.run import Calibration, calibrate_slurm, resimulate
+from broker.calibration.jobs import JobList, load
+from broker.calibration.run import Calibration, calibrate_kueue, calibrate_slurm, resimulate
 from broker.models import Cluster
 from broker.services.fleet.calibration import CalibrationFigures, calibration_record
 from portal.tenancy.errors import DomainError
 
 
 class Command(BaseCommand):
-    help = "Play a job list on a real Slurm partition and on the simulator built from it; compare."
+    help = "Play a job list on a real Slurm partition or Kueue queues and on the simulator built from it; compare."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--cluster", help="a registered Slurm cluster's name")
+        parser.add_argument("--cluster", help="a registered Slurm or Kueue cluster's name")
         parser.add_argument("--jobs", required=True, type=Path, help="the job list (JSON: broker/calibration/jobs.py)")
         parser.add_argument("--partition", default="calib", help="an idle partition kept for the calibration")
         parser.add_argument("--account", default="", help="the Slurm account to submit under (default: yours)")
+        parser.add_argument("--queue", default="calib", help="Kueue: the LocalQueue of the list's broker jobs")
+        parser.add_argument("--local-queue", default="calib-local", help="Kueue: the LocalQueue of its local jobs")
+        parser.add_argument("--namespace", default="", help="Kueue: their namespace (default: the backend's)")
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument("--out", type=Path, help="write every repetition here (JSON)")
         parser.add_argument(
@@ -49,29 +56,45 @@ class Command(BaseCommand):
             return
         name = str(opts["cluster"] or "")
         cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None or cluster.kind != "slurm":
-            raise CommandError(f"--cluster: no Slurm cluster named {name!r} is registered")
+        if cluster is None or cluster.kind not in ("slurm", "kueue"):
+            raise CommandError(f"--cluster: no Slurm or Kueue cluster named {name!r} is registered")
         repeat = int(str(opts["repeat"]))
         if not 1 <= repeat <= 20:
             raise CommandError("--repeat: between 1 and 20")
         try:
             jobs = load(Path(str(opts["jobs"])))
-            backend = backend_for(cluster)
-            result = calibrate_slurm(
-                jobs,
-                cluster=cluster.name,
-                transport=getattr(backend, "transport", None),
-                inventory=backend.inventory,
-                partition=str(opts["partition"]),
-                account=str(opts["account"]),
-                repeat=repeat,
-            )
+            result = self._calibrate(cluster, jobs, repeat, opts)
         except (DomainError, Unavailable) as exc:
             raise CommandError(str(exc)) from exc
         if opts["out"]:
             Path(str(opts["out"])).write_text(json.dumps(result.to_json(), indent=1) + "\n")
         calibration_record(figures=figures(result))
         self.stdout.write(summary(result))
+
+    def _calibrate(self, cluster: Cluster, jobs: JobList, repeat: int, opts: dict[str, object]) -> Calibration:
+        backend = backend_for(cluster)
+        if cluster.kind == "kueue":
+            if not isinstance(backend, KueueSide):
+                raise CommandError(f"--cluster {cluster.name}: its backend cannot play a calibration")
+            return calibrate_kueue(
+                jobs,
+                cluster=cluster.name,
+                backend=backend,
+                inventory=backend.inventory,
+                namespace=str(opts["namespace"] or backend.settings.default_namespace),
+                queue=str(opts["queue"]),
+                local_queue=str(opts["local_queue"]),
+                repeat=repeat,
+            )
+        return calibrate_slurm(
+            jobs,
+            cluster=cluster.name,
+            transport=getattr(backend, "transport", None),
+            inventory=backend.inventory,
+            partition=str(opts["partition"]),
+            account=str(opts["account"]),
+            repeat=repeat,
+        )
 
     def _resimulate(self, recorded: Path, jobs: Path, out: object) -> None:
         if not out:
@@ -102,7 +125,7 @@ def summary(result: Calibration) -> str:
     rows = [r.agreement for r in result.repetitions]
     side = result.repetitions[0].real.side if result.repetitions else result.control_plane
     lines = [
-        f"{side} on {result.cluster} (partition {result.partition}), {result.job_list}, commit {result.commit or '?'}",
+        f"{side} on {result.cluster} ({_where(result)}), {result.job_list}, commit {result.commit or '?'}",
         f"scheduler: {result.cycle.words}; starts within {result.cycle.cycle_s:g} s count as tied",
         f"repetitions: {len(rows)}; median (min-max) over them:",
         f"  jobs {rows[0].jobs if rows else 0}, waited a cycle or more: {spread([float(a.waited) for a in rows])}",
@@ -113,5 +136,13 @@ def summary(result: Calibration) -> str:
         f"  started ahead of an earlier job, real: {spread([float(len(a.ahead_real)) for a in rows])}, "
         f"simulated: {spread([float(len(a.ahead_sim)) for a in rows])}; "
         f"Slurm's backfill flag: {spread([float(len(a.backfilled_real)) for a in rows])}",
+        f"  preempted, real: {spread([float(a.preempted_real) for a in rows])}, "
+        f"simulated: {spread([float(a.preempted_sim) for a in rows])}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _where(result: Calibration) -> str:
+    if result.control_plane == "kueue":
+        return f"LocalQueues {result.partition}, local jobs {result.local_queue}"
+    return f"partition {result.partition}"

@@ -15,10 +15,10 @@ from tests.factories import ClusterFactory
 
 
 @pytest.mark.django_db
-def test_a_cluster_that_is_not_a_registered_slurm_cluster_is_refused_by_name():
-    ClusterFactory(name="k8s", kind="kueue")
-    for name in ("nope", "k8s"):
-        with pytest.raises(CommandError, match=f"--cluster: no Slurm cluster named '{name}' is registered"):
+def test_a_cluster_that_is_not_a_registered_slurm_or_kueue_cluster_is_refused_by_name():
+    ClusterFactory(name="vc", kind="volcano")
+    for name in ("nope", "vc"):
+        with pytest.raises(CommandError, match=f"--cluster: no Slurm or Kueue cluster named '{name}' is registered"):
             call_command("calibrate", "--cluster", name, "--jobs", str(SLICE))
 
 

@@ -1,0 +1,57 @@
+"""Test and demo levers of a simulated cluster: what a test or the demo does to it from
+outside (a worker killed for memory, a node claimed twice, drained or sick, a quota
+changed).  Functions of the cluster (bound as its methods), kept apart from the scheduling
+in cluster.py."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.backends.base import JobState
+from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW
+
+if TYPE_CHECKING:
+    from broker.backends.sim.cluster import SimulatedCluster
+
+
+def kill_for_memory(self: SimulatedCluster, job_id: str, worker: int) -> None:
+    """The kernel's OOM killer ends one worker of a running job, and so the job."""
+    with self._lock:
+        self._catch_up()
+        job = self._jobs[job_id]
+        if job.state is not JobState.RUNNING or not 0 <= worker < job.request.workers:
+            raise ValueError(f"job {job_id} is not running or has no worker {worker}")
+        self._release(job)
+        job.state, job.ended_at = JobState.FAILED, self._cursor
+        job.end_raw, job.end_worker, job.exit_code = OOM_RAW[self.flavor], str(worker), OOM_EXIT_CODE
+        self._schedule()
+
+
+def claim_node_by(self: SimulatedCluster, other_scheduler: str, node_name: str | None = None) -> str:
+    """Make a second scheduler report a node too (a double claim); returns the node.
+
+    Without ``node_name`` the first node is claimed."""
+    with self._lock:
+        node = self.node(node_name) if node_name else self._nodes[0]
+        if other_scheduler != self.owner and other_scheduler not in node.extra_owners:
+            node.extra_owners.append(other_scheduler)
+        return node.name
+
+
+def set_node(
+    self: SimulatedCluster, node_name: str, *, healthy: bool | None = None, draining: bool | None = None
+) -> None:
+    with self._lock:
+        self._catch_up()
+        node = self.node(node_name)
+        node.healthy = node.healthy if healthy is None else healthy
+        node.draining = node.draining if draining is None else draining
+        self._schedule()
+
+
+def set_quota(self: SimulatedCluster, flavor: str, gpus: int) -> None:
+    """Kueue nominal quota of a flavor (pool name such as ``a100-80gb``)."""
+    with self._lock:
+        self._catch_up()
+        self.quotas[flavor] = gpus
+        self._schedule()

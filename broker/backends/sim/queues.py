@@ -1,0 +1,130 @@
+"""Kueue's ClusterQueues as a simulated cluster applies them: quotas per LocalQueue, a
+cohort's shared quota that members borrow from, and preemption within a ClusterQueue.
+
+Built from the quotas a Kueue backend reports (``GroupQuota``, scope = the LocalQueue whose
+jobs count against it; ``kube.limits``): a ClusterQueue's own quota per flavor (its nominal
+quota plus what it may borrow) and, for a cohort of two or more queues, the cohort's total.
+A job is admitted to a flavor when it fits every quota that covers its queue there; a
+flavor no quota of its queue names is not its queue's to use.  Without queue quotas a
+simulated Kueue keeps its single per-flavor quota (``SimulatedCluster.quotas``).
+
+Preemption (``withinClusterQueue: LowerPriority``): a waiting job that its quotas hold back
+evicts running jobs of lower priority in its own ClusterQueue, lowest priority first and
+then the most recently started, as few as free what it needs, provided it then fits its
+queue's nominal quota (no borrowing to preempt).  Evicted jobs queue again and run from
+the start when admitted again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from broker.backends.sim.model import PRIORITY_RANK, SimJob
+from broker.local_limits import GroupQuota
+
+PREEMPTED = "Preempted to accommodate a higher priority Workload (withinClusterQueue: LowerPriority)"
+
+
+@dataclass(frozen=True)
+class QueueQuota:
+    source: str  # "ClusterQueue calib-cq flavor a100", "cohort calib flavor a100"
+    pool: str
+    queues: frozenset[str]  # LocalQueue names ("" for the broker's default queue)
+    limit: int  # GPUs: nominal plus what may be borrowed
+    nominal: int
+    preemption: str = ""  # the ClusterQueue's withinClusterQueue policy; "" for none
+
+
+def queue_quotas(quotas: Iterable[GroupQuota]) -> tuple[QueueQuota, ...]:
+    """One quota per (source, flavor) over every scope the backend reported it for; a
+    quota without a GPU ceiling limits nothing and is left out."""
+    scopes: dict[tuple[str, str], set[str]] = {}
+    first: dict[tuple[str, str], GroupQuota] = {}
+    for q in quotas:
+        if q.limit_gpus is None:
+            continue
+        key = (q.source, q.pool)
+        scopes.setdefault(key, set()).add(q.scope)
+        first.setdefault(key, q)
+    return tuple(
+        QueueQuota(
+            source=q.source,
+            pool=q.pool,
+            queues=frozenset(scopes[key]),
+            limit=int(q.limit_gpus or 0),
+            nominal=int(q.nominal_gpus or 0),
+            preemption=q.preemption,
+        )
+        for key, q in first.items()
+    )
+
+
+def covering(quotas: Sequence[QueueQuota], pool: str, queue: str) -> list[QueueQuota]:
+    return [q for q in quotas if q.pool == pool and queue in q.queues]
+
+
+def used(quota: QueueQuota, by_queue: Mapping[tuple[str, str], int]) -> int:
+    return sum(by_queue.get((quota.pool, name), 0) for name in quota.queues)
+
+
+def room(quotas: Sequence[QueueQuota], pool: str, queue: str, by_queue: Mapping[tuple[str, str], int]) -> int | None:
+    """GPUs the queue may still be admitted in the flavor; None: no quota of its queue there."""
+    mine = covering(quotas, pool, queue)
+    if not mine:
+        return None
+    return min(q.limit - used(q, by_queue) for q in mine)
+
+
+def ceiling(quotas: Sequence[QueueQuota], pool: str, queue: str) -> int | None:
+    mine = covering(quotas, pool, queue)
+    return min(q.limit for q in mine) if mine else None
+
+
+def victims(
+    job: SimJob,
+    pools: Sequence[str],
+    quotas: Sequence[QueueQuota],
+    running: Iterable[SimJob],
+    pool_of: Mapping[str, str],
+    by_queue: Mapping[tuple[str, str], int],
+) -> list[SimJob]:
+    """The running jobs whose eviction lets ``job`` in, in the first flavor where that
+    works; none when no flavor does (or its queue does not preempt)."""
+    rank = PRIORITY_RANK.get(job.request.priority, 1)
+    for pool in pools:
+        own = [q for q in covering(quotas, pool, job.partition) if q.preemption]
+        if not own or job.gpus > own[0].nominal:
+            continue
+        queue_of = own[0].queues
+        lower = [
+            j
+            for j in running
+            if pool_of.get(j.job_id) == pool
+            and j.partition in queue_of
+            and PRIORITY_RANK.get(j.request.priority, 1) > rank
+        ]
+        lower.sort(key=lambda j: (-PRIORITY_RANK.get(j.request.priority, 1), -(j.started_at or 0.0), -j.seq))
+        chosen = _enough(job, pool, own[0], covering(quotas, pool, job.partition), lower, by_queue)
+        if chosen:
+            return chosen
+    return []
+
+
+def _enough(
+    job: SimJob,
+    pool: str,
+    own: QueueQuota,
+    mine: Sequence[QueueQuota],
+    lower: Sequence[SimJob],
+    by_queue: Mapping[tuple[str, str], int],
+) -> list[SimJob]:
+    freed = 0
+    chosen: list[SimJob] = []
+    for candidate in lower:
+        chosen.append(candidate)
+        freed += candidate.gpus
+        within_nominal = used(own, by_queue) - freed + job.gpus <= own.nominal
+        if within_nominal and all(used(q, by_queue) - freed + job.gpus <= q.limit for q in mine):
+            return chosen
+    return []

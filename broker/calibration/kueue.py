@@ -1,0 +1,190 @@
+"""The real side of a Kueue calibration: the job list created straight in the cluster as the
+Kueue backend builds its Jobs (suspended, in a LocalQueue; the broker not in the path) at its
+instants on the wall clock; the Jobs and their Workloads listed every second for the
+reasons, the starts (the Workload's PodsReady), the ends and the preemptions.
+
+On the CI cluster kwok runs the pods: each completes after the ``sleep N`` of its command
+(a kwok Stage with that delay), and the Job controller kills one that passes its
+``activeDeadlineSeconds`` (the time limit).  Local jobs are the same Jobs in the local
+queue, as a user of the cluster would submit them."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from broker.backends.base import DestinationJob, JobState, ProjectIdentity, Unavailable
+from broker.backends.kube.common import BackendSettings, Fields, condition_fields, parse_time
+from broker.calibration.jobs import CalibrationJob, JobList
+from broker.calibration.played import Observed, Played
+
+Sleep = Callable[[float], None]
+Clock = Callable[[], float]
+
+
+@runtime_checkable
+class KueueSide(Protocol):
+    """What the player needs of ``KueueBackend`` (as ``backend_for`` hands it out, guarded)."""
+
+    cluster: str
+    settings: BackendSettings
+
+    def submit(self, spec: Any, workload_id: str, identity: ProjectIdentity) -> str: ...
+    def cancel(self, job_id: str) -> bool: ...
+    def describe(self, job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> DestinationJob: ...
+    def calibration_objects(
+        self, namespace: str, project: str
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    def server_version(self) -> str: ...
+
+
+class KueuePlayer:
+    def __init__(
+        self,
+        backend: KueueSide,
+        *,
+        namespace: str,
+        queue: str,
+        local_queue: str,
+        gpu_models: list[str],
+        sample_s: float = 1.0,
+        clock: Clock = time.time,
+        sleep: Sleep = time.sleep,
+    ) -> None:
+        self.backend, self.namespace, self.queue, self.local_queue = backend, namespace, queue, local_queue
+        self.gpu_models = gpu_models  # the flavors' models: a job may run in any flavor
+        self.sample_s, self.clock, self.sleep = sample_s, clock, sleep
+        self.tag = f"cal{uuid.uuid4().hex[:6]}"
+
+    def play(self, jobs: JobList, *, deadline_s: float) -> Played:
+        played = Played(side=f"kueue on {self.backend.server_version()}")
+        events = [(j.at_s, 1, "submit", j) for j in jobs.jobs]
+        events += [(float(j.cancel_at_s), 0, "cancel", j) for j in jobs.jobs if j.cancel_at_s is not None]
+        events.sort(key=lambda e: (e[0], e[1]))
+        seen: dict[str, _Seen] = {}
+        t0 = self.clock()
+        try:
+            for at, _, what, job in events:
+                self._sample_until(t0, at, seen, played)
+                if what == "submit":
+                    seen[job.name] = _Seen(self._submit(job), submitted_s=round(self.clock() - t0, 1))
+                else:
+                    self._cancel(seen[job.name], round(self.clock() - t0, 1))
+            while self._sample(t0, seen, played) and self.clock() - t0 < deadline_s:
+                self.sleep(self.sample_s)
+        finally:
+            for s in seen.values():  # never leave a calibration job behind, whatever happened
+                if not s.gone:
+                    self.backend.cancel(s.ref)
+        for name, s in seen.items():
+            played.jobs[name] = s.observed(name)
+        return played
+
+    def _submit(self, job: CalibrationJob) -> str:
+        queue = self.local_queue if job.local else self.queue
+        identity = ProjectIdentity(tenant="calibration", project=self.tag, k8s_namespace=self.namespace, queue=queue)
+        return self.backend.submit(job.spec(self.tag, gpu_models=self.gpu_models), f"{self.tag}-{job.name}", identity)
+
+    def _cancel(self, s: _Seen, at: float) -> None:
+        self.backend.cancel(s.ref)
+        s.gone = True
+        if s.state not in ("completed", "failed", "timeout"):
+            s.state, s.ended_s = "cancelled", (at if s.started_s is not None else None)
+
+    def _sample_until(self, t0: float, at: float, seen: dict[str, _Seen], played: Played) -> None:
+        while self.clock() - t0 < at:
+            self._sample(t0, seen, played)
+            self.sleep(max(0.0, min(self.sample_s, at - (self.clock() - t0))))
+
+    def _sample(self, t0: float, seen: dict[str, _Seen], played: Played) -> bool:
+        """One look at the run's Jobs and Workloads; True while any job is not yet over."""
+        if not seen:
+            return True
+        at = round(self.clock() - t0, 1)
+        try:
+            jobs, workloads = self.backend.calibration_objects(self.namespace, self.tag)
+        except Unavailable as exc:
+            played.notes.append(f"list at {at:.1f}s: {exc}")
+            return True
+        by_owner = {_owner(wl): wl for wl in workloads}
+        by_ref = {f"{self.namespace}/{Fields(j).obj('metadata').text('name')}": j for j in jobs}
+        waiting = {}
+        for name, s in seen.items():
+            job = by_ref.get(s.ref)
+            if job is None or s.gone:
+                continue
+            wl = by_owner.get(Fields(job).obj("metadata").text("uid"))
+            described = self.backend.describe(job, wl)
+            s.update(described, wl, t0)
+            if described.state is JobState.PENDING:
+                waiting[name] = described.reason.value
+                _note(played, f"{described.reason.value}: {described.raw_reason}")
+        played.reasons[at] = waiting
+        return any(not s.over for s in seen.values())
+
+
+def _note(played: Played, text: str, most: int = 40) -> None:
+    """Each distinct reason text once (the evidence of what Kueue said), at most ``most``."""
+    if text not in played.notes and len(played.notes) < most:
+        played.notes.append(text)
+
+
+class _Seen:
+    """What the samples told of one job so far."""
+
+    def __init__(self, ref: str, *, submitted_s: float) -> None:
+        self.ref, self.submitted_s = ref, submitted_s
+        self.started_s: float | None = None
+        self.ended_s: float | None = None
+        self.state = "pending"
+        self.preempted_at: set[str] = set()
+        self.gone = False
+
+    @property
+    def over(self) -> bool:
+        return self.gone or self.state in ("completed", "failed", "timeout")
+
+    def update(self, job: DestinationJob, wl: Mapping[str, Any] | None, t0: float) -> None:
+        ready = condition_fields(wl or {}, "PodsReady")
+        if self.started_s is None and ready is not None and ready.value("status") == "True":
+            self.started_s = _since(ready.text("lastTransitionTime"), t0)
+        evicted = condition_fields(wl or {}, "Evicted")
+        if evicted is not None and evicted.value("status") == "True" and evicted.value("reason") == "Preempted":
+            self.preempted_at.add(evicted.text("lastTransitionTime"))
+        if job.state.ended:
+            self.state = _ended_word(job)
+            self.ended_s = _since_dt(job, t0)
+            if self.started_s is None and job.started_at is not None:
+                self.started_s = job.started_at.timestamp() - t0
+
+    def observed(self, name: str) -> Observed:
+        return Observed(
+            name=name,
+            submitted_s=self.submitted_s,
+            started_s=self.started_s,
+            ended_s=self.ended_s,
+            state=self.state,
+            preempted=len(self.preempted_at),
+        )
+
+
+def _ended_word(job: DestinationJob) -> str:
+    if job.state is JobState.COMPLETED:
+        return "completed"
+    return "timeout" if "deadline" in job.raw_reason.lower() else "failed"
+
+
+def _owner(wl: Mapping[str, Any]) -> str:
+    refs = Fields(wl).obj("metadata").objs("ownerReferences")
+    return refs[0].text("uid") if refs else ""
+
+
+def _since(stamp: str, t0: float) -> float | None:
+    when = parse_time(stamp)
+    return None if when is None else round(when.timestamp() - t0, 1)
+
+
+def _since_dt(job: DestinationJob, t0: float) -> float | None:
+    return None if job.ended_at is None else round(job.ended_at.timestamp() - t0, 1)
