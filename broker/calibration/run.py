@@ -204,7 +204,15 @@ def _commit() -> str:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
+    if out.returncode != 0:
+        return ""
+    try:  # a run from a tree with changes not committed says so
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        dirty = ""
+    return out.stdout.strip() + ("+dirty" if dirty else "")
 
 
 def resimulate(recorded: dict[str, Any], jobs: JobList) -> dict[str, Any]:

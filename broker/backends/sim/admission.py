@@ -56,6 +56,7 @@ class Context:
     # GPUs running jobs use per (pool, LocalQueue)
     queue_quotas: Sequence[queues.QueueQuota] = ()
     by_queue: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    no_borrow: bool = False  # this sweep admits only what fits without borrowing
     _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _matching: dict[tuple, list[str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -157,10 +158,8 @@ def _kueue_quota(
     need, ok, details, over_max = req.total_gpus, [], [], True
     for pool in pools:
         if ctx.queue_quotas:
-            maximum, left = (
-                queues.ceiling(ctx.queue_quotas, pool, queue),
-                queues.room(ctx.queue_quotas, pool, queue, ctx.by_queue),
-            )
+            maximum = queues.ceiling(ctx.queue_quotas, pool, queue)
+            left = queues.room(ctx.queue_quotas, pool, queue, ctx.by_queue, nominal_only=ctx.no_borrow)
             if maximum is None or left is None:
                 continue  # not a flavor of this job's ClusterQueue
         else:

@@ -378,6 +378,13 @@ class SimulatedCluster:
             by_queue=self._live.by_queue,
         )
         admit = admission.ADMIT[self.flavor]
+        if self.queue_quotas:  # Kueue: what fits without borrowing goes first (sim.queues)
+            ctx.no_borrow = True
+            for job in pending:
+                verdict = admit(job, ctx)
+                if verdict.placement is not None:
+                    self._start(job, verdict)
+            ctx.no_borrow, pending = False, [j for j in pending if j.state is JobState.PENDING]
         plan = self._plan()
         # backfill only: a shape that could not start in this pass cannot start later in it
         # (GPUs only get taken), so its later jobs get the same verdict without a search

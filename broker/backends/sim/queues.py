@@ -8,6 +8,10 @@ A job is admitted to a flavor when it fits every quota that covers its queue the
 flavor no quota of its queue names is not its queue's to use.  Without queue quotas a
 simulated Kueue keeps its single per-flavor quota (``SimulatedCluster.quotas``).
 
+Order: in each pass the jobs that fit without borrowing are admitted first, then the rest
+in queue order (Kueue's scheduler sorts a cycle's heads so that those needing no
+borrowing come first; found by the calibration, docs/simulator.md).
+
 Preemption (``withinClusterQueue: LowerPriority``): a waiting job that its quotas hold back
 evicts running jobs of lower priority in its own ClusterQueue, lowest priority first and
 then the most recently started, as few as free what it needs, provided it then fits its
@@ -68,12 +72,20 @@ def used(quota: QueueQuota, by_queue: Mapping[tuple[str, str], int]) -> int:
     return sum(by_queue.get((quota.pool, name), 0) for name in quota.queues)
 
 
-def room(quotas: Sequence[QueueQuota], pool: str, queue: str, by_queue: Mapping[tuple[str, str], int]) -> int | None:
-    """GPUs the queue may still be admitted in the flavor; None: no quota of its queue there."""
+def room(
+    quotas: Sequence[QueueQuota],
+    pool: str,
+    queue: str,
+    by_queue: Mapping[tuple[str, str], int],
+    *,
+    nominal_only: bool = False,
+) -> int | None:
+    """GPUs the queue may still be admitted in the flavor (``nominal_only``: without
+    borrowing); None: no quota of its queue there."""
     mine = covering(quotas, pool, queue)
     if not mine:
         return None
-    return min(q.limit - used(q, by_queue) for q in mine)
+    return min((q.nominal if nominal_only else q.limit) - used(q, by_queue) for q in mine)
 
 
 def ceiling(quotas: Sequence[QueueQuota], pool: str, queue: str) -> int | None:

@@ -101,9 +101,11 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
 
 
 def kueue_objects() -> list[dict[str, Any]]:
+    # low below 0: the broker sends no class for "normal" (priority 0), so a low class above
+    # 0 would outrank normal work (it did, at 10, until the calibration showed it)
     return [namespace(), flavor("default-flavor", None), flavor("a100", A100),
             flavor("h100", H100), flavor("a100-mig", A100_40), cluster_queue("gpu-cq"),
-            local_queue("default", "gpu-cq"), priority_class("gpubroker-low", 10),
+            local_queue("default", "gpu-cq"), priority_class("gpubroker-low", -10),
             priority_class("gpubroker-high", 1000)]
 
 

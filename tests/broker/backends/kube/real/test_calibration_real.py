@@ -1,0 +1,96 @@
+"""The simulator against real Kueue (issue 25): the shipped contended slice played in the
+calibration profile's LocalQueues (a cohort of two ClusterQueues, borrowing, preemption
+within one of them; tests/broker/calibration/data/kueue-calib-profile.yaml) and on the
+simulator built from the quotas the Kueue backend reads there.
+
+Kueue admits on events, with no period: the cycle is the player's one-second sampling and
+the API's whole-second timestamps (2 s, starts within it tied); the tolerance on the median
+start error is three of them, as on Slurm."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+from kubernetes import client
+
+from broker.backends.kube import KubeConfig, KueueBackend
+from broker.calibration.jobs import load
+from broker.calibration.played import Played
+from broker.calibration.run import calibrate_kueue
+from broker.management.commands.calibrate import summary
+
+from . import cluster as c
+from .conftest import settings
+
+pytestmark = pytest.mark.k8s
+
+DATA = Path(__file__).parents[3] / "calibration" / "data"
+PROFILE = DATA / "kueue-calib-profile.yaml"
+SLICE = DATA / "kueue-contended-16gpu.json"
+
+
+@pytest.fixture
+def calib_profile(kueue_cluster: client.ApiClient) -> Iterator[None]:
+    """The profile's queues for this test only: the other tests keep theirs as they are."""
+    docs = [d for d in yaml.safe_load_all(PROFILE.read_text()) if d]
+    c.apply(kueue_cluster, *docs)
+    custom = client.CustomObjectsApi(kueue_cluster)
+
+    def active() -> bool:
+        for name in ("calib-cq", "calib-lend"):
+            cq = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", name)
+            conds = (cq.get("status") or {}).get("conditions") or []
+            if not any(x["type"] == "Active" and x["status"] == "True" for x in conds):
+                return False
+        return True
+
+    c.wait_for(active, 60, what="calibration ClusterQueues active")
+    yield
+    c.delete_jobs(kueue_cluster)
+    for d in reversed(docs):
+        meta = d["metadata"]
+        if d["kind"] == "LocalQueue":
+            custom.delete_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", meta["namespace"], "localqueues",
+                                                   meta["name"])
+        else:
+            custom.delete_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", meta["name"])
+
+
+def borrowed_gpus(real: Played, gpus: dict[str, int], broker_jobs: set[str], nominal: int) -> int:
+    """The most GPUs the broker's ClusterQueue ran past its nominal quota (so borrowed) at
+    any instant a job started."""
+    most = 0
+    for name, seen in real.jobs.items():
+        at = seen.started_s
+        if at is None:
+            continue
+        running = sum(gpus[n] for n, o in real.jobs.items() if n in broker_jobs and o.started_s is not None
+                      and o.started_s <= at and (o.ended_s is None or o.ended_s > at))
+        most = max(most, running - nominal)
+    return most
+
+
+def test_the_simulator_starts_the_contended_slice_as_kueue_does(k8s_env, calib_profile, capsys):
+    jobs = load(SLICE)
+    backend = KueueBackend("k8s-main", KubeConfig(kubeconfig=k8s_env["K8S_MAIN_KUBECONFIG"]), settings())
+    try:
+        result = calibrate_kueue(jobs, cluster="k8s-main", backend=backend, inventory=backend.inventory,
+                                 namespace=c.NAMESPACE, queue="calib", local_queue="calib-local")
+    finally:
+        backend.close()
+    with capsys.disabled():
+        print("\n" + summary(result))
+    rep = result.repetitions[0]
+    got = rep.agreement
+    # the slice is contended as played on Kueue, not only on paper: jobs wait, the broker's
+    # queue borrows from the cohort (past its nominal 4 + 4), a higher-priority job preempts
+    assert got.waited >= 0.3 * got.jobs, got
+    gpus = {j.name: j.gpus for j in jobs.jobs}
+    assert borrowed_gpus(rep.real, gpus, {j.name for j in jobs.jobs if not j.local}, nominal=8) > 0
+    assert got.preempted_real >= 1, got
+    # the simulator agrees
+    tolerance_s = 3 * result.cycle.cycle_s
+    assert got.pair_order >= 0.95, (got.pair_order, got.errors_s)
+    assert got.median_abs_error_s <= tolerance_s, (got.median_abs_error_s, tolerance_s, got.errors_s)
