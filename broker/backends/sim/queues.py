@@ -14,9 +14,10 @@ borrowing come first; found by the calibration, docs/simulator.md).
 
 Preemption (``withinClusterQueue: LowerPriority``): a waiting job that its quotas hold back
 evicts running jobs of lower priority in its own ClusterQueue, lowest priority first and
-then the most recently started, as few as free what it needs, provided it then fits its
-queue's nominal quota (no borrowing to preempt).  Evicted jobs queue again and run from
-the start when admitted again.
+then the most recently started, as few as free what it needs; it may borrow to fit, since
+every candidate is of its own queue (what Kueue does when it has no other queue's jobs to
+reclaim: the calibration showed a low-priority job preempted again and again by normal
+ones while the queue borrowed).  Evicted jobs queue again and run from the start.
 """
 
 from __future__ import annotations
@@ -105,38 +106,40 @@ def victims(
     works; none when no flavor does (or its queue does not preempt)."""
     rank = PRIORITY_RANK.get(job.request.priority, 1)
     for pool in pools:
-        own = [q for q in covering(quotas, pool, job.partition) if q.preemption]
-        if not own or job.gpus > own[0].nominal:
+        mine = covering(quotas, pool, job.partition)
+        own = [q for q in mine if q.preemption]
+        if not own:
             continue
-        queue_of = own[0].queues
         lower = [
             j
             for j in running
             if pool_of.get(j.job_id) == pool
-            and j.partition in queue_of
+            and j.partition in own[0].queues
             and PRIORITY_RANK.get(j.request.priority, 1) > rank
         ]
         lower.sort(key=lambda j: (-PRIORITY_RANK.get(j.request.priority, 1), -(j.started_at or 0.0), -j.seq))
-        chosen = _enough(job, pool, own[0], covering(quotas, pool, job.partition), lower, by_queue)
+        chosen = _enough(job, mine, lower, by_queue)
         if chosen:
             return chosen
     return []
 
 
 def _enough(
-    job: SimJob,
-    pool: str,
-    own: QueueQuota,
-    mine: Sequence[QueueQuota],
-    lower: Sequence[SimJob],
-    by_queue: Mapping[tuple[str, str], int],
+    job: SimJob, mine: Sequence[QueueQuota], lower: Sequence[SimJob], by_queue: Mapping[tuple[str, str], int]
 ) -> list[SimJob]:
-    freed = 0
+    """Candidates in order until the job fits every quota of its queue (borrowing allowed:
+    every candidate is of its own ClusterQueue), then those not needed after all given
+    back, the last taken first (Kueue's minimal preemption)."""
+
+    def fits(freed: int) -> bool:
+        return all(used(q, by_queue) - freed + job.gpus <= q.limit for q in mine)
+
     chosen: list[SimJob] = []
     for candidate in lower:
         chosen.append(candidate)
-        freed += candidate.gpus
-        within_nominal = used(own, by_queue) - freed + job.gpus <= own.nominal
-        if within_nominal and all(used(q, by_queue) - freed + job.gpus <= q.limit for q in mine):
+        if fits(sum(c.gpus for c in chosen)):
+            for spare in reversed(chosen[:-1]):
+                if fits(sum(c.gpus for c in chosen) - spare.gpus):
+                    chosen.remove(spare)
             return chosen
     return []
