@@ -25,6 +25,7 @@ from broker.backends.sim.placement import (
     placeable_workers,
 )
 
+UNSCHEDULABLE = "admitted by Kueue, pods not running yet (WaitForStart: no node of the flavor holds a pod)"
 SLURM_NOT_AVAILABLE = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
 SLURM_BAD_PARTITION = "sbatch: error: Batch job submission failed: Invalid partition name specified"
 
@@ -196,10 +197,25 @@ def kueue(job: SimJob, ctx: Context) -> Verdict:
         return Verdict(
             Reason.CAPACITY, "waiting for earlier workloads in the ClusterQueue (StrictFIFO)", pools=pools, blocks=True
         )
+    if ctx.queue_quotas:
+        return _kueue_by_quota(ctx, ok[0], req, res, pools)
     started = _try_pack(ctx, ok, req)
     if started:
         return started
     return _kueue_nodes_short(ctx, ok, req, res, pools)
+
+
+def _kueue_by_quota(ctx: Context, flavor: str, req: JobRequest, res: str, pools: list[str]) -> Verdict:
+    """Kueue picks the first flavor with quota (MayStopSearch) without looking at nodes: a
+    pod no node of that flavor can ever hold is admitted all the same and never runs (its
+    quota held until the Job's deadline; the calibration's evidence, docs/simulator.md),
+    shown as an empty placement in that flavor."""
+    started = _try_pack(ctx, [flavor], req)
+    if started:
+        return started
+    if not _fits_somewhere(ctx, [flavor], req, free_if_idle):
+        return Verdict(Reason.WAITING, UNSCHEDULABLE, placement=[], pool=flavor, pools=pools)
+    return _kueue_nodes_short(ctx, [flavor], req, res, pools)
 
 
 def _kueue_nodes_short(ctx: Context, ok: list[str], req: JobRequest, res: str, pools: list[str]) -> Verdict:

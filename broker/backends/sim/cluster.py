@@ -416,21 +416,6 @@ class SimulatedCluster:
             elif verdict.blocks:
                 self._hold(plan, job, verdict)
 
-    def _preempt_for(self, job: SimJob, verdict: admission.Verdict) -> bool:
-        """Kueue's preemption within a ClusterQueue (sim.queues): evict, True if any."""
-        if not self.queue_quotas:
-            return False
-        running = self._live.running()
-        evicted = queues.victims(
-            job, verdict.pools, self.queue_quotas, running, self._live.pool_of(), self._live.by_queue
-        )
-        for victim in evicted:
-            self._release(victim)
-            victim.state, victim.started_at, victim.placement = JobState.PENDING, None, []
-            victim.reason, victim.raw_reason, victim.preempted = Reason.CAPACITY, queues.PREEMPTED, victim.preempted + 1
-            self._live.add(victim)
-        return bool(evicted)
-
     def _limit_s(self, job: SimJob) -> float:
         limit = job.request.time_limit_s
         return self.clock.scaled(limit) if limit is not None else float("inf")
@@ -453,10 +438,14 @@ class SimulatedCluster:
         for node_name, gpus in verdict.placement:
             self.node(node_name).allocated += gpus
         job.placement = list(verdict.placement)
-        job.gpu_model = self.node(job.placement[0][0]).gpu_model
         job.state, job.started_at = JobState.RUNNING, self._cursor
         job.first_started_at = self._cursor if job.first_started_at is None else job.first_started_at
         job.reason, job.raw_reason = Reason.NONE, ""
+        if not job.placement:  # admitted on quota, its pods never placed: out at its deadline
+            job.run_s, job.final_state, job.end_raw = self._limit_s(job), JobState.FAILED, TIMEOUT_RAW[self.flavor]
+            self._live.started(job, verdict.pool)
+            return
+        job.gpu_model = self.node(job.placement[0][0]).gpu_model
         self._live.started(job, self.node(job.placement[0][0]).pool)
 
     def _release(self, job: SimJob) -> None:
@@ -479,6 +468,8 @@ class SimulatedCluster:
             if job.seen_running:
                 self._release(job)
                 job.lost = True
+
+    _preempt_for = queues.preempt_for
 
     # --- levers (broker/backends/sim/levers.py) ----------------------------------------
     kill_for_memory = levers.kill_for_memory

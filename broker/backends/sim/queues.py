@@ -24,9 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from broker.backends.base import JobState, Reason
 from broker.backends.sim.model import PRIORITY_RANK, SimJob
 from broker.local_limits import GroupQuota
+
+if TYPE_CHECKING:
+    from broker.backends.sim.admission import Verdict
+    from broker.backends.sim.cluster import SimulatedCluster
 
 PREEMPTED = "Preempted to accommodate a higher priority Workload (withinClusterQueue: LowerPriority)"
 
@@ -143,3 +149,18 @@ def _enough(
                     chosen.remove(spare)
             return chosen
     return []
+
+
+def preempt_for(self: SimulatedCluster, job: SimJob, verdict: Verdict) -> bool:
+    """Kueue's preemption within a ClusterQueue: evict, True if any (bound as the cluster's
+    ``_preempt_for``)."""
+    if not self.queue_quotas:
+        return False
+    running = self._live.running()
+    evicted = victims(job, verdict.pools, self.queue_quotas, running, self._live.pool_of(), self._live.by_queue)
+    for victim in evicted:
+        self._release(victim)
+        victim.state, victim.started_at, victim.placement = JobState.PENDING, None, []
+        victim.reason, victim.raw_reason, victim.preempted = Reason.CAPACITY, PREEMPTED, victim.preempted + 1
+        self._live.add(victim)
+    return bool(evicted)

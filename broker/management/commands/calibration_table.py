@@ -15,7 +15,7 @@ from broker.calibration.compare import spread
 HEADER = (
     "| control plane | job list | real runs at | simulator at | reps | jobs | waited | pairs in the same order "
     "| median abs start error (s) | p95 abs start error (s) | same queue reason | ahead of an earlier job: "
-    "real / simulated |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+    "real / simulated | preempted: real / simulated |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
 
 
@@ -43,6 +43,9 @@ def row(data: dict[str, Any]) -> str:
     def figure(key: str) -> str:
         return spread([float(r[key]) for r in reps])
 
+    def preempted(key: str) -> str:  # runs recorded before preemption was counted had none
+        return spread([float(r.get(key, 0)) for r in reps])
+
     def count(key: str) -> str:
         return spread([float(len(r[key])) for r in reps])
 
@@ -51,5 +54,6 @@ def row(data: dict[str, Any]) -> str:
         f"| {len(reps)} | {reps[0]['jobs']} "
         f"| {figure('waited')} | {figure('pair_order')} | {figure('median_abs_error_s')} "
         f"| {figure('p95_abs_error_s')} | {figure('reason_agreement')} "
-        f"| {count('ahead_real')} / {count('ahead_sim')} |"
+        f"| {count('ahead_real')} / {count('ahead_sim')} "
+        f"| {preempted('preempted_real')} / {preempted('preempted_sim')} |"
     )

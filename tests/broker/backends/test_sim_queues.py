@@ -82,3 +82,21 @@ def test_a_queue_that_never_preempts_keeps_its_high_priority_job_waiting():
     _submit(sim, "local", 4, "theirs", run_s=500)
     urgent = _submit(sim, "urgent", 2, "mine", run_s=20, priority="high")
     assert sim.job(urgent).state is JobState.PENDING and sim.job(low).preempted == 0
+
+
+def test_kueue_takes_the_first_flavor_with_quota_even_where_no_node_holds_the_pod():
+    quotas = [GroupQuota(f"ClusterQueue mine flavor {f}", pool=f, scope="mine", limit_gpus=8) for f in ("a", "h")]
+    nodes = [SimNode(name="a1", gpu_model="A100", gpu_memory_gb=80, gpus=4, flavor="a"),
+             SimNode(name="a2", gpu_model="A100", gpu_memory_gb=80, gpus=4, flavor="a"),
+             SimNode(name="h1", gpu_model="H100", gpu_memory_gb=80, gpus=8, flavor="h")]
+    sim = SimulatedCluster("k", "kueue", nodes, clock=SimClock(), queueing="backfill",
+                           queue_quotas=queue_quotas(quotas))
+    spec = validate_spec({"project": "p", "name": "big", "command": "sleep 1", "gpus_per_worker": 8,
+                          "gpu_models": ["A100", "H100"], "time_limit_minutes": 1})
+    sim.runtimes.set("big", 10)
+    job = sim.job(sim.submit(spec, "big", ProjectIdentity(tenant="t", project="p", queue="mine")))
+    # flavor "a" has the quota: admitted there, on no node (8 GPUs in one pod, nodes of 4)
+    assert job.state is JobState.RUNNING and job.placement == [] and sum(n.allocated for n in sim.nodes) == 0
+    sim.clock.advance(60)
+    sim.tick()
+    assert job.state is JobState.FAILED and job.ended_at == 60  # the Job's deadline, not its 10 s
