@@ -47,7 +47,7 @@ def main(commit: str, recorded: str, jobs: str, out: str) -> int:
             shutil.copytree(ROOT / "broker" / "calibration", tree / "broker" / "calibration", dirs_exist_ok=True)
             cluster = tree / "broker" / "backends" / "sim" / "cluster.py"
             text = cluster.read_text()
-            if "time_limit_s: float | None = None,\n    ) -> str:" not in text:
+            if "time_limit_s: float | None = None," not in text:
                 for old, new in (LIMIT_ARG, LIMIT_USE):
                     if old not in text:
                         raise SystemExit(f"{commit}: its simulator does not read as expected ({old.strip()[:40]})")
