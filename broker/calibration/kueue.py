@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, Unavailable
 from broker.backends.kube.common import BackendSettings, Fields, condition_fields, parse_time
 from broker.calibration.jobs import CalibrationJob, JobList
+from broker.calibration.pace import Clock, Pace, Sleep, keep_pace
 from broker.calibration.played import Observed, Played
-
-Sleep = Callable[[float], None]
-Clock = Callable[[], float]
 
 
 @runtime_checkable
@@ -60,20 +58,22 @@ class KueuePlayer:
 
     def play(self, jobs: JobList, *, deadline_s: float) -> Played:
         played = Played(side=f"kueue on {self.backend.server_version()}")
-        events = [(j.at_s, 1, "submit", j) for j in jobs.jobs]
-        events += [(float(j.cancel_at_s), 0, "cancel", j) for j in jobs.jobs if j.cancel_at_s is not None]
-        events.sort(key=lambda e: (e[0], e[1]))
         seen: dict[str, _Seen] = {}
-        t0 = self.clock()
+
+        def act(what: str, job: CalibrationJob, at: float) -> None:
+            if what == "submit":
+                seen[job.name] = _Seen(self._submit(job), submitted_s=at)
+            else:
+                self._cancel(seen[job.name], at)
+
         try:
-            for at, _, what, job in events:
-                self._sample_until(t0, at, seen, played)
-                if what == "submit":
-                    seen[job.name] = _Seen(self._submit(job), submitted_s=round(self.clock() - t0, 1))
-                else:
-                    self._cancel(seen[job.name], round(self.clock() - t0, 1))
-            while self._sample(t0, seen, played) and self.clock() - t0 < deadline_s:
-                self.sleep(self.sample_s)
+            keep_pace(
+                jobs,
+                Pace(self.clock, self.sleep, self.sample_s),
+                act=act,
+                sample=lambda t0: self._sample(t0, seen, played),
+                deadline_s=deadline_s,
+            )
         finally:
             for s in seen.values():  # never leave a calibration job behind, whatever happened
                 if not s.gone:
@@ -92,11 +92,6 @@ class KueuePlayer:
         s.gone = True
         if s.state not in ("completed", "failed", "timeout"):
             s.state, s.ended_s = "cancelled", (at if s.started_s is not None else None)
-
-    def _sample_until(self, t0: float, at: float, seen: dict[str, _Seen], played: Played) -> None:
-        while self.clock() - t0 < at:
-            self._sample(t0, seen, played)
-            self.sleep(max(0.0, min(self.sample_s, at - (self.clock() - t0))))
 
     def _sample(self, t0: float, seen: dict[str, _Seen], played: Played) -> bool:
         """One look at the run's Jobs and Workloads; True while any job is not yet over."""

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 
 from broker.backends.base import Unavailable
 from broker.backends.slurm.commands import CommandTransport
 from broker.backends.slurm.states import map_reason
 from broker.calibration.jobs import CalibrationJob, JobList
+from broker.calibration.pace import Clock, Pace, Sleep, keep_pace
 from broker.calibration.played import Observed, Played
-
-Sleep = Callable[[float], None]
-Clock = Callable[[], float]
 
 
 class SlurmPlayer:
@@ -44,20 +41,23 @@ class SlurmPlayer:
 
     def play(self, jobs: JobList, *, deadline_s: float) -> Played:
         played = Played(side=self.version())
-        events = [(j.at_s, 1, "submit", j) for j in jobs.jobs]
-        events += [(float(j.cancel_at_s), 0, "cancel", j) for j in jobs.jobs if j.cancel_at_s is not None]
-        events.sort(key=lambda e: (e[0], e[1]))
         ids: dict[str, str] = {}
+
+        def act(what: str, job: CalibrationJob, at: float) -> None:
+            if what == "submit":
+                ids[job.name] = self._submit(job)
+            else:
+                self.transport.run(["scancel", ids[job.name]])
+
         t0 = self.clock()
         try:
-            for at, _, what, job in events:
-                self._sample_until(t0, at, ids, played)
-                if what == "submit":
-                    ids[job.name] = self._submit(job)
-                else:
-                    self.transport.run(["scancel", ids[job.name]])
-            while self._sample(t0, ids, played) and self.clock() - t0 < deadline_s:
-                self.sleep(self.sample_s)
+            t0 = keep_pace(
+                jobs,
+                Pace(self.clock, self.sleep, self.sample_s),
+                act=act,
+                sample=lambda start: self._sample(start, ids, played),
+                deadline_s=deadline_s,
+            )
         finally:
             left = list(ids.values())
             if left:  # never leave a calibration job behind, whatever happened
@@ -76,11 +76,6 @@ class SlurmPlayer:
         cmd += ["--wrap", f"sleep {job.run_s:g}"]
         out = self.transport.query(cmd)
         return out.strip().split(";", 1)[0]
-
-    def _sample_until(self, t0: float, at: float, ids: dict[str, str], played: Played) -> None:
-        while self.clock() - t0 < at:
-            self._sample(t0, ids, played)
-            self.sleep(max(0.0, min(self.sample_s, at - (self.clock() - t0))))
 
     def _sample(self, t0: float, ids: dict[str, str], played: Played) -> bool:
         """One look at the queue; True while any of the run's jobs is still in it."""
