@@ -90,8 +90,8 @@ class KueuePlayer:
     def _cancel(self, s: _Seen, at: float) -> None:
         self.backend.cancel(s.ref)
         s.gone = True
-        if s.state not in ("completed", "failed", "timeout"):
-            s.state, s.ended_s = "cancelled", (at if s.started_s is not None else None)
+        if s.word not in ("completed", "failed", "timeout"):
+            s.word, s.ended_s = "cancelled", (at if s.started_s is not None else None)
 
     def _sample(self, t0: float, seen: dict[str, _Seen], played: Played) -> bool:
         """One look at the run's Jobs and Workloads; True while any job is not yet over."""
@@ -133,13 +133,13 @@ class _Seen:
         self.ref, self.submitted_s = ref, submitted_s
         self.started_s: float | None = None
         self.ended_s: float | None = None
-        self.state = "pending"
+        self.word = "pending"  # as the calibration words it: completed, timeout, ...
         self.preempted_at: set[str] = set()
         self.gone = False
 
     @property
     def over(self) -> bool:
-        return self.gone or self.state in ("completed", "failed", "timeout")
+        return self.gone or self.word in ("completed", "failed", "timeout")
 
     def update(self, job: DestinationJob, wl: Mapping[str, Any] | None, t0: float) -> None:
         ready = condition_fields(wl or {}, "PodsReady")
@@ -149,7 +149,7 @@ class _Seen:
         if evicted is not None and evicted.value("status") == "True" and evicted.value("reason") == "Preempted":
             self.preempted_at.add(evicted.text("lastTransitionTime"))
         if job.state.ended:
-            self.state = _ended_word(job)
+            self.word = _ended_word(job)
             self.ended_s = _since_dt(job, t0)
             if self.started_s is None and job.started_at is not None:
                 self.started_s = job.started_at.timestamp() - t0
@@ -160,7 +160,7 @@ class _Seen:
             submitted_s=self.submitted_s,
             started_s=self.started_s,
             ended_s=self.ended_s,
-            state=self.state,
+            state=self.word,
             preempted=len(self.preempted_at),
         )
 
