@@ -32,6 +32,8 @@ class FleetCollector:
         yield failed
         yield from self._lags(now)
         yield self._cloud_spend(now)
+        yield from self._escalations(now)
+        yield from self._budgets(now)
 
     def _gpus(self) -> Metric:
         gpus = GaugeMetricFamily(
@@ -83,6 +85,35 @@ class FleetCollector:
             if seconds is not None:
                 age.add_metric([cluster], seconds)
         yield age
+
+    def _escalations(self, now) -> Iterator[Metric]:
+        open_ = GaugeMetricFamily(
+            "gpubroker_escalations_open", "Escalations waiting for an admin, per kind", labels=["kind"]
+        )
+        for kind, count in sorted(readings.open_escalations_by_kind().items()):
+            open_.add_metric([kind], count)
+        yield open_
+        oldest = readings.oldest_open_escalation_s(now)
+        yield GaugeMetricFamily(
+            "gpubroker_escalation_oldest_open_seconds",
+            "Seconds the oldest open escalation has waited for an admin (0: none open)",
+            value=round(oldest or 0.0, 1),
+        )
+
+    def _budgets(self, now) -> Iterator[Metric]:
+        spend = GaugeMetricFamily(
+            "gpubroker_tenant_cloud_spend_month",
+            "Estimated cloud spend of a tenant with a budget, since the first of the month",
+            labels=["tenant"],
+        )
+        budget = GaugeMetricFamily(
+            "gpubroker_tenant_cloud_budget_month", "A tenant's monthly cloud budget", labels=["tenant"]
+        )
+        for tenant, (spent, allowed) in sorted(readings.tenant_cloud_budgets(now).items()):
+            spend.add_metric([tenant], float(spent))
+            budget.add_metric([tenant], float(allowed))
+        yield spend
+        yield budget
 
     def _cloud_spend(self, now) -> Metric:
         spend = GaugeMetricFamily(

@@ -14,8 +14,20 @@ from typing import Iterable, Iterator
 
 from django.db.models import Count, F, FloatField, Func, Q, Sum
 
-from broker.models import AuditRecord, Cluster, GpuClass, GpuPool, Location, ReconcileRun, Workload, WorkloadState
+from broker.models import (
+    AuditRecord,
+    Cluster,
+    Escalation,
+    EscalationState,
+    GpuClass,
+    GpuPool,
+    Location,
+    ReconcileRun,
+    Workload,
+    WorkloadState,
+)
 from broker.placement.policy import model_key
+from portal.tenancy.models import Tenant
 
 WAITING_STATES = (
     WorkloadState.SUBMITTED,
@@ -136,6 +148,30 @@ def failed_placements() -> int:
 def reconcile_lag_s(now: datetime) -> float | None:
     last = ReconcileRun.objects.order_by("-finished_at").first()
     return (now - last.finished_at).total_seconds() if last else None
+
+
+def oldest_open_escalation_s(now: datetime) -> float | None:
+    """Seconds the oldest escalation still open has waited for an admin (None: none open)."""
+    first = Escalation.objects.filter(state=EscalationState.OPEN).order_by("created_at").first()
+    return (now - first.created_at).total_seconds() if first else None
+
+
+def open_escalations_by_kind() -> dict[str, int]:
+    rows = Escalation.objects.filter(state=EscalationState.OPEN).values("kind").annotate(n=Count("id"))
+    return {row["kind"]: row["n"] for row in rows}
+
+
+def tenant_cloud_budgets(now: datetime) -> dict[str, tuple[Decimal, Decimal]]:
+    """Tenant slug -> (estimated cloud spend this month, monthly cloud budget), for tenants
+    that have a budget."""
+    spend: dict[int, Decimal] = defaultdict(Decimal)
+    for (tenant_id, _), amount in cloud_spend_month(now).items():
+        spend[tenant_id] += amount
+    return {
+        t.slug: (spend[t.id].quantize(CENT), t.cloud_budget_month)
+        for t in Tenant.objects.filter(cloud_budget_month__isnull=False)
+        if t.cloud_budget_month is not None
+    }
 
 
 def inventory_age_s(now: datetime) -> dict[str, float | None]:
