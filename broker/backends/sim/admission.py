@@ -159,10 +159,10 @@ def _kueue_quota(
     need, ok, details, over_max = req.total_gpus, [], [], True
     for pool in pools:
         if ctx.queue_quotas:
-            maximum = queues.ceiling(ctx.queue_quotas, pool, queue)
-            left = queues.room(ctx.queue_quotas, pool, queue, ctx.by_queue, nominal_only=ctx.no_borrow)
-            if maximum is None or left is None:
+            room = queues.headroom(ctx.queue_quotas, pool, queue, ctx.by_queue, nominal_only=ctx.no_borrow)
+            if room is None:
                 continue  # not a flavor of this job's ClusterQueue
+            maximum, left = room
         else:
             maximum = ctx.nominal(pool)
             left = maximum - ctx.used.get(pool, 0)

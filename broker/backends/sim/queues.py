@@ -79,25 +79,21 @@ def used(quota: QueueQuota, by_queue: Mapping[tuple[str, str], int]) -> int:
     return sum(by_queue.get((quota.pool, name), 0) for name in quota.queues)
 
 
-def room(
+def headroom(
     quotas: Sequence[QueueQuota],
     pool: str,
     queue: str,
     by_queue: Mapping[tuple[str, str], int],
     *,
     nominal_only: bool = False,
-) -> int | None:
-    """GPUs the queue may still be admitted in the flavor (``nominal_only``: without
-    borrowing); None: no quota of its queue there."""
+) -> tuple[int, int] | None:
+    """(the most the queue may ever hold in the flavor, what it may still be admitted there;
+    ``nominal_only``: without borrowing); None: no quota of its queue there."""
     mine = covering(quotas, pool, queue)
     if not mine:
         return None
-    return min((q.nominal if nominal_only else q.limit) - used(q, by_queue) for q in mine)
-
-
-def ceiling(quotas: Sequence[QueueQuota], pool: str, queue: str) -> int | None:
-    mine = covering(quotas, pool, queue)
-    return min(q.limit for q in mine) if mine else None
+    left = min((q.nominal if nominal_only else q.limit) - used(q, by_queue) for q in mine)
+    return min(q.limit for q in mine), left
 
 
 def victims(
