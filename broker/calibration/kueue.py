@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, Unavailable
-from broker.backends.kube.common import BackendSettings, Fields, condition_fields, parse_time
+from broker.backends.kube.common import BackendSettings, condition_fields, job_ref, parse_time
 from broker.calibration.jobs import CalibrationJob, JobList
 from broker.calibration.pace import Clock, Pace, Sleep, keep_pace
 from broker.calibration.played import Observed, Played
@@ -32,9 +32,7 @@ class KueueSide(Protocol):
     def submit(self, spec: Any, workload_id: str, identity: ProjectIdentity) -> str: ...
     def cancel(self, job_id: str) -> bool: ...
     def describe(self, job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> DestinationJob: ...
-    def calibration_objects(
-        self, namespace: str, project: str
-    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]: ...
+    def calibration_jobs(self, namespace: str, project: str) -> list[tuple[dict[str, Any], dict[str, Any] | None]]: ...
     def server_version(self) -> str: ...
 
 
@@ -99,18 +97,16 @@ class KueuePlayer:
             return True
         at = round(self.clock() - t0, 1)
         try:
-            jobs, workloads = self.backend.calibration_objects(self.namespace, self.tag)
+            listed = self.backend.calibration_jobs(self.namespace, self.tag)
         except Unavailable as exc:
             played.notes.append(f"list at {at:.1f}s: {exc}")
             return True
-        by_owner = {_owner(wl): wl for wl in workloads}
-        by_ref = {f"{self.namespace}/{Fields(j).obj('metadata').text('name')}": j for j in jobs}
+        by_ref = {job_ref(job): (job, wl) for job, wl in listed}
         waiting = {}
         for name, s in seen.items():
-            job = by_ref.get(s.ref)
-            if job is None or s.gone:
+            if s.gone or s.ref not in by_ref:
                 continue
-            wl = by_owner.get(Fields(job).obj("metadata").text("uid"))
+            job, wl = by_ref[s.ref]
             described = self.backend.describe(job, wl)
             s.update(described, wl, t0)
             if described.state is JobState.PENDING:
@@ -169,11 +165,6 @@ def _ended_word(job: DestinationJob) -> str:
     if job.state is JobState.COMPLETED:
         return "completed"
     return "timeout" if "deadline" in job.raw_reason.lower() else "failed"
-
-
-def _owner(wl: Mapping[str, Any]) -> str:
-    refs = Fields(wl).obj("metadata").objs("ownerReferences")
-    return refs[0].text("uid") if refs else ""
 
 
 def _since(stamp: str, t0: float) -> float | None:

@@ -8,7 +8,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 from datetime import datetime
 
 from broker import runtime
@@ -122,16 +122,15 @@ def calibrate_slurm(
         started_at=runtime.now(),
         commit=_commit(),
     )
-    for _ in range(repeat):
-        # as the backend reads it, each time
-        snapshot, sim = _idle(inventory, lambda snap: simulator_for(snap, partition), wait_idle_s)
-        result.inventory = result.inventory or inventory_json(snapshot)
+
+    def player(snapshot: InventorySnapshot, sim: SimulatedCluster) -> SlurmPlayer:
         gres_type = next(p.name.split("/", 1)[1] for p in snapshot.pools if p.name.startswith(f"{partition}/"))
-        player = SlurmPlayer(transport, partition=partition, account=account, gres_type=_typed(gres_type))
-        real = player.play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)
-        simulated = play(sim, jobs, sorted(real.reasons), account=account or "calibration")
-        result.repetitions.append(Repetition(real, simulated, compare(real, simulated, cycle_s=cycle.cycle_s)))
-    return result
+        return SlurmPlayer(transport, partition=partition, account=account, gres_type=_typed(gres_type))
+
+    side = slurm_side(partition, account)
+    return _repeat(
+        result, jobs, side, player, inventory=inventory, repeat=repeat, deadline_s=deadline_s, wait_idle_s=wait_idle_s
+    )
 
 
 KUEUE_CYCLE = SchedulerCycle(
@@ -167,14 +166,68 @@ def calibrate_kueue(
         started_at=runtime.now(),
         commit=_commit(),
     )
-    queues = [queue, local_queue]
+
+    def player(snapshot: InventorySnapshot, sim: SimulatedCluster) -> KueuePlayer:
+        return KueuePlayer(backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim))
+
+    return _repeat(
+        result,
+        jobs,
+        kueue_side(queue, local_queue),
+        player,
+        inventory=inventory,
+        repeat=repeat,
+        deadline_s=deadline_s,
+        wait_idle_s=wait_idle_s,
+    )
+
+
+@dataclass(frozen=True)
+class SimSide:
+    """How one control plane's simulator side is built from an inventory and played."""
+
+    build: Callable[[InventorySnapshot], SimulatedCluster]
+    play: Callable[[SimulatedCluster, JobList, list[float]], Played]
+
+
+def slurm_side(partition: str, account: str = "") -> SimSide:
+    return SimSide(
+        build=lambda snap: simulator_for(snap, partition),
+        play=lambda sim, jobs, samples: play(sim, jobs, samples, account=account or "calibration"),
+    )
+
+
+def kueue_side(queue: str, local_queue: str) -> SimSide:
+    return SimSide(
+        build=lambda snap: simulator_for_kueue(snap, [queue, local_queue]),
+        play=lambda sim, jobs, samples: play(sim, jobs, samples, queue=queue, local_queue=local_queue),
+    )
+
+
+class _Player(Protocol):
+    def play(self, jobs: JobList, *, deadline_s: float) -> Played: ...
+
+
+def _repeat(
+    result: Calibration,
+    jobs: JobList,
+    side: SimSide,
+    player: Callable[[InventorySnapshot, SimulatedCluster], _Player],
+    *,
+    inventory: Callable[[], InventorySnapshot],
+    repeat: int,
+    deadline_s: float | None,
+    wait_idle_s: float,
+) -> Calibration:
+    """Each repetition: the inventory as the backend reads it once idle, the real side
+    played, the simulator built from that inventory played at the real side's samples."""
     for _ in range(repeat):
-        snapshot, sim = _idle(inventory, lambda snap: simulator_for_kueue(snap, queues), wait_idle_s)
+        snapshot, sim = _idle(inventory, side.build, wait_idle_s)
         result.inventory = result.inventory or inventory_json(snapshot)
-        player = KueuePlayer(backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim))
-        real = player.play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)
-        simulated = play(sim, jobs, sorted(real.reasons), queue=queue, local_queue=local_queue)
-        result.repetitions.append(Repetition(real, simulated, compare(real, simulated, cycle_s=KUEUE_CYCLE.cycle_s)))
+        real = player(snapshot, sim).play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)
+        simulated = side.play(sim, jobs, sorted(real.reasons))
+        agreement = compare(real, simulated, cycle_s=result.cycle.cycle_s)
+        result.repetitions.append(Repetition(real, simulated, agreement))
     return result
 
 
@@ -222,13 +275,10 @@ def resimulate(recorded: dict[str, Any], jobs: JobList) -> dict[str, Any]:
     snapshot = inventory_from_json(recorded["inventory"])
     out = dict(recorded, resimulated_at=_commit(), repetitions=[])
     queue, local = recorded["partition"], recorded.get("local_queue") or recorded["partition"]
+    side = kueue_side(queue, local) if recorded.get("control_plane") == "kueue" else slurm_side(queue)
     for rep in recorded["repetitions"]:
         real = Played.from_json(rep["real"])
-        if recorded.get("control_plane") == "kueue":
-            sim = simulator_for_kueue(snapshot, [queue, local])
-            simulated = play(sim, jobs, sorted(real.reasons), queue=queue, local_queue=local)
-        else:
-            simulated = play(simulator_for(snapshot, queue), jobs, sorted(real.reasons))
+        simulated = side.play(side.build(snapshot), jobs, sorted(real.reasons))
         agreement = compare(real, simulated, cycle_s=float(recorded["cycle_s"]))
         out["repetitions"].append(
             {"agreement": agreement.to_json(), "real": rep["real"], "simulated": simulated.to_json()}

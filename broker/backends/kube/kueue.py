@@ -304,12 +304,14 @@ class KueueBackend(KubeJobBackend):
         return out
 
     # ---- calibration (broker/calibration/kueue.py) ------------------------------------
-    def calibration_objects(self, namespace: str, project: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """One project's Jobs in a namespace and that namespace's Workloads, two list calls."""
+    def calibration_jobs(self, namespace: str, project: str) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """One project's Jobs in a namespace, each with its Workload (if Kueue made it yet):
+        two list calls, paired as ``active_jobs`` pairs them."""
         jobs = self.kube.items(
             self.kube.batch().list_namespaced_job, namespace, label_selector=f"{PROJECT_LABEL}={label_value(project)}"
         )
-        return jobs, self._custom("workloads", namespace)
+        by_uid = _index_by_owner(self._custom("workloads", namespace))
+        return [(job, by_uid.get(Fields(job).obj("metadata").text("uid"))) for job in jobs]
 
     def server_version(self) -> str:
         return f"Kubernetes {self.kube.version()}"

@@ -87,7 +87,7 @@ class FakeKueue:
 
     def submit(self, spec, workload_id, identity):
         name = workload_id
-        self.jobs[name] = {"metadata": {"name": name, "uid": f"uid-{name}"}}
+        self.jobs[name] = {"metadata": {"name": name, "namespace": "team", "uid": f"uid-{name}"}}
         self.workloads[name] = {"metadata": {"ownerReferences": [{"uid": f"uid-{name}"}]}, "status": {}}
         self.submitted.append((name, identity.queue, list(spec.gpu_models)))
         return f"team/{name}"
@@ -100,8 +100,8 @@ class FakeKueue:
     def server_version(self):
         return "Kubernetes v1.36.5"
 
-    def calibration_objects(self, namespace, project):
-        return list(self.jobs.values()), list(self.workloads.values())
+    def calibration_jobs(self, namespace, project):
+        return [(job, self.workloads.get(name)) for name, job in self.jobs.items()]
 
     def describe(self, job, wl):
         conds = {c["type"]: c for c in (wl or {}).get("status", {}).get("conditions", [])}
