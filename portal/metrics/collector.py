@@ -6,6 +6,7 @@ every failed placement on the audit trail), which is what Prometheus expects of 
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Iterator
 
 from django.utils import timezone
@@ -31,9 +32,10 @@ class FleetCollector:
         failed.add_metric([], readings.failed_placements())
         yield failed
         yield from self._lags(now)
-        yield self._cloud_spend(now)
+        month_spend = readings.cloud_spend_month(now)  # per (tenant, cluster): both figures below
+        yield self._cloud_spend(month_spend)
         yield from self._escalations(now)
-        yield from self._budgets(now)
+        yield from self._budgets(month_spend)
 
     def _gpus(self) -> Metric:
         gpus = GaugeMetricFamily(
@@ -100,7 +102,7 @@ class FleetCollector:
             value=round(oldest or 0.0, 1),
         )
 
-    def _budgets(self, now) -> Iterator[Metric]:
+    def _budgets(self, month_spend: dict[tuple[int, str], Decimal]) -> Iterator[Metric]:
         spend = GaugeMetricFamily(
             "gpubroker_tenant_cloud_spend_month",
             "Estimated cloud spend of a tenant with a budget, since the first of the month",
@@ -109,20 +111,20 @@ class FleetCollector:
         budget = GaugeMetricFamily(
             "gpubroker_tenant_cloud_budget_month", "A tenant's monthly cloud budget", labels=["tenant"]
         )
-        for tenant, (spent, allowed) in sorted(readings.tenant_cloud_budgets(now).items()):
+        for tenant, (spent, allowed) in sorted(readings.tenant_cloud_budgets(month_spend).items()):
             spend.add_metric([tenant], float(spent))
             budget.add_metric([tenant], float(allowed))
         yield spend
         yield budget
 
-    def _cloud_spend(self, now) -> Metric:
+    def _cloud_spend(self, month_spend: dict[tuple[int, str], Decimal]) -> Metric:
         spend = GaugeMetricFamily(
             "gpubroker_cloud_spend_month",
             "Estimated cloud spend since the first of the month (GPU-hours x list price; bills come later)",
             labels=["cluster"],
         )
         per_cluster: dict[str, float] = {}
-        for (_, cluster), amount in readings.cloud_spend_month(now).items():
+        for (_, cluster), amount in month_spend.items():
             per_cluster[cluster] = per_cluster.get(cluster, 0.0) + float(amount)
         for cluster, total in sorted(per_cluster.items()):
             spend.add_metric([cluster], round(total, 2))

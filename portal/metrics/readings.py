@@ -161,14 +161,20 @@ def open_escalations_by_kind() -> dict[str, int]:
     return {row["kind"]: row["n"] for row in rows}
 
 
-def tenant_cloud_budgets(now: datetime) -> dict[str, tuple[Decimal, Decimal]]:
-    """Tenant slug -> (estimated cloud spend this month, monthly cloud budget), for tenants
-    that have a budget."""
+def spend_per_tenant(month_spend: dict[tuple[int, str], Decimal]) -> dict[int, Decimal]:
+    """``cloud_spend_month``'s figures summed per tenant id, to the cent."""
     spend: dict[int, Decimal] = defaultdict(Decimal)
-    for (tenant_id, _), amount in cloud_spend_month(now).items():
+    for (tenant_id, _), amount in month_spend.items():
         spend[tenant_id] += amount
+    return {t: v.quantize(CENT) for t, v in spend.items()}
+
+
+def tenant_cloud_budgets(month_spend: dict[tuple[int, str], Decimal]) -> dict[str, tuple[Decimal, Decimal]]:
+    """Tenant slug -> (estimated cloud spend this month, monthly cloud budget), for tenants
+    that have a budget; ``month_spend``: ``cloud_spend_month``'s figures (read once a scrape)."""
+    spend = spend_per_tenant(month_spend)
     return {
-        t.slug: (spend[t.id].quantize(CENT), t.cloud_budget_month)
+        t.slug: (spend.get(t.id, Decimal("0.00")), t.cloud_budget_month)
         for t in Tenant.objects.filter(cloud_budget_month__isnull=False)
         if t.cloud_budget_month is not None
     }

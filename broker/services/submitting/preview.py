@@ -26,7 +26,7 @@ from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import QuotaUse, quota_use
 from broker.services.submitting.workloads import check_data_location, resolve_gpu_class
 from broker.spec import WorkloadSpec, validate_spec
-from portal.metrics.readings import cloud_spend_month
+from portal.metrics.readings import cloud_spend_month, spend_per_tenant
 from portal.tenancy.models import Project, Role
 from portal.tenancy.selectors import project_get
 from broker import runtime
@@ -130,9 +130,7 @@ def workload_preview(
 
 
 def _tenant_cloud_spend(tenant_id: int, now: datetime) -> Decimal:
-    return sum(
-        (amount for (tenant, _), amount in cloud_spend_month(now).items() if tenant == tenant_id), Decimal("0")
-    ).quantize(CENT)
+    return spend_per_tenant(cloud_spend_month(now)).get(tenant_id, Decimal("0").quantize(CENT))
 
 
 def _destination(
