@@ -16,7 +16,7 @@ from broker.backends.slurm.commands import CommandTransport
 from broker.calibration.compare import Agreement, compare
 from broker.calibration.jobs import JobList
 from broker.calibration.played import Played
-from broker.calibration.kueue import KueuePlayer, KueueSide
+from broker.calibration.kube import KubePlayer, KubeSide, volcano_start
 from broker.calibration.simulated import (
     NotCalibratable,
     inventory_from_json,
@@ -25,6 +25,7 @@ from broker.calibration.simulated import (
     play,
     simulator_for,
     simulator_for_kueue,
+    simulator_for_volcano,
 )
 from broker.calibration.slurm import SlurmPlayer
 from broker.backends.sim.cluster import SimulatedCluster
@@ -57,7 +58,8 @@ class Calibration:
     commit: str
     repetitions: list[Repetition] = field(default_factory=list)
     inventory: dict[str, Any] = field(default_factory=dict)  # the first repetition's, as read
-    local_queue: str = ""  # Kueue: where the list's local jobs go (``partition``: the broker's)
+    local_queue: str = ""  # Kueue, Volcano: where the list's local jobs go (``partition``: the broker's)
+    pool: str = ""  # Volcano: the GPU pool the jobs ask for
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -65,6 +67,7 @@ class Calibration:
             "control_plane": self.control_plane,
             "partition": self.partition,
             "local_queue": self.local_queue,
+            **({"pool": self.pool} if self.pool else {}),
             "job_list": self.job_list,
             "scheduler": self.cycle.words,
             "cycle_s": self.cycle.cycle_s,
@@ -145,7 +148,7 @@ def calibrate_kueue(
     jobs: JobList,
     *,
     cluster: str,
-    backend: KueueSide,
+    backend: KubeSide,
     inventory: Callable[[], InventorySnapshot],
     namespace: str,
     queue: str,
@@ -167,8 +170,8 @@ def calibrate_kueue(
         commit=_commit(),
     )
 
-    def player(snapshot: InventorySnapshot, sim: SimulatedCluster) -> KueuePlayer:
-        return KueuePlayer(backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim))
+    def player(snapshot: InventorySnapshot, sim: SimulatedCluster) -> KubePlayer:
+        return KubePlayer(backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim))
 
     return _repeat(
         result,
@@ -179,6 +182,60 @@ def calibrate_kueue(
         repeat=repeat,
         deadline_s=deadline_s,
         wait_idle_s=wait_idle_s,
+    )
+
+
+VOLCANO_CYCLE = SchedulerCycle(
+    # vc-scheduler runs a session every schedulePeriod (1 s, its default; the Helm chart's
+    # configuration as CI starts it); the player samples every second and the API's
+    # timestamps are whole seconds
+    words="schedulePeriod=1s, 1 s samples, whole-second timestamps",
+    cycle_s=2.0,
+)
+
+
+def calibrate_volcano(
+    jobs: JobList,
+    *,
+    cluster: str,
+    backend: KubeSide,
+    inventory: Callable[[], InventorySnapshot],
+    namespace: str,
+    queue: str,
+    local_queue: str,
+    pool: str,
+    repeat: int = 1,
+    deadline_s: float | None = None,
+    wait_idle_s: float = 120.0,
+) -> Calibration:
+    """``backend`` and ``inventory``: the cluster's Volcano backend's; ``queue`` and
+    ``local_queue``: the Volcano Queues of the broker's and the local jobs; ``pool``: the
+    GPU pool (of one model) the jobs ask for, idle when each repetition starts."""
+    result = Calibration(
+        cluster=cluster,
+        control_plane="volcano",
+        partition=queue,
+        local_queue=local_queue,
+        pool=pool,
+        job_list=jobs.name,
+        cycle=VOLCANO_CYCLE,
+        started_at=runtime.now(),
+        commit=_commit(),
+    )
+
+    def player(snapshot: InventorySnapshot, sim: SimulatedCluster) -> KubePlayer:
+        return KubePlayer(
+            backend,
+            namespace=namespace,
+            queue=queue,
+            local_queue=local_queue,
+            gpu_models=models(sim),
+            start=volcano_start,
+        )
+
+    side = volcano_side(queue, local_queue, pool)
+    return _repeat(
+        result, jobs, side, player, inventory=inventory, repeat=repeat, deadline_s=deadline_s, wait_idle_s=wait_idle_s
     )
 
 
@@ -202,6 +259,24 @@ def kueue_side(queue: str, local_queue: str) -> SimSide:
         build=lambda snap: simulator_for_kueue(snap, [queue, local_queue]),
         play=lambda sim, jobs, samples: play(sim, jobs, samples, queue=queue, local_queue=local_queue),
     )
+
+
+def volcano_side(queue: str, local_queue: str, pool: str) -> SimSide:
+    return SimSide(
+        build=lambda snap: simulator_for_volcano(snap, [queue, local_queue], pool),
+        play=lambda sim, jobs, samples: play(sim, jobs, samples, queue=queue, local_queue=local_queue),
+    )
+
+
+def side_of(recorded: dict[str, Any]) -> SimSide:
+    """The simulator side a recorded calibration was played with."""
+    queue, local = recorded["partition"], recorded.get("local_queue") or recorded["partition"]
+    plane = recorded.get("control_plane")
+    if plane == "kueue":
+        return kueue_side(queue, local)
+    if plane == "volcano":
+        return volcano_side(queue, local, recorded["pool"])
+    return slurm_side(queue)
 
 
 class _Player(Protocol):
@@ -274,8 +349,7 @@ def resimulate(recorded: dict[str, Any], jobs: JobList) -> dict[str, Any]:
     the simulator moves the agreement, on the evidence that found the difference."""
     snapshot = inventory_from_json(recorded["inventory"])
     out = dict(recorded, resimulated_at=_commit(), repetitions=[])
-    queue, local = recorded["partition"], recorded.get("local_queue") or recorded["partition"]
-    side = kueue_side(queue, local) if recorded.get("control_plane") == "kueue" else slurm_side(queue)
+    side = side_of(recorded)
     for rep in recorded["repetitions"]:
         real = Played.from_json(rep["real"])
         simulated = side.play(side.build(snapshot), jobs, sorted(real.reasons))

@@ -119,6 +119,31 @@ def simulator_for_kueue(snapshot: InventorySnapshot, queues: Sequence[str]) -> S
     )
 
 
+def simulator_for_volcano(snapshot: InventorySnapshot, queues: Sequence[str], pool: str) -> SimulatedCluster:
+    """The simulated Volcano of one GPU pool (the list's jobs ask for its model, so no
+    other node can take them): its nodes as the inventory lists them, and the GPU
+    capability of each of ``queues`` (Volcano Queues) that has one, as the backend reads
+    it ("" is the backend's default queue); every job tried in turn in each pass, a gang
+    that does not fit holding back nothing (Volcano's allocate: no reservation)."""
+    found = [p for p in snapshot.pools if p.name == pool]
+    if not found:
+        have = ", ".join(sorted(p.name for p in snapshot.pools))
+        raise NotCalibratable(f"pool {pool!r}: not in {snapshot.cluster}'s inventory ({have})")
+    nodes = list(found[0].nodes)
+    busy = [f"{n.name} ({n.gpus_allocated} of {n.gpus_total} GPUs)" for n in nodes if n.gpus_allocated]
+    if busy:
+        raise NotCalibratable(f"pool {pool!r} is not idle: {', '.join(busy)} allocated")
+    caps = {q.scope: q.limit_gpus for q in snapshot.limits.quotas if q.scope in queues and q.limit_gpus is not None}
+    return SimulatedCluster(
+        snapshot.cluster,
+        "volcano",
+        [_sim_node(n, "") for n in nodes],
+        clock=SimClock(ORIGIN),
+        queueing="backfill",
+        queue_caps=caps,
+    )
+
+
 def _sim_node(n: NodeInventory, partition: str, flavor: str = "") -> SimNode:
     return SimNode(
         name=n.name,
@@ -185,7 +210,8 @@ def _submit(sim: SimulatedCluster, job: CalibrationJob, identity: ProjectIdentit
             time_limit_s=job.time_limit_min * 60.0,
             priority=job.priority,
         )
-    # Slurm: the partition's model, as sbatch's typed gres asks; Kueue: any of the flavors'
+    # Slurm: the partition's model, as sbatch's typed gres asks; Kueue: any of the flavors';
+    # Volcano: the pool's
     spec = job.spec("calibration", gpu_models=[sim.nodes[0].gpu_model] if sim.flavor == "slurm" else models(sim))
     sim.runtimes.set(job.name, job.run_s)
     return sim.submit(spec, job.name, identity)

@@ -190,6 +190,9 @@ class KubeJobBackend:
         self._delete(namespace, name)
         return self._get(namespace, name) is None
 
+    def server_version(self) -> str:
+        return f"Kubernetes {self.kube.version()}"
+
     def close(self) -> None:
         self.kube.close()
 

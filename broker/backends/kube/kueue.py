@@ -303,7 +303,7 @@ class KueueBackend(KubeJobBackend):
                 out.append(described)
         return out
 
-    # ---- calibration (broker/calibration/kueue.py) ------------------------------------
+    # ---- calibration (broker/calibration/kube.py) -------------------------------------
     def calibration_jobs(self, namespace: str, project: str) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
         """One project's Jobs in a namespace, each with its Workload (if Kueue made it yet):
         two list calls, paired as ``active_jobs`` pairs them."""
@@ -312,9 +312,6 @@ class KueueBackend(KubeJobBackend):
         )
         by_uid = _index_by_owner(self._custom("workloads", namespace))
         return [(job, by_uid.get(Fields(job).obj("metadata").text("uid"))) for job in jobs]
-
-    def server_version(self) -> str:
-        return f"Kubernetes {self.kube.version()}"
 
     # ---- inventory and accounting ---------------------------------------------------
     def pool_namer(self) -> Callable[..., str]:

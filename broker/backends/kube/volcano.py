@@ -22,10 +22,12 @@ from broker.backends.kube import inventory as inv
 from broker.backends.json_fields import Fields
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
+    PROJECT_LABEL,
     condition_fields,
     dns_name,
     is_gpu_resource,
     job_ref,
+    label_value,
     object_annotations,
     object_labels,
     parse_time,
@@ -261,8 +263,13 @@ class VolcanoBackend(KubeJobBackend):
         return out
 
     def describe(
-        self, job: Mapping[str, Any], pod_group: Mapping[str, Any] | None, queues: dict[str, dict[str, Any] | None]
+        self,
+        job: Mapping[str, Any],
+        pod_group: Mapping[str, Any] | None,
+        queues: dict[str, dict[str, Any] | None] | None = None,
     ) -> DestinationJob:
+        """``queues``: the Volcano Queues read so far (a pass over many jobs shares them)."""
+        queues = {} if queues is None else queues
         state = _PHASES.get(_phase(job), JobState.UNKNOWN)
         reason, raw = Reason.NONE, Fields(job).obj("status", "state").text("message")
         if state == JobState.PENDING:
@@ -322,6 +329,17 @@ class VolcanoBackend(KubeJobBackend):
             if not described.state.ended:
                 out.append(described)
         return out
+
+    # ---- calibration (broker/calibration/kube.py) -----------------------------------
+    def calibration_jobs(self, namespace: str, project: str) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """One project's vcjobs in a namespace, each with its PodGroup (once Volcano's
+        controller made it): two list calls, paired as ``active_jobs`` pairs them."""
+        custom = self.kube.custom()
+        selector = f"{PROJECT_LABEL}={label_value(project)}"
+        jobs = self.kube.items(custom.list_namespaced_custom_object, *_in(BATCH, namespace), label_selector=selector)
+        pod_groups = self.kube.items(custom.list_namespaced_custom_object, *_in(PODGROUPS, namespace))
+        groups = {_owner_uid(pg): pg for pg in pod_groups}
+        return [(job, groups.get(Fields(job).obj("metadata").text("uid"))) for job in jobs]
 
     # ---- inventory and accounting ---------------------------------------------------
     def pool_namer(self) -> Callable[..., str]:
@@ -405,6 +423,10 @@ def _selected_product(job: Mapping[str, Any]) -> str:
         if PRODUCT_LABEL in selector:
             return selector[PRODUCT_LABEL]
     return ""
+
+
+def _in(gvp: tuple[str, str, str], namespace: str) -> tuple[str, str, str, str]:
+    return gvp[0], gvp[1], namespace, gvp[2]
 
 
 def _phase(job: Mapping[str, Any]) -> str:

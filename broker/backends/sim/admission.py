@@ -25,6 +25,7 @@ from broker.backends.sim.placement import (
     placeable_workers,
 )
 
+QUOTA_INSUFFICIENT = "queue resource quota insufficient: insufficient {res}"  # Volcano's enqueue event
 UNSCHEDULABLE = "admitted by Kueue, pods not running yet (WaitForStart: no node of the flavor holds a pod)"
 SLURM_NOT_AVAILABLE = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
 SLURM_BAD_PARTITION = "sbatch: error: Batch job submission failed: Invalid partition name specified"
@@ -58,6 +59,8 @@ class Context:
     queue_quotas: Sequence[queues.QueueQuota] = ()
     by_queue: Mapping[tuple[str, str], int] = field(default_factory=dict)
     no_borrow: bool = False  # this sweep admits only what fits without borrowing
+    # Volcano: each Queue's GPU capability (queues without one are absent)
+    queue_caps: Mapping[str, int] = field(default_factory=dict)
     _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _matching: dict[tuple, list[str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -261,6 +264,9 @@ def volcano(job: SimJob, ctx: Context) -> Verdict:
             f"for this gang",
             pools=pools,
         )
+    capped = _over_capability(job, ctx, res, pools)
+    if capped is not None:
+        return capped
     if ctx.blocked.intersection(pools):
         return Verdict(
             Reason.CAPACITY,
@@ -275,6 +281,21 @@ def volcano(job: SimJob, ctx: Context) -> Verdict:
     # all-or-nothing: part of the gang fits, yet nothing starts until every member does
     reason = Reason.GANG if req.workers > 1 and partial > 0 else Reason.CAPACITY
     return Verdict(reason, _gang_text(req, partial, ctx, pools, res), pools=pools, blocks=True)
+
+
+def _over_capability(job: SimJob, ctx: Context, res: str, pools: list[str]) -> Verdict | None:
+    """Volcano's enqueue step: a gang whose GPUs, with what its Queue has allocated, pass
+    the Queue's capability stays Pending (an event says so; no condition); never passing it
+    alone is a rule, not a wait.  It holds back nothing else."""
+    cap = ctx.queue_caps.get(job.partition)
+    if cap is None:
+        return None
+    held = sum(gpus for (_, queue), gpus in ctx.by_queue.items() if queue == job.partition)
+    if job.gpus > cap:
+        return Verdict(Reason.POLICY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
+    if held + job.gpus > cap:
+        return Verdict(Reason.CAPACITY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
+    return None
 
 
 ADMIT = {"slurm": slurm, "kueue": kueue, "volcano": volcano}

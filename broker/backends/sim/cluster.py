@@ -76,6 +76,7 @@ class SimulatedCluster:
         runtimes: Runtimes | None = None,
         queueing: str = "strict",
         queue_quotas: Sequence[queues.QueueQuota] = (),
+        queue_caps: Mapping[str, int] | None = None,
     ):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
@@ -89,6 +90,7 @@ class SimulatedCluster:
         self.faults = Faults()
         self.quotas: dict[str, int] = dict(quotas or {})
         self.queue_quotas = tuple(queue_quotas)  # Kueue ClusterQueues and cohorts (sim.queues)
+        self.queue_caps = dict(queue_caps or {})  # Volcano Queues' GPU capability
         self._nodes = list(nodes) + self._build_groups(node_groups)
         self._check_node_names()
         self._by_name = {n.name: n for n in self._nodes}
@@ -304,8 +306,8 @@ class SimulatedCluster:
     # --- scheduling --------------------------------------------------------------------
 
     def _partition_for(self, req: JobRequest, queue: str) -> str:
-        if self.flavor != "slurm":
-            return queue if self.queue_quotas else ""  # Kueue: the LocalQueue
+        if self.flavor != "slurm":  # Kueue: the LocalQueue; Volcano: the Queue
+            return queue if self.queue_quotas or self.queue_caps else ""
         return admission.slurm_partition(self._nodes, self.partitions, req, queue)
 
     def _account(self, identity: ProjectIdentity) -> str:
@@ -376,6 +378,7 @@ class SimulatedCluster:
             self._by_pool,
             queue_quotas=self.queue_quotas,
             by_queue=self._live.by_queue,
+            queue_caps=self.queue_caps,
         )
         admit = admission.ADMIT[self.flavor]
         if self.queue_quotas:  # Kueue: what fits without borrowing goes first (sim.queues)

@@ -1,12 +1,14 @@
 """`manage.py calibrate --cluster NAME --jobs FILE`: play a job list on a real Slurm
-partition or Kueue queues and on the simulator built from them; print how far apart they
-started.
+partition, Kueue queues or Volcano queues and on the simulator built from them; print how
+far apart they started.
 
-The cluster is a registered Slurm or Kueue cluster (its backend's commands and inventory are
-used, so the simulator starts from what the broker reads).  Slurm: ``--partition`` names a
-partition kept for the calibration, idle when the run starts (a site's test partition).
-Kueue: ``--queue`` and ``--local-queue`` name the LocalQueues (in ``--namespace``) of the
-list's broker and local jobs, whose ClusterQueues' flavors are idle when the run starts.  ``--repeat`` plays the
+The cluster is a registered Slurm, Kueue or Volcano cluster (its backend's commands and
+inventory are used, so the simulator starts from what the broker reads).  Slurm:
+``--partition`` names a partition kept for the calibration, idle when the run starts (a
+site's test partition).  Kueue: ``--queue`` and ``--local-queue`` name the LocalQueues (in
+``--namespace``) of the list's broker and local jobs, whose ClusterQueues' flavors are idle
+when the run starts.  Volcano: ``--queue`` and ``--local-queue`` name Volcano Queues and
+``--pool`` the GPU pool (one model) the jobs ask for, idle when the run starts.  ``--repeat`` plays the
 list again; ``--out`` writes every repetition (both sides, job by job, and the agreement) as
 JSON, which ``docs/simulator.md``'s tables are made from; the latest agreement is kept for
 the fleet page.
@@ -20,18 +22,18 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.backends.base import Unavailable
-from broker.calibration.kueue import KueueSide
+from broker.calibration.kube import KubeSide
 from broker.backends.registry import backend_for
 from broker.calibration.compare import spread
 from broker.calibration.jobs import JobList, load
-from broker.calibration.run import Calibration, calibrate_kueue, calibrate_slurm, resimulate
+from broker.calibration.run import Calibration, calibrate_kueue, calibrate_slurm, calibrate_volcano, resimulate
 from broker.models import Cluster
 from broker.services.fleet.calibration import CalibrationFigures, calibration_record
 from portal.tenancy.errors import DomainError
 
 
 class Command(BaseCommand):
-    help = "Play a job list on a real Slurm partition or Kueue queues and on the simulator built from it; compare."
+    help = "Play a job list on a real Slurm partition, Kueue or Volcano queues and on the simulator built from it."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--cluster", help="a registered Slurm or Kueue cluster's name")
@@ -40,7 +42,8 @@ class Command(BaseCommand):
         parser.add_argument("--account", default="", help="the Slurm account to submit under (default: yours)")
         parser.add_argument("--queue", default="calib", help="Kueue: the LocalQueue of the list's broker jobs")
         parser.add_argument("--local-queue", default="calib-local", help="Kueue: the LocalQueue of its local jobs")
-        parser.add_argument("--namespace", default="", help="Kueue: their namespace (default: the backend's)")
+        parser.add_argument("--namespace", default="", help="Kueue, Volcano: their namespace (default: the backend's)")
+        parser.add_argument("--pool", default="", help="Volcano: the GPU pool the jobs ask for (its model)")
         parser.add_argument("--repeat", type=int, default=1)
         parser.add_argument("--out", type=Path, help="write every repetition here (JSON)")
         parser.add_argument(
@@ -56,8 +59,8 @@ class Command(BaseCommand):
             return
         name = str(opts["cluster"] or "")
         cluster = Cluster.objects.filter(name=name).first()
-        if cluster is None or cluster.kind not in ("slurm", "kueue"):
-            raise CommandError(f"--cluster: no Slurm or Kueue cluster named {name!r} is registered")
+        if cluster is None or cluster.kind not in ("slurm", "kueue", "volcano"):
+            raise CommandError(f"--cluster: no Slurm, Kueue or Volcano cluster named {name!r} is registered")
         repeat = int(str(opts["repeat"]))
         if not 1 <= repeat <= 20:
             raise CommandError("--repeat: between 1 and 20")
@@ -72,10 +75,26 @@ class Command(BaseCommand):
         self.stdout.write(summary(result))
 
     def _calibrate(self, cluster: Cluster, jobs: JobList, repeat: int, opts: dict[str, object]) -> Calibration:
+        if cluster.kind == "volcano" and not opts["pool"]:
+            raise CommandError("--pool: name the GPU pool the jobs ask for (the fleet page lists the pools)")
         backend = backend_for(cluster)
+        if cluster.kind in ("kueue", "volcano") and not isinstance(backend, KubeSide):
+            raise CommandError(f"--cluster {cluster.name}: its backend cannot play a calibration")
+        if cluster.kind == "volcano":
+            assert isinstance(backend, KubeSide)
+            return calibrate_volcano(
+                jobs,
+                cluster=cluster.name,
+                backend=backend,
+                inventory=backend.inventory,
+                namespace=str(opts["namespace"] or backend.settings.default_namespace),
+                queue=str(opts["queue"]),
+                local_queue=str(opts["local_queue"]),
+                pool=str(opts["pool"]),
+                repeat=repeat,
+            )
         if cluster.kind == "kueue":
-            if not isinstance(backend, KueueSide):
-                raise CommandError(f"--cluster {cluster.name}: its backend cannot play a calibration")
+            assert isinstance(backend, KubeSide)
             return calibrate_kueue(
                 jobs,
                 cluster=cluster.name,
@@ -145,4 +164,6 @@ def summary(result: Calibration) -> str:
 def _where(result: Calibration) -> str:
     if result.control_plane == "kueue":
         return f"LocalQueues {result.partition}, local jobs {result.local_queue}"
+    if result.control_plane == "volcano":
+        return f"Queues {result.partition}, local jobs {result.local_queue}, pool {result.pool}"
     return f"partition {result.partition}"

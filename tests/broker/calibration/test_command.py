@@ -15,11 +15,18 @@ from tests.factories import ClusterFactory
 
 
 @pytest.mark.django_db
-def test_a_cluster_that_is_not_a_registered_slurm_or_kueue_cluster_is_refused_by_name():
-    ClusterFactory(name="vc", kind="volcano")
-    for name in ("nope", "vc"):
-        with pytest.raises(CommandError, match=f"--cluster: no Slurm or Kueue cluster named '{name}' is registered"):
+def test_a_cluster_that_is_not_a_registered_slurm_kueue_or_volcano_cluster_is_refused_by_name():
+    ClusterFactory(name="cloud", kind="kube")
+    for name in ("nope", "cloud"):
+        with pytest.raises(CommandError, match=f"--cluster: no Slurm, Kueue or Volcano cluster named '{name}' is"):
             call_command("calibrate", "--cluster", name, "--jobs", str(SLICE))
+
+
+@pytest.mark.django_db
+def test_a_volcano_calibration_without_its_pool_is_refused_naming_the_option(monkeypatch):
+    ClusterFactory(name="vc", kind="volcano", config={"kubeconfig": "/nonexistent"})
+    with pytest.raises(CommandError, match="--pool: name the GPU pool the jobs ask for"):
+        call_command("calibrate", "--cluster", "vc", "--jobs", str(SLICE))
 
 
 @pytest.mark.django_db

@@ -10,7 +10,7 @@ import pytest
 
 from broker.backends.base import DestinationJob, JobState, Reason
 from broker.calibration.jobs import load, parse
-from broker.calibration.kueue import KueuePlayer
+from broker.calibration.kube import KubePlayer
 from broker.calibration.simulated import NotCalibratable, play, simulator_for_kueue
 from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventory
 from broker.local_limits import GroupQuota, LocalLimits
@@ -76,7 +76,7 @@ def test_a_priority_outside_the_brokers_words_is_refused_naming_the_job():
 class FakeKueue:
     """Jobs and Workloads as the API lists them; each sample moves the scripted story on."""
 
-    cluster = "k"
+    cluster, kind = "k", "kueue"
 
     def __init__(self) -> None:
         self.jobs: dict[str, dict] = {}
@@ -125,7 +125,7 @@ def test_the_player_reads_starts_from_pods_ready_counts_preemptions_and_cancels_
         {"name": "a", "at_s": 0, "gpus_per_worker": 4, "run_s": 5, "time_limit_min": 1},
         {"name": "b", "at_s": 1, "gpus_per_worker": 2, "run_s": 5, "time_limit_min": 1, "local": True},
         {"name": "c", "at_s": 2, "gpus_per_worker": 2, "run_s": 5, "time_limit_min": 1, "cancel_at_s": 3}]})
-    player = KueuePlayer(api, namespace="team", queue="calib", local_queue="calib-local", gpu_models=["A100"],
+    player = KubePlayer(api, namespace="team", queue="calib", local_queue="calib-local", gpu_models=["A100"],
                          clock=lambda: now[0], sleep=lambda s: _step(api, player, now, s))
     played = player.play(jobs, deadline_s=30)
     a, b, c = played.jobs["a"], played.jobs["b"], played.jobs["c"]
@@ -139,7 +139,7 @@ def test_the_player_reads_starts_from_pods_ready_counts_preemptions_and_cancels_
     assert f"team/{player.tag}-b" in api.cancelled  # nothing is left behind
 
 
-def _step(api: FakeKueue, player: KueuePlayer, now: list[float], seconds: float) -> None:
+def _step(api: FakeKueue, player: KubePlayer, now: list[float], seconds: float) -> None:
     now[0] += max(seconds, 0.5)
     t = now[0] - 1000.0
     wl = api.workloads.get(f"{player.tag}-a")

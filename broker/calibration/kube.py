@@ -1,18 +1,25 @@
-"""The real side of a Kueue calibration: the job list created straight in the cluster as the
-Kueue backend builds its Jobs (suspended, in a LocalQueue; the broker not in the path) at its
-instants on the wall clock; the Jobs and their Workloads listed every second for the
-reasons, the starts (the Workload's PodsReady), the ends and the preemptions.
+"""The real side of a Kueue or Volcano calibration: the job list created straight in the
+cluster as the backend builds its jobs (Kueue: suspended Jobs in a LocalQueue; Volcano:
+vcjob gangs in a Volcano queue; the broker not in the path) at its instants on the wall
+clock; the jobs and their partners (Kueue's Workloads, Volcano's PodGroups) listed every
+second for the reasons, the starts, the ends and the preemptions.
+
+Where a job starts: Kueue, its Workload's PodsReady; Volcano, the vcjob's first Running
+transition, which Volcano writes once ``minAvailable`` pods run (the whole gang).
 
 On the CI cluster kwok runs the pods: each completes after the ``sleep N`` of its command
-(a kwok Stage with that delay), and the Job controller kills one that passes its
-``activeDeadlineSeconds`` (the time limit).  Local jobs are the same Jobs in the local
+(a kwok Stage with that delay).  The batch Job controller kills a Kueue job that passes its
+``activeDeadlineSeconds`` (the time limit); a vcjob's pods carry the deadline themselves,
+which only a kubelet enforces, so on kwok a Volcano job runs past its limit (the Volcano
+job list keeps its limits above its run times).  Local jobs are the same jobs in the local
 queue, as a user of the cluster would submit them."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, Unavailable
@@ -23,39 +30,59 @@ from broker.calibration.played import Observed, Played
 
 
 @runtime_checkable
-class KueueSide(Protocol):
-    """What the player needs of ``KueueBackend`` (as ``backend_for`` hands it out, guarded)."""
+class KubeSide(Protocol):
+    """What the player needs of ``KueueBackend`` or ``VolcanoBackend`` (as ``backend_for``
+    hands them out, guarded); a job's partner is its Workload or its PodGroup."""
 
     cluster: str
+    kind: str  # "kueue", "volcano"
     settings: BackendSettings
 
     def submit(self, spec: Any, workload_id: str, identity: ProjectIdentity) -> str: ...
     def cancel(self, job_id: str) -> bool: ...
-    def describe(self, job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> DestinationJob: ...
+    def describe(self, job: Mapping[str, Any], partner: Mapping[str, Any] | None) -> DestinationJob: ...
     def calibration_jobs(self, namespace: str, project: str) -> list[tuple[dict[str, Any], dict[str, Any] | None]]: ...
     def server_version(self) -> str: ...
 
 
-class KueuePlayer:
+StartOf = Callable[[DestinationJob, Mapping[str, Any] | None], datetime | None]
+
+
+def kueue_start(job: DestinationJob, wl: Mapping[str, Any] | None) -> datetime | None:
+    """PodsReady: every pod of the Workload runs (admission alone is not a start)."""
+    ready = condition_fields(wl or {}, "PodsReady")
+    if ready is not None and ready.value("status") == "True":
+        return parse_time(ready.text("lastTransitionTime"))
+    return job.started_at if job.state.ended else None
+
+
+def volcano_start(job: DestinationJob, pod_group: Mapping[str, Any] | None) -> datetime | None:
+    """The vcjob's first Running transition (the backend's ``started_at``)."""
+    return job.started_at if job.state is JobState.RUNNING or job.state.ended else None
+
+
+class KubePlayer:
     def __init__(
         self,
-        backend: KueueSide,
+        backend: KubeSide,
         *,
         namespace: str,
         queue: str,
         local_queue: str,
         gpu_models: list[str],
+        start: StartOf = kueue_start,
         sample_s: float = 1.0,
         clock: Clock = time.time,
         sleep: Sleep = time.sleep,
     ) -> None:
         self.backend, self.namespace, self.queue, self.local_queue = backend, namespace, queue, local_queue
-        self.gpu_models = gpu_models  # the flavors' models: a job may run in any flavor
+        self.gpu_models = gpu_models  # the flavors' (pool's) models: a job may run on any
+        self.start = start
         self.sample_s, self.clock, self.sleep = sample_s, clock, sleep
         self.tag = f"cal{uuid.uuid4().hex[:6]}"
 
     def play(self, jobs: JobList, *, deadline_s: float) -> Played:
-        played = Played(side=f"kueue on {self.backend.server_version()}")
+        played = Played(side=f"{self.backend.kind} on {self.backend.server_version()}")
         seen: dict[str, _Seen] = {}
 
         def act(what: str, job: CalibrationJob, at: float) -> None:
@@ -92,7 +119,7 @@ class KueuePlayer:
             s.word, s.ended_s = "cancelled", (at if s.started_s is not None else None)
 
     def _sample(self, t0: float, seen: dict[str, _Seen], played: Played) -> bool:
-        """One look at the run's Jobs and Workloads; True while any job is not yet over."""
+        """One look at the run's jobs and their partners; True while any job is not yet over."""
         if not seen:
             return True
         at = round(self.clock() - t0, 1)
@@ -108,7 +135,7 @@ class KueuePlayer:
                 continue
             job, wl = by_ref[s.ref]
             described = self.backend.describe(job, wl)
-            s.update(described, wl, t0)
+            s.update(described, wl, t0, self.start)
             if described.state is JobState.PENDING:
                 waiting[name] = described.reason.value
                 _note(played, f"{described.reason.value}: {described.raw_reason}")
@@ -137,18 +164,16 @@ class _Seen:
     def over(self) -> bool:
         return self.gone or self.word in ("completed", "failed", "timeout")
 
-    def update(self, job: DestinationJob, wl: Mapping[str, Any] | None, t0: float) -> None:
-        ready = condition_fields(wl or {}, "PodsReady")
-        if self.started_s is None and ready is not None and ready.value("status") == "True":
-            self.started_s = _since(ready.text("lastTransitionTime"), t0)
+    def update(self, job: DestinationJob, wl: Mapping[str, Any] | None, t0: float, start: StartOf) -> None:
+        if self.started_s is None:
+            when = start(job, wl)
+            self.started_s = None if when is None else round(when.timestamp() - t0, 1)
         evicted = condition_fields(wl or {}, "Evicted")
         if evicted is not None and evicted.value("status") == "True" and evicted.value("reason") == "Preempted":
             self.preempted_at.add(evicted.text("lastTransitionTime"))
         if job.state.ended:
             self.word = _ended_word(job)
             self.ended_s = _since_dt(job, t0)
-            if self.started_s is None and job.started_at is not None:
-                self.started_s = job.started_at.timestamp() - t0
 
     def observed(self, name: str) -> Observed:
         return Observed(
@@ -165,11 +190,6 @@ def _ended_word(job: DestinationJob) -> str:
     if job.state is JobState.COMPLETED:
         return "completed"
     return "timeout" if "deadline" in job.raw_reason.lower() else "failed"
-
-
-def _since(stamp: str, t0: float) -> float | None:
-    when = parse_time(stamp)
-    return None if when is None else round(when.timestamp() - t0, 1)
 
 
 def _since_dt(job: DestinationJob, t0: float) -> float | None:
