@@ -1,7 +1,9 @@
 """Celery tasks: thin, id-based, idempotent (acks_late), time-limited.
 
 Each calls one service.  The same functions run in-process in the demo
-(CELERY_TASK_ALWAYS_EAGER) and from the in-process ticker.
+(CELERY_TASK_ALWAYS_EAGER) and from the in-process ticker.  A task acting on one workload
+runs its service inside ``workload_bound``, so every line logged meanwhile, here or deep in
+the service, carries the workload's id.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.conf import settings
 
+from broker.logcontext import workload_bound
 from broker.models import Cluster
 from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.placing.cycle import workload_place
@@ -50,7 +53,8 @@ def sync_all_inventory() -> None:
 @shared_task(**TASK_OPTIONS)
 def place_workload(workload_id: int) -> None:
 
-    workload_place(workload_id=workload_id)
+    with workload_bound(workload_id):
+        workload_place(workload_id=workload_id)
 
 
 @shared_task(**TASK_OPTIONS)
@@ -66,7 +70,8 @@ def place_waiting() -> None:
 @shared_task(**TASK_OPTIONS)
 def dispatch_workload(workload_id: int) -> None:
 
-    workload_dispatch(workload_id=workload_id)
+    with workload_bound(workload_id):
+        workload_dispatch(workload_id=workload_id)
 
 
 @shared_task(**TASK_OPTIONS)
@@ -98,7 +103,8 @@ def withdraw_policy_holds() -> None:
 @shared_task(**TASK_OPTIONS)
 def propagate_cancel(workload_id: int) -> None:
 
-    cancel_propagate(workload_id=workload_id)
+    with workload_bound(workload_id):
+        cancel_propagate(workload_id=workload_id)
 
 
 @shared_task(**TASK_OPTIONS)
@@ -132,7 +138,8 @@ def end_quota_requests() -> None:
 @shared_task(**TASK_OPTIONS)
 def notify_workload_event(workload_id: int, event: str) -> None:
 
-    notifications_send(workload_id=workload_id, event=event)
+    with workload_bound(workload_id):
+        notifications_send(workload_id=workload_id, event=event)
 
 
 @shared_task(**TASK_OPTIONS)

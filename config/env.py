@@ -61,6 +61,17 @@ def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
     return value
 
 
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    """One of a few words (case-insensitive); empty or unset: the default."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}: expected one of {', '.join(choices)}, got {raw!r}")
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

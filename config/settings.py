@@ -15,6 +15,7 @@ from config.env import (
     broker_url,
     database_from_url,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -23,6 +24,7 @@ from config.env import (
     env_secret,
     env_str,
 )
+from config.logformat import LOG_FORMATS, logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -75,6 +77,8 @@ if GPUBROKER_DEV_TOOLS:
     INSTALLED_APPS.append("broker.faults")
 
 MIDDLEWARE = [
+    # first: every answer, a redirect or a refusal included, carries its X-Request-ID
+    "config.requestid.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # sign-in and token endpoints: a per-address limit before any work is done
     "portal.security.ratelimit.RateLimitMiddleware",
@@ -277,14 +281,11 @@ GPUBROKER_SAMPLE_KEEP_DAYS = env_int("GPUBROKER_SAMPLE_KEEP_DAYS", 400, minimum=
 GPUBROKER_NOTIFY_LONG_WAIT_MINUTES = env_int("GPUBROKER_NOTIFY_LONG_WAIT_MINUTES", 60, minimum=1)
 GPUBROKER_WEBHOOK_ALLOW_LOOPBACK = env_bool("GPUBROKER_WEBHOOK_ALLOW_LOOPBACK", False)
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("GPUBROKER_LOG_LEVEL", "INFO")},
-    # one line per finished task drowns the demo's console; failures still show
-    "loggers": {"celery.app.trace": {"level": "WARNING"}},
-}
+# Logs: text for a console, or one JSON object per line for a log pipeline; both carry the
+# request id (X-Request-ID) and the workload a task acts on (config/logformat.py).  Celery's
+# worker logs through the same handler (config/celery.py).
+GPUBROKER_LOG_FORMAT = env_choice("GPUBROKER_LOG_FORMAT", "text", LOG_FORMATS)
+LOGGING = logging_config(GPUBROKER_LOG_FORMAT, env_str("GPUBROKER_LOG_LEVEL", "INFO"))
 
 # The one schedule of periodic work: Celery beat runs it, and so does the in-process ticker
 # (broker/inprocess.py) when there is no Celery broker.  Intervals in seconds only.

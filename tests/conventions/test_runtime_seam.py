@@ -20,6 +20,7 @@ RUNTIME = "broker/runtime.py"
 NOT_A_SEAM = {
     "broker/faults/harness.py": "test tooling: a harness run against a real Slurm turns its backend on, and back off",
     "broker/faults/worker.py": "test tooling: hands the worker's arguments to Celery's own main (sys.argv)",
+    "broker/logcontext.py": "the ids a log line carries (request, workload): per request or task, read by logging only",
 }
 BRIDGE = "broker/services/records/tasks_bridge.py"
 
