@@ -233,6 +233,8 @@ SPECTACULAR_SETTINGS = {
 # Celery: with no broker URL, tasks run eagerly in the calling process (demo, laptop).
 CELERY_BROKER_URL = broker_url("CELERY_BROKER_URL")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# every task goes to this queue (Celery's default name, spelled out: /metrics reports its depth)
+CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -14,12 +14,17 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from portal.metrics import readings
+from portal.metrics.celery_queues import broker_queue_depths
 
 # Seconds: from "started at once" to "waited a day"; the last bucket is +Inf.
 WAIT_BUCKETS = (10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0)
 
 
 class FleetCollector:
+    def __init__(self, celery_broker_url: str = "", celery_queues: tuple[str, ...] = ()) -> None:
+        self.celery_broker_url = celery_broker_url
+        self.celery_queues = celery_queues
+
     def collect(self) -> Iterator[Metric]:
         now = timezone.now()
         yield self._gpus()
@@ -36,6 +41,7 @@ class FleetCollector:
         yield self._cloud_spend(month_spend)
         yield from self._escalations(now)
         yield from self._budgets(month_spend)
+        yield from self._celery()
 
     def _gpus(self) -> Metric:
         gpus = GaugeMetricFamily(
@@ -117,6 +123,24 @@ class FleetCollector:
         yield spend
         yield budget
 
+    def _celery(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            "gpubroker_celery_queue_depth",
+            "Tasks waiting in each Celery queue of the Redis broker (none reported without one)",
+            labels=["queue"],
+        )
+        for queue, count in sorted(broker_queue_depths(self.celery_broker_url, self.celery_queues).items()):
+            depth.add_metric([queue], count)
+        yield depth
+        failures = CounterMetricFamily(
+            "gpubroker_celery_task_failures",
+            "Failures of each Celery task (it raised, or hit its soft time limit), counted in the database",
+            labels=["task"],
+        )
+        for task, count in sorted(readings.task_failures().items()):
+            failures.add_metric([task], count)
+        yield failures
+
     def _cloud_spend(self, month_spend: dict[tuple[int, str], Decimal]) -> Metric:
         spend = GaugeMetricFamily(
             "gpubroker_cloud_spend_month",
@@ -131,8 +155,9 @@ class FleetCollector:
         return spend
 
 
-def exposition() -> bytes:
-    """The scrape body; a private registry, so no process-global counter is ever reported."""
+def exposition(celery_broker_url: str = "", celery_queues: tuple[str, ...] = ()) -> bytes:
+    """The scrape body; a private registry, so no process-global counter is ever reported.
+    ``celery_broker_url``: where the queues are read (empty: tasks run in-process, no queue)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(FleetCollector())
+    registry.register(FleetCollector(celery_broker_url, celery_queues))
     return generate_latest(registry)

@@ -47,3 +47,17 @@ class FigureSample(models.Model):
 
     class Meta:
         ordering = ["taken_at", "tenant_id"]
+
+
+class TaskFailureCount(models.Model):
+    """How many times a Celery task has failed, since the row was made (a counter for
+    ``/metrics``).  Kept in the database because failures happen in the workers while the
+    scrape is answered by the web process: a count in a worker's memory would be invisible
+    there and lost with the worker."""
+
+    task = models.CharField(max_length=200, unique=True)
+    failures = models.PositiveBigIntegerField(default=0)
+    last_failed_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["task"]

@@ -27,6 +27,7 @@ from broker.models import (
     WorkloadState,
 )
 from broker.placement.policy import model_key
+from portal.metrics.models import TaskFailureCount
 from portal.tenancy.models import Tenant
 
 WAITING_STATES = (
@@ -143,6 +144,12 @@ def started_workloads(since: datetime | None = None):
 
 def failed_placements() -> int:
     return AuditRecord.objects.filter(action__in=FAILED_PLACEMENT_ACTIONS).count()
+
+
+def task_failures() -> dict[str, int]:
+    """Task name -> failures counted since its first (the workers count them, see
+    ``portal.metrics.tasks.count_task_failure``)."""
+    return dict(TaskFailureCount.objects.values_list("task", "failures"))
 
 
 def reconcile_lag_s(now: datetime) -> float | None:

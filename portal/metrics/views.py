@@ -41,4 +41,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
             status=403,
             content_type="text/plain",
         )
-    return HttpResponse(exposition(), content_type=CONTENT_TYPE_LATEST)
+    body = exposition(settings.CELERY_BROKER_URL, (settings.CELERY_TASK_DEFAULT_QUEUE,))
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
