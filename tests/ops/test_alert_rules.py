@@ -21,12 +21,14 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.models import Cluster, Escalation, EscalationKind, EscalationState, ReconcileRun
+from portal.metrics.models import TaskFailureCount
 from tests.factories import ClusterFactory, WorkloadFactory
 
 OPS = Path(__file__).resolve().parents[2] / "ops"
 RULES = OPS / "prometheus" / "gpubroker-rules.yml"
 DASHBOARD = OPS / "grafana" / "gpubroker-dashboard.json"
 NAME = re.compile(r"\bgpubroker_[a-z_]+\b")
+DISPATCH = "broker.tasks.dispatch_workload"
 
 
 def scrape(client, admin) -> str:
@@ -54,7 +56,8 @@ def used_names() -> set[str]:
 @pytest.fixture
 def broken_fleet(db, trio):
     """A cluster silent for 20 minutes, a reconciliation last finished an hour ago, an
-    escalation open for five hours, and a tenant past 80% of its cloud budget."""
+    escalation open for five hours, a tenant past 80% of its cloud budget, and a task that
+    has failed five times."""
     now = timezone.now()
     cloud = ClusterFactory(name="cloud", location="cloud", price_per_gpu_hour=Decimal("10"))
     Cluster.objects.filter(pk=cloud.pk).update(last_inventory_at=now - timedelta(minutes=20))
@@ -66,13 +69,15 @@ def broken_fleet(db, trio):
     Escalation.objects.filter(pk=escalation.pk).update(created_at=now - timedelta(hours=5))
     trio.tenant.cloud_budget_month = Decimal("90")  # 2 h x 4 GPUs x 10 = 80 spent: 89%
     trio.tenant.save()
+    TaskFailureCount.objects.create(task=DISPATCH, failures=5)
     return trio
 
 
 def test_every_metric_the_rules_and_the_dashboard_read_is_exported(client, broken_fleet):
     exported = exported_names(scrape(client, broken_fleet.owner))
     assert used_names() - exported == set(), sorted(exported)
-    assert {"gpubroker_escalation_oldest_open_seconds", "gpubroker_tenant_cloud_budget_month"} <= used_names()
+    assert {"gpubroker_escalation_oldest_open_seconds", "gpubroker_tenant_cloud_budget_month",
+            "gpubroker_celery_queue_depth", "gpubroker_celery_task_failures_total"} <= used_names()
 
 
 def _series(text: str) -> list[dict[str, str]]:
@@ -86,6 +91,16 @@ def _series(text: str) -> list[dict[str, str]]:
             value = round(s.value, -1) if s.name.endswith("_seconds") else s.value
             out.append({"series": f"{s.name}{{{labels}}}", "values": f"{value:g}x30"})
     return out
+
+
+def _failing_and_backed_up(series: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The scrape's series, with the failed task failing once more each minute, and a Celery
+    queue 250 tasks deep (written here: the test has no Redis broker, so the scrape has no
+    depth; the depth reader has its own tests in tests/portal/metrics)."""
+    failures = f'gpubroker_celery_task_failures_total{{task="{DISPATCH}"}}'
+    out = [{**s, "values": "5+1x30"} if s["series"] == failures else s for s in series]
+    assert out != series, "the scrape has no failure count to grow"
+    return [*out, {"series": 'gpubroker_celery_queue_depth{queue="celery"}', "values": "250x30"}]
 
 
 def _alert(labels: dict[str, str], summary: str, runbook: str = "") -> dict[str, object]:
@@ -121,6 +136,21 @@ def test_the_rules_fire_on_what_a_real_scrape_says(client, broken_fleet, tmp_pat
                 {"eval_time": "1m", "alertname": "GpubrokerTenantBudgetNear", "exp_alerts": [_alert(
                     {"severity": "info", "tenant": tenant}, f"Tenant {tenant} has spent 88.89% of its cloud budget")]},
                 {"eval_time": "1m", "alertname": "GpubrokerTenantBudgetSpent", "exp_alerts": []},
+                # five failures long ago, none since: nothing to say
+                {"eval_time": "20m", "alertname": "GpubrokerTaskFailing", "exp_alerts": []},
+            ],
+        }, {
+            "interval": "1m",
+            "input_series": _failing_and_backed_up(_series(scrape(client, broken_fleet.owner))),
+            "alert_rule_test": [
+                {"eval_time": "1m", "alertname": "GpubrokerTaskFailing", "exp_alerts": []},  # one failure so far
+                {"eval_time": "20m", "alertname": "GpubrokerTaskFailing", "exp_alerts": [_alert(
+                    {"severity": "warning", "task": DISPATCH},
+                    f"Celery task {DISPATCH} keeps failing (15 failures in 15 minutes)", "tasks-fail")]},
+                {"eval_time": "9m", "alertname": "GpubrokerTaskBacklog", "exp_alerts": []},  # for 10m
+                {"eval_time": "11m", "alertname": "GpubrokerTaskBacklog", "exp_alerts": [_alert(
+                    {"severity": "warning", "queue": "celery"}, "250 tasks wait in Celery queue celery",
+                    "the-task-queue-backs-up")]},
             ],
         }],
     }
