@@ -25,6 +25,10 @@ from broker.backends.sim.placement import (
     placeable_workers,
 )
 
+# vc-scheduler's schedulePeriod (its default): a session enqueues a PodGroup, Volcano's
+# controller then creates the pods, and a later session allocates them
+VOLCANO_SESSION_S = 1.0
+INQUEUE = "PodGroup Inqueue"
 QUOTA_INSUFFICIENT = "queue resource quota insufficient: insufficient {res}"  # Volcano's enqueue event
 UNSCHEDULABLE = "admitted by Kueue, pods not running yet (WaitForStart: no node of the flavor holds a pod)"
 SLURM_NOT_AVAILABLE = "sbatch: error: Batch job submission failed: Requested node configuration is not available"
@@ -59,8 +63,11 @@ class Context:
     queue_quotas: Sequence[queues.QueueQuota] = ()
     by_queue: Mapping[tuple[str, str], int] = field(default_factory=dict)
     no_borrow: bool = False  # this sweep admits only what fits without borrowing
-    # Volcano: each Queue's GPU capability (queues without one are absent)
+    # Volcano: each Queue's GPU capability (queues without one are absent), and the GPUs of
+    # its jobs that passed the enqueue step but do not run yet
     queue_caps: Mapping[str, int] = field(default_factory=dict)
+    inqueue: dict[str, int] = field(default_factory=dict)
+    now: float = 0.0  # the pass's instant (simulated seconds)
     _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _matching: dict[tuple, list[str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -264,9 +271,11 @@ def volcano(job: SimJob, ctx: Context) -> Verdict:
             f"for this gang",
             pools=pools,
         )
-    capped = _over_capability(job, ctx, res, pools)
+    capped = _enqueue(job, ctx, res, pools)
     if capped is not None:
         return capped
+    if ctx.now < job.ready_at:  # its pods are being created
+        return Verdict(Reason.NONE, INQUEUE, pools=pools)
     if ctx.blocked.intersection(pools):
         return Verdict(
             Reason.CAPACITY,
@@ -276,6 +285,7 @@ def volcano(job: SimJob, ctx: Context) -> Verdict:
         )
     started = _try_pack(ctx, pools, req)
     if started:
+        ctx.inqueue[job.partition] = ctx.inqueue.get(job.partition, 0) - job.gpus  # running now
         return started
     partial = _best_partial(ctx, pools, req)
     # all-or-nothing: part of the gang fits, yet nothing starts until every member does
@@ -283,18 +293,33 @@ def volcano(job: SimJob, ctx: Context) -> Verdict:
     return Verdict(reason, _gang_text(req, partial, ctx, pools, res), pools=pools, blocks=True)
 
 
-def _over_capability(job: SimJob, ctx: Context, res: str, pools: list[str]) -> Verdict | None:
-    """Volcano's enqueue step: a gang whose GPUs, with what its Queue has allocated, pass
-    the Queue's capability stays Pending (an event says so; no condition); never passing it
-    alone is a rule, not a wait.  It holds back nothing else."""
-    cap = ctx.queue_caps.get(job.partition)
-    if cap is None:
+def inqueue_of(pending: Sequence[SimJob]) -> dict[str, int]:
+    """Volcano: GPUs per Queue of the jobs through the enqueue step, not yet running."""
+    out: dict[str, int] = {}
+    for job in pending:
+        if job.enqueued:
+            out[job.partition] = out.get(job.partition, 0) + job.gpus
+    return out
+
+
+def _enqueue(job: SimJob, ctx: Context, res: str, pools: list[str]) -> Verdict | None:
+    """Volcano's enqueue step (the proportion plugin): a gang whose GPUs, with what its Queue
+    has allocated and what its other enqueued gangs will take, pass the Queue's capability
+    stays Pending (an event says so; no condition); never passing it alone is a rule, not a
+    wait.  It holds back nothing else.  Once through, its PodGroup is Inqueue and its GPUs
+    count against the capability while it waits for nodes: a smaller gang that passed first
+    keeps a bigger one out (the calibration's evidence, docs/simulator.md).  A Queue
+    without a capability enqueues every gang."""
+    if job.enqueued:
         return None
-    held = sum(gpus for (_, queue), gpus in ctx.by_queue.items() if queue == job.partition)
-    if job.gpus > cap:
+    cap = ctx.queue_caps.get(job.partition)
+    if cap is not None and job.gpus > cap:
         return Verdict(Reason.POLICY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
-    if held + job.gpus > cap:
+    running = sum(gpus for (_, queue), gpus in ctx.by_queue.items() if queue == job.partition)
+    if cap is not None and running + ctx.inqueue.get(job.partition, 0) + job.gpus > cap:
         return Verdict(Reason.CAPACITY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
+    job.enqueued, job.ready_at = True, ctx.now + VOLCANO_SESSION_S
+    ctx.inqueue[job.partition] = ctx.inqueue.get(job.partition, 0) + job.gpus
     return None
 
 

@@ -23,6 +23,9 @@ def shape_of(job: SimJob) -> tuple:
     r = job.request
     return (
         job.partition,
+        # Volcano: a gang through the enqueue step is past its Queue's capability, and its
+        # pods exist from ready_at on
+        job.ready_at if job.enqueued else None,
         r.gpus_per_worker,
         r.workers,
         r.partitioning,

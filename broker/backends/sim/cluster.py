@@ -353,7 +353,7 @@ class SimulatedCluster:
         self._vanish_seen_doomed()
         while True:
             self._schedule()
-            nxt = self._live.next_end()
+            nxt = self._live.next_event(self._cursor)
             if nxt is None or nxt > now:
                 break
             self._cursor = max(self._cursor, nxt)
@@ -379,6 +379,8 @@ class SimulatedCluster:
             queue_quotas=self.queue_quotas,
             by_queue=self._live.by_queue,
             queue_caps=self.queue_caps,
+            inqueue=admission.inqueue_of(pending),
+            now=self._cursor,
         )
         admit = admission.ADMIT[self.flavor]
         if self.queue_quotas:  # Kueue: what fits without borrowing goes first (sim.queues)

@@ -72,6 +72,13 @@ class LiveJobs:
             heapq.heappop(self._ends)
         return self._ends[0][0] if self._ends else None
 
+    def next_event(self, cursor: float) -> float | None:
+        """The earliest instant after which a pass may start something: a running job's end
+        or (Volcano) a waiting gang's pods coming to exist (``ready_at``)."""
+        ready = [j.ready_at for j in self._pending.values() if j.ready_at > cursor]
+        end = self.next_end()
+        return min(ready + ([end] if end is not None else []), default=None)
+
     def ending_by(self, instant: float) -> list[SimJob]:
         """Running jobs that end at or before ``instant``, in submission order."""
         ending = []

@@ -174,6 +174,11 @@ class SimJob:
     ended_at: float | None = None
     first_started_at: float | None = None  # before any preemption sent it back to the queue
     preempted: int = 0  # times evicted by a higher-priority job (Kueue)
+    # Volcano: its PodGroup is Inqueue (passed the enqueue step), so its GPUs count against
+    # its Queue's capability from then on, running or not; its pods exist (and can be
+    # allocated) from ``ready_at`` on, the next scheduling session
+    enqueued: bool = False
+    ready_at: float = 0.0
     placement: list[tuple[str, int]] = field(default_factory=list)  # (node, gpus)
     gpu_model: str = ""
     doomed: bool = False  # loses_job: vanishes once seen running

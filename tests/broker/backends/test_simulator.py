@@ -14,6 +14,7 @@ from broker.backends.simulator import (
     NodeGroup, Partition, SimClock, SimulatedCluster, SimulatorBackend, SimulatorFleet,
     get_simulated_cluster, set_duration)
 from broker.spec import WorkloadSpec
+from broker.backends.sim.admission import VOLCANO_SESSION_S
 
 ORIGIN = datetime(2026, 1, 5, 8, 0, tzinfo=timezone.utc)
 IDENT = ProjectIdentity(tenant="acme", project="vision", slurm_account="vision",
@@ -277,11 +278,22 @@ def test_kueue_with_volcano_gangs_reports_gang(fleet):
 
 # --- Volcano semantics ----------------------------------------------------------------
 
+def test_a_volcano_gang_is_inqueue_for_one_session_before_its_pods_can_run(fleet):
+    _, backend = cluster(fleet, "volcano", a100(count=1))
+    job_id = submit(backend, "wl-1", spec(gpus=2))
+    job = backend.status([job_id])[job_id]
+    assert (job.state, job.reason, job.raw_reason) == (JobState.PENDING, Reason.NONE, "PodGroup Inqueue")
+    fleet.advance(VOLCANO_SESSION_S)
+    job = backend.status([job_id])[job_id]
+    assert job.state is JobState.RUNNING and job.started_at == ORIGIN + timedelta(seconds=VOLCANO_SESSION_S)
+
+
 def test_volcano_gang_is_all_or_nothing(fleet):
     sim, backend = cluster(fleet, "volcano", a100(count=4))
     for i in range(3):
         submit(backend, f"wl-fill-{i}", spec(gpus=8), seconds=300)
     gang = submit(backend, "wl-gang", spec(gpus=8, workers=4), seconds=300)
+    fleet.advance(VOLCANO_SESSION_S)
     job = backend.status([gang])[gang]
     assert job.state is JobState.PENDING and job.reason is Reason.GANG
     assert job.raw_reason.startswith("NotEnoughResources: 3/4 tasks in gang unschedulable")
@@ -295,6 +307,7 @@ def test_volcano_single_task_waiting_is_capacity(fleet):
     _, backend = cluster(fleet, "volcano", a100(count=1))
     submit(backend, "wl-fill", spec(gpus=8), seconds=300)
     job_id = submit(backend, "wl-1", spec(gpus=2))
+    fleet.advance(VOLCANO_SESSION_S)
     assert backend.status([job_id])[job_id].reason is Reason.CAPACITY
 
 
@@ -304,6 +317,7 @@ def test_same_interconnect_keeps_a_gang_in_one_domain(fleet):
     split = submit(backend, "wl-1", spec(gpus=8, workers=2, same_interconnect=True))
     assert backend.status([split])[split].reason is Reason.UNAVAILABLE
     spread = submit(backend, "wl-2", spec(gpus=8, workers=2))
+    fleet.advance(VOLCANO_SESSION_S)
     assert backend.status([spread])[spread].state is JobState.RUNNING
 
 
@@ -527,4 +541,5 @@ def test_trace_replay_with_absolute_times(fleet):
     fleet.clock.advance_to(2000)
     jobs = backend.status(list(ids.values()))
     starts = {wid: (jobs[jid].started_at - ORIGIN).total_seconds() for wid, jid in ids.items()}
-    assert starts == {"wl-a": 0, "wl-b": 500, "wl-c": 700}  # strict FIFO: c waits behind b
+    # strict FIFO: c waits behind b; each starts one Volcano session after its room is there
+    assert starts == {"wl-a": 1, "wl-b": 501, "wl-c": 701}

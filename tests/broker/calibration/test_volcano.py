@@ -59,10 +59,21 @@ def test_the_queues_capability_holds_its_gangs_back_while_the_pool_has_room():
                                          _one("d", 3, 4, 3)]})
     played = play(_sim(), jobs, [1.5, 2.5, 3.5], queue="calib-v", local_queue="calib-v-local")
     a, b, c, d = (played.jobs[n] for n in "abcd")
-    assert a.started_s == 0 and c.started_s == 2  # the local queue has no capability
-    assert b.started_s == 10  # 8 + 4 would pass calib-v's 8 GPUs though 4 GPUs were free
-    assert played.reasons[2.5] == {"b": "capacity"}
+    # each starts one Volcano session (1 s) after it is enqueued: its pods are made between
+    assert a.started_s == 1 and c.started_s == 3  # the local queue has no capability
+    assert b.started_s == 12  # 8 + 4 would pass calib-v's 8 GPUs though 4 GPUs were free
+    assert played.reasons[2.5] == {"b": "capacity", "c": "none"}
     assert d.started_s is None and played.reasons[3.5]["d"] == "policy"  # 12 GPUs: never in calib-v
+
+
+def test_a_small_gang_enqueued_first_keeps_a_bigger_one_out_of_the_queue():
+    # a (4 GPUs) runs; b (8) cannot pass calib-v's 8 while a runs; c (2) can and is enqueued,
+    # though the nodes have no room for it yet: when a ends, c's 2 GPUs keep b out again
+    jobs = parse({"name": "t", "jobs": [_one("fill", 0, 4, 3, local=True, run=15), _one("a", 0, 2, 2, run=10),
+                                         _one("b", 1, 4, 2, run=10), _one("c", 2, 2, run=10)]})
+    played = play(_sim(), jobs, [5.0], queue="calib-v", local_queue="calib-v-local")
+    assert played.reasons[5.0] == {"b": "capacity", "c": "capacity"}  # b: the queue; c: the nodes
+    assert played.jobs["c"].started_s == 11 and played.jobs["b"].started_s == 22
 
 
 def test_the_shipped_volcano_slice_is_contended_on_the_simulator():
