@@ -84,6 +84,15 @@ class SimClock:
                 self._offset += seconds - now
             return self._seconds_locked()
 
+    @property
+    def lead_s(self) -> float:
+        """How far a wall-following clock runs ahead of the broker's clock (what ``advance``
+        added); 0 for a manual clock, which keeps no relation to wall time."""
+        if not self.follow_wall:
+            return 0.0
+        with self._lock:
+            return self._seconds_locked() - (runtime.now().timestamp() - self._wall_origin)
+
     def scaled(self, duration_s: float) -> float:
         """A job's nominal duration as it runs on this clock."""
         return duration_s / self.time_scale

@@ -25,7 +25,7 @@ from broker.backends.base import (
     Reason,
     UsageRecord,
 )
-from broker.backends.sim import admission, backfill, levers, queues, report
+from broker.backends.sim import admission, backfill, levers, queues, report, snapshot
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.live import LiveJobs
 from broker.backends.sim.model import (
@@ -481,6 +481,10 @@ class SimulatedCluster:
     claim_node_by = levers.claim_node_by
     set_node = levers.set_node
     set_quota = levers.set_quota
+
+    # --- saved state (broker/backends/sim/snapshot.py): the demo keeps its jobs -------
+    to_json = snapshot.to_json
+    load_json = snapshot.load_json
 
     # --- reports (broker/backends/sim/report.py) ---------------------------------------
     _view = report.view
