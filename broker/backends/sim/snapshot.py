@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from broker.backends.sim.cluster import SimulatedCluster
 
 VERSION = 1
-_INSTANTS = ("submitted_at", "started_at", "ended_at", "first_started_at")
+_INSTANTS = ("submitted_at", "started_at", "ended_at", "first_started_at", "ready_at")
 _ENUMS: dict[str, type[JobState] | type[Reason]] = {"state": JobState, "final_state": JobState, "reason": Reason}
 _NODE_STATE = ("allocated", "healthy", "draining", "extra_owners")
 

@@ -9,6 +9,7 @@ import pytest
 
 from broker import runtime
 from broker.backends.base import JobState, ProjectIdentity
+from broker.backends.sim.admission import VOLCANO_SESSION_S
 from broker.backends.simulator import NodeGroup, SimClock, SimulatedCluster, SimulatorFleet
 from broker.spec import WorkloadSpec
 
@@ -74,6 +75,7 @@ def test_a_restored_cluster_schedules_on_exactly_as_the_original(flavor):
             fleet.advance(seconds)
             cluster.submit(_spec(f"after-{step}", 4 + 4 * (step % 2)), f"after-{step}", IDENT)
         assert _seen(restored) == _seen(original), f"after step {step}"
+    second.advance(VOLCANO_SESSION_S)  # a Volcano gang's pods exist a session after it is enqueued
     ended = {j.workload_id: j.state for j in restored.jobs()}
     assert ended["limit"] is JobState.FAILED and ended["gone"] is JobState.CANCELLED
     assert ended["long"] is JobState.COMPLETED and ended["after-3"] is JobState.RUNNING
