@@ -1,16 +1,23 @@
 """`manage.py calibration_table FILE...`: the calibration tables of docs/simulator.md, made
 from the JSON that ``manage.py calibrate --out`` wrote (one row per file: its control plane,
-commit and repetitions, each figure as the median with the range over the repetitions)."""
+commit and repetitions, each figure as the median with the range over the repetitions).
+
+``--real-vs-real``: instead, the real control plane against itself: every pair of a file's
+real runs compared as the simulator is compared with each (pairs in the same order, median
+start error), the median and range over those pairs: how far the simulator can be expected
+to agree when the real scheduler does not repeat itself."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from broker.calibration.compare import spread
+from broker.calibration.compare import compare, spread
+from broker.calibration.played import Played
 
 HEADER = (
     "| control plane | job list | real runs at | simulator at | reps | jobs | waited | pairs in the same order "
@@ -24,16 +31,33 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("files", nargs="+", type=Path)
+        parser.add_argument("--real-vs-real", action="store_true", help="the real runs of each file against each other")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        rows = [HEADER]
+        rows = [BETWEEN_HEADER if opts["real_vs_real"] else HEADER]
         for path in opts["files"]:
             try:
                 data = json.loads(Path(path).read_text())
             except (OSError, json.JSONDecodeError) as exc:
                 raise CommandError(f"{path}: {exc}") from exc
-            rows.append(row(data))
+            rows.append(between_row(data) if opts["real_vs_real"] else row(data))
         self.stdout.write("\n".join(rows) + "\n")
+
+
+BETWEEN_HEADER = (
+    "| control plane | job list | real runs at | runs | pairs of runs | pairs in the same order "
+    "| median abs start error (s) |\n|---|---|---|---|---|---|---|"
+)
+
+
+def between_row(data: dict[str, Any]) -> str:
+    runs = [Played.from_json(r["real"]) for r in data["repetitions"]]
+    pairs = [compare(a, b, cycle_s=float(data["cycle_s"])) for a, b in itertools.combinations(runs, 2)]
+    side = runs[0].side if runs else data["control_plane"]
+    return (
+        f"| {side} | {data['job_list']} | `{data['commit']}` | {len(runs)} | {len(pairs)} "
+        f"| {spread([p.pair_order for p in pairs])} | {spread([p.median_abs_error_s for p in pairs])} |"
+    )
 
 
 def row(data: dict[str, Any]) -> str:

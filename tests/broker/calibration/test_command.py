@@ -71,3 +71,14 @@ def test_the_table_names_a_file_it_cannot_read(tmp_path):
     bad.write_text("{")
     with pytest.raises(CommandError, match="bad.json"):
         call_command("calibration_table", str(bad))
+
+
+def test_real_vs_real_compares_each_files_real_runs_with_each_other(tmp_path, capsys):
+    path = _recorded(tmp_path)
+    data = json.loads(path.read_text())
+    data["repetitions"] *= 3  # three identical real runs: they agree with each other fully
+    path.write_text(json.dumps(data))
+    call_command("calibration_table", "--real-vs-real", str(path))
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].startswith("| control plane | job list | real runs at | runs | pairs of runs |")
+    assert table[2] == "| slurm 22.05.8 | contended-16gpu | `abc1234` | 3 | 3 | 1.00 (1.00-1.00) | 0.00 (0.00-0.00) |"
