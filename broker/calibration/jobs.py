@@ -10,7 +10,9 @@ A JSON file: ``{"name": ..., "jobs": [{...}, ...]}``, each job::
 runs longer is killed at it); ``cancel_at_s``: cancelled then, if given; ``local``: submitted
 by a local user, not as a broker job would be (the simulator takes it as a foreign job);
 ``priority``: the broker's word (low, normal, high), mapped as the backend maps it (Kueue:
-a WorkloadPriorityClass; preemption needs it).
+a WorkloadPriorityClass; preemption needs it).  Slurm only: ``account``, the account a job
+runs under (its association's limits apply; default: the run's), and ``qos``, a QoS a local
+job names (the broker's jobs take their association's default QoS).
 Unknown fields are errors that name the job and the field, as are missing or wrong ones.
 """
 
@@ -24,7 +26,19 @@ from typing import Any
 from broker.spec import PRIORITIES, WorkloadSpec, validate_spec
 from portal.tenancy.errors import DomainError
 
-_FIELDS = {"name", "at_s", "gpus_per_worker", "workers", "run_s", "time_limit_min", "cancel_at_s", "local", "priority"}
+_FIELDS = {
+    "name",
+    "at_s",
+    "gpus_per_worker",
+    "workers",
+    "run_s",
+    "time_limit_min",
+    "cancel_at_s",
+    "local",
+    "priority",
+    "account",
+    "qos",
+}
 _REQUIRED = ("name", "at_s", "gpus_per_worker", "run_s", "time_limit_min")
 
 
@@ -43,6 +57,8 @@ class CalibrationJob:
     cancel_at_s: float | None = None
     local: bool = False
     priority: str = "normal"
+    account: str = ""
+    qos: str = ""
 
     @property
     def gpus(self) -> int:
@@ -118,7 +134,11 @@ def _job(raw: Any, index: int, where: str) -> CalibrationJob:
         cancel_at_s=None if raw.get("cancel_at_s") is None else _number(raw["cancel_at_s"], label, "cancel_at_s"),
         local=_flag(raw.get("local", False), label),
         priority=_priority(raw.get("priority", "normal"), label),
+        account=_text(raw["account"], label, "account") if "account" in raw else "",
+        qos=_text(raw["qos"], label, "qos") if "qos" in raw else "",
     )
+    if job.qos and not job.local:
+        raise JobListError(f"{label}: qos is named by local jobs only (the broker's take their account's default)")
     if job.cancel_at_s is not None and job.cancel_at_s <= job.at_s:
         raise JobListError(f"{label}: cancel_at_s must come after at_s")
     return job

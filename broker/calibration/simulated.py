@@ -5,6 +5,7 @@ the job list's instants, sampled at the instants the real side was."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,6 +94,18 @@ def simulator_for(snapshot: InventorySnapshot, partition: str) -> SimulatedClust
         partitions=[Partition(partition, max_gpus_per_job=min(caps) if caps else None, default=True)],
         clock=SimClock(ORIGIN),
         queueing="backfill",
+        slurm_limits=_slurm_limits(snapshot.limits),
+    )
+
+
+def _slurm_limits(limits: LocalLimits) -> tuple[dict[str, int], dict[str, int]]:
+    """Each named QoS's MaxTRESPerJob and each account's GrpTRES in GPUs, as the Slurm
+    backend reports them (scopes ``qos:NAME`` and the account's name)."""
+    qos = {c.scope.removeprefix("qos:"): c.max_gpus for c in limits.caps if c.scope.startswith("qos:")}
+    accounts = {q.scope: q.limit_gpus for q in limits.quotas if q.scope and not q.scope.startswith("qos:")}
+    return (
+        {name: gpus for name, gpus in qos.items() if gpus is not None},
+        {name: gpus for name, gpus in accounts.items() if gpus is not None},
     )
 
 
@@ -182,7 +195,8 @@ def play(
         sim.clock.advance_to(at)
         if what == "submit":
             assert isinstance(item, CalibrationJob)
-            ids[item.name] = _submit(sim, item, identity, local if item.local else partition)
+            own = replace(identity, slurm_account=item.account) if item.account else identity
+            ids[item.name] = _submit(sim, item, own, local if item.local else partition)
         elif what == "cancel":
             assert isinstance(item, CalibrationJob)
             sim.cancel(ids[item.name])
@@ -209,6 +223,7 @@ def _submit(sim: SimulatedCluster, job: CalibrationJob, identity: ProjectIdentit
             partition=partition,
             time_limit_s=job.time_limit_min * 60.0,
             priority=job.priority,
+            qos=job.qos,
         )
     # Slurm: the partition's model, as sbatch's typed gres asks; Kueue: any of the flavors';
     # Volcano: the pool's

@@ -72,7 +72,9 @@ class SlurmPlayer:
         gres = f"gpu:{self.gres_type}:{job.gpus_per_worker}" if self.gres_type else f"gpu:{job.gpus_per_worker}"
         cmd = ["sbatch", "--parsable", "-p", self.partition, "-J", self._name(job), "-N", str(job.workers)]
         cmd += ["--ntasks-per-node=1", f"--gres={gres}", f"--time={job.time_limit_min}", "-o", "/dev/null"]
-        cmd += [f"--account={self.account}"] if self.account else []
+        account = job.account or self.account
+        cmd += [f"--account={account}"] if account else []
+        cmd += [f"--qos={job.qos}"] if job.qos else []
         cmd += ["--wrap", f"sleep {job.run_s:g}"]
         out = self.transport.query(cmd)
         return out.strip().split(";", 1)[0]

@@ -11,11 +11,14 @@ admitted by rule.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from broker.backends.base import Reason, Rejected
 from broker.backends.sim import queues
 from broker.backends.sim.model import JobRequest, Partition, SimJob, SimNode, gpu_resource
+
+if TYPE_CHECKING:
+    from broker.backends.sim.cluster import SimulatedCluster
 from broker.backends.sim.placement import (
     Placement,
     free_if_built,
@@ -68,6 +71,11 @@ class Context:
     queue_caps: Mapping[str, int] = field(default_factory=dict)
     inqueue: dict[str, int] = field(default_factory=dict)
     now: float = 0.0  # the pass's instant (simulated seconds)
+    # Slurm: QoS MaxTRESPerJob GPUs per QoS name, association GrpTRES GPUs per account, and
+    # the GPUs running jobs use per account
+    qos_caps: Mapping[str, int] = field(default_factory=dict)
+    account_caps: Mapping[str, int] = field(default_factory=dict)
+    by_account: Mapping[str, int] = field(default_factory=dict)
     _sizes: dict[str, int] = field(default_factory=dict, init=False, repr=False)
     _matching: dict[tuple, list[str]] = field(default_factory=dict, init=False, repr=False)
 
@@ -93,6 +101,29 @@ class Context:
         if pool not in self._sizes:
             self._sizes[pool] = sum(n.gpus for n in self.pool_nodes(pool))
         return self._sizes[pool]
+
+
+def context_of(self: SimulatedCluster, pending: Sequence[SimJob]) -> Context:
+    """The context of one pass of the cluster over ``pending`` (bound as the cluster's
+    ``_context``): the live figures are the cluster's own, so each start counts at once."""
+    live = self._live
+    return Context(
+        self._nodes,
+        self.partitions,
+        self.quotas,
+        live.used,
+        set(),
+        self.gang_scheduler,
+        self._by_pool,
+        queue_quotas=self.queue_quotas,
+        by_queue=live.by_queue,
+        queue_caps=self.queue_caps,
+        inqueue=inqueue_of(pending),
+        now=self._cursor,
+        qos_caps=self.qos_caps,
+        account_caps=self.account_caps,
+        by_account=live.by_account,
+    )
 
 
 def pools_of(nodes: Sequence[SimNode]) -> dict[str, list[SimNode]]:
@@ -144,6 +175,9 @@ def slurm(job: SimJob, ctx: Context) -> Verdict:
     pools = matching_pools([n for n in ctx.nodes if n.partition == part.name], req)
     if part.max_gpus_per_job is not None and req.total_gpus > part.max_gpus_per_job:
         return Verdict(Reason.POLICY, "QOSMaxGRESPerJob", pools=pools)
+    held = _slurm_limits(job, ctx, pools)
+    if held is not None:
+        return held
     if ctx.blocked.intersection(pools):
         return Verdict(Reason.CAPACITY, "Priority", pools=pools, blocks=True)
     started = _try_pack(ctx, pools, req)
@@ -157,6 +191,19 @@ def slurm(job: SimJob, ctx: Context) -> Verdict:
             pools=pools,
         )
     return Verdict(Reason.CAPACITY, "Resources", pools=pools, blocks=True)
+
+
+def _slurm_limits(job: SimJob, ctx: Context, pools: list[str]) -> Verdict | None:
+    """The job's QoS ``MaxTRESPerJob`` (over it: never runs) and its account's ``GrpTRES``
+    (over it with what the account runs: waits until the account's jobs end).  Slurm plans
+    nothing for a job a limit holds, so neither holds back the jobs behind it."""
+    cap = ctx.qos_caps.get(job.qos)
+    if cap is not None and job.gpus > cap:
+        return Verdict(Reason.POLICY, "QOSMaxGRESPerJob", pools=pools)
+    grp = ctx.account_caps.get(job.account)
+    if grp is not None and ctx.by_account.get(job.account, 0) + job.gpus > grp:
+        return Verdict(Reason.POLICY, "AssocGrpGRES", pools=pools)
+    return None
 
 
 # --- Kueue ---------------------------------------------------------------------------

@@ -23,6 +23,8 @@ def shape_of(job: SimJob) -> tuple:
     r = job.request
     return (
         job.partition,
+        job.account,  # Slurm: its association's GrpTRES
+        job.qos,  # Slurm: its QoS's MaxTRESPerJob
         # Volcano: a gang through the enqueue step is past its Queue's capability, and its
         # pods exist from ready_at on
         job.ready_at if job.enqueued else None,

@@ -77,6 +77,7 @@ class SimulatedCluster:
         queueing: str = "strict",
         queue_quotas: Sequence[queues.QueueQuota] = (),
         queue_caps: Mapping[str, int] | None = None,
+        slurm_limits: tuple[Mapping[str, int], Mapping[str, int]] = ({}, {}),
     ):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
@@ -91,6 +92,7 @@ class SimulatedCluster:
         self.quotas: dict[str, int] = dict(quotas or {})
         self.queue_quotas = tuple(queue_quotas)  # Kueue ClusterQueues and cohorts (sim.queues)
         self.queue_caps = dict(queue_caps or {})  # Volcano Queues' GPU capability
+        self.qos_caps, self.account_caps = dict(slurm_limits[0]), dict(slurm_limits[1])  # Slurm: by QoS, account
         self._nodes = list(nodes) + self._build_groups(node_groups)
         self._check_node_names()
         self._by_name = {n.name: n for n in self._nodes}
@@ -264,8 +266,10 @@ class SimulatedCluster:
         partition: str = "",
         time_limit_s: float | None = None,
         priority: str = "normal",
+        qos: str = "",
     ) -> str:
-        """A job nobody asked the broker for (no workload id), with its user's time limit."""
+        """A job nobody asked the broker for (no workload id), with its user's time limit
+        (and on Slurm the QoS the user named)."""
         req = JobRequest(
             name=name,
             priority=priority,
@@ -279,6 +283,7 @@ class SimulatedCluster:
             self._catch_up()
             part = self._partition_for(req, partition)
             job = self._new_job(req, None, account, part, account, duration_s=duration_s)
+            job.qos = qos
             self._schedule()
             return job.job_id
 
@@ -368,20 +373,7 @@ class SimulatedCluster:
         if not pending:
             return  # nothing to start
         # ctx.used is the live count: each start below adds its GPUs to it
-        ctx = admission.Context(
-            self._nodes,
-            self.partitions,
-            self.quotas,
-            self._live.used,
-            set(),
-            self.gang_scheduler,
-            self._by_pool,
-            queue_quotas=self.queue_quotas,
-            by_queue=self._live.by_queue,
-            queue_caps=self.queue_caps,
-            inqueue=admission.inqueue_of(pending),
-            now=self._cursor,
-        )
+        ctx = self._context(pending)
         admit = admission.ADMIT[self.flavor]
         if self.queue_quotas:  # Kueue: what fits without borrowing goes first (sim.queues)
             ctx.no_borrow = True
@@ -475,6 +467,7 @@ class SimulatedCluster:
                 job.lost = True
 
     _preempt_for = queues.preempt_for
+    _context = admission.context_of
 
     # --- levers (broker/backends/sim/levers.py) ----------------------------------------
     kill_for_memory = levers.kill_for_memory

@@ -22,6 +22,7 @@ class LiveJobs:
         self._pool: dict[str, str] = {}  # running job -> the pool its GPUs are in
         self.used: dict[str, int] = {}  # GPUs of running jobs per pool
         self.by_queue: dict[tuple[str, str], int] = {}  # ... per (pool, Kueue LocalQueue)
+        self.by_account: dict[str, int] = {}  # ... per account (Slurm's GrpTRES)
         # (end, seq, job id) of jobs that started; entries of jobs that left since are
         # skipped when they reach the top
         self._ends: list[tuple[float, int, str]] = []
@@ -39,6 +40,7 @@ class LiveJobs:
         self.used[pool] = self.used.get(pool, 0) + job.gpus
         key = (pool, job.partition)
         self.by_queue[key] = self.by_queue.get(key, 0) + job.gpus
+        self.by_account[job.account] = self.by_account.get(job.account, 0) + job.gpus
         heapq.heappush(self._ends, (job.ends_at, job.seq, job.job_id))
 
     def remove(self, job: SimJob) -> None:
@@ -49,6 +51,7 @@ class LiveJobs:
             pool = self._pool.pop(job.job_id)
             self.used[pool] -= job.gpus
             self.by_queue[(pool, job.partition)] -= job.gpus
+            self.by_account[job.account] -= job.gpus
 
     def pool_of(self) -> dict[str, str]:
         """Running job -> the pool its GPUs are in."""

@@ -179,6 +179,7 @@ class SimJob:
     # allocated) from ``ready_at`` on, the next scheduling session
     enqueued: bool = False
     ready_at: float = 0.0
+    qos: str = ""  # Slurm: the QoS a local user named (the broker's jobs take the default)
     placement: list[tuple[str, int]] = field(default_factory=list)  # (node, gpus)
     gpu_model: str = ""
     doomed: bool = False  # loses_job: vanishes once seen running

@@ -3,8 +3,11 @@ reports them, played at the job list's instants."""
 from __future__ import annotations
 
 import pytest
+from dataclasses import replace
+
 
 from broker.calibration.compare import started_ahead
+from broker.calibration.jobs import parse
 from broker.calibration.simulated import NotCalibratable, play, simulator_for
 from tests.broker.calibration.helpers import inventory, shipped
 
@@ -43,3 +46,35 @@ def test_a_cap_below_a_jobs_ask_leaves_it_waiting_on_policy():
     played = play(simulator_for(inventory(cap=4), "calib"), shipped(), samples=[3.0])
     assert played.reasons[3.0]["gang-16"] == "policy"
     assert played.jobs["gang-16"].started_s is None
+
+
+def _limits_sim():
+    from broker.calibration.simulated import simulator_for as build
+    from broker.local_limits import GroupQuota, JobCap, LocalLimits
+    base = inventory()
+    limits = LocalLimits(caps=(JobCap("QoS gpu-small (MaxTRESPerJob=gres/gpu=2)", scope="qos:gpu-small", max_gpus=2),),
+                         quotas=(GroupQuota("association research (GrpTRES=gres/gpu=4)", scope="research",
+                                            limit_gpus=4),))
+    return build(replace(base, limits=limits), "calib")
+
+
+def test_an_accounts_grptres_holds_its_jobs_while_gpus_are_free_and_a_qos_cap_never_lets_one_run():
+    jobs = parse({"name": "t", "jobs": [
+        {"name": "r1", "at_s": 0, "gpus_per_worker": 2, "run_s": 10, "time_limit_min": 1, "account": "research"},
+        {"name": "r2", "at_s": 1, "gpus_per_worker": 2, "run_s": 10, "time_limit_min": 1, "account": "research"},
+        {"name": "r3", "at_s": 2, "gpus_per_worker": 1, "run_s": 10, "time_limit_min": 1, "account": "research"},
+        {"name": "g4", "at_s": 3, "gpus_per_worker": 1, "run_s": 10, "time_limit_min": 1},
+        {"name": "q5", "at_s": 4, "gpus_per_worker": 4, "run_s": 10, "time_limit_min": 1, "local": True,
+         "qos": "gpu-small", "cancel_at_s": 30},
+        {"name": "q6", "at_s": 5, "gpus_per_worker": 2, "run_s": 10, "time_limit_min": 1, "local": True,
+         "qos": "gpu-small"}]})
+    played = play(_limits_sim(), jobs, [6.0])
+    starts = {n: o.started_s for n, o in played.jobs.items()}
+    assert starts == {"r1": 0, "r2": 1, "r3": 10, "g4": 3, "q5": None, "q6": 5}  # r3: 2 + 2 + 1 > 4
+    assert played.reasons[6.0] == {"r3": "policy", "q5": "policy"}  # AssocGrpGRES, QOSMaxGRESPerJob
+
+
+def test_a_qos_on_a_brokers_job_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match=r"job 1 \(a\): qos is named by local jobs only"):
+        parse({"jobs": [{"name": "a", "at_s": 0, "gpus_per_worker": 1, "run_s": 5, "time_limit_min": 1,
+                         "qos": "gpu-small"}]})
