@@ -16,7 +16,7 @@ from broker.backends.slurm.commands import CommandTransport
 from broker.calibration.compare import Agreement, compare
 from broker.calibration.jobs import JobList
 from broker.calibration.played import Played
-from broker.calibration.kube import KubePlayer, KubeSide, volcano_start
+from broker.calibration.kube import KubePlayer, KubeSide, kueue_start, volcano_start
 from broker.calibration.simulated import (
     NotCalibratable,
     inventory_from_json,
@@ -144,47 +144,6 @@ KUEUE_CYCLE = SchedulerCycle(
 )
 
 
-def calibrate_kueue(
-    jobs: JobList,
-    *,
-    cluster: str,
-    backend: KubeSide,
-    inventory: Callable[[], InventorySnapshot],
-    namespace: str,
-    queue: str,
-    local_queue: str,
-    repeat: int = 1,
-    deadline_s: float | None = None,
-    wait_idle_s: float = 120.0,
-) -> Calibration:
-    """``backend`` and ``inventory``: the cluster's Kueue backend's; ``queue`` and
-    ``local_queue``: the LocalQueues (in ``namespace``) of the broker's and the local jobs."""
-    result = Calibration(
-        cluster=cluster,
-        control_plane="kueue",
-        partition=queue,
-        local_queue=local_queue,
-        job_list=jobs.name,
-        cycle=KUEUE_CYCLE,
-        started_at=runtime.now(),
-        commit=_commit(),
-    )
-
-    def player(snapshot: InventorySnapshot, sim: SimulatedCluster) -> KubePlayer:
-        return KubePlayer(backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim))
-
-    return _repeat(
-        result,
-        jobs,
-        kueue_side(queue, local_queue),
-        player,
-        inventory=inventory,
-        repeat=repeat,
-        deadline_s=deadline_s,
-        wait_idle_s=wait_idle_s,
-    )
-
-
 VOLCANO_CYCLE = SchedulerCycle(
     # vc-scheduler runs a session every schedulePeriod (1 s, its default; the Helm chart's
     # configuration as CI starts it); the player samples every second and the API's
@@ -194,7 +153,7 @@ VOLCANO_CYCLE = SchedulerCycle(
 )
 
 
-def calibrate_volcano(
+def calibrate_kube(
     jobs: JobList,
     *,
     cluster: str,
@@ -203,40 +162,44 @@ def calibrate_volcano(
     namespace: str,
     queue: str,
     local_queue: str,
-    pool: str,
+    pool: str = "",
     repeat: int = 1,
     deadline_s: float | None = None,
     wait_idle_s: float = 120.0,
 ) -> Calibration:
-    """``backend`` and ``inventory``: the cluster's Volcano backend's; ``queue`` and
-    ``local_queue``: the Volcano Queues of the broker's and the local jobs; ``pool``: the
-    GPU pool (of one model) the jobs ask for, idle when each repetition starts."""
+    """A Kueue or a Volcano calibration (the backend's ``kind`` says which).  ``backend`` and
+    ``inventory``: the cluster's backend's; ``queue`` and ``local_queue``: the queues (in
+    ``namespace``) of the broker's and the local jobs: Kueue's LocalQueues, Volcano's
+    Queues; ``pool``, Volcano only: the GPU pool (of one model) the jobs ask for, idle when
+    each repetition starts (Kueue's flavors are those the queues' quotas name)."""
+    plane = backend.kind
+    if plane not in _KUBE:
+        raise NotCalibratable(f"{cluster}: a {plane} cluster cannot be calibrated (Kueue, Volcano)")
+    cycle, start = _KUBE[plane]
     result = Calibration(
         cluster=cluster,
-        control_plane="volcano",
+        control_plane=plane,
         partition=queue,
         local_queue=local_queue,
         pool=pool,
         job_list=jobs.name,
-        cycle=VOLCANO_CYCLE,
+        cycle=cycle,
         started_at=runtime.now(),
         commit=_commit(),
     )
 
     def player(snapshot: InventorySnapshot, sim: SimulatedCluster) -> KubePlayer:
         return KubePlayer(
-            backend,
-            namespace=namespace,
-            queue=queue,
-            local_queue=local_queue,
-            gpu_models=models(sim),
-            start=volcano_start,
+            backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim), start=start
         )
 
-    side = volcano_side(queue, local_queue, pool)
+    side = volcano_side(queue, local_queue, pool) if plane == "volcano" else kueue_side(queue, local_queue)
     return _repeat(
         result, jobs, side, player, inventory=inventory, repeat=repeat, deadline_s=deadline_s, wait_idle_s=wait_idle_s
     )
+
+
+_KUBE = {"kueue": (KUEUE_CYCLE, kueue_start), "volcano": (VOLCANO_CYCLE, volcano_start)}
 
 
 @dataclass(frozen=True)

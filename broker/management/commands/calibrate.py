@@ -26,7 +26,7 @@ from broker.calibration.kube import KubeSide
 from broker.backends.registry import backend_for
 from broker.calibration.compare import spread
 from broker.calibration.jobs import JobList, load
-from broker.calibration.run import Calibration, calibrate_kueue, calibrate_slurm, calibrate_volcano, resimulate
+from broker.calibration.run import Calibration, calibrate_kube, calibrate_slurm, resimulate
 from broker.models import Cluster
 from broker.services.fleet.calibration import CalibrationFigures, calibration_record
 from portal.tenancy.errors import DomainError
@@ -78,11 +78,10 @@ class Command(BaseCommand):
         if cluster.kind == "volcano" and not opts["pool"]:
             raise CommandError("--pool: name the GPU pool the jobs ask for (the fleet page lists the pools)")
         backend = backend_for(cluster)
-        if cluster.kind in ("kueue", "volcano") and not isinstance(backend, KubeSide):
-            raise CommandError(f"--cluster {cluster.name}: its backend cannot play a calibration")
-        if cluster.kind == "volcano":
-            assert isinstance(backend, KubeSide)
-            return calibrate_volcano(
+        if cluster.kind in ("kueue", "volcano"):
+            if not isinstance(backend, KubeSide):
+                raise CommandError(f"--cluster {cluster.name}: its backend cannot play a calibration")
+            return calibrate_kube(
                 jobs,
                 cluster=cluster.name,
                 backend=backend,
@@ -91,18 +90,6 @@ class Command(BaseCommand):
                 queue=str(opts["queue"]),
                 local_queue=str(opts["local_queue"]),
                 pool=str(opts["pool"]),
-                repeat=repeat,
-            )
-        if cluster.kind == "kueue":
-            assert isinstance(backend, KubeSide)
-            return calibrate_kueue(
-                jobs,
-                cluster=cluster.name,
-                backend=backend,
-                inventory=backend.inventory,
-                namespace=str(opts["namespace"] or backend.settings.default_namespace),
-                queue=str(opts["queue"]),
-                local_queue=str(opts["local_queue"]),
                 repeat=repeat,
             )
         return calibrate_slurm(

@@ -33,7 +33,7 @@ from broker.backends.kube import KubeConfig, KueueBackend
 from broker.backends.kube.volcano import VolcanoBackend
 from broker.calibration.jobs import load
 from broker.calibration.played import Played
-from broker.calibration.run import Calibration, calibrate_kueue, calibrate_volcano
+from broker.calibration.run import Calibration, calibrate_kube
 from broker.management.commands.calibrate import summary
 
 from . import cluster as c
@@ -129,8 +129,8 @@ def volcano_calib_profile(kueue_cluster: client.ApiClient, k8s_env) -> Iterator[
 def _kueue(kubeconfig: str) -> Calibration:
     backend = KueueBackend("k8s-main", KubeConfig(kubeconfig=kubeconfig), settings())
     try:
-        return calibrate_kueue(load(SLICE), cluster="k8s-main", backend=backend, inventory=backend.inventory,
-                               namespace=c.NAMESPACE, queue="calib", local_queue="calib-local")
+        return calibrate_kube(load(SLICE), cluster="k8s-main", backend=backend, inventory=backend.inventory,
+                              namespace=c.NAMESPACE, queue="calib", local_queue="calib-local")
     finally:
         backend.close()
 
@@ -138,7 +138,7 @@ def _kueue(kubeconfig: str) -> Calibration:
 def _volcano(kubeconfig: str) -> Calibration:
     backend = VolcanoBackend("k8s-main", KubeConfig(kubeconfig=kubeconfig), settings())
     try:
-        return calibrate_volcano(load(VOLCANO_SLICE), cluster="k8s-main", backend=backend,
+        return calibrate_kube(load(VOLCANO_SLICE), cluster="k8s-main", backend=backend,
                                  inventory=backend.inventory, namespace=c.NAMESPACE, queue="calib-v",
                                  local_queue="calib-v-local", pool=VOLCANO_POOL)
     finally:
