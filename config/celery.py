@@ -11,6 +11,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 app = Celery("gpubroker")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+if app.conf.task_always_eager and not app.conf.broker_url:
+    # in-process tasks: Celery still takes a producer from its pool to serialise an eager
+    # task's arguments, and with no broker URL that pool is of a default localhost AMQP broker
+    # (kombu warned "No hostname was supplied" at the demo's first pass); the in-memory
+    # transport is what in-process means (named with a host, or kombu warns all the same)
+    app.conf.broker_url = "memory://localhost/"
 app.autodiscover_tasks()
 
 
