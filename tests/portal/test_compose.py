@@ -39,3 +39,22 @@ def test_commands_run_gunicorn_a_celery_worker_and_beat():
     assert "gunicorn config.wsgi:application" in " ".join(services["web"]["command"])
     assert services["worker"]["command"][:4] == ["celery", "-A", "config", "worker"]
     assert services["beat"]["command"][:4] == ["celery", "-A", "config", "beat"]
+
+
+def test_images_are_built_here_from_debian_not_pulled():
+    """No registry is reachable (issue 30): every image is localhost/..., made by scripts/images."""
+    root = COMPOSE.parent
+    services = _services()
+    for name, service in services.items():
+        assert service["image"].startswith("localhost/gpubroker"), name
+    for name in ("web", "worker", "beat"):
+        assert services[name]["build"] == {"context": ".", "dockerfile": "Containerfile"}, name
+    for containerfile in (root / "Containerfile", *sorted((root / "ops" / "images").glob("*/Containerfile"))):
+        froms = [line.split()[1] for line in containerfile.read_text().splitlines() if line.startswith("FROM ")]
+        assert froms == ["${BASE_IMAGE}"], containerfile
+        assert "ARG BASE_IMAGE=localhost/gpubroker-base:bookworm" in containerfile.read_text(), containerfile
+    assert (root / "scripts" / "images").exists()
+
+
+def test_web_port_on_the_host_can_be_moved():
+    assert _services()["web"]["ports"] == ["${GPUBROKER_WEB_PORT:-8000}:8000"]
