@@ -71,6 +71,7 @@ class Context:
     queue_caps: Mapping[str, int] = field(default_factory=dict)
     inqueue: dict[str, int] = field(default_factory=dict)
     now: float = 0.0  # the pass's instant (simulated seconds)
+    enqueued: list[SimJob] = field(default_factory=list)  # Volcano: let in by this pass
     # Slurm: QoS MaxTRESPerJob GPUs per QoS name, association GrpTRES GPUs per account, and
     # the GPUs running jobs use per account
     qos_caps: Mapping[str, int] = field(default_factory=dict)
@@ -360,13 +361,15 @@ def _enqueue(job: SimJob, ctx: Context, res: str, pools: list[str]) -> Verdict |
     if job.enqueued:
         return None
     cap = ctx.queue_caps.get(job.partition)
-    if cap is not None and job.gpus > cap:
-        return Verdict(Reason.POLICY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
-    running = sum(gpus for (_, queue), gpus in ctx.by_queue.items() if queue == job.partition)
-    if cap is not None and running + ctx.inqueue.get(job.partition, 0) + job.gpus > cap:
-        return Verdict(Reason.CAPACITY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
+    if cap is not None:
+        if job.gpus > cap:
+            return Verdict(Reason.POLICY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
+        running = sum(gpus for (_, queue), gpus in ctx.by_queue.items() if queue == job.partition)
+        if running + ctx.inqueue.get(job.partition, 0) + job.gpus > cap:
+            return Verdict(Reason.CAPACITY, QUOTA_INSUFFICIENT.format(res=res), pools=pools)
     job.enqueued, job.ready_at = True, ctx.now + VOLCANO_SESSION_S
     ctx.inqueue[job.partition] = ctx.inqueue.get(job.partition, 0) + job.gpus
+    ctx.enqueued.append(job)
     return None
 
 

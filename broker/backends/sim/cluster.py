@@ -412,6 +412,8 @@ class SimulatedCluster:
                 ctx.blocked.update(verdict.pools)
             elif verdict.blocks:
                 self._hold(plan, job, verdict)
+        for job in ctx.enqueued:  # Volcano: a pass is due when their pods exist
+            self._live.wake_at(job)
 
     def _limit_s(self, job: SimJob) -> float:
         limit = job.request.time_limit_s

@@ -26,6 +26,9 @@ class LiveJobs:
         # (end, seq, job id) of jobs that started; entries of jobs that left since are
         # skipped when they reach the top
         self._ends: list[tuple[float, int, str]] = []
+        # (instant, job id) of waiting jobs that may start only from that instant on
+        # (Volcano: their pods exist one session after the enqueue); stale entries skipped
+        self._wakes: list[tuple[float, str]] = []
 
     def add(self, job: SimJob) -> None:
         """A new pending job."""
@@ -75,12 +78,24 @@ class LiveJobs:
             heapq.heappop(self._ends)
         return self._ends[0][0] if self._ends else None
 
+    def wake_at(self, job: SimJob) -> None:
+        """``job`` waits until its ``ready_at``: a pass is due then."""
+        heapq.heappush(self._wakes, (job.ready_at, job.job_id))
+
     def next_event(self, cursor: float) -> float | None:
         """The earliest instant after which a pass may start something: a running job's end
-        or (Volcano) a waiting gang's pods coming to exist (``ready_at``)."""
-        ready = [j.ready_at for j in self._pending.values() if j.ready_at > cursor]
+        or (Volcano) a waiting gang's pods coming to exist (``ready_at``).  Kept in a heap, as
+        the ends are, so that a cluster with thousands waiting does not scan them each time."""
+        while self._wakes and not self._waking(self._wakes[0], cursor):
+            heapq.heappop(self._wakes)
         end = self.next_end()
-        return min(ready + ([end] if end is not None else []), default=None)
+        wake = self._wakes[0][0] if self._wakes else None
+        return min((t for t in (end, wake) if t is not None), default=None)
+
+    def _waking(self, entry: tuple[float, str], cursor: float) -> bool:
+        """The entry is still ahead and of a job still waiting for it."""
+        job = self._pending.get(entry[1])
+        return entry[0] > cursor and job is not None and job.ready_at == entry[0]
 
     def ending_by(self, instant: float) -> list[SimJob]:
         """Running jobs that end at or before ``instant``, in submission order."""

@@ -115,6 +115,8 @@ def _relive(self: SimulatedCluster, job: SimJob, pool: str | None) -> None:
     if not job.active:
         return  # ended or lost: kept for status, usage and logs only
     self._live.add(job)
+    if job.enqueued and job.state is JobState.PENDING:
+        self._live.wake_at(job)  # its pods may exist only later (Volcano): a pass is due then
     if job.state is JobState.RUNNING:
         assert pool is not None  # _job_from refuses a running job without one
         self._live.started(job, pool)
