@@ -144,7 +144,8 @@ class KubePlayer:
 
 
 def _note(played: Played, text: str, most: int = 40) -> None:
-    """Each distinct reason text once (the evidence of what Kueue said), at most ``most``."""
+    """Each distinct reason text once (the evidence of what the control plane said), at most
+    ``most``."""
     if text not in played.notes and len(played.notes) < most:
         played.notes.append(text)
 

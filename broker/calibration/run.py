@@ -193,7 +193,7 @@ def calibrate_kube(
             backend, namespace=namespace, queue=queue, local_queue=local_queue, gpu_models=models(sim), start=start
         )
 
-    side = volcano_side(queue, local_queue, pool) if plane == "volcano" else kueue_side(queue, local_queue)
+    side = side_for(plane, queue, local_queue, pool)
     return _repeat(
         result, jobs, side, player, inventory=inventory, repeat=repeat, deadline_s=deadline_s, wait_idle_s=wait_idle_s
     )
@@ -231,15 +231,21 @@ def volcano_side(queue: str, local_queue: str, pool: str) -> SimSide:
     )
 
 
+def side_for(plane: str, queue: str, local_queue: str, pool: str = "") -> SimSide:
+    """The simulator side of a control plane: ``queue`` is Slurm's partition, Kueue's or
+    Volcano's queue of the broker's jobs; ``local_queue`` that of the local jobs."""
+    if plane == "kueue":
+        return kueue_side(queue, local_queue)
+    if plane == "volcano":
+        return volcano_side(queue, local_queue, pool)
+    return slurm_side(queue)
+
+
 def side_of(recorded: dict[str, Any]) -> SimSide:
     """The simulator side a recorded calibration was played with."""
-    queue, local = recorded["partition"], recorded.get("local_queue") or recorded["partition"]
-    plane = recorded.get("control_plane")
-    if plane == "kueue":
-        return kueue_side(queue, local)
-    if plane == "volcano":
-        return volcano_side(queue, local, recorded["pool"])
-    return slurm_side(queue)
+    queue = recorded["partition"]
+    local = recorded.get("local_queue") or queue
+    return side_for(str(recorded.get("control_plane")), queue, local, recorded.get("pool", ""))
 
 
 class _Player(Protocol):

@@ -36,12 +36,12 @@ class Command(BaseCommand):
     help = "Play a job list on a real Slurm partition, Kueue or Volcano queues and on the simulator built from it."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--cluster", help="a registered Slurm or Kueue cluster's name")
+        parser.add_argument("--cluster", help="a registered Slurm, Kueue or Volcano cluster's name")
         parser.add_argument("--jobs", required=True, type=Path, help="the job list (JSON: broker/calibration/jobs.py)")
         parser.add_argument("--partition", default="calib", help="an idle partition kept for the calibration")
         parser.add_argument("--account", default="", help="the Slurm account to submit under (default: yours)")
-        parser.add_argument("--queue", default="calib", help="Kueue: the LocalQueue of the list's broker jobs")
-        parser.add_argument("--local-queue", default="calib-local", help="Kueue: the LocalQueue of its local jobs")
+        parser.add_argument("--queue", default="calib", help="Kueue's LocalQueue or Volcano's Queue of the broker jobs")
+        parser.add_argument("--local-queue", default="calib-local", help="the same, of the list's local jobs")
         parser.add_argument("--namespace", default="", help="Kueue, Volcano: their namespace (default: the backend's)")
         parser.add_argument("--pool", default="", help="Volcano: the GPU pool the jobs ask for (its model)")
         parser.add_argument("--repeat", type=int, default=1)
