@@ -54,7 +54,14 @@ from broker.models import (
 from broker.services.records import moves
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit_many, audit_record
-from broker.services.dispatching.send import Known, _in_flight, attempt_send, before_attempt_written, workload_dispatch
+from broker.services.dispatching.send import (
+    Known,
+    _in_flight,
+    attempt_after,
+    attempt_send,
+    before_attempt_written,
+    workload_dispatch,
+)
 from broker.services.records.bulk_moves import per_row
 from broker.services.records.transitions import Note, moved_record
 from broker import runtime
@@ -132,7 +139,7 @@ def _claim(ids: Sequence[int]) -> list[Claim]:
         if _in_flight(last):
             continue  # another worker is still talking to the cluster about it
         before_attempt_written()
-        attempts.append(DispatchAttempt(workload=w, cluster=w.placed_cluster, number=last.number + 1 if last else 1))
+        attempts.append(attempt_after(w, last))
     if not attempts:
         return []
     DispatchAttempt.objects.bulk_create(attempts)  # a number taken meanwhile raises: all rolls back

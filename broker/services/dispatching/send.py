@@ -65,6 +65,11 @@ def attempt_in_flight(workload: Workload) -> bool:
     return _in_flight(workload.attempts.order_by("-number").first())
 
 
+def attempt_after(workload: Workload, last: DispatchAttempt | None) -> DispatchAttempt:
+    """The workload's attempt after ``last`` (not saved yet), at the cluster it is placed on."""
+    return DispatchAttempt(workload=workload, cluster=workload.placed_cluster, number=last.number + 1 if last else 1)
+
+
 def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
     """Write the attempt before calling the cluster; None when another attempt is in flight."""
     last = workload.attempts.order_by("-number").first()
@@ -75,9 +80,9 @@ def _claim_attempt(workload: Workload) -> DispatchAttempt | None:
     alone = not transaction.get_connection().in_atomic_block
     try:
         with contextlib.nullcontext() if alone else transaction.atomic():
-            return DispatchAttempt.objects.create(
-                workload=workload, cluster=workload.placed_cluster, number=(last.number + 1) if last else 1
-            )
+            attempt = attempt_after(workload, last)
+            attempt.save(force_insert=True)
+            return attempt
     except IntegrityError:
         return None  # a concurrent worker claimed this attempt number
 

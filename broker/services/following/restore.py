@@ -22,7 +22,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from broker.lifecycle import ON_THE_WAY_STATES
-from broker.models import DispatchAttempt, Workload, WorkloadState
+from broker.models import Workload, WorkloadState
+from broker.services.dispatching.send import attempt_after
 from broker.services.records import moves
 from broker.services.records.audit import audit
 from broker import runtime
@@ -55,10 +56,8 @@ def _mark_unknown(*, workload_id: int, actor: User | None) -> str:
         return ""  # moved on since the pass read it
     if workload.state == WorkloadState.RESERVED:
         moves.start_dispatch(pk=workload.id, note=None, savepoint=False)
-    last = workload.attempts.order_by("-number").first()
-    attempt = DispatchAttempt.objects.create(
-        workload=workload, cluster=workload.placed_cluster, number=(last.number + 1) if last else 1
-    )
+    attempt = attempt_after(workload, workload.attempts.order_by("-number").first())
+    attempt.save(force_insert=True)
     moves.attempt_no_answer(
         pk=attempt.id,
         note=None,
