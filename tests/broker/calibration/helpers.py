@@ -23,3 +23,23 @@ def inventory(*, allocated: int = 0, cap: int | None = None) -> InventorySnapsho
     caps = (JobCap("QoS of calib", pool="calib/a100", max_gpus=cap),) if cap else ()
     return InventorySnapshot(cluster="ci", taken_at=datetime(2026, 12, 4, tzinfo=UTC), pools=pools,
                              limits=LocalLimits(caps=caps))
+
+
+class FakeKubeApi:
+    """What the Kubernetes player calls on a backend, as a script drives it: the jobs it
+    created (by name), the refs it cancelled.  Each control plane's fake says how a job is
+    made and described."""
+
+    cluster, settings = "k", None
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict] = {}
+        self.cancelled: list[str] = []
+
+    def cancel(self, job_id):
+        self.cancelled.append(job_id)
+        self.jobs.pop(job_id.split("/")[1], None)
+        return True
+
+    def server_version(self):
+        return "Kubernetes v1.36.5"

@@ -14,6 +14,7 @@ from broker.calibration.kube import KubePlayer
 from broker.calibration.simulated import NotCalibratable, play, simulator_for_kueue
 from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventory
 from broker.local_limits import GroupQuota, LocalLimits
+from tests.broker.calibration.helpers import FakeKubeApi
 
 KUEUE_SLICE = Path(__file__).parent / "data" / "kueue-contended-16gpu.json"
 
@@ -73,17 +74,15 @@ def test_a_priority_outside_the_brokers_words_is_refused_naming_the_job():
                          "priority": "urgent"}]})
 
 
-class FakeKueue:
+class FakeKueue(FakeKubeApi):
     """Jobs and Workloads as the API lists them; each sample moves the scripted story on."""
 
-    cluster, kind = "k", "kueue"
+    kind = "kueue"
 
     def __init__(self) -> None:
-        self.jobs: dict[str, dict] = {}
+        super().__init__()
         self.workloads: dict[str, dict] = {}
-        self.cancelled: list[str] = []
         self.submitted: list[tuple[str, str, list[str]]] = []
-        self.settings = None
 
     def submit(self, spec, workload_id, identity):
         name = workload_id
@@ -91,14 +90,6 @@ class FakeKueue:
         self.workloads[name] = {"metadata": {"ownerReferences": [{"uid": f"uid-{name}"}]}, "status": {}}
         self.submitted.append((name, identity.queue, list(spec.gpu_models)))
         return f"team/{name}"
-
-    def cancel(self, job_id):
-        self.cancelled.append(job_id)
-        self.jobs.pop(job_id.split("/")[1], None)
-        return True
-
-    def server_version(self):
-        return "Kubernetes v1.36.5"
 
     def calibration_jobs(self, namespace, project):
         return [(job, self.workloads.get(name)) for name, job in self.jobs.items()]

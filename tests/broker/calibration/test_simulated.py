@@ -2,9 +2,9 @@
 reports them, played at the job list's instants."""
 from __future__ import annotations
 
-import pytest
 from dataclasses import replace
 
+import pytest
 
 from broker.calibration.compare import started_ahead
 from broker.calibration.jobs import parse

@@ -14,6 +14,7 @@ from broker.calibration.kube import KubePlayer, volcano_start
 from broker.calibration.simulated import NotCalibratable, play, simulator_for_volcano
 from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventory
 from broker.local_limits import GroupQuota, LocalLimits
+from tests.broker.calibration.helpers import FakeKubeApi
 
 VOLCANO_SLICE = Path(__file__).parent / "data" / "volcano-contended-16gpu.json"
 
@@ -88,28 +89,19 @@ def test_the_shipped_volcano_slice_is_contended_on_the_simulator():
     assert {o.state for o in played.jobs.values()} >= {"completed", "cancelled"}
 
 
-class FakeVolcano:
+class FakeVolcano(FakeKubeApi):
     """vcjobs and PodGroups as the API lists them; the script moves them on each sample."""
 
-    cluster, kind, settings = "k", "volcano", None
+    kind = "volcano"
 
     def __init__(self) -> None:
-        self.jobs: dict[str, dict] = {}
-        self.cancelled: list[str] = []
+        super().__init__()
         self.queues: list[str] = []
 
     def submit(self, spec, workload_id, identity):
         self.jobs[workload_id] = {"metadata": {"name": workload_id, "namespace": "team"}, "phase": "Pending"}
         self.queues.append(identity.queue)
         return f"team/{workload_id}"
-
-    def cancel(self, job_id):
-        self.cancelled.append(job_id)
-        self.jobs.pop(job_id.split("/")[1], None)
-        return True
-
-    def server_version(self):
-        return "Kubernetes v1.36.5"
 
     def calibration_jobs(self, namespace, project):
         return [(job, None) for job in self.jobs.values()]
