@@ -71,6 +71,9 @@ class Cluster(models.Model):
     draining = models.BooleanField(default=False, help_text="No new placements; running jobs continue")
     health = models.CharField(max_length=20, choices=ClusterHealth.choices, default=ClusterHealth.UNKNOWN)
     last_inventory_at = models.DateTimeField(null=True, blank=True)
+    # the last report whose numbers differed from the one before: workloads that found no
+    # place before it are looked at again in the next pass, whatever their pause
+    capacity_changed_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     stale_since = models.DateTimeField(null=True, blank=True)
     queue_pending_jobs = models.PositiveIntegerField(default=0)

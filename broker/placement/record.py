@@ -25,6 +25,7 @@ from broker.placement.results import Candidate, Exclusion, PlacementResult
 CHOSEN_LOOKUP = "placement__chosen"
 CHOSEN_POOL_LOOKUP = "placement__chosen__pool"
 RETRY_AT_LOOKUP = "placement__retry__at"
+RETRY_SINCE_LOOKUP = "placement__retry__since"
 MANAGER_LOOKUP = "placement__manager"
 
 KNOWN = frozenset(
@@ -151,20 +152,34 @@ class Retry:
 
     tries: int
     at: datetime | None
+    # when the fruitless look was: a report of changed capacity after it makes the workload
+    # due at once, whatever its pause (None on rows written before it was kept)
+    since: datetime | None = None
 
     @classmethod
     def from_json(cls, data: object) -> Retry | None:
         if not isinstance(data, Mapping):
             return None
         tries = data.get("tries")
-        try:
-            at = datetime.fromisoformat(data["at"]) if isinstance(data.get("at"), str) else None
-        except ValueError:
-            at = None
-        return cls(tries if isinstance(tries, int) and not isinstance(tries, bool) else 0, at)
+        return cls(
+            tries if isinstance(tries, int) and not isinstance(tries, bool) else 0,
+            _when(data, "at"),
+            _when(data, "since"),
+        )
 
     def to_json(self) -> JsonObject:
-        return {"tries": self.tries, "at": self.at.isoformat() if self.at else None}
+        out: JsonObject = {"tries": self.tries, "at": self.at.isoformat() if self.at else None}
+        if self.since is not None:
+            out["since"] = self.since.isoformat()
+        return out
+
+
+def _when(data: Mapping[str, object], key: str) -> datetime | None:
+    value = data.get(key)
+    try:
+        return datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -345,7 +360,7 @@ class PlacementRecord:
         doubling with each try, up to ``cap_s``."""
         tries = (earlier.tries if earlier else 0) + 1
         pause = min(cap_s, first_s * 2 ** (tries - 1))
-        return replace(self, retry=Retry(tries, now + timedelta(seconds=pause)))
+        return replace(self, retry=Retry(tries, now + timedelta(seconds=pause), since=now))
 
     @property
     def candidates(self) -> list[str]:

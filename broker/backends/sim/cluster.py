@@ -103,6 +103,7 @@ class SimulatedCluster:
         self._seq = itertools.count(1000)
         self._cursor = self._created = self.clock.seconds
         self._lock = threading.RLock()
+        self.version = 0  # bumped when a job is submitted, starts or leaves (the replay elides on it)
 
     def number_jobs_from(self, first: int) -> None:
         """Number the next jobs from ``first`` on (never back): a restarted demo continues
@@ -163,15 +164,17 @@ class SimulatedCluster:
                 cluster=self.name, taken_at=self.clock.at(self._cursor), pools=self._pools(), queue=self._queue_stats()
             )
 
-    def submit(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> str:
-        """Accept a job (raises Rejected for Slurm's submit-time refusals)."""
+    def submit(
+        self, spec: WorkloadSpec, workload_id: str | None, identity: ProjectIdentity, duration_s: float | None = None
+    ) -> str:
+        """Accept a job (raises Rejected for Slurm's submit-time refusals); no workload id: a local user's."""
         req = request_from_spec(spec)
         with self._lock:
             self._catch_up()
             partition = self._partition_for(req, identity.queue)
             account = self._account(identity)
             namespace = identity.k8s_namespace or identity.project or "default"
-            job = self._new_job(req, workload_id, account, partition, namespace)
+            job = self._new_job(req, workload_id, account, partition, namespace, duration_s)
             if self.faults.loses_job:
                 job.doomed, self.faults.loses_job = True, False
             self._schedule()
@@ -351,6 +354,7 @@ class SimulatedCluster:
             job.final_state, job.end_raw = JobState.FAILED, TIMEOUT_RAW[self.flavor]
         self._jobs[job_id] = job
         self._live.add(job)
+        self.version += 1
         return job
 
     def _catch_up(self) -> None:
@@ -436,7 +440,7 @@ class SimulatedCluster:
         assert verdict.placement is not None
         for node_name, gpus in verdict.placement:
             self.node(node_name).allocated += gpus
-        job.placement = list(verdict.placement)
+        job.placement, self.version = list(verdict.placement), self.version + 1
         job.state, job.started_at = JobState.RUNNING, self._cursor
         job.first_started_at = self._cursor if job.first_started_at is None else job.first_started_at
         job.reason, job.raw_reason = Reason.NONE, ""
@@ -454,6 +458,7 @@ class SimulatedCluster:
                 node = self.node(node_name)
                 node.allocated = max(0, node.allocated - gpus)
         self._live.remove(job)
+        self.version += 1
 
     def _finish(self, job: SimJob) -> None:
         self._release(job)

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Callable
 
 from django.db import transaction
+from django.db.models import Max
 
 from broker.lifecycle import PLACEABLE_STATES
 from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
@@ -21,7 +22,7 @@ from broker.models.workload import LocalReason
 from broker.backends.base import InventorySnapshot
 from broker.placement import Candidate, ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import should_hold_for_gang
-from broker.placement.record import RETRY_AT_LOOKUP, PlacementRecord
+from broker.placement.record import RETRY_AT_LOOKUP, RETRY_SINCE_LOOKUP, PlacementRecord
 from broker.selectors.run_times import runtime_hours_for
 from broker.services.records import moves
 from broker.services.records import tasks_bridge
@@ -71,7 +72,7 @@ RETRY_CAP_S = 120.0
 # the task's time limit, and are written in chunks (placing_writes.CHUNK).
 PASS_LIMIT = 1000
 # a row of the waiting queue: id, created, GPU class, GPUs, origin, cancel requested, retry at
-QueueRow = tuple[int, datetime, int, int, str, datetime | None, str | None]
+QueueRow = tuple[int, datetime, int, int, str, datetime | None, str | None, str | None]
 
 
 class _LostRace(Exception):
@@ -430,7 +431,8 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) 
     now = now or runtime.now()
     queue = _waiting_queue()
     ours = [row for row in queue if row[4] == "broker" and row[5] is None]
-    due = [row[0] for row in ours if not row[6] or datetime.fromisoformat(row[6]) <= now]
+    changed = Cluster.objects.aggregate(at=Max("capacity_changed_at"))["at"]
+    due = [row[0] for row in ours if _due(row, now, changed)]
     report = PassReport(due=min(len(due), limit), pausing=len(ours) - len(due), left_due=max(0, len(due) - limit))
     if not due:
         return report
@@ -452,11 +454,30 @@ def _over_quota(workload: Workload, record: PlacementRecord, why: str, now: date
     return _wait(workload, _with_retry(record, prior, now), LocalReason.POLICY, why, record.policy_version)
 
 
+def _due(row: QueueRow, now: datetime, capacity_changed_at: datetime | None) -> bool:
+    """Its pause after a fruitless look has run out, or a report of changed capacity came
+    after that look: freed GPUs are offered in the next pass, not after a pause of up to
+    RETRY_CAP_S."""
+    retry_at, since = row[6], row[7]
+    if not retry_at or datetime.fromisoformat(retry_at) <= now:
+        return True
+    return since is not None and capacity_changed_at is not None and datetime.fromisoformat(since) < capacity_changed_at
+
+
 def _waiting_queue() -> list[QueueRow]:
     return list(
         Workload.objects.filter(state__in=PLACEABLE)
         .order_by("created_at", "id")
-        .values_list("id", "created_at", "gpu_class_id", "total_gpus", "origin", "cancel_requested_at", RETRY_AT_LOOKUP)
+        .values_list(
+            "id",
+            "created_at",
+            "gpu_class_id",
+            "total_gpus",
+            "origin",
+            "cancel_requested_at",
+            RETRY_AT_LOOKUP,
+            RETRY_SINCE_LOOKUP,
+        )
     )
 
 

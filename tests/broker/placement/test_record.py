@@ -105,12 +105,13 @@ def test_each_fruitless_try_doubles_the_pause_up_to_the_cap():
     now = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
     record = PlacementRecord()
     first = record.retrying(earlier=None, now=now, first_s=10, cap_s=120)
-    assert first.retry == Retry(1, now + timedelta(seconds=10))
+    assert first.retry == Retry(1, now + timedelta(seconds=10), since=now)
     third = record.retrying(earlier=Retry(2, None), now=now, first_s=10, cap_s=120)
-    assert third.retry == Retry(3, now + timedelta(seconds=40))
+    assert third.retry == Retry(3, now + timedelta(seconds=40), since=now)
     tenth = record.retrying(earlier=Retry(9, None), now=now, first_s=10, cap_s=120)
     assert tenth.retry is not None and tenth.retry.at == now + timedelta(seconds=120)
-    assert first.to_json()["retry"] == {"tries": 1, "at": "2026-12-01T10:00:10+00:00"}
+    assert first.to_json()["retry"] == {
+        "tries": 1, "at": "2026-12-01T10:00:10+00:00", "since": "2026-12-01T10:00:00+00:00"}
 
 
 def test_a_library_decision_records_ranking_exclusions_and_the_chosen_candidate():
@@ -194,3 +195,9 @@ def test_the_excluded_summary_names_each_cluster_in_order_with_its_message():
         excluded={"b": RecordedExclusion("stale", "old inventory"), "a": RecordedExclusion("health", "down")}
     )
     assert record.excluded_summary() == "a: down; b: old inventory"
+
+
+def test_a_retry_written_before_the_look_was_kept_reads_without_it_and_writes_back_the_same():
+    row = {"tries": 2, "at": "2026-12-01T10:00:20+00:00"}
+    retry = Retry.from_json(row)
+    assert retry is not None and retry.since is None and retry.to_json() == row

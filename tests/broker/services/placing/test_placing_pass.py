@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from broker import tasks
-from broker.models import Workload
+from broker.models import Cluster, Workload
+from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.placing import bursting
 from broker.services.placing.cycle import RETRY_CAP_S, waiting_place_pass, workload_place
 
@@ -98,14 +99,14 @@ def test_a_pass_costs_a_fixed_number_of_reads_plus_each_workloads_own_writes(
         assert waiting_place_pass().due == 20
 
 
-def test_a_pass_right_after_reads_only_the_queue_while_every_workload_pauses(
+def test_a_pass_right_after_reads_only_the_queue_and_the_last_capacity_change_while_every_workload_pauses(
         trio, starved, make_cluster, submit, django_assert_max_num_queries):
     make_cluster("onprem")
     for i in range(8):
         submit(name=f"w{i}")
     now = timezone.now()
     assert waiting_place_pass(now=now).due == 8
-    with django_assert_max_num_queries(1):
+    with django_assert_max_num_queries(2):
         report = waiting_place_pass(now=now + timedelta(seconds=5))
     assert (report.due, report.pausing) == (0, 8)
 
@@ -159,3 +160,28 @@ def test_with_a_cloud_budget_the_spend_is_read_once_per_pass_not_per_workload(tr
     assert _spend_reads(waiting_place_pass) == 2  # the spend and the TCO, once for the six
     one_by_one = [submit(name=f"single{i}") for i in range(3)]
     assert _spend_reads(lambda: [workload_place(workload_id=w.id) for w in one_by_one]) == 6  # per workload
+
+
+def test_a_report_of_freed_gpus_ends_the_pause_of_a_workload_that_found_no_place(
+        trio, quota, make_cluster, submit, sim):
+    cluster = make_cluster("onprem", nodes=[8])
+    local = sim.get("onprem").inject_foreign_job(name="local", gpus_per_worker=8, duration_s=3600)
+    cluster_sync_inventory(cluster_id=cluster.id)
+    job = submit(gpus_per_worker=8)
+    now = timezone.now()
+    waiting_place_pass(now=now)
+    assert Workload.objects.get(id=job.id).state == "waiting"
+    cluster_sync_inventory(cluster_id=cluster.id)  # the same numbers: still pausing
+    assert waiting_place_pass(now=now + timedelta(seconds=3)).due == 0
+    sim.get("onprem").cancel(local)
+    cluster_sync_inventory(cluster_id=cluster.id)  # 8 GPUs free: looked at in the next pass
+    report = waiting_place_pass(now=now + timedelta(seconds=4))
+    assert (report.due, report.placed) == (1, 1)
+    assert Workload.objects.get(id=job.id).state == "reserved"
+
+
+def test_a_report_with_the_same_numbers_leaves_the_last_capacity_change_as_it_was(db, make_cluster):
+    cluster = make_cluster("onprem")
+    first = Cluster.objects.get(id=cluster.id).capacity_changed_at
+    cluster_sync_inventory(cluster_id=cluster.id)
+    assert first is not None and Cluster.objects.get(id=cluster.id).capacity_changed_at == first
