@@ -64,6 +64,9 @@ class ReplayJob:
     workers: int
     duration_s: float
     final_state: JobState = JobState.COMPLETED
+    # submitted by a local user straight into one cluster's own queue: the broker never
+    # sees it, every policy meets it (broker/replay/local_jobs.py)
+    local: bool = False
 
     @property
     def total_gpus(self) -> int:

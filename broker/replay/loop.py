@@ -23,6 +23,7 @@ from typing import Protocol, Sequence
 from broker.backends.sim import SimulatorFleet
 from broker.replay.jobs import ReplayJob
 from broker.replay.simview import FleetView
+from broker.replay.local_jobs import inject, local_figures
 from broker.replay.tracker import Outcome, Start, Tracker
 from broker.placement.wait_estimator import EstimatorReport
 
@@ -35,6 +36,7 @@ class ReplayEnv:
     view: FleetView
     tracker: Tracker
     rng: random.Random  # for the strategies' own random choices (race ties)
+    seed: int = 0  # the replay's seed: which local jobs go where (broker/replay/local_jobs.py)
 
     @property
     def now_s(self) -> float:
@@ -68,6 +70,7 @@ class ReplayRun:
     usage: list[tuple[str, float, float, int]] = field(default_factory=list)
     extra: dict[str, int] = field(default_factory=dict)
     estimator: EstimatorReport | None = None  # the broker's wait estimator against what followed
+    local_outcomes: dict[str, Outcome] = field(default_factory=dict)  # the local users' jobs
 
 
 # The overall estimator figures as the report's extra counters (whole seconds) and the
@@ -100,10 +103,15 @@ def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) ->
         env.sim.tick()
         _settle(strategy, tracker, [], tracker.pop_ends(now), now)
         arrivals: list[ReplayJob] = []
+        local: list[Start] = []
         while i < len(jobs) and jobs[i].submit_s <= now:
-            tracker.arrived(jobs[i])
-            arrivals.append(jobs[i])
+            if jobs[i].local:  # straight into its cluster's queue: no strategy hears of it
+                local += [s for s in [inject(env.view, tracker, jobs[i], env.seed, now)] if s is not None]
+            else:
+                tracker.arrived(jobs[i])
+                arrivals.append(jobs[i])
             i += 1
+        _settle(strategy, tracker, local, set(), now)
         _settle(strategy, tracker, *strategy.step(now, arrivals), now)
     run = _collect(strategy.name, env, now, strategy.finish(now))
     # only the broker's presets predict waits (like next_wake, an attribute some have)
@@ -114,6 +122,9 @@ def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) ->
 def _settle(strategy: Strategy, tracker: Tracker, starts: list[Start], touched: set[str], now: float) -> None:
     while starts or touched:
         starts = starts + tracker.refresh(touched, now)
+        for start in [s for s in starts if tracker.is_local(s)]:
+            tracker.accept(start)  # a local user's job: the harness's, not the strategy's
+        starts = [s for s in starts if not tracker.is_local(s)]
         touched = strategy.on_started(starts, now) if starts else set()
         starts = []
 
@@ -121,11 +132,20 @@ def _settle(strategy: Strategy, tracker: Tracker, starts: list[Start], touched: 
 def _collect(name: str, env: ReplayEnv, end_s: float, extra: dict[str, int]) -> ReplayRun:
     """GPU time from the simulator's own accounting, as the schedulers record it."""
     clock = env.sim.clock
-    run = ReplayRun(strategy=name, outcomes=env.tracker.outcomes, end_s=end_s, extra=extra)
+    every = env.tracker.outcomes
+    run = ReplayRun(
+        strategy=name,
+        outcomes={k: o for k, o in every.items() if not o.job.local},
+        end_s=end_s,
+        extra={**extra, **local_figures(every.values())},
+        local_outcomes={k: o for k, o in every.items() if o.job.local},
+    )
     for cluster_name, cluster in env.view.clusters.items():
         total = 0.0
         for record in cluster.usage(clock.origin):
-            total += record.gpu_seconds
+            # the local users' GPU time is in the utilisation, not in any policy's spend
+            if (cluster_name, record.job_id) not in env.tracker.local_jobs:
+                total += record.gpu_seconds
             if record.gpu_seconds:
                 end = record.end or clock.now()
                 run.usage.append((cluster_name, clock.to_seconds(record.start), clock.to_seconds(end), record.gpus))

@@ -25,6 +25,7 @@ from broker.replay.clairvoyant import ClairvoyantFifo
 from broker.replay.broker_strategy import BrokerPreset, broker_context
 from broker.replay.jobs import ReplayJob, Skipped, TimeOptions, prepare
 from broker.replay.knobs import Knobs
+from broker.replay.local_jobs import DEFAULT_LOCAL_SHARE, mark_local
 from broker.replay.loop import ReplayEnv, ReplayRun, Strategy, run_replay
 from broker.replay.metrics import Metrics, compute
 from broker.replay.simview import FleetView
@@ -117,10 +118,13 @@ class ReplayConfig:
     window: str = "all"
     queueing: str = LOCAL_QUEUEING
     knobs: Knobs | None = None  # the tuned knobs of ``default`` (None: the policy file)
+    local_share: float = DEFAULT_LOCAL_SHARE  # of the jobs, submitted locally (local_jobs.py)
 
     def __post_init__(self) -> None:
         if self.window not in WINDOWS:
             raise ValueError(f"window: one of {', '.join(WINDOWS)}")
+        if not 0.0 <= self.local_share < 1.0:
+            raise ValueError(f"local_share: from 0 up to (not including) 1, got {self.local_share}")
 
 
 @dataclass
@@ -141,7 +145,8 @@ def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, Synt
     # the trace replay's own database is seeded from this file: the classes are the same
     policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
     jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
-    return len(rows), window_of(jobs, config.window), skipped, synth
+    marked = mark_local(window_of(jobs, config.window), config.local_share, config.synth.seed)
+    return len(rows), marked, skipped, synth
 
 
 def window_of(jobs: Sequence[ReplayJob], window: str) -> list[ReplayJob]:
@@ -203,7 +208,7 @@ def replay_run(
     for cluster in build_simulated_clusters(fleet, sim):
         cluster.queueing = queueing
     view = FleetView(sim, fleet)
-    env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed))
+    env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed), seed=seed)
     strategy = strategy or make_strategy(name, fleet, knobs)
     if isinstance(strategy, BrokerPreset):
         with broker_context(clock, strategy.preset, strategy.policy_text):

@@ -91,6 +91,12 @@ class FleetView:
         self._free[key] = (version, free)
         return free
 
+    def summed_capacity(self, name: str, job: ReplayJob) -> int:
+        """Every GPU of the job's class on the cluster, busy or not."""
+        nodes = self.clusters[name].nodes
+        pools = set(matching_pools(nodes, self.request(job)))
+        return sum(n.gpus for n in nodes if n.pool in pools)
+
     def admits_now(self, name: str, job: ReplayJob) -> bool:
         """The whole gang fits on the free GPUs of one pool of its class now (any node of
         the cluster), and that pool's local quota (Kueue's, in the simulator's truth) has

@@ -65,6 +65,9 @@ class Tracker:
         # (an end, a start from the local queue, a withdrawal): what an inventory
         # report taken earlier cannot know
         self._changes: dict[str, int] = dict.fromkeys(view.names, 0)
+        # (cluster, job id) of the local users' jobs (broker/replay/local_jobs.py): the
+        # harness accepts their starts, and their GPU time is no policy's spend
+        self.local_jobs: set[tuple[str, str]] = set()
 
     # -- what strategies report ---------------------------------------------------------
     def arrived(self, job: ReplayJob) -> Outcome:
@@ -133,9 +136,16 @@ class Tracker:
             if not pending:
                 continue
             views = self.view.clusters[cluster].status(list(pending))
+            gone = [j for j, v in views.items() if v.state is JobState.CANCELLED and not v.started_at]
+            for job_id in gone:  # withdrawn before it started (the broker cancelled it)
+                pending.pop(job_id)
             started = [job_id for job_id in pending if job_id in views and views[job_id].state is not JobState.PENDING]
             for job_id in started:
-                starts.append(Start(pending.pop(job_id), cluster, job_id, now))
+                # when it started there: the instant itself where the loop steps from event
+                # to event, earlier where it steps on the broker's timers
+                at = views[job_id].started_at
+                when = now if at is None else min(now, self.view.sim.clock.to_seconds(at))
+                starts.append(Start(pending.pop(job_id), cluster, job_id, when))
             if started:
                 self.view.touch(cluster)
                 self._changes[cluster] += 1
@@ -143,3 +153,6 @@ class Tracker:
 
     def changes(self, cluster: str) -> int:
         return self._changes[cluster]
+
+    def is_local(self, start: Start) -> bool:
+        return (start.cluster, start.job_id) in self.local_jobs

@@ -20,6 +20,7 @@ from django.db.migrations.executor import MigrationExecutor
 from broker.fleet_file import FleetError
 from broker.replay.jobs import TimeOptions
 from broker.replay.knobs import read_knobs
+from broker.replay.local_jobs import DEFAULT_LOCAL_SHARE
 from broker.replay.runner import (
     DEFAULT_POLICIES,
     WINDOWS,
@@ -131,6 +132,13 @@ class Command(BaseCommand):
             help="the simulated clusters' own queues: backfill (Slurm's default, Kueue BestEffortFIFO) or strict FIFO",
         )
         parser.add_argument(
+            "--local-share",
+            type=float,
+            default=DEFAULT_LOCAL_SHARE,
+            help="share of the jobs local users submit straight into a cluster's own queue, never seen by the broker "
+            f"(default {DEFAULT_LOCAL_SHARE:g}; 0 for none)",
+        )
+        parser.add_argument(
             "--breakdown", action="store_true", help="also print waits per GPU class, single jobs and gangs apart"
         )
         parser.add_argument("--output", default="", help="also write the table to this file")
@@ -168,6 +176,7 @@ class Command(BaseCommand):
                 window=opts["window"],
                 queueing=opts["local_queues"],
                 knobs=read_knobs(Path(opts["knobs"])) if opts["knobs"] else None,
+                local_share=opts["local_share"],
             )
         except ValueError as exc:
-            raise CommandError(str(exc)) from None
+            raise CommandError(str(exc).replace("local_share:", "--local-share:")) from None

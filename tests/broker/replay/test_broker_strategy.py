@@ -23,7 +23,8 @@ def test_jobs_arriving_together_share_one_prepared_fleet_and_never_share_a_node(
 
     monkeypatch.setattr(placing, "PreparedFleet", counting)
     config = ReplayConfig(
-        trace=trace_file(FRAGMENTING_TRACE[:4]), fleet=fleet_file(), synth=SynthOptions(gang_fraction=0.0)
+        trace=trace_file(FRAGMENTING_TRACE[:4]), fleet=fleet_file(), synth=SynthOptions(gang_fraction=0.0),
+        local_share=0.0,
     )
     jobs = load_jobs(config)[1]
     run = replay_run("default", jobs, load_fleet(config.fleet), seed=7)

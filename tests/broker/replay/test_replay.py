@@ -37,10 +37,13 @@ def test_other_seed_other_mix(config):
     assert load_jobs(config(seed=7))[1] != load_jobs(config(seed=8))[1]
 
 
-def test_every_replayed_job_is_accounted_for(db, config):
+def test_every_replayed_job_is_accounted_for_the_local_users_jobs_apart(db, config):
     report = run_policies(config())
+    local = sum(j.local for j in report.jobs)
+    assert 0 < local < len(report.jobs)  # about 30% by default
     for m in report.metrics:
-        assert m.jobs == len(report.jobs) and m.started + m.never_placed == m.jobs, m.policy
+        assert m.jobs == len(report.jobs) - local and m.started + m.never_placed == m.jobs, m.policy
+        assert m.extra["local jobs"] == local, m.policy
 
 
 @pytest.fixture
