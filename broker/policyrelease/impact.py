@@ -79,7 +79,9 @@ def compare(
         # a class the policy no longer defines cannot be submitted: those jobs fail to place
         kept = [j for j in jobs if j.gpu_class in classes]
         strategy = BrokerPreset(label, fleet, policy_text=text, tenant_prefix="")
-        out[label] = per_tenant(replay_run(label, kept, fleet, seed, strategy), fleet)
+        # the instant loop: a comparison of two policies on the same history, quick enough for
+        # a reviewer to wait for; the production loop (docs/replay.md) is for the replays
+        out[label] = per_tenant(replay_run(label, kept, fleet, seed, strategy, loop="instant"), fleet)
         for job in jobs:
             if job.gpu_class not in classes:
                 row = out[label].setdefault(job.tenant, _empty())

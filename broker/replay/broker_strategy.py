@@ -37,18 +37,12 @@ never binds (quota is not what this replay measures).
 
 from __future__ import annotations
 
-import contextlib
-import itertools
-from datetime import datetime, timedelta
-from typing import Iterator, Sequence
-
-from django.contrib.auth.models import User
-from django.contrib.auth.base_user import AbstractBaseUser
+from typing import Sequence
 
 from broker import runtime
-from broker.backends.sim import SimClock
 from broker.fleet_file import FleetDescription
-from broker.models import AttemptState, Cluster, GpuClass, Quota, Workload, WorkloadState
+from broker.models import AttemptState, Workload, WorkloadState
+from broker.replay.broker_setup import broker_context, clear_replay_rows, replay_bot, tenant_project
 from broker.replay.jobs import TENANT_PREFIX, ReplayJob
 from broker.replay.loop import ESTIMATOR_EXTRAS, ReplayEnv
 from broker.replay.tracker import Start
@@ -56,63 +50,16 @@ from broker.services.dispatching.send import workload_dispatch
 from broker.services.fleet.registration import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.placing.cycle import PlacingPass, place_in_pass, placing_pass_open
-from broker.services.fleet.policy import current_policy, policy_override
 from broker.services.following.status import cluster_poll_status
 from broker.services.submitting.workloads import workload_submit
 from broker.placement.wait_estimator import EstimatorReport
 from broker.selectors.waits import wait_estimate_report
-from portal.tenancy.models import Membership, Project, Role, Tenant
 
-BOT_USERNAME = "replay-bot"
-UNLIMITED_GPUS = 1_000_000
+__all__ = ["BrokerPreset", "broker_context"]  # broker_context: where the runner and tests import it
+
 RESYNC_AFTER_S = 240.0  # inside the default policy's 300 s staleness limit
 POLL_EVERY_S = 300.0
 PLACEABLE = (WorkloadState.SUBMITTED, WorkloadState.WAITING)
-
-
-class ReplayNow:
-    """The broker's clock on the simulated clock, one microsecond per call within an
-    instant so that records written one after another keep their order."""
-
-    def __init__(self, clock: SimClock):
-        self.clock = clock
-        self._instant = float("nan")
-        self._ticks = itertools.count()
-
-    def __call__(self) -> datetime:
-        seconds = self.clock.seconds
-        if seconds != self._instant:
-            self._instant, self._ticks = seconds, itertools.count()
-        return self.clock.at(seconds) + timedelta(microseconds=next(self._ticks))
-
-
-@contextlib.contextmanager
-def broker_context(clock: SimClock, preset: str | None, policy_text: str | None = None) -> Iterator[None]:
-    """Simulated time, no Celery hand-offs and the policy: ``policy_text`` (default: the one
-    in force), with its preset replaced when ``preset`` is given."""
-    with runtime.override(now=ReplayNow(clock), task_sink=lambda *args: None):
-        if preset is not None:
-            policy_text = policy_with_preset(preset, policy_text or current_policy().text)
-        if policy_text is None:
-            yield
-        else:
-            with policy_override(policy_text):
-                yield
-
-
-def policy_with_preset(preset: str, text: str) -> str:
-    """The policy text with only its ``preset:`` line changed."""
-    lines = [f"preset: {preset}" if line.startswith("preset:") else line for line in text.splitlines()]
-    if lines == text.splitlines() and f"preset: {preset}" not in lines:
-        lines.append(f"preset: {preset}")
-    return "\n".join(lines) + "\n"
-
-
-def clear_replay_rows(fleet: FleetDescription, prefix: str = TENANT_PREFIX) -> None:
-    """Remove what an earlier replay left: its workloads (with their reservations,
-    attempts and audit records) and the fleet's cluster rows."""
-    Workload.objects.filter(tenant__slug__startswith=prefix).delete()
-    Cluster.objects.filter(name__in=fleet.names).delete()
 
 
 class BrokerPreset:
@@ -142,13 +89,13 @@ class BrokerPreset:
         clear_replay_rows(self.fleet, self.tenant_prefix)
         gpu_classes_from_policy()
         self.clusters = {c.name: c.id for c in clusters_from_fleet(fleet=self.fleet)}
-        self.user = _bot()
+        self.user = replay_bot()
         self.projects: dict[str, int] = {}
 
     def _project(self, tenant: str) -> int:
         project_id = self.projects.get(tenant)
         if project_id is None:
-            project_id = self.projects[tenant] = _tenant_project(tenant, self.user, self.tenant_prefix)
+            project_id = self.projects[tenant] = tenant_project(tenant, self.user, self.tenant_prefix)
         return project_id
 
     # -- each instant -----------------------------------------------------------------
@@ -241,26 +188,3 @@ class BrokerPreset:
             error = self.estimator.overall
             extra.update({key: round(getattr(error, name)) for name, key in ESTIMATOR_EXTRAS.items()})
         return extra
-
-
-def _bot() -> User:
-    user, created = User.objects.get_or_create(username=BOT_USERNAME)
-    if created:
-        user.set_unusable_password()  # it submits through the services, never logs in
-        user.save()
-    return user
-
-
-def _tenant_project(tenant: str, user: AbstractBaseUser, prefix: str = TENANT_PREFIX) -> int:
-    """The tenant's project id, with the bot as a researcher and an unbounded quota."""
-    slug = f"{prefix}{tenant}"
-    tenant_row, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": f"Replay {tenant}"})
-    project, _ = Project.objects.get_or_create(
-        tenant=tenant_row,
-        slug="main",
-        defaults={"name": f"Replay {tenant}", "slurm_account": slug, "k8s_namespace": slug},
-    )
-    Membership.objects.get_or_create(user_id=user.pk, tenant=tenant_row, project=None, role=Role.RESEARCHER)
-    for gpu_class in GpuClass.objects.all():
-        Quota.objects.update_or_create(tenant=tenant_row, gpu_class=gpu_class, defaults={"limit_gpus": UNLIMITED_GPUS})
-    return project.id

@@ -113,7 +113,7 @@ def run_replay(jobs: Sequence[ReplayJob], strategy: Strategy, env: ReplayEnv) ->
             i += 1
         _settle(strategy, tracker, local, set(), now)
         _settle(strategy, tracker, *strategy.step(now, arrivals), now)
-    run = _collect(strategy.name, env, now, strategy.finish(now))
+    run = collect_run(strategy.name, env, now, strategy.finish(now))
     # only the broker's presets predict waits (like next_wake, an attribute some have)
     run.estimator = getattr(strategy, "estimator", None)
     return run
@@ -129,7 +129,7 @@ def _settle(strategy: Strategy, tracker: Tracker, starts: list[Start], touched: 
         starts = []
 
 
-def _collect(name: str, env: ReplayEnv, end_s: float, extra: dict[str, int]) -> ReplayRun:
+def collect_run(name: str, env: ReplayEnv, end_s: float, extra: dict[str, int]) -> ReplayRun:
     """GPU time from the simulator's own accounting, as the schedulers record it."""
     clock = env.sim.clock
     every = env.tracker.outcomes

@@ -28,6 +28,8 @@ from broker.replay.knobs import Knobs
 from broker.replay.local_jobs import DEFAULT_LOCAL_SHARE, mark_local
 from broker.replay.loop import ReplayEnv, ReplayRun, Strategy, run_replay
 from broker.replay.metrics import Metrics, compute
+from broker.replay.production import Skipping, run_production
+from broker.replay.production_broker import ProductionBroker
 from broker.replay.simview import FleetView
 from broker.replay.synth import SynthOptions, SynthReport, synthesize
 from broker.replay.trace import read_trace
@@ -68,6 +70,10 @@ def policies_asked(raw: str, note: Callable[[str], object]) -> tuple[str, ...]:
 # job.  first: the half settings may be tuned on (``replay_tune`` reads only it); second:
 # the held-out half, reported on and never tuned on; all: the whole trace
 WINDOWS = ("all", "first", "second")
+# how a broker preset is run: "production", beat's tasks on their intervals and a worker
+# (broker/replay/production.py); "instant", the older harness that syncs right before
+# placing and offers a job only where the simulator says it fits now (broker_strategy.py)
+LOOPS = ("production", "instant")
 LOCAL_QUEUEING = "backfill"  # what real local schedulers do by default
 # A fixed origin: the same trace gives the same timestamps in every run.
 ORIGIN = datetime(2023, 1, 1, tzinfo=timezone.utc)
@@ -119,10 +125,13 @@ class ReplayConfig:
     queueing: str = LOCAL_QUEUEING
     knobs: Knobs | None = None  # the tuned knobs of ``default`` (None: the policy file)
     local_share: float = DEFAULT_LOCAL_SHARE  # of the jobs, submitted locally (local_jobs.py)
+    loop: str = "production"  # how the broker's presets run (LOOPS)
 
     def __post_init__(self) -> None:
         if self.window not in WINDOWS:
             raise ValueError(f"window: one of {', '.join(WINDOWS)}")
+        if self.loop not in LOOPS:
+            raise ValueError(f"loop: one of {', '.join(LOOPS)}")
         if not 0.0 <= self.local_share < 1.0:
             raise ValueError(f"local_share: from 0 up to (not including) 1, got {self.local_share}")
 
@@ -171,7 +180,9 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
     report = ReplayReport(config, rows, jobs, skipped, synth, fleet)
     for name in config.policies:
         began = time.perf_counter()
-        metrics = run_one(name, jobs, fleet, seed=config.synth.seed, queueing=config.queueing, knobs=config.knobs)
+        metrics = run_one(
+            name, jobs, fleet, seed=config.synth.seed, queueing=config.queueing, knobs=config.knobs, loop=config.loop
+        )
         report.metrics.append(metrics)
         report.seconds[name] = time.perf_counter() - began
         if progress:
@@ -187,9 +198,10 @@ def run_one(
     strategy: Strategy | None = None,
     queueing: str = LOCAL_QUEUEING,
     knobs: Knobs | None = None,
+    loop: str = "production",
 ) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
-    return compute(replay_run(name, jobs, fleet, seed, strategy, queueing, knobs), fleet)
+    return compute(replay_run(name, jobs, fleet, seed, strategy, queueing, knobs, loop), fleet)
 
 
 def replay_run(
@@ -200,6 +212,8 @@ def replay_run(
     strategy: Strategy | None = None,
     queueing: str = LOCAL_QUEUEING,
     knobs: Knobs | None = None,
+    loop: str = "production",
+    skipping: Skipping | None = None,
 ) -> ReplayRun:
     """The raw run (outcomes per job, usage per cluster) behind ``run_one``; the local
     queues backfill unless ``queueing`` is "strict"."""
@@ -210,6 +224,10 @@ def replay_run(
     view = FleetView(sim, fleet)
     env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed), seed=seed)
     strategy = strategy or make_strategy(name, fleet, knobs)
+    if isinstance(strategy, BrokerPreset) and loop == "production":
+        broker = ProductionBroker(strategy.name, fleet, strategy.preset, strategy.policy_text, strategy.tenant_prefix)
+        with broker_context(clock, broker.preset, broker.policy_text, task_sink=broker.sink):
+            return run_production(jobs, broker, env, skipping)
     if isinstance(strategy, BrokerPreset):
         with broker_context(clock, strategy.preset, strategy.policy_text):
             return run_replay(jobs, strategy, env)

@@ -111,7 +111,22 @@ class Tracker:
         self.view.touch(cluster)
         self._changes[cluster] += 1
 
+    def forget(self, cluster: str, job_id: str) -> None:
+        """A destination job the strategy itself cancelled (the broker's withdrawals): it
+        no longer waits there, and a running one has no end to wait for."""
+        self._pending[cluster].pop(job_id, None)
+        self._gone.add((cluster, job_id))
+        self.view.touch(cluster)
+        self._changes[cluster] += 1
+
     # -- what the loop asks -------------------------------------------------------------
+    def pending(self, local: bool = True) -> int:
+        """Destination jobs still waiting at their clusters (``local=False``: the strategy's
+        own, without the local users')."""
+        if local:
+            return sum(len(p) for p in self._pending.values())
+        return sum((c, j) not in self.local_jobs for c, p in self._pending.items() for j in p)
+
     def next_end(self) -> float | None:
         while self._ends and (self._ends[0][2], self._ends[0][3]) in self._gone:
             heapq.heappop(self._ends)

@@ -1,11 +1,8 @@
 """One simulated control plane: nodes, a FIFO queue, local admission and a clock.
 
-Scheduling is lazy and event-driven: every call first replays what happened since the
-last one (jobs ending at their exact instants, queued jobs starting in the room they
-leave), so results do not depend on how often anyone looks.  This class has no fault
-switches of its own in effect: ``SimulatorBackend`` applies them, so tests and the demo
-can always inspect the true state here.
-"""
+Scheduling is lazy and event-driven: every call first replays what happened since the last one
+(jobs ending at their exact instants, queued jobs starting in the room they leave), so results do
+not depend on how often anyone looks.  Fault switches act in ``SimulatorBackend``, not here."""
 
 from __future__ import annotations
 
@@ -299,6 +296,11 @@ class SimulatedCluster:
     @property
     def nodes(self) -> list[SimNode]:
         return list(self._nodes)
+
+    def next_event(self) -> float | None:
+        """When this cluster next changes by itself: a job ends, a gang's pods appear."""
+        with self._lock:
+            return self._live.next_event(self._cursor)
 
     def jobs(self, workload_id: str | None = None) -> list[SimJob]:
         """Every job ever submitted, lost ones included (inspection only)."""

@@ -22,6 +22,7 @@ from broker.replay.jobs import TimeOptions
 from broker.replay.knobs import read_knobs
 from broker.replay.local_jobs import DEFAULT_LOCAL_SHARE
 from broker.replay.runner import (
+    LOOPS,
     DEFAULT_POLICIES,
     WINDOWS,
     ReplayConfig,
@@ -132,6 +133,13 @@ class Command(BaseCommand):
             help="the simulated clusters' own queues: backfill (Slurm's default, Kueue BestEffortFIFO) or strict FIFO",
         )
         parser.add_argument(
+            "--loop",
+            choices=LOOPS,
+            default="production",
+            help="how the broker's presets run: production (beat's tasks on their intervals, a worker; the broker "
+            "learns only from its syncs and polls) or instant (the older harness: synced right before placing)",
+        )
+        parser.add_argument(
             "--local-share",
             type=float,
             default=DEFAULT_LOCAL_SHARE,
@@ -177,6 +185,7 @@ class Command(BaseCommand):
                 queueing=opts["local_queues"],
                 knobs=read_knobs(Path(opts["knobs"])) if opts["knobs"] else None,
                 local_share=opts["local_share"],
+                loop=opts["loop"],
             )
         except ValueError as exc:
             raise CommandError(str(exc).replace("local_share:", "--local-share:")) from None

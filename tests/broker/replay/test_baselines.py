@@ -55,7 +55,7 @@ def test_onprem_first_without_gang_check_fragments_too(fragmented_fleet):
     assert run.outcomes["gang"].fragmented
 
 
-def test_our_default_packs_the_gang_where_it_fits(db, fragmented_fleet):
+def test_our_default_packs_the_gang_where_it_fits(transactional_db, fragmented_fleet):
     m = run_one("default", FRAGMENTING, fragmented_fleet, seed=1)
     assert m.fragmented == 0 and m.failed_at_destination == 0
     assert m.by_group["a100-80gb gangs"] == (1, 0.0, 0.0)  # started on arrival, in the cloud

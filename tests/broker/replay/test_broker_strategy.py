@@ -27,7 +27,7 @@ def test_jobs_arriving_together_share_one_prepared_fleet_and_never_share_a_node(
         local_share=0.0,
     )
     jobs = load_jobs(config)[1]
-    run = replay_run("default", jobs, load_fleet(config.fleet), seed=7)
+    run = replay_run("default", jobs, load_fleet(config.fleet), seed=7, loop="instant")
     assert len(prepared) == 1  # four placements, one fleet read
     # each 3-GPU job on its own 4-GPU node: the pass booked what it had placed
     assert [(o.cluster, o.start_s, o.rejected) for o in run.outcomes.values()] == [("frag", 0.0, 0)] * 4

@@ -52,7 +52,7 @@ def test_the_windows_split_the_jobs_in_arrival_order_and_rebase_the_second_half(
     assert window_of(jobs, "all") == jobs
 
 
-def test_the_broker_replay_reports_its_wait_estimators_error(db, fragmented_fleet):
+def test_the_broker_replay_reports_its_wait_estimators_error(transactional_db, fragmented_fleet):
     from broker.replay.runner import run_one  # noqa: PLC0415
     from tests.broker.replay.test_baselines import FRAGMENTING  # noqa: PLC0415
     m = run_one("default", FRAGMENTING, fragmented_fleet, seed=1)

@@ -79,7 +79,7 @@ def test_command_refuses_an_unknown_policy(db, no_isolation, trace_file, fleet_f
                      "--policies", "default,fifo")
 
 
-def test_the_command_keeps_each_presets_wait_estimator_error_for_the_fleet_page(db, no_isolation, trace_file,
+def test_the_command_keeps_each_presets_wait_estimator_error_for_the_fleet_page(transactional_db, no_isolation, trace_file,
                                                                                  fleet_file, capsys):
     from broker.models import ReplayEstimate  # noqa: PLC0415
 
