@@ -8,7 +8,14 @@ import pytest
 
 from broker.replay.baselines import FirstFit, MultiKueueIncremental, MultiKueueRace, OnpremFirstNoGang
 from broker.replay.clairvoyant import ClairvoyantFifo
-from broker.replay.lower_bound import BoundJob, fleet_units, mean_wait_bound_s, replay_wait_bound_s, srpt_ends
+from broker.replay.lower_bound import (
+    BoundJob,
+    fleet_units,
+    mean_busy_times,
+    mean_wait_bound_s,
+    replay_wait_bound_s,
+    srpt_ends,
+)
 from tests.broker.replay.test_baselines import TWIN_FLEET, job, replay
 
 
@@ -18,10 +25,31 @@ def test_one_machine_serves_the_shortest_remaining_work_first():
     assert srpt_ends(jobs, 2.0) == [5.0, 2.0]
 
 
-def test_the_bound_is_the_mean_of_srpt_end_minus_arrival_and_run_time_and_never_below_zero():
-    # rate 4: two 4-GPU jobs of 100 s arriving together: ends 100 and 200; waits 0 and 100
-    jobs = [BoundJob(0, 4, 100, "a100"), BoundJob(0, 4, 100, "a100")]
-    assert mean_wait_bound_s(jobs, {"a100": 4}) == 50.0
+def test_shortest_original_work_first_gives_each_jobs_mean_busy_time():
+    # rate 2: a (work 8) runs 0-1, b (work 2, arrives at 1) runs 1-2, a again 2-5
+    jobs = [BoundJob(0, 2, 4, "a100"), BoundJob(1, 1, 2, "a100")]
+    assert mean_busy_times(jobs, 2.0) == [(1 + 21) / 8, 1.5]
+
+
+def test_the_srpt_form_bounds_one_gpu_jobs_that_queue_behind_one_long_one():
+    # rate 1: srpt ends b at 2, a at 11: waits at least (11 - 10) + (2 - 1 - 1) = 1 in all
+    jobs = [BoundJob(0, 1, 10, "a100"), BoundJob(1, 1, 1, "a100")]
+    assert mean_wait_bound_s(jobs, {"a100": 1}) == 0.5
+
+
+def test_the_mean_busy_time_form_is_exact_for_one_gpu_jobs_twice_as_many_as_the_gpus():
+    # 4 one-GPU jobs of 1 s on 2 GPUs at once: two wait 1 s (mean 0.5); SRPT alone says 0.25
+    jobs = [BoundJob(0, 1, 1, "a100")] * 4
+    assert mean_wait_bound_s(jobs, {"a100": 2}) == 0.5
+
+
+def test_jobs_of_more_than_half_the_gpus_are_bounded_one_at_a_time():
+    # two 3-GPU jobs of 10 s on 4 GPUs can never overlap: waits 0 and 10 at best
+    jobs = [BoundJob(0, 3, 10, "a100"), BoundJob(0, 3, 10, "a100")]
+    assert mean_wait_bound_s(jobs, {"a100": 4}) == 5.0
+
+
+def test_the_bound_is_never_below_zero_and_zero_for_no_jobs():
     assert mean_wait_bound_s([BoundJob(0, 1, 100, "a100")], {"a100": 8}) == 0.0
     assert mean_wait_bound_s([], {"a100": 8}) == 0.0
 
