@@ -32,6 +32,7 @@ from broker.replay.production import Skipping, run_production
 from broker.replay.production_broker import ProductionBroker
 from broker.replay.simview import FleetView
 from broker.replay.synth import SynthOptions, SynthReport, synthesize
+from broker.replay.target_load import LoadScaling, scale_to_load
 from broker.replay.trace import read_trace
 from broker.services.fleet.policy import current_policy
 from broker.services.placing.replay_estimates import ReplayEstimateRun
@@ -126,6 +127,7 @@ class ReplayConfig:
     knobs: Knobs | None = None  # the tuned knobs of ``default`` (None: the policy file)
     local_share: float = DEFAULT_LOCAL_SHARE  # of the jobs, submitted locally (local_jobs.py)
     loop: str = "production"  # how the broker's presets run (LOOPS)
+    target_load: float | None = None  # on-prem nodes scaled to this load (target_load.py)
 
     def __post_init__(self) -> None:
         if self.window not in WINDOWS:
@@ -146,6 +148,7 @@ class ReplayReport:
     fleet: FleetDescription
     metrics: list[Metrics] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per policy
+    scaling: LoadScaling | None = None  # how the fleet was scaled to ``config.target_load``
 
 
 def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, SynthReport]:
@@ -177,7 +180,9 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
         make_strategy(name, FleetDescription(clusters=()))  # fail before any work
     fleet = load_fleet(config.fleet)
     rows, jobs, skipped, synth = load_jobs(config)
-    report = ReplayReport(config, rows, jobs, skipped, synth, fleet)
+    scaling = scale_to_load(jobs, fleet, config.target_load) if config.target_load is not None else None
+    fleet = scaling.fleet if scaling else fleet
+    report = ReplayReport(config, rows, jobs, skipped, synth, fleet, scaling=scaling)
     for name in config.policies:
         began = time.perf_counter()
         metrics = run_one(

@@ -8,6 +8,7 @@ fleet file, thousands of workloads) reaches the configured database.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -32,6 +33,7 @@ from broker.replay.runner import (
     run_policies,
 )
 from broker.replay.synth import SynthOptions
+from broker.replay.target_load import LoadScaling, parse_targets
 from broker.replay.table import calibration_words, render
 from broker.selectors.workloads import latest_calibration
 from broker.replay.trace import TraceError
@@ -87,6 +89,18 @@ def record_estimates(runs: list[ReplayEstimateRun], say: Callable[[str], None]) 
         ready_to_record(say)
         record_replay_estimates(runs=runs)
         say(f"wait-estimator error of {len(runs)} run(s) recorded: /fleet/ shows it")
+
+
+def with_scaling(text: str, scaling: LoadScaling | None) -> str:
+    """The report with its fleet line saying how the fleet was scaled (both loads, the nodes)."""
+    if scaling is None:
+        return text
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("Fleet: "):
+            lines[i] = f"{line.rstrip('.')} ({scaling.describe()})."
+            return "\n".join(lines)
+    return f"Fleet {scaling.describe()}.\n{text}"
 
 
 class Command(BaseCommand):
@@ -147,6 +161,12 @@ class Command(BaseCommand):
             f"(default {DEFAULT_LOCAL_SHARE:g}; 0 for none)",
         )
         parser.add_argument(
+            "--target-load",
+            default="",
+            help="scale the on-prem nodes so that the busy window's offered GPUs over the on-prem GPUs is this "
+            "(whole nodes, never below the largest gang); a comma list (0.7,0.9,1.1) runs each in turn",
+        )
+        parser.add_argument(
             "--breakdown", action="store_true", help="also print waits per GPU class, single jobs and gangs apart"
         )
         parser.add_argument("--output", default="", help="also write the table to this file")
@@ -158,8 +178,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         config = self._config(opts)
+        targets = self._targets(opts)
         if not opts["no_record"]:
             ready_to_record(self.stderr.write)
+        texts = (
+            [self._run(replace(config, target_load=t), opts) for t in targets] if targets else [self._run(config, opts)]
+        )
+        if opts["output"]:
+            Path(opts["output"]).write_text("\n".join(texts), encoding="utf-8")
+
+    def _run(self, config: ReplayConfig, opts: dict) -> str:
+        """One replay of every policy, printed (and its estimator figures recorded)."""
         try:
             with isolated_database():
                 report = run_policies(config, progress=self.stderr.write)
@@ -167,10 +196,15 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not opts["no_record"]:
             record_estimates(estimator_runs(report), self.stderr.write)
-        text = render(report, breakdown=opts["breakdown"], calibration=calibration_line())
+        text = with_scaling(render(report, breakdown=opts["breakdown"], calibration=calibration_line()), report.scaling)
         self.stdout.write(text)
-        if opts["output"]:
-            Path(opts["output"]).write_text(text, encoding="utf-8")
+        return text
+
+    def _targets(self, opts: dict) -> list[float]:
+        try:
+            return parse_targets(opts["target_load"]) if opts["target_load"].strip() else []
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
 
     def _config(self, opts: dict) -> ReplayConfig:
         try:
