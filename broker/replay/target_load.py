@@ -28,6 +28,8 @@ from broker.replay.metrics import offered_load
 from broker.replay.simview import spec_for
 
 Key = tuple[int, int]  # (cluster index, node group index) in the fleet
+# a target that asks for more on-prem GPUs than this is a typo (0.009 for 0.9), not a fleet
+MAX_ONPREM_GPUS = 100_000
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,10 @@ def scale_to_load(jobs: Sequence[ReplayJob], fleet: FleetDescription, target: fl
     offered = offered_load(jobs)
     if offered <= 0:
         raise ValueError("--target-load: the jobs offer no GPU time in their busy window (too few arrivals)")
+    if offered / target > MAX_ONPREM_GPUS:
+        raise ValueError(
+            f"--target-load: {target:g} asks for {offered / target:,.0f} on-prem GPUs (at most {MAX_ONPREM_GPUS:,})"
+        )
     floors = {k: least_nodes(fleet.clusters[k[0]], _group(fleet, k), jobs) for k in keys}
     counts = _closest(dict(floors), fleet, offered, target)
     scaled = _apply(fleet, counts)

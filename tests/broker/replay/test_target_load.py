@@ -80,6 +80,11 @@ def test_a_bad_target_is_refused_naming_the_option(raw, message):
     assert parse_targets("0.7, 0.9,1.1") == [0.7, 0.9, 1.1]
 
 
+def test_a_target_that_asks_for_an_absurd_fleet_is_refused():
+    with pytest.raises(ValueError, match="--target-load: 1e-06 asks for"):
+        scale_to_load(JOBS, DEMO, 1e-6)
+
+
 def test_jobs_without_a_busy_window_cannot_be_scaled_and_say_why():
     with pytest.raises(ValueError, match="--target-load: the jobs offer no GPU time"):
         scale_to_load([job("alone", 0.0)], DEMO, 0.9)
