@@ -90,8 +90,8 @@ class Command(BaseCommand):
         unknown = [p for p in policies if not is_known(p)]
         if unknown:
             raise CommandError(f"--policies: unknown {', '.join(unknown)}")
-        if not opts["no_record"] and not opts["render_only"]:
-            ready_to_record(self.stderr.write)
+        # checked before any work (record_estimates checks again for --render-only)
+        record = not opts["no_record"] and (opts["render_only"] or ready_to_record(self.stderr.write))
         if not opts["render_only"]:
             if not opts["traces"]:
                 raise CommandError("traces: give at least one trace CSV file (or --render-only)")
@@ -115,13 +115,10 @@ class Command(BaseCommand):
             except (TraceError, FleetError, ValueError) as exc:
                 raise CommandError(str(exc)) from None
         merged = [Path(p) for p in opts["merge"].split(",") if p.strip()]
-        results = merge_results([out, *merged])
-        if not opts["no_record"]:
-            half = load_results(out).get("window") or opts["window"]
-            record_estimates(estimator_runs(results, half), self.stderr.write)
+        results = all_results = merge_results([out, *merged])
         if opts["summary_seeds"]:
             keep = {int(s) for s in _floats(opts["summary_seeds"], "summary-seeds")}
-            results["cells"] = {k: c for k, c in results["cells"].items() if c["seed"] in keep}
+            results = {**all_results, "cells": {k: c for k, c in all_results["cells"].items() if c["seed"] in keep}}
         summaries = summarise(results)
         text = markdown(summaries)
         self.stdout.write(text)
@@ -129,3 +126,6 @@ class Command(BaseCommand):
             Path(opts["summary"]).write_text(text + "\n", encoding="utf-8")
         if opts["png"]:
             draw(summaries, Path(opts["png"]))
+        if record:  # after the summary: the result is out whatever the database does
+            half = load_results(out).get("window") or opts["window"]
+            record_estimates(estimator_runs(all_results, half), self.stderr.write)

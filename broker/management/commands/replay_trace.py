@@ -73,22 +73,39 @@ def calibration_line() -> str:
     )
 
 
-def ready_to_record(say: Callable[[str], object]) -> None:
-    """Migrate the configured database before any work when it lacks tables: the figures are
-    kept there at the end, and a run of minutes must not end on a missing table."""
-    executor = MigrationExecutor(connection)
-    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
-        say("the configured database is not migrated: migrating it first (it keeps the estimator's figures)")
-        call_command("migrate", interactive=False, verbosity=0)
+def ready_to_record(say: Callable[[str], object]) -> bool:
+    """Whether the configured database can keep the estimator's figures, found before any
+    work: migrated first when it lacks tables (a fresh clone), so a run of minutes never
+    ends on a missing table. A database that cannot be read or migrated is skipped with a
+    note: the replay's table matters more than the figures it would record."""
+    try:
+        executor = MigrationExecutor(connection)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            say("the configured database is not migrated: migrating it first (it keeps the estimator's figures)")
+            call_command("migrate", interactive=False, verbosity=0)
+    except DatabaseError as exc:
+        say(f"{_not_recorded(exc)} (the configured database cannot be migrated)")
+        return False
+    return True
+
+
+def _not_recorded(exc: Exception) -> str:
+    name = connection.settings_dict["NAME"]
+    return f"the wait-estimator figures are not recorded in {name}: {exc}; the replay's table is complete"
 
 
 def record_estimates(runs: list[ReplayEstimateRun], say: Callable[[str], None]) -> None:
     """Keep the runs' estimator figures in the configured database (after the throwaway
-    one is gone), for /fleet/."""
-    if runs:
-        ready_to_record(say)
+    one is gone), for /fleet/. Called after the table is out: a failure here costs the
+    figures, never the result."""
+    if not runs or not ready_to_record(say):
+        return
+    try:
         record_replay_estimates(runs=runs)
-        say(f"wait-estimator error of {len(runs)} run(s) recorded: /fleet/ shows it")
+    except DatabaseError as exc:
+        say(_not_recorded(exc))
+        return
+    say(f"wait-estimator error of {len(runs)} run(s) recorded: /fleet/ shows it")
 
 
 def with_scaling(text: str, scaling: LoadScaling | None) -> str:
@@ -179,25 +196,26 @@ class Command(BaseCommand):
     def handle(self, *args, **opts) -> None:
         config = self._config(opts)
         targets = self._targets(opts)
-        if not opts["no_record"]:
-            ready_to_record(self.stderr.write)
+        record = not opts["no_record"] and ready_to_record(self.stderr.write)
         texts = (
-            [self._run(replace(config, target_load=t), opts) for t in targets] if targets else [self._run(config, opts)]
+            [self._run(replace(config, target_load=t), opts, record) for t in targets]
+            if targets
+            else [self._run(config, opts, record)]
         )
         if opts["output"]:
             Path(opts["output"]).write_text("\n".join(texts), encoding="utf-8")
 
-    def _run(self, config: ReplayConfig, opts: dict) -> str:
-        """One replay of every policy, printed (and its estimator figures recorded)."""
+    def _run(self, config: ReplayConfig, opts: dict, record: bool) -> str:
+        """One replay of every policy, printed (and its estimator figures recorded after)."""
         try:
             with isolated_database():
                 report = run_policies(config, progress=self.stderr.write)
         except (TraceError, FleetError, ValueError) as exc:
             raise CommandError(str(exc)) from None
-        if not opts["no_record"]:
-            record_estimates(estimator_runs(report), self.stderr.write)
         text = with_scaling(render(report, breakdown=opts["breakdown"], calibration=calibration_line()), report.scaling)
         self.stdout.write(text)
+        if record:  # after the table: the result is out whatever the database does
+            record_estimates(estimator_runs(report), self.stderr.write)
         return text
 
     def _targets(self, opts: dict) -> list[float]:

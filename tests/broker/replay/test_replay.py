@@ -166,3 +166,46 @@ def test_the_report_says_which_calibration_the_simulator_passed(db, no_isolation
     said = capsys.readouterr().out
     assert "Simulator: calibrated against slurm 22.05.8 at commit abc1234" in said
     assert "97% of job pairs started in the same order, median start error 3.2 s, medians of 3 repetitions" in said
+
+
+def test_a_replay_whose_recording_fails_after_the_run_still_prints_its_table(db, no_isolation, trace_file,
+                                                                             fleet_file, monkeypatch, capsys):
+    """The reported failure: the figures go to a database without their table after minutes of work.
+    The table is out first, and the failure is a note, not a traceback."""
+    from django.db import OperationalError  # noqa: PLC0415
+
+    from broker.management.commands import replay_trace  # noqa: PLC0415
+
+    def missing_table(**_):
+        raise OperationalError("no such table: broker_replayestimate")
+
+    monkeypatch.setattr(replay_trace, "record_replay_estimates", missing_table)
+    call_command("replay_trace", str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--policies",
+                 "default,multikueue-race", "--limit", "6", "--seed", "3")
+    said = capsys.readouterr()
+    assert "| default |" in said.out and "| multikueue-race |" in said.out
+    assert "not recorded in" in said.err and "no such table: broker_replayestimate" in said.err
+    assert "the replay's table is complete" in said.err
+
+
+def test_a_replay_on_a_database_that_cannot_be_migrated_still_prints_its_table(trace_file, fleet_file,
+                                                                                 tmp_path):
+    """A configured database that cannot even be opened (a SQLite file in a folder that does not
+    exist): the replay says it will not record, runs, and prints its table."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[3]
+    database = tmp_path / "no-such-folder" / "portal.sqlite3"
+    env = {k: v for k, v in os.environ.items() if k not in ("CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(DATABASE_URL=f"sqlite:///{database}", PYTHONPATH=str(root))
+    result = subprocess.run([sys.executable, "manage.py", "replay_trace", str(trace_file(ROWS)), "--fleet",
+                             str(fleet_file()), "--policies", "default,multikueue-race", "--limit", "6"],
+                            cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "cannot be migrated" in result.stderr and "not recorded in" in result.stderr
+    assert "| default |" in result.stdout and "| multikueue-race |" in result.stdout
+    assert not database.parent.exists()

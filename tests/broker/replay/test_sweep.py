@@ -93,3 +93,27 @@ def test_a_sweep_without_a_trace_is_refused_naming_the_argument(db):
 
     with pytest.raises(CommandError, match="traces: give at least one"):
         call_command("replay_sweep", "--policies", "default")
+
+
+def test_a_sweep_whose_recording_fails_still_prints_its_summary(db, tmp_path, monkeypatch, capsys):
+    import json  # noqa: PLC0415
+
+    from django.core.management import call_command  # noqa: PLC0415
+    from django.db import OperationalError  # noqa: PLC0415
+
+    from broker.management.commands import replay_trace  # noqa: PLC0415
+
+    def missing_table(**_):
+        raise OperationalError("no such table: broker_replayestimate")
+
+    monkeypatch.setattr(replay_trace, "record_replay_estimates", missing_table)
+    cell = _cell(11, {"multikueue-race": (600, 100), "default": (300, 90)})
+    cell["jobs"] = 40
+    cell["policies"]["default"]["extra"] = {"estimator n": 30, "estimator MAE s": 120, "estimator p50 s": 60,
+                                            "estimator p90 s": 300, "estimator bias s": -30}
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps({"window": "second", "cells": {"a": cell}}))
+    call_command("replay_sweep", "--render-only", "--results", str(results))
+    said = capsys.readouterr()
+    assert "| multikueue-race |" in said.out and "| default |" in said.out
+    assert "no such table: broker_replayestimate" in said.err
