@@ -1,7 +1,12 @@
 """What a replay run is scored on.  Every strategy is scored from the same ground truth
 (the tracker's starts, the simulator's usage records), never from its own bookkeeping.
 
-* queue wait: start - arrival, over the jobs that started (mean, and p95 by nearest rank);
+* queue wait: start - arrival, over the jobs that started (mean, and p50 and p95 by
+  nearest rank);
+* worst tenant's slowdown: a job's bounded slowdown is (wait + run) / max(run, 10 s) (the
+  floor keeps a seconds-long job that waited a minute from ranking as a tenant's whole
+  experience); a tenant's is the mean over its jobs that started, and the figure is the
+  largest over tenants: how badly the policy treats the tenant it treats worst;
 * time to first GPU: queue wait + the destination's startup (image pull + node
   provisioning, from the fleet file), which the simulator does not model as time;
 * failed at the destination: jobs a destination refused, or held although its free
@@ -51,6 +56,9 @@ class Metrics:
     gpu_hours: dict[str, float]
     cloud_spend: float
     utilisation: float
+    p50_wait_s: float = 0.0
+    worst_tenant_slowdown: float = 0.0  # see the module's docstring
+    worst_tenant: str = ""
     extra: dict[str, int] = field(default_factory=dict)
     by_group: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # n, mean, p95
     estimator: EstimatorReport | None = None  # the broker's presets only
@@ -93,6 +101,28 @@ def offered_load(jobs: Sequence[ReplayJob]) -> float:
     return work / (end - start)
 
 
+SLOWDOWN_FLOOR_S = 10.0  # run times below it count as this (bounded slowdown)
+
+
+def tenant_slowdowns(outcomes: Sequence[Outcome]) -> dict[str, float]:
+    """Per tenant, the mean bounded slowdown of its jobs that started."""
+    per: dict[str, list[float]] = {}
+    for o in outcomes:
+        if o.wait_s is not None:
+            run = max(o.job.duration_s, SLOWDOWN_FLOOR_S)
+            per.setdefault(o.job.tenant, []).append((o.wait_s + run) / run)
+    return {tenant: mean(values) for tenant, values in per.items()}
+
+
+def worst_tenant(outcomes: Sequence[Outcome]) -> tuple[str, float]:
+    """The tenant with the largest mean slowdown, and that slowdown (("", 0) for none)."""
+    slowdowns = tenant_slowdowns(outcomes)
+    if not slowdowns:
+        return "", 0.0
+    name = max(sorted(slowdowns), key=slowdowns.__getitem__)
+    return name, slowdowns[name]
+
+
 def group_of(outcome: Outcome) -> str:
     return f"{outcome.job.gpu_class} {'gangs' if outcome.job.workers > 1 else 'single'}"
 
@@ -125,6 +155,7 @@ def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
     held = sum(o.held_at_destination and not o.fragmented for o in outcomes)
     hours = {name: run.gpu_seconds.get(name, 0.0) / 3600.0 for name in fleet.names}
     spend = sum(hours[c.name] * c.price_per_gpu_hour for c in fleet.clusters if c.location == "cloud")
+    tenant, slowdown = worst_tenant(outcomes)
     return Metrics(
         policy=run.strategy,
         jobs=len(outcomes),
@@ -142,6 +173,9 @@ def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
         gpu_hours=hours,
         cloud_spend=spend,
         utilisation=utilisation(run, fleet, busy_window([o.job for o in outcomes])),
+        p50_wait_s=percentile(waits, 50),
+        worst_tenant_slowdown=slowdown,
+        worst_tenant=tenant,
         extra=dict(run.extra),
         by_group=by_group(outcomes),
         estimator=run.estimator,

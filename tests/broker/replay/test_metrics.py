@@ -89,3 +89,21 @@ clusters:
         assert (m.mean_wait_s, m.p95_wait_s, m.never_placed) == (*waits, 0), policy
         assert m.gpu_hours["only"] == pytest.approx(250 / 3600), policy
         assert m.cloud_spend == pytest.approx(0.25), policy
+
+
+def test_the_median_wait_and_the_worst_treated_tenants_slowdown():
+    def tenant_job(key: str, tenant: str, duration: float) -> ReplayJob:
+        return ReplayJob(key=key, submit_s=0, tenant=tenant, gpu_class="a100-80gb", min_memory_gb=80,
+                         gpus_per_worker=1, workers=1, duration_s=duration, final_state=JobState.COMPLETED)
+
+    outcomes = {
+        # alice: (0+100)/100 = 1 and (300+100)/100 = 4 -> mean 2.5
+        "a1": Outcome(tenant_job("a1", "alice", 100), start_s=0, cluster="home"),
+        "a2": Outcome(tenant_job("a2", "alice", 100), start_s=300, cluster="home"),
+        # bob: a 2-s job counts as 10 s (bounded slowdown): (20+10)/10 = 3
+        "b1": Outcome(tenant_job("b1", "bob", 2), start_s=20, cluster="home"),
+        "b2": Outcome(tenant_job("b2", "bob", 50)),  # never started: not in anyone's slowdown
+    }
+    m = compute(ReplayRun("x", outcomes, end_s=500, gpu_seconds={}, usage=[]), FLEET)
+    assert m.p50_wait_s == 20  # nearest rank of 0, 20, 300
+    assert (m.worst_tenant, m.worst_tenant_slowdown) == ("bob", pytest.approx(3.0))
