@@ -46,6 +46,7 @@ def cell_key(trace: Path | str, compress: float, seed: int) -> str:
 
 def metrics_row(m: Metrics) -> dict[str, Any]:
     return {
+        "p50_wait_s": m.p50_wait_s,
         "p95_wait_s": m.p95_wait_s,
         "mean_wait_s": m.mean_wait_s,
         "p95_gang_wait_s": m.p95_gang_wait_s,
@@ -56,6 +57,8 @@ def metrics_row(m: Metrics) -> dict[str, Any]:
         "jobs": m.jobs,
         "started": m.started,
         "utilisation": m.utilisation,
+        "worst_tenant_slowdown": m.worst_tenant_slowdown,
+        "worst_tenant": m.worst_tenant,
         "extra": dict(m.extra),
         **({"estimator": m.estimator.to_dict()} if m.estimator else {}),
     }
@@ -252,7 +255,7 @@ def estimator_runs(results: dict[str, Any], half: str) -> list[ReplayEstimateRun
     runs = []
     for cell in results["cells"].values():
         for policy, row in sorted(cell["policies"].items()):
-            report = _estimator_of(row)
+            report = estimator_of(row)
             if report is not None:
                 runs.append(
                     ReplayEstimateRun(
@@ -268,7 +271,7 @@ def estimator_runs(results: dict[str, Any], half: str) -> list[ReplayEstimateRun
     return runs
 
 
-def _estimator_of(row: dict[str, Any]) -> EstimatorReport | None:
+def estimator_of(row: dict[str, Any]) -> EstimatorReport | None:
     if "estimator" in row:
         return EstimatorReport.from_dict(row["estimator"])
     extra = row.get("extra", {})

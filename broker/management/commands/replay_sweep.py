@@ -1,6 +1,11 @@
 """`manage.py replay_sweep`: traces x compressions x seeds under every policy, on the
-held-out half of each trace by default; a JSON of results, a Markdown summary against
-the race and the clairvoyant FIFO, and (with matplotlib installed) the Pareto picture."""
+held-out half of each trace by default.
+
+By default one JSON file per cell in ``--results-dir`` (resumable cell by cell, each with
+its commit, arguments, seed and CPU time) and the table with its spread over the seeds;
+`manage.py replay_report` regenerates README.md, docs/replay.md and the picture from
+them. With ``--results FILE`` (or ``--render-only``), the older single results file, a
+Markdown summary of means against the race and the clairvoyant FIFO, and the picture."""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.fleet_file import FleetError
 from broker.management.commands.replay_trace import isolated_database, ready_to_record, record_estimates
+from broker.replay.cells import estimator_runs as cell_estimator_runs
+from broker.replay.cells import read_cells, run_cells
 from broker.replay.knobs import KNOBS_FILE, read_knobs
 from broker.replay.pareto import draw  # matplotlib itself is imported only when drawing
 from broker.replay.runner import WINDOWS, is_known, known_policies, policies_asked
@@ -23,8 +30,12 @@ from broker.replay.sweep import (
     run_sweep,
     summarise,
 )
+from broker.replay.spread_report import markdown as spread_markdown
 from broker.replay.trace import TraceError
 
+OLD_RESULTS = "replay-sweep.json"
+# Django's own options: not the sweep's arguments
+BASE_OPTIONS = {"verbosity", "settings", "pythonpath", "traceback", "no_color", "force_color", "skip_checks"}
 SWEEP_POLICIES = ("multikueue-race", "default", "default+burst30m", "clairvoyant-fifo", "multikueue-incremental")
 
 
@@ -38,6 +49,25 @@ def _floats(text: str, name: str) -> tuple[float, ...]:
     return values
 
 
+def _plan(opts: dict, policies: tuple[str, ...]) -> SweepPlan:
+    if not opts["traces"]:
+        raise CommandError("traces: give at least one trace CSV file (or --render-only)")
+    try:
+        knobs = read_knobs(Path(opts["knobs"])) if opts["knobs"] and "default" in policies else None
+    except ValueError as exc:
+        raise CommandError(f"--knobs: {exc}") from None
+    return SweepPlan(
+        traces=tuple(Path(t) for t in opts["traces"]),
+        compressions=_floats(opts["compress"], "compress"),
+        seeds=tuple(int(s) for s in _floats(opts["seeds"], "seeds")),
+        policies=policies,
+        fleet=Path(opts["fleet"]),
+        window=opts["window"],
+        queueing=opts["local_queues"],
+        knobs=knobs,
+    )
+
+
 class Command(BaseCommand):
     help = "Replay traces at several loads and seeds; summarise against the race and the clairvoyant FIFO."
 
@@ -45,7 +75,7 @@ class Command(BaseCommand):
         parser.add_argument("traces", nargs="*", help="trace CSV files (none with --render-only)")
         parser.add_argument("--fleet", default=str(settings.GPUBROKER_FLEET_FILE))
         parser.add_argument("--compress", default="3,5,8", help="arrival compressions")
-        parser.add_argument("--seeds", default="7,11,13")
+        parser.add_argument("--seeds", default="11,12,13,14,15", help="at least 5 for an interval worth quoting")
         parser.add_argument(
             "--policies", default=",".join(SWEEP_POLICIES), help=f"comma-separated, of: {', '.join(known_policies())}"
         )
@@ -68,7 +98,15 @@ class Command(BaseCommand):
         )
         parser.add_argument("--local-queues", choices=("backfill", "strict"), default="backfill")
         parser.add_argument(
-            "--results", default="replay-sweep.json", help="JSON results; cells already in it are not rerun"
+            "--results-dir",
+            default="replay-results",
+            help="one JSON file per cell (trace, half, compression, seed, policy); cells with a file are not rerun",
+        )
+        parser.add_argument(
+            "--results",
+            default="",
+            help=f"the older single JSON results file instead of --results-dir (with --render-only: {OLD_RESULTS} "
+            "unless given); cells already in it are not rerun",
         )
         parser.add_argument("--summary", default="", help="also write the Markdown here")
         parser.add_argument("--png", default="", help="draw the Pareto picture here")
@@ -85,30 +123,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts) -> None:
-        out = Path(opts["results"])
         policies = policies_asked(opts["policies"], self.stderr.write)
         unknown = [p for p in policies if not is_known(p)]
         if unknown:
             raise CommandError(f"--policies: unknown {', '.join(unknown)}")
+        if not opts["results"] and not opts["render_only"]:
+            self._cells(opts, policies)
+            return
+        out = Path(opts["results"] or OLD_RESULTS)
         # checked before any work (record_estimates checks again for --render-only)
         record = not opts["no_record"] and (opts["render_only"] or ready_to_record(self.stderr.write))
         if not opts["render_only"]:
-            if not opts["traces"]:
-                raise CommandError("traces: give at least one trace CSV file (or --render-only)")
-            try:
-                knobs = read_knobs(Path(opts["knobs"])) if opts["knobs"] and "default" in policies else None
-            except ValueError as exc:
-                raise CommandError(f"--knobs: {exc}") from None
-            plan = SweepPlan(
-                traces=tuple(Path(t) for t in opts["traces"]),
-                compressions=_floats(opts["compress"], "compress"),
-                seeds=tuple(int(s) for s in _floats(opts["seeds"], "seeds")),
-                policies=policies,
-                fleet=Path(opts["fleet"]),
-                window=opts["window"],
-                queueing=opts["local_queues"],
-                knobs=knobs,
-            )
+            plan = _plan(opts, policies)
             try:
                 with isolated_database():
                     run_sweep(plan, out, progress=self.stderr.write)
@@ -129,3 +155,21 @@ class Command(BaseCommand):
         if record:  # after the summary: the result is out whatever the database does
             half = load_results(out).get("window") or opts["window"]
             record_estimates(estimator_runs(all_results, half), self.stderr.write)
+
+    def _cells(self, opts: dict, policies: tuple[str, ...]) -> None:
+        """A sweep into one file per cell, then the table with its spread (stdout)."""
+        plan = _plan(opts, policies)
+        record = not opts["no_record"] and ready_to_record(self.stderr.write)
+        out = Path(opts["results_dir"])
+        arguments = {k: v for k, v in opts.items() if k not in BASE_OPTIONS}
+        try:
+            with isolated_database():
+                run_cells(plan, out, arguments, progress=self.stderr.write)
+            records = read_cells(out)
+            text = spread_markdown(records)
+        except (TraceError, FleetError, ValueError) as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(text)
+        self.stderr.write(f"manage.py replay_report --results-dir {out}: README.md, docs/replay.md and the picture")
+        if record:  # after the table: the result is out whatever the database does
+            record_estimates(cell_estimator_runs(records), self.stderr.write)

@@ -1,0 +1,222 @@
+"""The sweep's table with its spread, made from the cell files (broker/replay/cells.py):
+per trace, half, load and policy, the mean and 95% interval of each figure over the
+seeds, and the policy against the race seed by seed (broker/replay/spread.py).
+
+The table lives between two marker lines in README.md and docs/replay.md, so one command
+regenerates it in both without touching the prose around it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from broker.replay.spread import METHOD, MIN_SEEDS, RATIO_FLOOR_WAIT_S, Interval, VsRace, t_interval, vs_race
+from broker.replay.sweep import RACE
+
+START, END = "<!-- replay-table:start -->", "<!-- replay-table:end -->"
+
+
+@dataclass(frozen=True)
+class Measure:
+    key: str  # in a cell's metrics
+    label: str
+    minutes: bool  # stored in seconds, shown in minutes
+    floor: float  # a seed gives a ratio to the race only where the race's value is at least this
+
+
+MEASURES = (
+    Measure("p50_wait_s", "p50 wait", True, RATIO_FLOOR_WAIT_S),
+    Measure("p95_wait_s", "p95 wait", True, RATIO_FLOOR_WAIT_S),
+    Measure("mean_wait_s", "mean wait", True, RATIO_FLOOR_WAIT_S),
+    Measure("p95_gang_wait_s", "gang p95 wait", True, RATIO_FLOOR_WAIT_S),
+    Measure("cloud_spend", "cloud spend", False, 0.0),
+    Measure("worst_tenant_slowdown", "worst tenant's slowdown", False, 0.0),
+)
+
+
+@dataclass(frozen=True)
+class PolicySpread:
+    """One policy in one trace x half x load, over its seeds."""
+
+    trace: str
+    half: str
+    compress: float
+    policy: str
+    seeds: tuple[int, ...]
+    load_share: float
+    figures: dict[str, Interval | None]  # None: no seed has the figure (older results)
+    against_race: dict[str, VsRace | None]  # None: the race itself, or no seed paired with it
+
+
+Group = dict[str, dict[int, dict[str, Any]]]  # policy -> seed -> cell record
+
+
+def grouped(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, float], Group]:
+    groups: dict[tuple[str, str, float], Group] = {}
+    for r in records:
+        seeds = groups.setdefault((r["trace"], r["half"], float(r["compress"])), {}).setdefault(r["policy"], {})
+        if r["seed"] in seeds:
+            cell = f"{r['trace']} {r['half']} x{r['compress']:g} seed {r['seed']} {r['policy']}"
+            raise ValueError(f"two results for {cell}: give each cell once")
+        seeds[r["seed"]] = r
+    return groups
+
+
+def summarise(records: Sequence[dict[str, Any]]) -> list[PolicySpread]:
+    rows = []
+    for (trace, half, compress), group in sorted(grouped(records).items()):
+        for policy in sorted(group, key=lambda p: (p != RACE, p)):
+            rows.append(_spread(trace, half, compress, policy, group))
+    return rows
+
+
+def _spread(trace: str, half: str, compress: float, policy: str, group: Group) -> PolicySpread:
+    mine, race = group[policy], group.get(RACE, {})
+    return PolicySpread(
+        trace=trace,
+        half=half,
+        compress=compress,
+        policy=policy,
+        seeds=tuple(sorted(mine)),
+        load_share=sum(r["offered_load_share"] for r in mine.values()) / len(mine),
+        figures={m.key: _figure(mine, m.key) for m in MEASURES},
+        against_race={m.key: None if policy == RACE else _against(mine, race, m) for m in MEASURES},
+    )
+
+
+def _value(record: dict[str, Any], key: str) -> float | None:
+    value = record["metrics"].get(key)
+    return None if value is None else float(value)
+
+
+def _figure(seeds: dict[int, dict[str, Any]], key: str) -> Interval | None:
+    values = [v for v in (_value(r, key) for r in seeds.values()) if v is not None]
+    return t_interval(values) if values else None
+
+
+def _against(mine: dict[int, dict[str, Any]], race: dict[int, dict[str, Any]], m: Measure) -> VsRace | None:
+    pairs = []
+    for seed in sorted(set(mine) & set(race)):  # paired seed for seed: a half-done sweep stays fair
+        a, b = _value(mine[seed], m.key), _value(race[seed], m.key)
+        if a is not None and b is not None:
+            pairs.append((a, b))
+    return vs_race(pairs, m.floor) if pairs else None
+
+
+# -- rendering ----------------------------------------------------------------------------
+
+
+def _number(x: float, m: Measure, sign: bool = False) -> str:
+    x = x / 60 if m.minutes else x
+    fmt = ",.1f" if m.minutes else ",.0f" if m.key == "cloud_spend" else ",.2f"
+    return format(x, ("+" if sign else "") + fmt)
+
+
+def _interval(i: Interval | None, m: Measure, sign: bool = False, count: bool = True) -> str:
+    if i is None:
+        return "n/a"
+    if not i.has_spread:
+        return _number(i.mean, m, sign) + (" (1 seed)" if count else "")
+    return f"{_number(i.mean, m, sign)} [{_number(i.low, m, sign)}, {_number(i.high, m, sign)}]"
+
+
+def _ratio(i: Interval, count: bool = True) -> str:
+    if not i.has_spread:
+        return f"{i.mean:.2f}x" + (" (1 seed)" if count else "")
+    return f"{i.mean:.2f}x [{i.low:.2f}, {i.high:.2f}]"
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def _versus(v: VsRace | None, m: Measure) -> str:
+    """The ratio, the gap (seeds where the race's figure is under the floor), or both, each
+    with its number of seeds when both are there."""
+    if v is None:
+        return "-"
+    both = v.ratio is not None and v.gap is not None
+    parts = []
+    if v.ratio is not None:
+        parts.append(_ratio(v.ratio, count=not both) + (f" ({_seeds(v.ratio.n)})" if both else ""))
+    if v.gap is not None:
+        gap = _interval(v.gap, m, sign=True, count=not both) + (" min" if m.minutes else "")
+        parts.append(f"gap {gap}" + (f" ({_seeds(v.gap.n)})" if both else ""))
+    return "; ".join(parts)
+
+
+def seeds_words(n: int) -> str:
+    return str(n) if n >= MIN_SEEDS else f"{_seeds(n)}: fewer than the {MIN_SEEDS} required"
+
+
+def _key_cells(row: PolicySpread) -> list[str]:
+    return [row.trace, row.half, f"x{row.compress:g}, {row.load_share:.0%}", row.policy, seeds_words(len(row.seeds))]
+
+
+def _table(rows: Sequence[PolicySpread], heads: list[str], cells: Any) -> list[str]:
+    head = ["trace", "half", "compress, load", "policy", "seeds", *heads]
+    lines = ["| " + " | ".join(head) + " |", "|---|---|---|---|---:|" + "---:|" * len(heads)]
+    return lines + ["| " + " | ".join([*_key_cells(r), *cells(r)]) + " |" for r in rows]
+
+
+def provenance(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Which code made the results, and what they cost."""
+    by_code: dict[str, int] = {}
+    for r in records:
+        if r["commit"] is None:
+            code = "no commit recorded (older results)"
+        else:
+            code = f"commit {r['commit'][:12]} ({'clean tree' if r['clean'] else 'tree with uncommitted changes'})"
+        by_code[code] = by_code.get(code, 0) + 1
+    cpu = [r["cpu_s"] for r in records if r["cpu_s"] is not None]
+    without = len(records) - len(cpu)
+    return [
+        f"Results: {len(records)} runs; " + "; ".join(f"{code}: {n}" for code, n in sorted(by_code.items())) + ".",
+        f"CPU total: {sum(cpu) / 3600:,.2f} h over {len(cpu)} runs (each run's process time)"
+        + (f"; {without} runs carry no CPU figure (older results)." if without else "."),
+    ]
+
+
+def markdown(records: Sequence[dict[str, Any]], picture: str = "") -> str:
+    rows = summarise(records)
+    lines = [
+        f"Method: {METHOD}. A wait's ratio is taken in a seed only where the race's same figure is at least "
+        f"{RATIO_FLOOR_WAIT_S / 60:g} min, otherwise the gap (policy minus race, minutes); spend: a ratio where the "
+        f"race spent anything. Worst tenant's slowdown: per tenant, the mean of (wait + run) / max(run, 10 s) over "
+        f"its jobs; the worst tenant's value. At least {MIN_SEEDS} seeds per cell are required.",
+        *provenance(records),
+        "",
+        *_table(rows, [f"{m.label}{' (min)' if m.minutes else ''}" for m in MEASURES],
+                lambda r: [_interval(r.figures[m.key], m) for m in MEASURES]),
+        "",
+        "Against the race of the same seed: the mean [95% interval] of the per-seed ratios; \"gap\": of the "
+        "per-seed differences (policy minus race), where the race's figure was under the floor above.",
+        "",
+        *_table(rows, [f"{m.label} vs race" for m in MEASURES],
+                lambda r: [_versus(r.against_race[m.key], m) for m in MEASURES]),
+    ]  # fmt: skip
+    if picture:
+        lines += ["", f"![p95 wait against cloud spend, every policy, with 95% intervals]({picture})"]
+    return "\n".join(lines) + "\n"
+
+
+def rewrite_between_markers(path: Path, block: str) -> bool:
+    """Replace what lies between the marker lines of ``path`` with ``block``; the rest of
+    the file is kept byte for byte. Whether the file changed."""
+    text = path.read_text(encoding="utf-8")
+    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
+        raise ValueError(f"{path}: needs one {START} line and, after it, one {END} line")
+    head, rest = text.split(START)
+    tail = rest.split(END)[1]
+    new = f"{head}{START}\n{block.rstrip()}\n{END}{tail}"
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def picture_link(picture: Path, markdown_file: Path) -> str:
+    """The picture's path as a link from ``markdown_file``."""
+    return Path(os.path.relpath(picture.resolve(), markdown_file.resolve().parent)).as_posix()
