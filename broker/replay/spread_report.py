@@ -203,18 +203,24 @@ def markdown(records: Sequence[dict[str, Any]], picture: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def rewrite_between_markers(path: Path, block: str) -> bool:
-    """Replace what lies between the marker lines of ``path`` with ``block``; the rest of
-    the file is kept byte for byte. Whether the file changed."""
-    text = path.read_text(encoding="utf-8")
-    if text.count(START) != 1 or text.count(END) != 1 or text.index(START) > text.index(END):
+def between_markers(path: Path, block: str) -> str:
+    """The text of ``path`` with what lies between its marker lines replaced by ``block``;
+    the rest kept byte for byte. A marker is a line of its own (one quoted in prose is not)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if line.strip() == START]
+    ends = [i for i, line in enumerate(lines) if line.strip() == END]
+    if len(starts) != 1 or len(ends) != 1 or starts[0] > ends[0]:
         raise ValueError(f"{path}: needs one {START} line and, after it, one {END} line")
-    head, rest = text.split(START)
-    tail = rest.split(END)[1]
-    new = f"{head}{START}\n{block.rstrip()}\n{END}{tail}"
-    if new != text:
+    return "".join([*lines[: starts[0] + 1], block.rstrip() + "\n", *lines[ends[0] :]])
+
+
+def rewrite_between_markers(path: Path, block: str) -> bool:
+    """Write ``between_markers``; whether the file changed."""
+    new = between_markers(path, block)
+    changed = new != path.read_text(encoding="utf-8")
+    if changed:
         path.write_text(new, encoding="utf-8")
-    return new != text
+    return changed
 
 
 def picture_link(picture: Path, markdown_file: Path) -> str:

@@ -14,7 +14,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from broker.replay.cells import CellError, cells_of_old_file, read_cells
 from broker.replay.pareto import draw_spread
-from broker.replay.spread_report import END, START, markdown, picture_link, rewrite_between_markers, summarise
+from broker.replay.spread_report import (
+    END,
+    START,
+    between_markers,
+    markdown,
+    picture_link,
+    rewrite_between_markers,
+    summarise,
+)
 
 DEFAULT_MARKDOWN = ("README.md", "docs/replay.md")
 DEFAULT_PICTURE = "docs/replay-spread.png"
@@ -68,13 +76,15 @@ class Command(BaseCommand):
             rows = summarise(records)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        picture = self._picture(rows, opts["png"])
-        for path in map(_base, _paths(opts["markdown"])):
-            link = picture_link(picture, path) if picture else ""
+        pages = list(map(_base, _paths(opts["markdown"])))
+        for path in pages:  # every page checked before any is written: none is left half done
             try:
-                changed = rewrite_between_markers(path, markdown(records, link))
+                between_markers(path, "")
             except (OSError, ValueError) as exc:
                 raise CommandError(f"--markdown: {exc}") from None
+        picture = self._picture(rows, opts["png"])
+        for path in pages:
+            changed = rewrite_between_markers(path, markdown(records, picture_link(picture, path) if picture else ""))
             self.stderr.write(f"{path}: {'table rewritten' if changed else 'table unchanged'}")
         self.stdout.write(markdown(records, picture.as_posix() if picture else ""))
 

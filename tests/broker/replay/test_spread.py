@@ -191,7 +191,8 @@ def test_the_report_rewrites_only_between_the_markers(tmp_path, capsys):
     for seed in range(1, 6):
         for policy, wait in (("multikueue-race", 20), ("default", 12)):
             (out / f"{seed}-{policy}.json").write_text(json.dumps(_record("t.csv", seed, policy, wait + seed, 100)))
-    before, after = "# Title\n\nProse kept as it is.\n", "\nMore prose, and the end.\n"
+    # a marker quoted in prose is not a marker: only a line of its own is
+    before, after = f"# Title\n\nProse kept as it is, naming `{START}`.\n", "\nMore prose, and the end.\n"
     page = tmp_path / "page.md"
     page.write_text(f"{before}{START}\nthe old table\n{END}{after}")
     call_command("replay_report", "--results-dir", str(out), "--markdown", str(page), "--png", "")
@@ -269,3 +270,12 @@ def test_a_sweep_writes_one_file_per_cell_and_prints_the_table_with_its_spread(
     assert "CPU total:" in said.out and "manage.py replay_report --results-dir" in said.err
     call_command("replay_sweep", *args)  # resumed: every cell is there
     assert "CPU s" not in capsys.readouterr().err
+
+
+def test_the_readme_and_the_replay_doc_each_have_the_block_the_report_rewrites():
+    from broker.management.commands.replay_report import DEFAULT_MARKDOWN  # noqa: PLC0415
+    from broker.replay.spread_report import between_markers  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[3]
+    for page in DEFAULT_MARKDOWN:
+        between_markers(root / page, "")  # raises when the markers are missing or doubled
