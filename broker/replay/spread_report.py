@@ -184,9 +184,10 @@ def markdown(records: Sequence[dict[str, Any]], picture: str = "") -> str:
     rows = summarise(records)
     lines = [
         f"Method: {METHOD}. A wait's ratio is taken in a seed only where the race's same figure is at least "
-        f"{RATIO_FLOOR_WAIT_S / 60:g} min, otherwise the gap (policy minus race, minutes); spend: a ratio where the "
-        f"race spent anything. Worst tenant's slowdown: per tenant, the mean of (wait + run) / max(run, 10 s) over "
-        f"its jobs; the worst tenant's value. At least {MIN_SEEDS} seeds per cell are required.",
+        f"{RATIO_FLOOR_WAIT_S / 60:g} min, otherwise the gap (policy minus race, minutes); spend and slowdown: "
+        f"a ratio where the race's figure is above 0. Worst tenant's slowdown: per tenant, the mean of "
+        f"(wait + run) / max(run, 10 s) over its jobs; the worst tenant's value. At least {MIN_SEEDS} seeds per "
+        "cell are required.",
         *provenance(records),
         "",
         *_table(rows, [f"{m.label}{' (min)' if m.minutes else ''}" for m in MEASURES],
