@@ -38,6 +38,7 @@ from functools import reduce
 from typing import Any, Sequence
 
 from django.conf import settings
+from django.db import transaction
 
 from broker.backends.registry import backend_override
 from broker.replay.jobs import ReplayJob
@@ -108,6 +109,10 @@ def run_production(
 ) -> ReplayRun:
     """Replay ``jobs`` (by submit_s) through ``broker`` until nothing is left to happen.
     Call inside ``broker_context`` with ``task_sink=broker.sink``."""
+    if transaction.get_connection().in_atomic_block:
+        # the services hand their follow-ups over when their transaction commits: inside an
+        # outer one none would ever reach the worker, and the broker would silently do nothing
+        raise RuntimeError("the production-loop replay needs every transaction committed (not inside atomic())")
     recorder = _Recorder()
     with backend_override(recorder.build):
         return _Loop(jobs, broker, env, skipping or Skipping(), recorder).run()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from django.conf import settings
 
 from broker.fleet_file import parse_fleet
@@ -51,3 +53,10 @@ def test_skipped_passes_elided_syncs_and_ticks_passed_over_change_no_decision(tr
     waited = [o for o in every.outcomes.values() if o.start_s is not None and o.start_s > o.job.submit_s]
     assert len(waited) >= 10  # contended: the slice tests the passes, not only placement at arrival
     assert {o.start_s for o in every.local_outcomes.values()} == {o.start_s for o in skipping.local_outcomes.values()}
+
+
+def test_inside_an_uncommitted_transaction_the_production_loop_refuses_rather_than_place_nothing(db):
+    # the follow-ups (place at once, dispatch) reach the worker only after a commit
+    fleet = parse_fleet(FRAGMENTED_FLEET, source="fragmented")
+    with pytest.raises(RuntimeError, match="committed"):
+        replay_run("default", _jobs(3), fleet, seed=3)

@@ -25,7 +25,7 @@ def config(trace_file, fleet_file):
     return _make
 
 
-def test_same_seed_same_table(db, config):
+def test_same_seed_same_table(transactional_db, config):
     first, second = run_policies(config()), run_policies(config())
     assert [m.policy for m in first.metrics] == list(DEFAULT_POLICIES)
     assert first.metrics == second.metrics
@@ -37,7 +37,7 @@ def test_other_seed_other_mix(config):
     assert load_jobs(config(seed=7))[1] != load_jobs(config(seed=8))[1]
 
 
-def test_every_replayed_job_is_accounted_for_the_local_users_jobs_apart(db, config):
+def test_every_replayed_job_is_accounted_for_the_local_users_jobs_apart(transactional_db, config):
     report = run_policies(config())
     local = sum(j.local for j in report.jobs)
     assert 0 < local < len(report.jobs)  # about 30% by default
@@ -54,7 +54,7 @@ def no_isolation(monkeypatch):
     monkeypatch.setattr(replay_trace, "isolated_database", contextlib.nullcontext)
 
 
-def test_command_prints_and_writes_the_table(db, no_isolation, trace_file, fleet_file,
+def test_command_prints_and_writes_the_table(transactional_db, no_isolation, trace_file, fleet_file,
                                              tmp_path, capsys):
     out = tmp_path / "table.md"
     call_command("replay_trace", str(trace_file(ROWS)), "--fleet", str(fleet_file()),
@@ -150,7 +150,7 @@ def test_on_a_fresh_unmigrated_database_the_command_migrates_it_first_and_keeps_
     assert rows == [("default", 8)]
 
 
-def test_the_report_says_which_calibration_the_simulator_passed(db, no_isolation, trace_file, fleet_file, capsys):
+def test_the_report_says_which_calibration_the_simulator_passed(transactional_db, no_isolation, trace_file, fleet_file, capsys):
     from broker.services.fleet.calibration import CalibrationFigures, calibration_record  # noqa: PLC0415
 
     args = [str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--policies", "default", "--limit", "5",
@@ -168,7 +168,7 @@ def test_the_report_says_which_calibration_the_simulator_passed(db, no_isolation
     assert "97% of job pairs started in the same order, median start error 3.2 s, medians of 3 repetitions" in said
 
 
-def test_a_replay_whose_recording_fails_after_the_run_still_prints_its_table(db, no_isolation, trace_file,
+def test_a_replay_whose_recording_fails_after_the_run_still_prints_its_table(transactional_db, no_isolation, trace_file,
                                                                              fleet_file, monkeypatch, capsys):
     """The reported failure: the figures go to a database without their table after minutes of work.
     The table is out first, and the failure is a note, not a traceback."""

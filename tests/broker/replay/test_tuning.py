@@ -49,7 +49,7 @@ def test_the_halves_split_the_jobs_by_submit_time_and_never_overlap(trace_file):
     assert _jobs(trace, "first") == FIRST and _jobs(trace, "second") == SECOND
 
 
-def test_tuning_never_replays_a_job_of_the_second_half(db, no_isolation, trace_file, fleet_file, tmp_path):
+def test_tuning_never_replays_a_job_of_the_second_half(transactional_db, no_isolation, trace_file, fleet_file, tmp_path):
     results, knobs_out = tmp_path / "tune.json", tmp_path / "knobs.json"
     call_command(
         "replay_tune", str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--compress", "2", "--seeds", "11",
@@ -67,7 +67,7 @@ def test_tuning_never_replays_a_job_of_the_second_half(db, no_isolation, trace_f
     assert read_knobs(knobs_out).label == chosen["ranking"][0]["label"]
 
 
-def test_the_report_replays_default_with_the_tuned_knobs(db, no_isolation, trace_file, fleet_file, tmp_path):
+def test_the_report_replays_default_with_the_tuned_knobs(transactional_db, no_isolation, trace_file, fleet_file, tmp_path):
     knobs_file, results = tmp_path / "knobs.json", tmp_path / "sweep.json"
     knobs_file.write_text(json.dumps({"knobs": {"burst_min_onprem_wait_s": 5400.0, "queue_wait_weight": 0.5}}))
     call_command(
