@@ -71,7 +71,7 @@ def world(trio, db):
     cluster_sync_inventory(cluster_id=cluster.id)
     for role in (Role.ADMIN, Role.FINANCE):
         Membership.objects.get_or_create(user=trio.member, tenant=trio.tenant, role=role)
-    SimulatorFleet.instance().get("onprem").inject_foreign_job(gpus_per_worker=1)
+    SimulatorFleet.instance().get("onprem").inject_foreign_job(gpus_per_worker=1, workload_id="wl-lost")
     reconcile_fleet()
     Escalation.objects.update(tenant=trio.tenant)
     secret = token_create(actor=trio.member, name="fuzz", expires_in_days=1).secret

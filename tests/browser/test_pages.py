@@ -97,8 +97,8 @@ class DemoWorld:
         self.submit(_spec("mixtral-pretrain", gpus=8, workers=4, minutes=600))  # more than the quota left
         self.tick(60)
         fleet_sample_take(now=now - timedelta(minutes=20))
-        # a job nobody submitted through the broker: reconciliation escalates it
-        self.fleet.get("onprem-slurm").inject_foreign_job(gpus_per_worker=4, account="unknown", duration_s=10 * 86400)
+        # a job with the broker's marker its database does not know: reconciliation escalates it
+        self.fleet.get("onprem-slurm").inject_foreign_job(gpus_per_worker=4, account="unknown", duration_s=10 * 86400, workload_id="wl-lost")
         reconcile_fleet()
         self.tick()
         for cluster in self.clusters:

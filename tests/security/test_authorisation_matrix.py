@@ -160,7 +160,7 @@ def world(trio, db):
         "name": SECRET, "command": "python train.py", "gpu_class": "a100-80gb", "gpus_per_worker": 1,
         "workers": 1})
     workload_place(workload_id=workload.id)        # reserved: a reservation for the admin pages
-    SimulatorFleet.instance().get("onprem").inject_foreign_job(name=SECRET, gpus_per_worker=1)
+    SimulatorFleet.instance().get("onprem").inject_foreign_job(name=SECRET, gpus_per_worker=1, workload_id="wl-lost")
     reconcile_fleet()
     escalation = Escalation.objects.get()
     Escalation.objects.filter(id=escalation.id).update(tenant=trio.tenant, key=f"orphan:{SECRET}")

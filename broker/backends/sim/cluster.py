@@ -267,9 +267,10 @@ class SimulatedCluster:
         time_limit_s: float | None = None,
         priority: str = "normal",
         qos: str = "",
+        workload_id: str | None = None,
     ) -> str:
-        """A job nobody asked the broker for (no workload id), with its user's time limit
-        (and on Slurm the QoS the user named)."""
+        """A job nobody asked the broker for, with its user's time limit (on Slurm its QoS);
+        ``workload_id``: one carrying the broker's marker that its database does not know."""
         req = JobRequest(
             name=name,
             priority=priority,
@@ -282,7 +283,7 @@ class SimulatedCluster:
         with self._lock:
             self._catch_up()
             part = self._partition_for(req, partition)
-            job = self._new_job(req, None, account, part, account, duration_s=duration_s)
+            job = self._new_job(req, workload_id, account, part, account, duration_s=duration_s)
             job.qos = qos
             self._schedule()
             return job.job_id
@@ -297,8 +298,7 @@ class SimulatedCluster:
     def nodes(self) -> list[SimNode]:
         return list(self._nodes)
 
-    def next_event(self) -> float | None:
-        """When this cluster next changes by itself: a job ends, a gang's pods appear."""
+    def next_event(self) -> float | None:  # when it next changes by itself (an end, a gang's pods)
         with self._lock:
             return self._live.next_event(self._cursor)
 

@@ -270,7 +270,9 @@ def _orphans_on(cluster: Cluster, report: ReconcileReport) -> None:
     for job in jobs:
         if job.job_id in known:
             continue
-        if job.workload_id and Workload.objects.filter(uid=job.workload_id, destination_job_id="").exists():
+        if not job.workload_id:
+            continue  # no broker marker: a local user's job, the cluster's own (its GPUs are in the inventory)
+        if Workload.objects.filter(uid=job.workload_id, destination_job_id="").exists():
             continue  # our own job whose dispatch reply is still being looked up
         escalation_open(
             kind=EscalationKind.ORPHAN_JOB,

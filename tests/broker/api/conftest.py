@@ -22,7 +22,7 @@ def escalation(trio, cluster, sim) -> Escalation:
     """An orphan job on 'onprem', attributed to tenant A."""
     from broker.services.following.reconcile import reconcile_fleet
 
-    sim.get("onprem").inject_foreign_job(gpus_per_worker=2)
+    sim.get("onprem").inject_foreign_job(gpus_per_worker=2, workload_id="wl-lost")
     reconcile_fleet()
     esc = Escalation.objects.get()
     Escalation.objects.filter(id=esc.id).update(tenant=trio.tenant)

@@ -468,7 +468,7 @@ def test_cancel_is_confirmed(fleet):
     assert usage == {running: 800}
 
 
-def test_foreign_job_is_an_orphan(fleet):
+def test_a_foreign_job_is_listed_without_a_workload_id(fleet):
     sim, backend = cluster(fleet, "slurm")
     job_id = sim.inject_foreign_job(name="bitcoin", gpus_per_worker=4, account="intruder")
     orphans = [j for j in backend.active_jobs() if j.workload_id is None]

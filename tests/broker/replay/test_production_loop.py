@@ -60,3 +60,17 @@ def test_inside_an_uncommitted_transaction_the_production_loop_refuses_rather_th
     fleet = parse_fleet(FRAGMENTED_FLEET, source="fragmented")
     with pytest.raises(RuntimeError, match="committed"):
         replay_run("default", _jobs(3), fleet, seed=3)
+
+
+def test_a_200_job_smoke_replay_of_the_production_loop_places_every_job_the_broker_is_sent(transactional_db):
+    fleet = parse_fleet(FRAGMENTED_FLEET, source="fragmented")
+    jobs = _jobs(200, seed=5)
+    run = replay_run("default", jobs, fleet, seed=5)
+    assert len(run.outcomes) + len(run.local_outcomes) == 200
+    assert all(o.start_s is not None for o in run.outcomes.values())
+    assert all(o.start_s is not None for o in run.local_outcomes.values())
+    assert run.extra["held at broker"] == 0 and run.extra["rejected by broker"] == 0
+    # the broker heard of an end only at its next poll and sync: never before the cluster freed it
+    waited = [o for o in run.outcomes.values() if o.start_s > o.job.submit_s]
+    assert len(waited) >= 40 and all(o.start_s >= o.dispatched_s for o in run.outcomes.values())
+    assert run.extra["local jobs"] == len(run.local_outcomes) > 30

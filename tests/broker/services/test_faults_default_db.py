@@ -52,7 +52,7 @@ def test_outsider_cannot_cancel_on_an_unbuildable_backend(trio, stranded, login)
 def test_reconcile_carries_on_past_a_broken_cluster(trio, stranded, make_cluster, sim, login):
     login(trio.member).post(reverse("api-workload-cancel", args=[stranded.id]))
     make_cluster("healthy")
-    sim.get("healthy").inject_foreign_job(name="stray", gpus_per_worker=2)
+    sim.get("healthy").inject_foreign_job(name="stray", gpus_per_worker=2, workload_id="wl-lost")
 
     report = reconcile_fleet()
 

@@ -202,9 +202,17 @@ def test_cancel_before_dispatch_ends_at_once_and_nothing_reaches_a_cluster(make_
 
 # --- unclear allocations go to the escalation queue -------------------------------------------
 
+def test_a_local_users_job_on_a_shared_cluster_is_not_an_orphan(make_cluster, sim):
+    make_cluster("onprem", nodes=[8])
+    sim.get("onprem").inject_foreign_job(gpus_per_worker=4, account="local-physics")  # sbatch, not the broker
+    _reconcile()
+    assert not Escalation.objects.filter(kind="orphan_job").exists()
+
+
 def test_orphan_destination_job_is_escalated_and_its_gpus_stay_busy(make_cluster, submit, drive, sim):
     cluster = make_cluster("onprem", nodes=[8])
-    job_id = sim.get("onprem").inject_foreign_job(gpus_per_worker=8, account="unknown")
+    # a job with the broker's marker (a workload id) that the database does not know
+    job_id = sim.get("onprem").inject_foreign_job(gpus_per_worker=8, account="unknown", workload_id="wl-lost")
     _reconcile()
     esc = Escalation.objects.get(kind="orphan_job")
     assert esc.destination_job_id == job_id and esc.gpus == 8 and esc.state == "open"

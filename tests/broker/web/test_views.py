@@ -121,7 +121,7 @@ def test_escalation_queue_acknowledge_and_resolve_with_outcome(trio, make_cluste
     from broker.services.following.reconcile import reconcile_fleet
 
     make_cluster("onprem")
-    sim.get("onprem").inject_foreign_job(gpus_per_worker=2)
+    sim.get("onprem").inject_foreign_job(gpus_per_worker=2, workload_id="wl-lost")
     reconcile_fleet()
     esc = Escalation.objects.get()
     Escalation.objects.filter(id=esc.id).update(tenant=trio.tenant)
