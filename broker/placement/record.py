@@ -359,7 +359,9 @@ class PlacementRecord:
         """One more fruitless try after ``earlier`` ones: the next look after a pause
         doubling with each try, up to ``cap_s``."""
         tries = (earlier.tries if earlier else 0) + 1
-        pause = min(cap_s, first_s * 2 ** (tries - 1))
+        # the doubling is capped before it is computed: a workload waiting for days counts
+        # thousands of tries, and 2 ** 1024 is past any float
+        pause = min(cap_s, first_s * 2 ** min(tries - 1, 60))
         return replace(self, retry=Retry(tries, now + timedelta(seconds=pause), since=now))
 
     @property

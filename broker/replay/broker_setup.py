@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+from decimal import Decimal
 from datetime import datetime, timedelta
 from typing import Callable, Iterator, Protocol
 
@@ -97,10 +98,15 @@ def replay_bot() -> User:
     return user
 
 
-def tenant_project(tenant: str, user: AbstractBaseUser, prefix: str = TENANT_PREFIX) -> int:
-    """The tenant's project id, with the bot as a researcher and an unbounded quota."""
+def tenant_project(
+    tenant: str, user: AbstractBaseUser, prefix: str = TENANT_PREFIX, cloud_budget: Decimal | None = None
+) -> int:
+    """The tenant's project id, with the bot as a researcher, an unbounded quota and the
+    monthly cloud budget (None: none, bursting is capped by nothing)."""
     slug = f"{prefix}{tenant}"
-    tenant_row, _ = Tenant.objects.get_or_create(slug=slug, defaults={"name": f"Replay {tenant}"})
+    tenant_row, _ = Tenant.objects.update_or_create(
+        slug=slug, defaults={"name": f"Replay {tenant}", "cloud_budget_month": cloud_budget}
+    )
     project, _ = Project.objects.get_or_create(
         tenant=tenant_row,
         slug="main",

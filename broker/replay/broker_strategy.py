@@ -37,6 +37,7 @@ never binds (quota is not what this replay measures).
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Sequence
 
 from broker import runtime
@@ -77,6 +78,7 @@ class BrokerPreset:
         # "" (a throwaway database only): tenants keep their own names, so the policy's
         # per-tenant rules apply to them
         self.tenant_prefix = tenant_prefix
+        self.cloud_budget: Decimal | None = None  # each tenant's monthly cloud budget (replay_run sets it)
         # the wait estimator's error over this run's started jobs, once it has finished
         self.estimator: EstimatorReport | None = None
 
@@ -95,7 +97,9 @@ class BrokerPreset:
     def _project(self, tenant: str) -> int:
         project_id = self.projects.get(tenant)
         if project_id is None:
-            project_id = self.projects[tenant] = tenant_project(tenant, self.user, self.tenant_prefix)
+            project_id = self.projects[tenant] = tenant_project(
+                tenant, self.user, self.tenant_prefix, self.cloud_budget
+            )
         return project_id
 
     # -- each instant -----------------------------------------------------------------

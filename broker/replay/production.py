@@ -133,10 +133,12 @@ class _Loop:
         self.polled = dict.fromkeys(names, -1)
         self.synced: dict[str, tuple[int, float]] = dict.fromkeys(names, (-1, -math.inf))
         self.i = 0
+        self.big: list[str] = []  # the broker's big gangs not yet started (see _gang_past_hold_age)
 
     def run(self) -> ReplayRun:
         self.broker.begin()
         policy = current_policy().policy
+        self.aging = policy.aging
         interval = self.every["inventory"]
         self.resync_s = max(interval, float(policy.staleness_limit_s) - 2 * interval)
         self.due = dict.fromkeys(BEAT_ORDER, 0.0)
@@ -174,7 +176,7 @@ class _Loop:
         themselves (a job ends), unless something already waits for a tick."""
         arrival = self.jobs[self.i].submit_s if self.i < len(self.jobs) else math.inf
         tick = min(self.due.values())
-        if not self.skip.on or self._tick_work():
+        if not self.skip.on or self._tick_work(now):
             return max(now, min(arrival, tick))
         event = min(
             (t for t in (c.next_event() for c in self.env.view.clusters.values()) if t is not None), default=math.inf
@@ -184,7 +186,7 @@ class _Loop:
             return max(now, arrival if arrival < math.inf else tick)
         return max(now, min(arrival, max(tick, self._tick_at_or_after(event, self.step))))
 
-    def _tick_work(self) -> bool:
+    def _tick_work(self, now: float) -> bool:
         """Something a beat entry would act on at its next tick."""
         return (
             bool(self.broker.queue)
@@ -193,7 +195,24 @@ class _Loop:
             or self.gen != self.pass_gen
             or self.gen != self.reconcile_gen
             or self.env.tracker.pending(local=False) > 0
+            or self._gang_past_hold_age(now)
         )
+
+    # -- the one rule of placement that reads the clock ---------------------------------
+    # A big gang waiting past ``aging.hold_after_s`` may hold a pool (broker/placement/
+    # fairness.py), so from then on a pass can decide something new with nothing changed:
+    # while such a gang waits, every pass runs, as beat runs them.
+    def _waiting_big_gangs(self) -> list[ReplayJob]:
+        outcomes = self.env.tracker.outcomes
+        self.big = [k for k in self.big if outcomes[k].start_s is None]
+        return [outcomes[k].job for k in self.big]
+
+    def _gang_past_hold_age(self, now: float) -> bool:
+        return any(now - job.submit_s >= self.aging.hold_after_s for job in self._waiting_big_gangs())
+
+    def _next_gang_hold_age(self, now: float) -> float:
+        ages = [job.submit_s + self.aging.hold_after_s for job in self._waiting_big_gangs()]
+        return min((t for t in ages if t > now), default=math.inf)
 
     @staticmethod
     def _tick_at_or_after(t: float, every: float) -> float:
@@ -248,6 +267,8 @@ class _Loop:
                     tracker.accept(start)
                 continue
             tracker.arrived(job)
+            if job.total_gpus >= self.aging.big_gang_gpus:
+                self.big.append(job.key)
             uid = self.broker.submit(job)
             self.keys[uid] = job.key
             env.sim.set_duration(uid, job.duration_s, job.final_state)  # before it reaches a cluster
@@ -266,7 +287,9 @@ class _Loop:
         elif key == "reconcile" and not (self.skip.on and self.gen == self.reconcile_gen):
             self.reconcile_gen = self.gen
             self.gen += int(self.broker.reconcile())
-        elif key == "place-waiting" and not (self.skip.on and self.gen == self.pass_gen):
+        elif key == "place-waiting" and not (
+            self.skip.on and self.gen == self.pass_gen and not self._gang_past_hold_age(now)
+        ):
             self.pass_gen = self.gen
             self.gen += int(self.broker.place_pass().placed > 0)
 

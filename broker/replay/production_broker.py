@@ -17,6 +17,7 @@ cluster's users do by running their code); ``tests/conventions`` checks its impo
 from __future__ import annotations
 
 from collections import deque
+from decimal import Decimal
 from typing import Any, Callable
 
 from django.conf import settings
@@ -59,9 +60,10 @@ class ProductionBroker:
         preset: str | None = None,
         policy_text: str | None = None,
         tenant_prefix: str = TENANT_PREFIX,
+        cloud_budget: Decimal | None = None,
     ):
         self.name, self.fleet, self.preset, self.policy_text = name, fleet, preset, policy_text
-        self.tenant_prefix = tenant_prefix
+        self.tenant_prefix, self.cloud_budget = tenant_prefix, cloud_budget
         self.estimator: EstimatorReport | None = None
         self.queue: deque[tuple[str, tuple[Any, ...]]] = deque()
 
@@ -78,7 +80,9 @@ class ProductionBroker:
         destination job carries)."""
         project_id = self.projects.get(job.tenant)
         if project_id is None:
-            project_id = self.projects[job.tenant] = tenant_project(job.tenant, self.user, self.tenant_prefix)
+            project_id = self.projects[job.tenant] = tenant_project(
+                job.tenant, self.user, self.tenant_prefix, self.cloud_budget
+            )
         return str(workload_submit(user=self.user, project_id=project_id, spec_data=job.spec_data()).uid)
 
     # -- the beat's tasks, one call per cluster where the task fans out ---------------------

@@ -8,6 +8,7 @@ the policies and nothing else.
 from __future__ import annotations
 
 import random
+from decimal import Decimal
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from broker.fleet_file import FleetDescription, build_simulated_clusters, load_f
 from broker.placement import PRESETS, load_policy_file
 from broker.replay.baselines import BASELINES as FAIR_BASELINES
 from broker.replay.clairvoyant import ClairvoyantFifo
+from broker.replay.budgets import budget_figures, tenant_month_spend
 from broker.replay.broker_strategy import BrokerPreset, broker_context
 from broker.replay.jobs import ReplayJob, Skipped, TimeOptions, prepare
 from broker.replay.knobs import Knobs
@@ -127,11 +129,14 @@ class ReplayConfig:
     knobs: Knobs | None = None  # the tuned knobs of ``default`` (None: the policy file)
     local_share: float = DEFAULT_LOCAL_SHARE  # of the jobs, submitted locally (local_jobs.py)
     loop: str = "production"  # how the broker's presets run (LOOPS)
+    cloud_budget: float | None = None  # each broker tenant's monthly cloud budget (None: none)
     target_load: float | None = None  # on-prem nodes scaled to this load (target_load.py)
 
     def __post_init__(self) -> None:
         if self.window not in WINDOWS:
             raise ValueError(f"window: one of {', '.join(WINDOWS)}")
+        if self.cloud_budget is not None and not self.cloud_budget >= 0:
+            raise ValueError(f"cloud_budget: a sum of money, 0 or more, got {self.cloud_budget}")
         if self.loop not in LOOPS:
             raise ValueError(f"loop: one of {', '.join(LOOPS)}")
         if not 0.0 <= self.local_share < 1.0:
@@ -186,7 +191,14 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
     for name in config.policies:
         began = time.perf_counter()
         metrics = run_one(
-            name, jobs, fleet, seed=config.synth.seed, queueing=config.queueing, knobs=config.knobs, loop=config.loop
+            name,
+            jobs,
+            fleet,
+            seed=config.synth.seed,
+            queueing=config.queueing,
+            knobs=config.knobs,
+            loop=config.loop,
+            cloud_budget=config.cloud_budget,
         )
         report.metrics.append(metrics)
         report.seconds[name] = time.perf_counter() - began
@@ -204,9 +216,11 @@ def run_one(
     queueing: str = LOCAL_QUEUEING,
     knobs: Knobs | None = None,
     loop: str = "production",
+    cloud_budget: float | None = None,
 ) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
-    return compute(replay_run(name, jobs, fleet, seed, strategy, queueing, knobs, loop), fleet)
+    run = replay_run(name, jobs, fleet, seed, strategy, queueing, knobs, loop, cloud_budget=cloud_budget)
+    return compute(run, fleet)
 
 
 def replay_run(
@@ -219,9 +233,29 @@ def replay_run(
     knobs: Knobs | None = None,
     loop: str = "production",
     skipping: Skipping | None = None,
+    cloud_budget: float | None = None,
 ) -> ReplayRun:
     """The raw run (outcomes per job, usage per cluster) behind ``run_one``; the local
-    queues backfill unless ``queueing`` is "strict"."""
+    queues backfill unless ``queueing`` is "strict"; ``cloud_budget``: every broker tenant's
+    monthly cloud budget (the baselines know none)."""
+    run = _replay(name, jobs, fleet, seed, strategy, queueing, knobs, loop, skipping, cloud_budget)
+    spend = tenant_month_spend(run.outcomes.values(), fleet, ORIGIN)
+    run.extra.update(budget_figures(spend, cloud_budget))
+    return run
+
+
+def _replay(
+    name: str,
+    jobs: Sequence[ReplayJob],
+    fleet: FleetDescription,
+    seed: int,
+    strategy: Strategy | None,
+    queueing: str,
+    knobs: Knobs | None,
+    loop: str,
+    skipping: Skipping | None,
+    cloud_budget: float | None,
+) -> ReplayRun:
     clock = SimClock(origin=ORIGIN)
     sim = SimulatorFleet.reset(clock=clock)
     for cluster in build_simulated_clusters(fleet, sim):
@@ -229,11 +263,15 @@ def replay_run(
     view = FleetView(sim, fleet)
     env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed), seed=seed)
     strategy = strategy or make_strategy(name, fleet, knobs)
+    budget = None if cloud_budget is None else Decimal(str(cloud_budget)).quantize(Decimal("0.01"))
     if isinstance(strategy, BrokerPreset) and loop == "production":
-        broker = ProductionBroker(strategy.name, fleet, strategy.preset, strategy.policy_text, strategy.tenant_prefix)
+        broker = ProductionBroker(
+            strategy.name, fleet, strategy.preset, strategy.policy_text, strategy.tenant_prefix, budget
+        )
         with broker_context(clock, broker.preset, broker.policy_text, task_sink=broker.sink):
             return run_production(jobs, broker, env, skipping)
     if isinstance(strategy, BrokerPreset):
+        strategy.cloud_budget = budget
         with broker_context(clock, strategy.preset, strategy.policy_text):
             return run_replay(jobs, strategy, env)
     return run_replay(jobs, strategy, env)

@@ -171,6 +171,13 @@ class Command(BaseCommand):
             "learns only from its syncs and polls) or instant (the older harness: synced right before placing)",
         )
         parser.add_argument(
+            "--cloud-budget",
+            type=float,
+            default=None,
+            help="every broker tenant's monthly cloud budget (bursting keeps within it; the table says each "
+            "tenant-month's spend against it); default: none",
+        )
+        parser.add_argument(
             "--local-share",
             type=float,
             default=DEFAULT_LOCAL_SHARE,
@@ -238,6 +245,8 @@ class Command(BaseCommand):
                 knobs=read_knobs(Path(opts["knobs"])) if opts["knobs"] else None,
                 local_share=opts["local_share"],
                 loop=opts["loop"],
+                cloud_budget=opts["cloud_budget"],
             )
         except ValueError as exc:
-            raise CommandError(str(exc).replace("local_share:", "--local-share:")) from None
+            message = str(exc).replace("local_share:", "--local-share:").replace("cloud_budget:", "--cloud-budget:")
+            raise CommandError(message) from None

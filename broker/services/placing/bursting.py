@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from datetime import datetime, timedelta
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 from django.db.models import Count, Max, QuerySet, Sum
 
-from broker.lifecycle import PLACEABLE_STATES
+from broker.lifecycle import PLACEABLE_STATES, WorkloadState
 from broker.models import GpuPool, Location, Workload
 from broker.placement import Candidate, PreparedFleet
 from broker.placement.burst import cloud_verdict, reassess_due
@@ -28,6 +28,7 @@ from broker.spec import WorkloadSpec
 from broker.placement.wait_estimator import WaitEstimator
 from portal.metrics.readings import cloud_spend_month
 
+TIME_LIMIT_LOOKUP = "spec__time_limit_minutes"
 HISTORY_HALF_LIVES = 4  # older starts weigh under 1/16: not worth reading
 HOURS_PER_MONTH = 730.0
 
@@ -41,7 +42,7 @@ def _s(when: datetime) -> float:
 # workload.  Keyed by what was read, so a changed database is never answered from memory.
 REUSE_FOR_S = 60.0
 # cloud spend this month per (tenant id, cluster), and what the on-prem GPUs cost in a month
-MonthSpend = tuple[Mapping[tuple[int, str], Decimal], float]
+MonthSpend = tuple[dict[tuple[int, str], Decimal], float]
 _cache: dict[tuple[object, ...], tuple[datetime, WaitEstimator]] = {}
 
 
@@ -145,7 +146,7 @@ def burst_gate(
     """Keep or drop the cloud candidates by the policy's burst rule.  ``spend``: the month's
     cloud spend and on-prem TCO as a placement pass read them once (else read here)."""
     policy = fleet.policy
-    cloud = [c for c in ranked if _location(fleet, c.cluster) == Location.CLOUD]
+    cloud = [c for c in ranked if location_of(fleet, c.cluster) == Location.CLOUD]
     if not cloud:
         return BurstOutcome(ranked, "", None)
     rule = policy.burst
@@ -165,7 +166,7 @@ def burst_gate(
     )
     if wait is not None and any(c.cluster in onprem for c in ranked):
         wait = 0.0  # an on-prem pool fits now
-    month, tco = spend() if spend is not None else (cloud_spend_month(now), onprem_tco_month())
+    month, tco = spend() if spend is not None else (month_spend_committed(now), onprem_tco_month())
     spent = float(sum(v for (tenant, _), v in month.items() if tenant == workload.tenant_id))
     reassess = reassess_due(rule, float(sum(month.values())), tco)
     verdict = cloud_verdict(
@@ -181,6 +182,28 @@ def burst_gate(
     left = [c for c in ranked if c not in cloud]
     # with an on-prem pool left the cloud was merely outranked: nothing is held back
     return BurstOutcome(left, "" if left else verdict.reason, wait)
+
+
+# a tenant's cloud jobs that may still cost money: reserved or sent, queued, running
+COMMITTED_STATES = (WorkloadState.RESERVED, WorkloadState.DISPATCHING, WorkloadState.QUEUED, WorkloadState.RUNNING)
+
+
+def month_spend_committed(now: datetime) -> dict[tuple[int, str], Decimal]:
+    """Per (tenant id, cloud cluster): the month's spend so far (``cloud_spend_month``) plus
+    what the tenant's live cloud jobs may still cost this month, to their time limits.  A
+    budget checked against the spend so far alone let a burst of jobs pass together, each
+    seeing the others' cost as 0 until they had run (the production-loop replay found it)."""
+    month = dict(cloud_spend_month(now))
+    month_end = (now.replace(day=1, hour=0, minute=0, second=0, microsecond=0) + timedelta(days=32)).replace(day=1)
+    rows = Workload.objects.filter(cluster__location=Location.CLOUD, state__in=COMMITTED_STATES).values_list(
+        "tenant_id", "cluster__name", "cluster__price_per_gpu_hour", "total_gpus", "started_at", TIME_LIMIT_LOOKUP
+    )
+    for tenant_id, cluster, price, gpus, started, limit_min in rows:
+        ran_s = max(0.0, (now - started).total_seconds()) if started else 0.0
+        left_s = min(max(0.0, float(limit_min or 0) * 60.0 - ran_s), (month_end - now).total_seconds())
+        key = (tenant_id, cluster)
+        month[key] = month.get(key, Decimal("0")) + price * gpus * Decimal(str(round(left_s / 3600.0, 6)))
+    return month
 
 
 def first_prediction(
@@ -218,6 +241,6 @@ def onprem_tco_month() -> float:
     return float(sum(gpus * float(price) for gpus, price in rows)) * HOURS_PER_MONTH
 
 
-def _location(fleet: PreparedFleet, name: str) -> str:
+def location_of(fleet: PreparedFleet, name: str) -> str:
     facts = fleet.clusters[name].facts if name in fleet.clusters else None
     return facts.location if facts is not None else ""

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections import defaultdict
 from contextlib import suppress
 from dataclasses import dataclass, field
+from decimal import Decimal
 from datetime import datetime
 from typing import Callable
 
 from django.db import transaction
-from django.db.models import Max
 
 from broker.lifecycle import PLACEABLE_STATES
-from broker.models import Cluster, ClusterHealth, GpuPool, Workload, WorkloadState
+from broker.models import Cluster, ClusterHealth, GpuPool, Location, Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.backends.base import InventorySnapshot
 from broker.placement import Candidate, ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
@@ -32,8 +32,11 @@ from broker.services.placing.bursting import (
     burst_gate,
     first_prediction,
     learned_waits,
+    location_of,
+    month_spend_committed,
     onprem_tco_month,
 )
+from broker.services.placing.due import QueueRow, due_ids
 from broker.services.placing.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.placing.writes import PassWriter, decided_note, decision_for
 from broker.services.notifying.deliveries import notify_on_commit
@@ -42,7 +45,6 @@ from broker.services.quota.reservations import QuotaExceeded, QuotaUse, quota_us
 from broker.services.records.transitions import Note
 from broker.spec import validate_spec
 from broker.placement.wait_estimator import WaitEstimator
-from portal.metrics.readings import cloud_spend_month
 from broker import runtime
 
 PLACEABLE = PLACEABLE_STATES
@@ -72,7 +74,6 @@ RETRY_CAP_S = 120.0
 # the task's time limit, and are written in chunks (placing_writes.CHUNK).
 PASS_LIMIT = 1000
 # a row of the waiting queue: id, created, GPU class, GPUs, origin, cancel requested, retry at
-QueueRow = tuple[int, datetime, int, int, str, datetime | None, str | None, str | None]
 
 
 class _LostRace(Exception):
@@ -106,7 +107,7 @@ class PlacingPass:
 
     def spend(self) -> MonthSpend:
         if self.month_spend is None:
-            self.month_spend = (cloud_spend_month(self.now), onprem_tco_month())
+            self.month_spend = (month_spend_committed(self.now), onprem_tco_month())
         return self.month_spend
 
     def ahead(self, workload: Workload) -> Callable[[], int]:
@@ -134,6 +135,12 @@ class PlacingPass:
     def booked(self, workload: Workload, best: Candidate) -> None:
         self.fleet.take(best)
         self.fleet.release(workload.uid)
+        if self.month_spend is not None and location_of(self.fleet, best.cluster) == Location.CLOUD:
+            # its expected cost counts against its tenant's budget for the rest of the pass
+            key = (workload.tenant_id, best.cluster)
+            self.month_spend[0][key] = self.month_spend[0].get(key, Decimal("0")) + Decimal(
+                str(best.breakdown["gpu_cost"])
+            )
         use = self.quota(workload)
         self.uses[(workload.tenant_id, workload.gpu_class_id)] = QuotaUse(
             limit=use.limit, borrow=use.borrow, used=use.used + workload.total_gpus
@@ -431,8 +438,7 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) 
     now = now or runtime.now()
     queue = _waiting_queue()
     ours = [row for row in queue if row[4] == "broker" and row[5] is None]
-    changed = Cluster.objects.aggregate(at=Max("capacity_changed_at"))["at"]
-    due = [row[0] for row in ours if _due(row, now, changed)]
+    due = due_ids(ours, now)
     report = PassReport(due=min(len(due), limit), pausing=len(ours) - len(due), left_due=max(0, len(due) - limit))
     if not due:
         return report
@@ -452,16 +458,6 @@ def waiting_place_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) 
 def _over_quota(workload: Workload, record: PlacementRecord, why: str, now: datetime) -> Workload:
     prior = PlacementRecord.from_json(workload.placement)
     return _wait(workload, _with_retry(record, prior, now), LocalReason.POLICY, why, record.policy_version)
-
-
-def _due(row: QueueRow, now: datetime, capacity_changed_at: datetime | None) -> bool:
-    """Its pause after a fruitless look has run out, or a report of changed capacity came
-    after that look: freed GPUs are offered in the next pass, not after a pause of up to
-    RETRY_CAP_S."""
-    retry_at, since = row[6], row[7]
-    if not retry_at or datetime.fromisoformat(retry_at) <= now:
-        return True
-    return since is not None and capacity_changed_at is not None and datetime.fromisoformat(since) < capacity_changed_at
 
 
 def _waiting_queue() -> list[QueueRow]:

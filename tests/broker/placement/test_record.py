@@ -201,3 +201,9 @@ def test_a_retry_written_before_the_look_was_kept_reads_without_it_and_writes_ba
     row = {"tries": 2, "at": "2026-12-01T10:00:20+00:00"}
     retry = Retry.from_json(row)
     assert retry is not None and retry.since is None and retry.to_json() == row
+
+
+def test_a_workload_waiting_thousands_of_tries_pauses_the_cap_and_does_not_overflow():
+    now = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+    record = PlacementRecord().retrying(earlier=Retry(5000, None), now=now, first_s=10, cap_s=120)
+    assert record.retry is not None and record.retry.tries == 5001 and record.retry.at == now + timedelta(seconds=120)

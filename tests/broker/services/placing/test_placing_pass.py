@@ -99,14 +99,14 @@ def test_a_pass_costs_a_fixed_number_of_reads_plus_each_workloads_own_writes(
         assert waiting_place_pass().due == 20
 
 
-def test_a_pass_right_after_reads_only_the_queue_and_the_last_capacity_change_while_every_workload_pauses(
+def test_a_pass_right_after_reads_only_the_queue_the_last_capacity_change_and_the_policy_while_all_pause(
         trio, starved, make_cluster, submit, django_assert_max_num_queries):
     make_cluster("onprem")
     for i in range(8):
         submit(name=f"w{i}")
     now = timezone.now()
     assert waiting_place_pass(now=now).due == 8
-    with django_assert_max_num_queries(2):
+    with django_assert_max_num_queries(3):
         report = waiting_place_pass(now=now + timedelta(seconds=5))
     assert (report.due, report.pausing) == (0, 8)
 
@@ -157,9 +157,10 @@ def test_with_a_cloud_budget_the_spend_is_read_once_per_pass_not_per_workload(tr
     make_cluster("cloudy", location="cloud", price="3.5", nodes=[8, 8])
     for i in range(6):
         submit(name=f"pass{i}")
-    assert _spend_reads(waiting_place_pass) == 2  # the spend and the TCO, once for the six
+    # the spend so far, what live cloud jobs may still cost, and the TCO: once for the six
+    assert _spend_reads(waiting_place_pass) == 3
     one_by_one = [submit(name=f"single{i}") for i in range(3)]
-    assert _spend_reads(lambda: [workload_place(workload_id=w.id) for w in one_by_one]) == 6  # per workload
+    assert _spend_reads(lambda: [workload_place(workload_id=w.id) for w in one_by_one]) == 9  # per workload
 
 
 def test_a_report_of_freed_gpus_ends_the_pause_of_a_workload_that_found_no_place(
@@ -185,3 +186,35 @@ def test_a_report_with_the_same_numbers_leaves_the_last_capacity_change_as_it_wa
     first = Cluster.objects.get(id=cluster.id).capacity_changed_at
     cluster_sync_inventory(cluster_id=cluster.id)
     assert first is not None and Cluster.objects.get(id=cluster.id).capacity_changed_at == first
+
+
+def test_a_big_gang_past_its_hold_age_is_looked_at_in_every_pass_whatever_its_pause(
+        trio, starved, make_cluster, submit):
+    make_cluster("onprem", nodes=[8, 8])
+    gang = submit(gpus_per_worker=8, workers=2)  # 16 GPUs: a big gang (aging.big_gang_gpus)
+    small = submit(name="small", gpus_per_worker=1)
+    created = Workload.objects.get(id=gang.id).created_at
+    late = created + timedelta(hours=1, seconds=5)  # past aging.hold_after_s (3600 s)
+    waiting_place_pass(now=late)
+    report = waiting_place_pass(now=late + timedelta(seconds=1))  # both paused now
+    assert (report.due, report.pausing) == (1, 1)
+    assert Workload.objects.get(id=small.id).placement["retry"]["tries"] == 1  # the small one was left to pause
+
+
+def test_a_burst_of_cloud_placements_in_one_pass_stays_within_the_tenants_budget(trio, quota, make_cluster, submit):
+    from decimal import Decimal
+
+    # two 1-hour 4-GPU jobs at 3.5 (14.00, 16.80 expected with the egress uplift), not three
+    trio.tenant.cloud_budget_month = Decimal("40.00")
+    trio.tenant.save()
+    quota.limit_gpus = 64
+    quota.save()
+    make_cluster("cloudy", location="cloud", price="3.5", nodes=[8, 8])
+    jobs = [submit(name=f"burst{i}", gpus_per_worker=4, time_limit_minutes=60) for i in range(4)]
+    waiting_place_pass()
+    states = [Workload.objects.get(id=j.id).state for j in jobs]
+    assert states.count("reserved") == 2 and states.count("waiting") == 2
+    waiting = Workload.objects.filter(state="waiting").first()
+    assert "cloud budget" in waiting.raw_reason
+    workload_place(workload_id=waiting.id)  # one at a time, the reserved ones' cost is counted too
+    assert Workload.objects.get(id=waiting.id).state == "waiting"
