@@ -42,6 +42,7 @@ def calibration_words(
 def header(report: ReplayReport) -> list[str]:
     cfg, fleet = report.config, report.fleet
     gangs = sum(j.workers > 1 for j in report.jobs)
+    local = sum(j.local for j in report.jobs)
     start, end = busy_window(report.jobs)
     load = offered_load(report.jobs)
     gpus = whole_gpus(fleet)
@@ -49,6 +50,9 @@ def header(report: ReplayReport) -> list[str]:
         f"Trace: {Path(cfg.trace).name}: {len(report.jobs):,} GPU jobs replayed "
         f"({gangs:,} gangs) of {report.rows:,} rows; {report.skipped.describe()}.",
         f"Synthetic mix: {report.synth.describe()}.",
+        f"Local users: {local:,} of the jobs ({cfg.local_share:.0%} drawn) went straight into a cluster's own queue, "
+        "never seen by the broker; the policies are scored on the rest, the local jobs' own waits are below.",
+        f"Broker loop: {LOOP_WORDS[cfg.loop]}.",
         f"Fleet: {Path(cfg.fleet).name}: {', '.join(fleet.names)}; {gpus} whole GPUs.",
         f"Time: {cfg.time.describe()}; waits in minutes of replay time.",
         f"Busy window (5th-95th percentile of arrivals): {(end - start) / 3600:,.1f} h, "
@@ -57,6 +61,35 @@ def header(report: ReplayReport) -> list[str]:
         f"Lower bound on the mean wait of these jobs on this fleet (no policy can beat it; "
         f'docs/replay.md, "The lower bound"): {_minutes(replay_wait_bound_s(report.jobs, fleet))} min.',
     ]
+
+
+LOOP_WORDS = {
+    "production": "production (beat's syncs, polls and passes on their intervals, a worker for the follow-ups; "
+    "the broker learns only from its own reports; docs/replay.md)",
+    "instant": "instant (the older harness: synced right before placing, offered a job only where the simulator "
+    "said it fitted now)",
+}
+SIDE_COLUMNS = ("policy", "local jobs", "local mean wait (min)", "local p95 wait (min)", "max tenant-month cloud spend")
+
+
+def side_table(report: ReplayReport) -> str:
+    """What each policy did to the jobs it never saw, and its tenants' cloud spend by month."""
+    budget = report.config.cloud_budget
+    columns = [*SIDE_COLUMNS, *(["tenant-months over the budget"] if budget is not None else [])]
+    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
+    for m in report.metrics:
+        e = m.extra
+        cells = [
+            m.policy,
+            f"{e.get('local jobs', 0):,}",
+            _minutes(e.get("local mean wait s", 0)),
+            _minutes(e.get("local p95 wait s", 0)),
+            f"{e.get('max tenant-month cloud spend', 0):,}",
+        ]
+        if budget is not None:
+            cells.append(f"{e.get('tenant-months over budget', 0):,} (budget {budget:,.0f})")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def _row(m: Metrics, clusters: Sequence[str]) -> list[str]:
@@ -101,7 +134,7 @@ def breakdown_table(report: ReplayReport) -> str:
 def render(report: ReplayReport, breakdown: bool = False, calibration: str = "") -> str:
     """``calibration``: which calibration against a real scheduler the simulator passed
     (``calibration_words``), said above the figures that rest on it."""
-    parts = [*header(report), calibration or NOT_CALIBRATED, "", markdown_table(report)]
+    parts = [*header(report), calibration or NOT_CALIBRATED, "", markdown_table(report), "", side_table(report)]
     if breakdown:
         parts += ["", "Waits by GPU class (minutes):", "", breakdown_table(report)]
     return "\n".join(parts) + "\n"

@@ -64,7 +64,21 @@ def test_command_prints_and_writes_the_table(transactional_db, no_isolation, tra
     assert "| default |" in text and "| multikueue-race |" in text
     assert "arrivals compressed x4" in text and "seed 3" in text
     assert "Waits by GPU class" in text
+    assert "Broker loop: production" in text and "local p95 wait (min)" in text
     assert out.read_text() == text
+
+
+def test_the_command_says_each_tenant_months_spend_against_the_budget(transactional_db, no_isolation, trace_file,
+                                                                       fleet_file, capsys):
+    call_command("replay_trace", str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--policies",
+                 "default,multikueue-race", "--limit", "10", "--cloud-budget", "25", "--no-record")
+    text = capsys.readouterr().out
+    assert "| tenant-months over the budget |" in text and "(budget 25)" in text
+
+
+def test_a_negative_budget_is_refused_naming_the_option(db, no_isolation, trace_file):
+    with pytest.raises(CommandError, match="--cloud-budget"):
+        call_command("replay_trace", str(trace_file(ROWS)), "--cloud-budget", "-5", "--no-record")
 
 
 def test_command_reports_a_bad_trace_line(db, no_isolation, trace_file, fleet_file):
