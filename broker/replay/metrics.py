@@ -61,6 +61,8 @@ class Metrics:
     worst_tenant: str = ""
     extra: dict[str, int] = field(default_factory=dict)
     by_group: dict[str, tuple[int, float, float]] = field(default_factory=dict)  # n, mean, p95
+    # the gangs by shape ("2x4": workers x GPUs each), n, mean, p95: which gangs a policy serves
+    by_gang_shape: dict[str, tuple[int, float, float]] = field(default_factory=dict)
     estimator: EstimatorReport | None = None  # the broker's presets only
 
 
@@ -127,6 +129,14 @@ def group_of(outcome: Outcome) -> str:
     return f"{outcome.job.gpu_class} {'gangs' if outcome.job.workers > 1 else 'single'}"
 
 
+def by_gang_shape(outcomes: Sequence[Outcome]) -> dict[str, tuple[int, float, float]]:
+    waits: dict[str, list[float]] = {}
+    for o in outcomes:
+        if o.wait_s is not None and o.job.workers > 1:
+            waits.setdefault(f"{o.job.workers}x{o.job.gpus_per_worker}", []).append(o.wait_s)
+    return {g: (len(v), mean(v), percentile(v, 95)) for g, v in sorted(waits.items())}
+
+
 def by_group(outcomes: Sequence[Outcome]) -> dict[str, tuple[int, float, float]]:
     waits: dict[str, list[float]] = {}
     for o in outcomes:
@@ -178,5 +188,6 @@ def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
         worst_tenant=tenant,
         extra=dict(run.extra),
         by_group=by_group(outcomes),
+        by_gang_shape=by_gang_shape(outcomes),
         estimator=run.estimator,
     )

@@ -118,14 +118,16 @@ def markdown_table(report: ReplayReport) -> str:
     return "\n".join(lines)
 
 
-def breakdown_table(report: ReplayReport) -> str:
-    """Waits per GPU class, single jobs and gangs apart: jobs, mean and p95 (min)."""
-    groups = sorted({g for m in report.metrics for g in m.by_group})
+def breakdown_table(report: ReplayReport, shapes: bool = False) -> str:
+    """Waits per GPU class, single jobs and gangs apart (``shapes``: per gang shape, workers x
+    GPUs each): jobs, mean and p95 (min)."""
+    of = (lambda m: m.by_gang_shape) if shapes else (lambda m: m.by_group)
+    groups = sorted({g for m in report.metrics for g in of(m)})
     lines = ["| policy | " + " | ".join(f"{g}: n / mean / p95" for g in groups) + " |", "|---|" + "---:|" * len(groups)]
     for m in report.metrics:
         cells = []
         for g in groups:
-            n, avg, p95 = m.by_group.get(g, (0, 0.0, 0.0))
+            n, avg, p95 = of(m).get(g, (0, 0.0, 0.0))
             cells.append(f"{n:,} / {_minutes(avg)} / {_minutes(p95)}")
         lines.append(f"| {m.policy} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -137,4 +139,5 @@ def render(report: ReplayReport, breakdown: bool = False, calibration: str = "")
     parts = [*header(report), calibration or NOT_CALIBRATED, "", markdown_table(report), "", side_table(report)]
     if breakdown:
         parts += ["", "Waits by GPU class (minutes):", "", breakdown_table(report)]
+        parts += ["", "Gang waits by shape, workers x GPUs each (minutes):", "", breakdown_table(report, shapes=True)]
     return "\n".join(parts) + "\n"

@@ -107,3 +107,16 @@ def test_the_median_wait_and_the_worst_treated_tenants_slowdown():
     m = compute(ReplayRun("x", outcomes, end_s=500, gpu_seconds={}, usage=[]), FLEET)
     assert m.p50_wait_s == 20  # nearest rank of 0, 20, 300
     assert (m.worst_tenant, m.worst_tenant_slowdown) == ("bob", pytest.approx(3.0))
+
+
+def test_gangs_are_also_reported_by_shape():
+    from broker.replay.metrics import by_gang_shape  # noqa: PLC0415
+    from broker.replay.tracker import Outcome  # noqa: PLC0415
+
+    def gang(key, workers, gpus, wait):
+        j = job(key, 0, gpus=gpus, duration=60)
+        from dataclasses import replace  # noqa: PLC0415
+        return Outcome(replace(j, workers=workers, gpus_per_worker=gpus), start_s=wait)
+
+    shapes = by_gang_shape([gang("a", 2, 4, 60), gang("b", 2, 4, 180), gang("c", 4, 2, 0), Outcome(job("d", 0), start_s=5)])
+    assert shapes == {"2x4": (2, 120.0, 180.0), "4x2": (1, 0.0, 0.0)}

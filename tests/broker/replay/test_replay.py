@@ -63,7 +63,7 @@ def test_command_prints_and_writes_the_table(transactional_db, no_isolation, tra
     text = capsys.readouterr().out
     assert "| default |" in text and "| multikueue-race |" in text
     assert "arrivals compressed x4" in text and "seed 3" in text
-    assert "Waits by GPU class" in text
+    assert "Waits by GPU class" in text and "Gang waits by shape, workers x GPUs each" in text
     assert "Broker loop: production" in text and "local p95 wait (min)" in text
     assert out.read_text() == text
 
