@@ -126,6 +126,7 @@ class _Loop:
         self.every = beat_intervals()
         self.step = float(reduce(math.gcd, (int(v) for v in self.every.values())))
         self.keys: dict[str, str] = {}  # workload uid -> job key
+        self.uids: dict[str, str] = {}  # and back
         self.gen = 0  # bumped whenever something a placement pass reads has changed
         self.pass_gen = self.reconcile_gen = -1
         names = env.view.names
@@ -208,7 +209,13 @@ class _Loop:
         return [outcomes[k].job for k in self.big]
 
     def _gang_past_hold_age(self, now: float) -> bool:
-        return any(now - job.submit_s >= self.aging.hold_after_s for job in self._waiting_big_gangs())
+        """A waiting big gang past its hold age that holds no pool yet (the broker's own
+        records say which hold one: a hold changes nothing with time until its gang starts)."""
+        past = [j.key for j in self._waiting_big_gangs() if now - j.submit_s >= self.aging.hold_after_s]
+        if not past:
+            return False
+        holding = self.broker.holding([self.uids[k] for k in past])
+        return any(self.uids[k] not in holding for k in past)
 
     def _next_gang_hold_age(self, now: float) -> float:
         ages = [job.submit_s + self.aging.hold_after_s for job in self._waiting_big_gangs()]
@@ -270,7 +277,7 @@ class _Loop:
             if job.total_gpus >= self.aging.big_gang_gpus:
                 self.big.append(job.key)
             uid = self.broker.submit(job)
-            self.keys[uid] = job.key
+            self.keys[uid], self.uids[job.key] = job.key, uid
             env.sim.set_duration(uid, job.duration_s, job.final_state)  # before it reaches a cluster
             self.gen += 1
         self._work(now)

@@ -24,7 +24,7 @@ from django.conf import settings
 
 from broker import tasks
 from broker.fleet_file import FleetDescription
-from broker.models import Cluster, Workload, WorkloadState
+from broker.models import Cluster, GpuPool, Workload, WorkloadState
 from broker.placement.wait_estimator import EstimatorReport
 from broker.replay.broker_setup import clear_replay_rows, replay_bot, tenant_project
 from broker.replay.jobs import TENANT_PREFIX, ReplayJob
@@ -130,6 +130,10 @@ class ProductionBroker:
             task(*args)  # the task's own body, as a Celery worker runs it
             ran += 1
         return ran
+
+    def holding(self, uids: list[str]) -> set[str]:
+        """Which of these workloads hold a pool to drain (a big gang's hold)."""
+        return set(GpuPool.objects.filter(held_for__in=uids).values_list("held_for", flat=True)) if uids else set()
 
     def live(self) -> int:
         """Workloads still waiting, reserved or on their way to a cluster."""

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db.models import Max
 
-from broker.models import Cluster
+from broker.models import Cluster, GpuPool, Workload
 from broker.placement.policy import Aging
 from broker.services.fleet.policy import current_policy
 
@@ -22,7 +22,18 @@ def due_ids(rows: list[QueueRow], now: datetime) -> list[int]:
     paused = [row for row in rows if not _pause_over(row, now)]
     changed = Cluster.objects.aggregate(at=Max("capacity_changed_at"))["at"] if paused else None
     aging = current_policy().policy.aging if paused else None
-    return [row[0] for row in rows if _pause_over(row, now) or _due_anyway(row, now, changed, aging)]
+    holding = _holding() if aging is not None and any(_past_hold_age(row, now, aging) for row in paused) else set()
+    return [row[0] for row in rows if _pause_over(row, now) or _due_anyway(row, now, changed, aging, holding)]
+
+
+def _holding() -> set[int]:
+    """The waiting workloads that hold a pool already (by id)."""
+    uids = set(GpuPool.objects.exclude(held_for="").values_list("held_for", flat=True))
+    return set(Workload.objects.filter(uid__in=uids).values_list("id", flat=True)) if uids else set()
+
+
+def _past_hold_age(row: QueueRow, now: datetime, aging: Aging) -> bool:
+    return row[3] >= aging.big_gang_gpus and (now - row[1]).total_seconds() >= aging.hold_after_s
 
 
 def _pause_over(row: QueueRow, now: datetime) -> bool:
@@ -30,12 +41,15 @@ def _pause_over(row: QueueRow, now: datetime) -> bool:
     return not retry_at or datetime.fromisoformat(retry_at) <= now
 
 
-def _due_anyway(row: QueueRow, now: datetime, capacity_changed_at: datetime | None, aging: Aging | None) -> bool:
+def _due_anyway(
+    row: QueueRow, now: datetime, capacity_changed_at: datetime | None, aging: Aging | None, holding: set[int]
+) -> bool:
     """Looked at although its pause after a fruitless look runs on: a report of changed
     capacity came after that look (freed GPUs are offered in the next pass, not after a
-    pause of up to RETRY_CAP_S), or it is a big gang past its hold age, which may take a
-    pool to drain in any pass (``should_hold_for_gang``: the one rule that reads the clock)."""
+    pause of up to RETRY_CAP_S), or it is a big gang past its hold age that holds no pool
+    yet, which may take one to drain in any pass (``should_hold_for_gang``: the one rule
+    that reads the clock)."""
     since = row[7]
     if since is not None and capacity_changed_at is not None and datetime.fromisoformat(since) < capacity_changed_at:
         return True
-    return aging is not None and row[3] >= aging.big_gang_gpus and (now - row[1]).total_seconds() >= aging.hold_after_s
+    return aging is not None and _past_hold_age(row, now, aging) and row[0] not in holding
