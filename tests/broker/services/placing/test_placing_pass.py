@@ -218,3 +218,19 @@ def test_a_burst_of_cloud_placements_in_one_pass_stays_within_the_tenants_budget
     assert "cloud budget" in waiting.raw_reason
     workload_place(workload_id=waiting.id)  # one at a time, the reserved ones' cost is counted too
     assert Workload.objects.get(id=waiting.id).state == "waiting"
+
+
+def test_a_big_gang_that_holds_a_pool_pauses_again_like_any_other(trio, quota, make_cluster, submit, sim):
+    from broker.models import GpuPool  # noqa: PLC0415
+
+    quota.limit_gpus = 64
+    quota.save()
+    cluster = make_cluster("onprem", nodes=[8, 8])
+    sim.get("onprem").inject_foreign_job(gpus_per_worker=4, duration_s=36000)  # the gang cannot fit now
+    cluster_sync_inventory(cluster_id=cluster.id)
+    gang = submit(gpus_per_worker=8, workers=2)
+    now = timezone.now()
+    Workload.objects.filter(id=gang.id).update(created_at=now - timedelta(hours=1, seconds=5))  # past its hold age
+    waiting_place_pass(now=now)
+    assert GpuPool.objects.filter(held_for=Workload.objects.get(id=gang.id).uid).exists()
+    assert waiting_place_pass(now=now + timedelta(seconds=1)).due == 0  # it holds one: nothing new with time
