@@ -144,6 +144,11 @@ class _Loop:
         self.resync_s = max(interval, float(policy.staleness_limit_s) - 2 * interval)
         self.due = dict.fromkeys(BEAT_ORDER, 0.0)
         now, idle_since = 0.0, math.inf
+        # a cluster in production has reported long before the first job arrives
+        self._advance(now)
+        for name in self.broker.clusters:
+            self.broker.sync(name)
+            self.synced[name] = (self._version(name), now)
         while True:
             now = self._next_instant(now)
             for key, at in self.due.items():  # ticks passed over did nothing: the next is ahead
@@ -182,6 +187,12 @@ class _Loop:
         event = min(
             (t for t in (c.next_event() for c in self.env.view.clusters.values()) if t is not None), default=math.inf
         )
+        event = min(event, self._next_gang_hold_age(now))
+        # an unchanged cluster's report is taken again before it nears the staleness limit,
+        # at an inventory tick, whatever happens next: a change after a long quiet spell must
+        # find a fresh report, as the every-30-s syncs would have left one
+        due_fresh = min(at for _, at in self.synced.values()) + self.resync_s
+        event = min(event, self._tick_at_or_after(due_fresh, self.every["inventory"]))
         if event == math.inf:
             # nothing runs, nothing is due: the next arrival, or a last tick before the end
             return max(now, arrival if arrival < math.inf else tick)
