@@ -22,6 +22,7 @@ from broker.fleet_file import FleetDescription
 from broker.models import Cluster, GpuClass, Quota, Workload
 from broker.replay.jobs import TENANT_PREFIX
 from broker.services.fleet.policy import current_policy, policy_override
+from broker.services.fleet.registration import clusters_from_fleet, gpu_classes_from_policy
 from portal.tenancy.models import Membership, Project, Role, Tenant
 
 BOT_USERNAME = "replay-bot"
@@ -116,3 +117,23 @@ def tenant_project(
     for gpu_class in GpuClass.objects.all():
         Quota.objects.update_or_create(tenant=tenant_row, gpu_class=gpu_class, defaults={"limit_gpus": UNLIMITED_GPUS})
     return project.id
+
+
+class ReplayTenants:
+    """What a broker preset's replay sets up before its first job: the fleet's cluster rows
+    afresh (an earlier replay's rows removed), the GPU classes, the bot, and each tenant's
+    project on first use (with the replay's cloud budget)."""
+
+    def __init__(self, fleet: FleetDescription, prefix: str, cloud_budget: Decimal | None = None):
+        clear_replay_rows(fleet, prefix)
+        gpu_classes_from_policy()
+        self.clusters = {c.name: c.id for c in clusters_from_fleet(fleet=fleet)}
+        self.user = replay_bot()
+        self.prefix, self.cloud_budget = prefix, cloud_budget
+        self._projects: dict[str, int] = {}
+
+    def project(self, tenant: str) -> int:
+        project_id = self._projects.get(tenant)
+        if project_id is None:
+            project_id = self._projects[tenant] = tenant_project(tenant, self.user, self.prefix, self.cloud_budget)
+        return project_id

@@ -43,12 +43,11 @@ from typing import Sequence
 from broker import runtime
 from broker.fleet_file import FleetDescription
 from broker.models import AttemptState, Workload, WorkloadState
-from broker.replay.broker_setup import broker_context, clear_replay_rows, replay_bot, tenant_project
+from broker.replay.broker_setup import ReplayTenants, broker_context
 from broker.replay.jobs import TENANT_PREFIX, ReplayJob
 from broker.replay.loop import ESTIMATOR_EXTRAS, ReplayEnv
 from broker.replay.tracker import Start
 from broker.services.dispatching.send import workload_dispatch
-from broker.services.fleet.registration import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.placing.cycle import PlacingPass, place_in_pass, placing_pass_open
 from broker.services.following.status import cluster_poll_status
@@ -88,19 +87,8 @@ class BrokerPreset:
         self.waiting: list[tuple[int, ReplayJob]] = []
         # cluster -> (tracker changes seen, synced at, polled at)
         self._synced: dict[str, tuple[int, float, float]] = {}
-        clear_replay_rows(self.fleet, self.tenant_prefix)
-        gpu_classes_from_policy()
-        self.clusters = {c.name: c.id for c in clusters_from_fleet(fleet=self.fleet)}
-        self.user = replay_bot()
-        self.projects: dict[str, int] = {}
-
-    def _project(self, tenant: str) -> int:
-        project_id = self.projects.get(tenant)
-        if project_id is None:
-            project_id = self.projects[tenant] = tenant_project(
-                tenant, self.user, self.tenant_prefix, self.cloud_budget
-            )
-        return project_id
+        self.tenants = ReplayTenants(self.fleet, self.tenant_prefix, self.cloud_budget)
+        self.clusters = self.tenants.clusters
 
     # -- each instant -----------------------------------------------------------------
     def step(self, now: float, arrivals: Sequence[ReplayJob]) -> tuple[list[Start], set[str]]:
@@ -143,7 +131,9 @@ class BrokerPreset:
             self._synced[name] = (tracker.changes(name), now, polled_at)
 
     def _submit(self, job: ReplayJob) -> int:
-        workload = workload_submit(user=self.user, project_id=self._project(job.tenant), spec_data=job.spec_data())
+        workload = workload_submit(
+            user=self.tenants.user, project_id=self.tenants.project(job.tenant), spec_data=job.spec_data()
+        )
         # registered before the job can reach a cluster: it runs as long as in the trace
         self.env.sim.set_duration(workload.uid, job.duration_s, job.final_state)
         return workload.id

@@ -64,11 +64,7 @@ def draw(summaries: Sequence[Summary], path: Path, title: str = "") -> Path:
         "target, p95 <= 0.7x and spend <= 1.0x the race; dotted: the frontier)",
         fontsize=9,
     )
-    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, plt, path)
 
 
 def _panel(ax, mine: Sequence[Summary], colours: dict) -> None:
@@ -114,11 +110,7 @@ def draw_spread(rows: Sequence[PolicySpread], path: Path) -> Path:
         "(green: p95 <= 0.7x and spend <= 1.0x the race's means)",
         fontsize=9,
     )
-    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(fig, plt, path)
 
 
 def _spread_panel(ax, mine: Sequence[PolicySpread], colours: dict) -> None:
@@ -148,3 +140,12 @@ def _spread_panel(ax, mine: Sequence[PolicySpread], colours: dict) -> None:
         )
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
+
+
+def _save(fig, plt, path: Path) -> Path:
+    """Lay the picture out (room for the legend below) and write it."""
+    fig.tight_layout(rect=(0, 0.05, 1, 0.96))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

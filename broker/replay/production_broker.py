@@ -26,11 +26,10 @@ from broker import tasks
 from broker.fleet_file import FleetDescription
 from broker.models import Cluster, GpuPool, Workload, WorkloadState
 from broker.placement.wait_estimator import EstimatorReport
-from broker.replay.broker_setup import clear_replay_rows, replay_bot, tenant_project
+from broker.replay.broker_setup import ReplayTenants
 from broker.replay.jobs import TENANT_PREFIX, ReplayJob
 from broker.selectors.waits import wait_estimate_report
 from broker.services.fleet.inventory import cluster_sync_inventory
-from broker.services.fleet.registration import clusters_from_fleet, gpu_classes_from_policy
 from broker.services.following.reconcile import reconcile_fleet
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import PassReport, waiting_place_pass
@@ -68,22 +67,17 @@ class ProductionBroker:
         self.queue: deque[tuple[str, tuple[Any, ...]]] = deque()
 
     def begin(self) -> None:
-        clear_replay_rows(self.fleet, self.tenant_prefix)
-        gpu_classes_from_policy()
-        self.clusters = {c.name: c.id for c in clusters_from_fleet(fleet=self.fleet)}
-        self.user = replay_bot()
-        self.projects: dict[str, int] = {}
+        self.tenants = ReplayTenants(self.fleet, self.tenant_prefix, self.cloud_budget)
+        self.clusters = self.tenants.clusters
 
     # -- what researchers do ----------------------------------------------------------------
     def submit(self, job: ReplayJob) -> str:
         """Submit through the service, as the API does; the workload's uid (what the
         destination job carries)."""
-        project_id = self.projects.get(job.tenant)
-        if project_id is None:
-            project_id = self.projects[job.tenant] = tenant_project(
-                job.tenant, self.user, self.tenant_prefix, self.cloud_budget
-            )
-        return str(workload_submit(user=self.user, project_id=project_id, spec_data=job.spec_data()).uid)
+        workload = workload_submit(
+            user=self.tenants.user, project_id=self.tenants.project(job.tenant), spec_data=job.spec_data()
+        )
+        return str(workload.uid)
 
     # -- the beat's tasks, one call per cluster where the task fans out ---------------------
     def sync(self, cluster: str) -> bool:
