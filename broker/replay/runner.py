@@ -130,6 +130,7 @@ class ReplayConfig:
     local_share: float = DEFAULT_LOCAL_SHARE  # of the jobs, submitted locally (local_jobs.py)
     loop: str = "production"  # how the broker's presets run (LOOPS)
     cloud_budget: float | None = None  # each broker tenant's monthly cloud budget (None: none)
+    every_tick: bool = False  # the production loop without the harness's shortcuts (slower)
     target_load: float | None = None  # on-prem nodes scaled to this load (target_load.py)
 
     def __post_init__(self) -> None:
@@ -199,6 +200,7 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
             knobs=config.knobs,
             loop=config.loop,
             cloud_budget=config.cloud_budget,
+            skipping=Skipping(on=not config.every_tick),
         )
         report.metrics.append(metrics)
         report.seconds[name] = time.perf_counter() - began
@@ -217,9 +219,10 @@ def run_one(
     knobs: Knobs | None = None,
     loop: str = "production",
     cloud_budget: float | None = None,
+    skipping: Skipping | None = None,
 ) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
-    run = replay_run(name, jobs, fleet, seed, strategy, queueing, knobs, loop, cloud_budget=cloud_budget)
+    run = replay_run(name, jobs, fleet, seed, strategy, queueing, knobs, loop, skipping, cloud_budget)
     return compute(run, fleet)
 
 

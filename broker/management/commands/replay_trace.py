@@ -171,6 +171,12 @@ class Command(BaseCommand):
             "learns only from its syncs and polls) or instant (the older harness: synced right before placing)",
         )
         parser.add_argument(
+            "--every-tick",
+            action="store_true",
+            help="production loop: run every beat entry at every tick, without the harness's shortcuts (the "
+            "reference the equivalence test and bench/bench_replay_loop.py compare with; slower)",
+        )
+        parser.add_argument(
             "--cloud-budget",
             type=float,
             default=None,
@@ -246,6 +252,7 @@ class Command(BaseCommand):
                 local_share=opts["local_share"],
                 loop=opts["loop"],
                 cloud_budget=opts["cloud_budget"],
+                every_tick=opts["every_tick"],
             )
         except ValueError as exc:
             message = str(exc).replace("local_share:", "--local-share:").replace("cloud_budget:", "--cloud-budget:")

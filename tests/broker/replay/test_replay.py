@@ -223,3 +223,12 @@ def test_a_replay_on_a_database_that_cannot_be_migrated_still_prints_its_table(t
     assert "cannot be migrated" in result.stderr and "not recorded in" in result.stderr
     assert "| default |" in result.stdout and "| multikueue-race |" in result.stdout
     assert not database.parent.exists()
+
+
+def test_every_tick_runs_the_production_loop_without_the_harness_shortcuts(transactional_db, no_isolation,
+                                                                           trace_file, fleet_file, capsys):
+    args = [str(trace_file(ROWS)), "--fleet", str(fleet_file()), "--policies", "default", "--limit", "8", "--no-record"]
+    call_command("replay_trace", *args)
+    shortcuts = capsys.readouterr().out
+    call_command("replay_trace", *args, "--every-tick")
+    assert capsys.readouterr().out == shortcuts  # the same decisions on this slice, hence the same table
