@@ -27,7 +27,11 @@ a slice both ways and compares every decision, ``bench/`` the 500-job version):
   anyway (``Cluster.capacity_changed_at``), so the looks a skipped pass would have made
   only moved its pause.
 
-Withdrawing policy holds and reconcile always run: they read the clock.
+Two rules of the broker read the clock, and the harness runs what they need when they need
+it: a big gang past its hold age that holds no pool yet makes every pass run
+(``_gang_past_hold_age``), and a reservation held unconfirmed past its expiry makes the next
+reconcile run (``_expired``); withdrawing policy holds runs while any of the broker's jobs waits
+at a destination.
 """
 
 from __future__ import annotations
@@ -188,6 +192,9 @@ class _Loop:
             (t for t in (c.next_event() for c in self.env.view.clusters.values()) if t is not None), default=math.inf
         )
         event = min(event, self._next_gang_hold_age(now))
+        expiry = self._next_expiry()
+        if expiry < math.inf:  # reconcile looks at reservations run out before its tick
+            event = min(event, self._tick_at_or_after(expiry, self.every["reconcile"]))
         # an unchanged cluster's report is taken again before it nears the staleness limit,
         # at an inventory tick, whatever happens next: a change after a long quiet spell must
         # find a fresh report, as the every-30-s syncs would have left one
@@ -208,6 +215,7 @@ class _Loop:
             or self.gen != self.reconcile_gen
             or self.env.tracker.pending(local=False) > 0
             or self._gang_past_hold_age(now)
+            or self._expired(now)
         )
 
     # -- the one rule of placement that reads the clock ---------------------------------
@@ -231,6 +239,14 @@ class _Loop:
     def _next_gang_hold_age(self, now: float) -> float:
         ages = [job.submit_s + self.aging.hold_after_s for job in self._waiting_big_gangs()]
         return min((t for t in ages if t > now), default=math.inf)
+
+    # -- reconcile's clock: a reservation held unconfirmed past its expiry ---------------
+    def _next_expiry(self) -> float:
+        at = self.broker.next_reservation_expiry()
+        return math.inf if at is None else self.env.sim.clock.to_seconds(at)
+
+    def _expired(self, now: float) -> bool:
+        return self._next_expiry() <= now  # reconcile reads the clock a microsecond on
 
     @staticmethod
     def _tick_at_or_after(t: float, every: float) -> float:
@@ -302,7 +318,7 @@ class _Loop:
         elif key == "withdraw-policy-holds":
             if not (self.skip.on and self.env.tracker.pending(local=False) == 0):
                 self.gen += int(self.broker.withdraw_holds() > 0)
-        elif key == "reconcile" and not (self.skip.on and self.gen == self.reconcile_gen):
+        elif key == "reconcile" and not (self.skip.on and self.gen == self.reconcile_gen and not self._expired(now)):
             self.reconcile_gen = self.gen
             self.gen += int(self.broker.reconcile())
         elif key == "place-waiting" and not (

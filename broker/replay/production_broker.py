@@ -17,14 +17,16 @@ cluster's users do by running their code); ``tests/conventions`` checks its impo
 from __future__ import annotations
 
 from collections import deque
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Callable
 
 from django.conf import settings
+from django.db.models import Min
 
 from broker import tasks
 from broker.fleet_file import FleetDescription
-from broker.models import Cluster, GpuPool, Workload, WorkloadState
+from broker.models import Cluster, GpuPool, Reservation, ReservationState, Workload, WorkloadState
 from broker.placement.wait_estimator import EstimatorReport
 from broker.replay.broker_setup import ReplayTenants
 from broker.replay.jobs import TENANT_PREFIX, ReplayJob
@@ -128,6 +130,14 @@ class ProductionBroker:
     def holding(self, uids: list[str]) -> set[str]:
         """Which of these workloads hold a pool to drain (a big gang's hold)."""
         return set(GpuPool.objects.filter(held_for__in=uids).values_list("held_for", flat=True)) if uids else set()
+
+    def next_reservation_expiry(self) -> datetime | None:
+        """When the first live reservation still held unconfirmed runs out: reconcile confirms
+        or expires it then (the other rule of the broker that reads the clock)."""
+        found: datetime | None = Reservation.objects.filter(state=ReservationState.ACTIVE).aggregate(
+            at=Min("expires_at")
+        )["at"]
+        return found
 
     def live(self) -> int:
         """Workloads still waiting, reserved or on their way to a cluster."""
