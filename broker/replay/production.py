@@ -210,7 +210,7 @@ class _Loop:
         return (
             bool(self.broker.queue)
             or any(self._version(n) != self.polled[n] for n in self.polled)
-            or any(self._version(n) != self.synced[n][0] for n in self.synced)
+            or any(self._version(n) != self.synced[n][0] or self.env.tracker.pending_at(n) for n in self.synced)
             or self.gen != self.pass_gen
             or self.gen != self.reconcile_gen
             or self.env.tracker.pending(local=False) > 0
@@ -339,7 +339,9 @@ class _Loop:
         for name in self.broker.clusters:
             version = self._version(name)
             last, at = self.synced[name]
-            if self.skip.on and last == version:  # kept fresh by _freshen
+            # kept fresh by _freshen; but a report taken later counts the broker's jobs waiting
+            # there otherwise (the GPUs promised since the report), so it is not elided then
+            if self.skip.on and last == version and not self.env.tracker.pending_at(name):
                 continue
             self.gen += int(self.broker.sync(name))
             self.synced[name] = (version, now)

@@ -120,6 +120,10 @@ class Tracker:
         self._changes[cluster] += 1
 
     # -- what the loop asks -------------------------------------------------------------
+    def pending_at(self, cluster: str) -> int:
+        """The strategy's own destination jobs still waiting at this cluster."""
+        return sum((cluster, j) not in self.local_jobs for j in self._pending[cluster])
+
     def pending(self, local: bool = True) -> int:
         """Destination jobs still waiting at their clusters (``local=False``: the strategy's
         own, without the local users')."""
