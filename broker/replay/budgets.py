@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from broker.fleet_file import FleetDescription
 from broker.replay.tracker import Outcome
+from broker.services.placing.bursting import next_month
 
 
 def _month_starts(start: datetime, end: datetime) -> list[datetime]:
@@ -20,7 +21,7 @@ def _month_starts(start: datetime, end: datetime) -> list[datetime]:
     edges: list[datetime] = []
     cursor = start
     while True:
-        nxt = (cursor.replace(day=1, hour=0, minute=0, second=0, microsecond=0) + timedelta(days=32)).replace(day=1)
+        nxt = next_month(cursor)
         if nxt >= end:
             return [*edges, end]
         edges.append(nxt)

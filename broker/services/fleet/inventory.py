@@ -55,7 +55,8 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
         cluster_ids=[cluster.id], taken_at={(cluster.id, p.name): snapshot.taken_at for p in snapshot.pools}
     )[cluster.id]
     reserved = promised.pools
-    before = _numbers(cluster)
+    before = {_key(p): _numbers(p) for p in GpuPool.objects.filter(cluster=cluster)}
+    after: dict[tuple[str, str, str], tuple[object, ...]] = {}
     keep: list[int] = []
     for pool in snapshot.pools:
         allocatable, allocated = pool.gpus_allocatable, pool.gpus_allocated
@@ -78,9 +79,10 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
             ),
         )
         keep.append(row.id)
+        after[_key(row)] = _numbers(row)  # as written: no second read
     GpuPool.objects.filter(cluster=cluster).exclude(id__in=keep).delete()
     was_stale = cluster.health == ClusterHealth.STALE
-    changed = _numbers(cluster) != before or cluster.local_limits != snapshot.limits.to_json()
+    changed = after != before or cluster.local_limits != snapshot.limits.to_json()
     Cluster.objects.filter(id=cluster.id).update(
         capacity_changed_at=runtime.now() if changed else cluster.capacity_changed_at,
         health=ClusterHealth.DRAINING if cluster.draining else ClusterHealth.HEALTHY,
@@ -96,20 +98,21 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
         audit(action="cluster.fresh", cluster=cluster.name, message="answering again")
 
 
-def _numbers(cluster: Cluster) -> dict[tuple[str, str, str], tuple[object, ...]]:
-    """What placement reads of the cluster's pools, without the report's time."""
-    return {
-        (p.name, p.gpu_model, p.partitioning): (
-            p.gpus_total,
-            p.gpus_allocatable,
-            p.gpus_allocated,
-            p.gpus_reserved,
-            p.gpus_idle,
-            p.nodes,
-            p.owner,
-        )
-        for p in GpuPool.objects.filter(cluster=cluster)
-    }
+def _key(pool: GpuPool) -> tuple[str, str, str]:
+    return (pool.name, pool.gpu_model, pool.partitioning)
+
+
+def _numbers(pool: GpuPool) -> tuple[object, ...]:
+    """What placement reads of a pool, without the report's time."""
+    return (
+        pool.gpus_total,
+        pool.gpus_allocatable,
+        pool.gpus_allocated,
+        pool.gpus_reserved,
+        pool.gpus_idle,
+        pool.nodes,
+        pool.owner,
+    )
 
 
 def _escalate_double_claims(cluster: Cluster, snapshot: InventorySnapshot) -> None:

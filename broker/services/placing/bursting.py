@@ -184,6 +184,11 @@ def burst_gate(
     return BurstOutcome(left, "" if left else verdict.reason, wait)
 
 
+def next_month(when: datetime) -> datetime:
+    """The first instant of the calendar month after ``when``'s."""
+    return (when.replace(day=1, hour=0, minute=0, second=0, microsecond=0) + timedelta(days=32)).replace(day=1)
+
+
 # a tenant's cloud jobs that may still cost money: reserved or sent, queued, running
 COMMITTED_STATES = (WorkloadState.RESERVED, WorkloadState.DISPATCHING, WorkloadState.QUEUED, WorkloadState.RUNNING)
 
@@ -194,7 +199,7 @@ def month_spend_committed(now: datetime) -> dict[tuple[int, str], Decimal]:
     budget checked against the spend so far alone let a burst of jobs pass together, each
     seeing the others' cost as 0 until they had run (the production-loop replay found it)."""
     month = dict(cloud_spend_month(now))
-    month_end = (now.replace(day=1, hour=0, minute=0, second=0, microsecond=0) + timedelta(days=32)).replace(day=1)
+    month_end = next_month(now)
     rows = Workload.objects.filter(cluster__location=Location.CLOUD, state__in=COMMITTED_STATES).values_list(
         "tenant_id", "cluster__name", "cluster__price_per_gpu_hour", "total_gpus", "started_at", TIME_LIMIT_LOOKUP
     )
