@@ -129,7 +129,7 @@ class Tracker:
         own, without the local users')."""
         if local:
             return sum(len(p) for p in self._pending.values())
-        return sum((c, j) not in self.local_jobs for c, p in self._pending.items() for j in p)
+        return sum(self.pending_at(c) for c in self._pending)
 
     def next_end(self) -> float | None:
         while self._ends and (self._ends[0][2], self._ends[0][3]) in self._gone:

@@ -19,11 +19,12 @@ QueueRow = tuple[int, datetime, int, int, str, datetime | None, str | None, str 
 def due_ids(rows: list[QueueRow], now: datetime) -> list[int]:
     """The ids due now, in the rows' order; the last capacity change and the policy are read
     only when some workload still pauses."""
-    paused = [row for row in rows if not _pause_over(row, now)]
+    over = {row[0] for row in rows if _pause_over(row, now)}
+    paused = [row for row in rows if row[0] not in over]
     changed = Cluster.objects.aggregate(at=Max("capacity_changed_at"))["at"] if paused else None
     aging = current_policy().policy.aging if paused else None
     holding = _holding() if aging is not None and any(_past_hold_age(row, now, aging) for row in paused) else set()
-    return [row[0] for row in rows if _pause_over(row, now) or _due_anyway(row, now, changed, aging, holding)]
+    return [row[0] for row in rows if row[0] in over or _due_anyway(row, now, changed, aging, holding)]
 
 
 def _holding() -> set[int]:
