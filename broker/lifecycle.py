@@ -102,6 +102,7 @@ class TransitionReason(models.TextChoices):
     DECLARED_DEAD = "declared_dead", "An admin declared the run dead"
     WORKLOAD_ENDED = "workload_ended", "The workload ended"
     WITHDRAWN = "withdrawn", "Held at its destination by a local policy too long: cancelled there, placed again"
+    MOVED = "moved", "Waiting in one queue while another destination could start it now: cancelled, placed again"
     ACKNOWLEDGED = "acknowledged", "An admin acknowledged it"
     RESOLVED = "resolved", "An admin resolved it"
     QUOTA_REQUEST_APPROVED = "quota_request_approved", "The quota's owner approved the request"
@@ -155,7 +156,8 @@ WORKLOAD_TRANSITIONS: Mapping[str, frozenset[str]] = {
     W.WAITING: frozenset({W.WAITING, W.RESERVED, W.REJECTED, W.CANCELLED}),
     W.RESERVED: frozenset({W.DISPATCHING, W.WAITING, W.CANCELLED}),
     W.DISPATCHING: frozenset({W.QUEUED, W.WAITING, W.CANCELLING, W.FAILED}),
-    # queued -> waiting: held there by a local policy too long, cancelled and withdrawn
+    # queued -> waiting: held there by a local policy too long, or another destination could
+    # start it now: cancelled there and placed again
     W.QUEUED: frozenset({W.RUNNING, W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED, W.WAITING}),
     W.RUNNING: frozenset({W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED}),
     W.CANCELLING: frozenset({W.CANCELLED, W.COMPLETED, W.FAILED}),

@@ -21,6 +21,7 @@ from broker.services.dispatching.send import workload_dispatch
 from broker.services.dispatching.chunk import workloads_dispatch
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.withdraw import policy_holds_withdraw
+from broker.services.placing.moving import queued_moves
 from broker.services.following.cancel import cancel_propagate
 from broker.services.dispatching.multikueue import multikueue_dispatch as dispatch
 from broker.services.dispatching.multikueue import dispatcher_managers
@@ -98,6 +99,12 @@ def poll_all_status() -> None:
 def withdraw_policy_holds() -> None:
 
     policy_holds_withdraw()
+
+
+@shared_task(**TASK_OPTIONS)
+def move_queued() -> None:
+
+    queued_moves()
 
 
 @shared_task(**TASK_OPTIONS)

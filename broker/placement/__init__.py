@@ -21,7 +21,7 @@ A scheduling pass (build once per inventory refresh, then decide per workload)::
                 fleet.hold(*target, holder=item.key)
 """
 
-from broker.placement.engine import place, place_prepared
+from broker.placement.engine import place, place_prepared, queue_candidates
 from broker.placement.facts import ClusterFacts
 from broker.placement.fairness import (
     Pending,
@@ -69,6 +69,7 @@ __all__ = [
     "pack_gang",
     "place",
     "place_prepared",
+    "queue_candidates",
     "policy_version",
     "priority",
     "should_hold_for_gang",

@@ -225,6 +225,7 @@ def _rank(
     weights: dict[str, float],
     runtime_hours: float | None,
     limit: int | None,
+    assign: bool = True,
 ) -> list[Candidate]:
     if not entries:
         return []
@@ -247,16 +248,17 @@ def _rank(
     order = sorted(range(len(entries)), key=lambda i: (scored[i][0], entries[i].cluster, entries[i].prepared.pool.name))
     if limit is not None:
         order = order[:limit]
-    return [_candidate(entries[i], rows[i], scored[i], spec) for i in order]
+    return [_candidate(entries[i], rows[i], scored[i], spec, assign) for i in order]
 
 
 def _candidate(
-    entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]], spec: WorkloadSpec
+    entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]], spec: WorkloadSpec, assign: bool
 ) -> Candidate:
     prepared = entry.prepared
     index = prepared.index
     same = spec.same_interconnect and spec.workers > 1
-    nodes = index.assign(spec.gpus_per_worker, spec.workers, same)
+    # a job sent to wait in the destination's queue has no nodes yet: its scheduler picks them
+    nodes = index.assign(spec.gpus_per_worker, spec.workers, same) if assign else []
     assert nodes is not None, "a fitting pool must pack"  # capacity table says it fits
     return Candidate(
         cluster=entry.cluster,
@@ -279,6 +281,37 @@ def _detail(entry: Entry, spec: WorkloadSpec) -> dict[str, float | str]:
             egress_per_gb=entry.egress,
         )
     return out
+
+
+def queue_candidates(
+    fleet: PreparedFleet,
+    spec: WorkloadSpec,
+    *,
+    tenant: str,
+    quota_remaining: int,
+    now: datetime,
+    age_s: float = 0.0,
+    runtime_hours: float | None = None,
+    cloud_quota_remaining: int | None = None,
+    scopes: Sequence[str] = (),
+) -> list[Candidate]:
+    """The pools where the whole gang could wait in the local queue: every rule of
+    ``place_prepared`` holds except that it fits now (free GPUs, local quota used up now,
+    a pool held for another gang); the pool must hold it when idle.  Ranked by the same
+    terms, with no nodes assigned."""
+    out = _quota_exclusions(fleet, spec, quota_remaining, cloud_quota_remaining)
+    stale = fleet.stale(now)
+    entries: list[Entry] = []
+    for entry in fleet.static_for(spec, tenant).entries:
+        if entry.cluster in out or entry.cluster in stale:
+            continue
+        limits = fleet.clusters[entry.cluster].limits
+        if limits and admission.never_admitted(limits, entry.prepared.pool, spec, scopes) is not None:
+            continue
+        if entry.prepared.ever_capacity(spec) >= spec.workers:
+            entries.append(entry)
+    weights = terms.aged_weights(fleet.policy.weights, age_s, fleet.policy.aging)
+    return _rank(entries, spec, weights, runtime_hours, None, assign=False)
 
 
 def _result(

@@ -148,6 +148,13 @@ class Aging:
     hold_after_s: float = 3600.0  # a big gang waiting this long may hold a pool
     min_share_bonus: float = 2.0  # priority points for a tenant under its min share
     queue_weight_per_hour: float = 0.5  # waited hours raise the queue-wait weight by this
+    # a job that fits nowhere now waits at the broker this long, then queues at the
+    # destination predicted to start it first (its local scheduler keeps its place and, on
+    # Slurm, reserves nodes for it); None: it waits at the broker until it fits somewhere
+    queue_after_s: float | None = 120.0
+    # a job waiting for capacity in one destination's queue moves when another could start
+    # it now (broker.services.placing.moving)
+    move_queued: bool = True
 
 
 @dataclass(frozen=True)

@@ -170,10 +170,15 @@ def _aging(raw: object) -> Aging:
         "min_share_bonus",
         "queue_weight_per_hour",
     )
-    _known_keys("aging", body, set(fields))
+    _known_keys("aging", body, {*fields, "queue_after_s", "move_queued"})
     values = {f: _number(f"aging.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
     big_gang = int(values.pop("big_gang_gpus"))
-    return Aging(big_gang_gpus=big_gang, **values)
+    raw_after = body.get("queue_after_s", default.queue_after_s)
+    after = None if raw_after is None else _number("aging.queue_after_s", raw_after, 0)
+    move = body.get("move_queued", default.move_queued)
+    if not isinstance(move, bool):
+        raise PolicyError("aging.move_queued", f"must be true or false, not {move!r}")
+    return Aging(big_gang_gpus=big_gang, queue_after_s=after, move_queued=move, **values)
 
 
 def _multikueue(raw: object) -> MultiKueueDispatch:

@@ -27,15 +27,17 @@ a slice both ways and compares every decision, ``bench/`` the 500-job version):
   anyway (``Cluster.capacity_changed_at``), so the looks a skipped pass would have made
   only moved its pause.
 
-Two rules of the broker read the clock, and the harness runs what they need when they need
+Three rules of the broker read the clock, and the harness runs what they need when they need
 it: a big gang past its hold age that holds no pool yet makes every pass run
-(``_gang_past_hold_age``), and a reservation held unconfirmed past its expiry makes the next
-reconcile run (``_expired``); withdrawing policy holds runs while any of the broker's jobs waits
-at a destination.
+(``_gang_past_hold_age``), a job of the broker's that reached its queue-after age since the
+last pass makes the next pass run (``_crossed_queue_age``), and a reservation held unconfirmed
+past its expiry makes the next reconcile run (``_expired``); withdrawing policy holds and moving
+queued jobs run while any of the broker's jobs waits at a destination.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass
 from functools import reduce
@@ -52,7 +54,7 @@ from broker.replay.production_broker import ProductionBroker
 from broker.services.fleet.policy import current_policy
 
 # the beat entries the replay runs, in the order it runs those due at one instant
-BEAT_ORDER = ("status", "inventory", "withdraw-policy-holds", "reconcile", "place-waiting")
+BEAT_ORDER = ("status", "inventory", "withdraw-policy-holds", "move-queued", "reconcile", "place-waiting")
 # the others, with why leaving them out changes no decision (a test keeps this list whole)
 NOT_REPLAYED = {
     "multikueue-dispatch": "a replay fleet has no MultiKueue manager in dispatcher mode",
@@ -130,9 +132,11 @@ class _Loop:
         self.every = beat_intervals()
         self.step = float(reduce(math.gcd, (int(v) for v in self.every.values())))
         self.keys: dict[str, str] = {}  # workload uid -> job key
+        self.submitted: list[float] = []  # the broker's jobs' submission instants, in order
         self.uids: dict[str, str] = {}  # and back
         self.gen = 0  # bumped whenever something a placement pass reads has changed
         self.pass_gen = self.reconcile_gen = -1
+        self.pass_at = -math.inf  # when a placement pass last ran (see _crossed_queue_age)
         names = env.view.names
         self.seen = dict.fromkeys(names, -1)  # cluster version the tracker last looked at
         self.polled = dict.fromkeys(names, -1)
@@ -191,7 +195,7 @@ class _Loop:
         event = min(
             (t for t in (c.next_event() for c in self.env.view.clusters.values()) if t is not None), default=math.inf
         )
-        event = min(event, self._next_gang_hold_age(now))
+        event = min(event, self._next_gang_hold_age(now), self._next_queue_age(now))
         expiry = self._next_expiry()
         if expiry < math.inf:  # reconcile looks at reservations run out before its tick
             event = min(event, self._tick_at_or_after(expiry, self.every["reconcile"]))
@@ -239,6 +243,25 @@ class _Loop:
     def _next_gang_hold_age(self, now: float) -> float:
         ages = [job.submit_s + self.aging.hold_after_s for job in self._waiting_big_gangs()]
         return min((t for t in ages if t > now), default=math.inf)
+
+    def _crossed_queue_age(self, now: float) -> bool:
+        """A job of the broker's reached its queue-after age (``aging.queue_after_s``) since
+        the last pass ran: a pass now may send it to wait at a destination (the broker's
+        ``due`` makes it due whatever its pause)."""
+        after = self.aging.queue_after_s
+        if after is None:
+            return False
+        # arrivals are in submission order, so the crossings are sorted: the first after the
+        # last pass decides (a crossing of a job that started meanwhile runs a pass for nothing)
+        first = bisect.bisect_right(self.submitted, self.pass_at - after)
+        return first < len(self.submitted) and self.submitted[first] + after <= now
+
+    def _next_queue_age(self, now: float) -> float:
+        after = self.aging.queue_after_s
+        if after is None:
+            return math.inf
+        first = bisect.bisect_right(self.submitted, now - after)
+        return self.submitted[first] + after if first < len(self.submitted) else math.inf
 
     # -- reconcile's clock: a reservation held unconfirmed past its expiry ---------------
     def _next_expiry(self) -> float:
@@ -305,6 +328,7 @@ class _Loop:
                 self.big.append(job.key)
             uid = self.broker.submit(job)
             self.keys[uid], self.uids[job.key] = job.key, uid
+            self.submitted.append(job.submit_s)
             env.sim.set_duration(uid, job.duration_s, job.final_state)  # before it reaches a cluster
             self.gen += 1
         self._work(now)
@@ -318,13 +342,19 @@ class _Loop:
         elif key == "withdraw-policy-holds":
             if not (self.skip.on and self.env.tracker.pending(local=False) == 0):
                 self.gen += int(self.broker.withdraw_holds() > 0)
+        elif key == "move-queued":
+            if not (self.skip.on and self.env.tracker.pending(local=False) == 0):
+                self.gen += int(self.broker.move_queued() > 0)
         elif key == "reconcile" and not (self.skip.on and self.gen == self.reconcile_gen and not self._expired(now)):
             self.reconcile_gen = self.gen
             self.gen += int(self.broker.reconcile())
         elif key == "place-waiting" and not (
-            self.skip.on and self.gen == self.pass_gen and not self._gang_past_hold_age(now)
+            self.skip.on
+            and self.gen == self.pass_gen
+            and not self._gang_past_hold_age(now)
+            and not self._crossed_queue_age(now)
         ):
-            self.pass_gen = self.gen
+            self.pass_gen, self.pass_at = self.gen, now
             self.gen += int(self.broker.place_pass().placed > 0)
 
     def _polls(self) -> None:

@@ -35,6 +35,7 @@ from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.following.reconcile import reconcile_fleet
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import PassReport, waiting_place_pass
+from broker.services.placing.moving import queued_moves
 from broker.services.placing.withdraw import policy_holds_withdraw
 from broker.services.submitting.workloads import workload_submit
 
@@ -101,6 +102,10 @@ class ProductionBroker:
 
     def withdraw_holds(self) -> int:
         return policy_holds_withdraw()
+
+    def move_queued(self) -> int:
+        """``move_queued``: how many jobs waiting at one cluster moved to another."""
+        return queued_moves()
 
     def reconcile(self) -> bool:
         """``reconcile``: True when it changed or queued anything."""

@@ -42,7 +42,7 @@ from broker.models.workload import WorkloadOrigin
 from broker.placement import Exclusion, PreparedFleet, place_prepared
 from broker.placement.record import Nomination, PlacementRecord
 from broker.services.records.audit import audit
-from broker.services.placing.cycle import fleet_inputs
+from broker.services.placing.fleet_view import fleet_inputs
 from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import (
     QuotaExceeded,

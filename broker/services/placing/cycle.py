@@ -7,7 +7,6 @@ The library decides; this module only gathers its inputs and records the decisio
 
 from __future__ import annotations
 
-from collections import defaultdict
 from contextlib import suppress
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -17,10 +16,9 @@ from typing import Callable
 from django.db import transaction
 
 from broker.lifecycle import PLACEABLE_STATES
-from broker.models import Cluster, ClusterHealth, GpuPool, Location, Workload, WorkloadState
+from broker.models import Cluster, Location, Workload, WorkloadState
 from broker.models.workload import LocalReason
-from broker.backends.base import InventorySnapshot
-from broker.placement import Candidate, ClusterFacts, Exclusion, PlacementResult, PreparedFleet, place_prepared
+from broker.placement import Candidate, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import should_hold_for_gang
 from broker.placement.record import RETRY_AT_LOOKUP, RETRY_SINCE_LOOKUP, PlacementRecord
 from broker.selectors.run_times import runtime_hours_for
@@ -37,7 +35,8 @@ from broker.services.placing.bursting import (
     onprem_tco_month,
 )
 from broker.services.placing.due import QueueRow, due_ids
-from broker.services.placing.fleet_view import fleet_snapshots, identity_scopes
+from broker.services.placing.queueing import queue_choice
+from broker.services.placing.fleet_view import fleet_inputs, identity_scopes
 from broker.services.placing.writes import PassWriter, decided_note, decision_for
 from broker.services.notifying.deliveries import notify_on_commit
 from broker.services.fleet.policy import LoadedPolicy, current_policy
@@ -104,6 +103,8 @@ class PlacingPass:
     queue_read: bool = False
     rejections: dict[str, str] = field(default_factory=dict)  # destinations the fleet leaves out
     writer: PassWriter | None = None  # set: decisions to place are written in chunks (placing_writes)
+    # GPUs this pass sent to wait in each cluster's queue (queueing.turnover_s counts them)
+    sent_to_queue: dict[str, int] = field(default_factory=dict)
 
     def spend(self) -> MonthSpend:
         if self.month_spend is None:
@@ -160,55 +161,6 @@ def placing_pass_prepare(*, now: datetime, rejections: dict[str, str] | None = N
         estimator=learned_waits(now=now, policy=loaded.policy),
         rejections=dict(rejections or {}),
     )
-
-
-def cluster_facts(cluster: Cluster) -> ClusterFacts:
-    cfg = cluster.config or {}
-    return ClusterFacts(
-        name=cluster.name,
-        kind=cluster.kind if cluster.kind in ("slurm", "kueue", "volcano") else "simulator",
-        region=cluster.region,
-        location=cluster.location,
-        price_per_gpu_hour=float(cluster.price_per_gpu_hour),
-        egress_per_gb=float(cluster.egress_per_gb),
-        egress_by_region={str(k): float(v) for k, v in cfg.get("egress_by_region", {}).items()},
-        bandwidth_gbps=dict(cfg.get("bandwidth_gbps", {})),
-        default_bandwidth_gbps=float(cfg.get("default_bandwidth_gbps", 1.0)),
-        image_pull_s=float(cfg.get("image_pull_s", 60.0)),
-        provisioning_s=float(cfg.get("provisioning_s", 0.0)),
-        healthy=True,
-        draining=cluster.draining,
-        data_locations=tuple(cfg.get("data_locations", ())),
-        node_domain=str(cfg.get("node_domain", "")),
-    )
-
-
-def fleet_inputs(
-    *, rejections: dict[str, str], now: datetime
-) -> tuple[list[InventorySnapshot], dict[str, ClusterFacts], dict[str, Exclusion]]:
-    snapshots: list[InventorySnapshot] = []
-    facts: dict[str, ClusterFacts] = {}
-    excluded: dict[str, Exclusion] = {}
-    pools_by_cluster: dict[int, list[GpuPool]] = defaultdict(list)
-    with_pools: dict[Cluster, list[GpuPool]] = {}
-    for pool in GpuPool.objects.filter(cluster__enabled=True):
-        pools_by_cluster[pool.cluster_id].append(pool)
-    for cluster in Cluster.objects.filter(enabled=True):
-        if (cluster.config or {}).get("dispatcher"):
-            continue  # a MultiKueue manager in dispatcher mode: its workers are the destinations
-        if cluster.name in rejections:
-            excluded[cluster.name] = Exclusion("rejected", f"rejected it: {rejections[cluster.name]}")
-            continue
-        facts[cluster.name] = cluster_facts(cluster)
-        if cluster.health == ClusterHealth.STALE:
-            since = (now - cluster.stale_since).total_seconds() if cluster.stale_since else 0
-            excluded[cluster.name] = Exclusion(
-                "stale", f"stopped answering {since:.0f}s ago ({cluster.last_error[:200]}); stale is not idle"
-            )
-        elif pools_by_cluster.get(cluster.id):
-            with_pools[cluster] = pools_by_cluster[cluster.id]
-    snapshots = fleet_snapshots(with_pools)
-    return snapshots, facts, excluded
 
 
 def workload_place(*, workload_id: int, now: datetime | None = None) -> Workload:
@@ -274,6 +226,11 @@ def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
         spend=cycle.spend if in_queue else None,
     )
     ranked = gate.ranked
+    if not ranked and (result.reason == LocalReason.CAPACITY or gate.held_back):
+        queued = queue_choice(workload=workload, ctx=ctx, spec=spec, age_s=age_s, in_queue=in_queue)
+        if queued is not None:
+            ranked = [queued]
+            ctx.sent_to_queue[queued.cluster] = ctx.sent_to_queue.get(queued.cluster, 0) + spec.total_gpus
     record = PlacementRecord.decided(
         result,
         policy_version=loaded.version,

@@ -3,7 +3,7 @@ look has run out, and those due anyway (``_due_anyway``)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import Max
 
@@ -47,10 +47,22 @@ def _due_anyway(
 ) -> bool:
     """Looked at although its pause after a fruitless look runs on: a report of changed
     capacity came after that look (freed GPUs are offered in the next pass, not after a
-    pause of up to RETRY_CAP_S), or it is a big gang past its hold age that holds no pool
-    yet, which may take one to drain in any pass (``should_hold_for_gang``: the one rule
-    that reads the clock)."""
+    pause of up to RETRY_CAP_S); it is a big gang past its hold age that holds no pool
+    yet, which may take one to drain in any pass (``should_hold_for_gang``); or it passed
+    its queue-after age since its last look (the two rules that read the clock)."""
     since = row[7]
     if since is not None and capacity_changed_at is not None and datetime.fromisoformat(since) < capacity_changed_at:
         return True
-    return aging is not None and _past_hold_age(row, now, aging) and row[0] not in holding
+    if aging is None:
+        return False
+    return (_past_hold_age(row, now, aging) and row[0] not in holding) or _crossed_queue_age(row, now, aging)
+
+
+def _crossed_queue_age(row: QueueRow, now: datetime, aging: Aging) -> bool:
+    """It reached the age at which it may wait in a destination's queue (``queueing``) after
+    its last look: one more look sends it there, whatever its pause."""
+    if aging.queue_after_s is None:
+        return False
+    crossed = row[1] + timedelta(seconds=aging.queue_after_s)
+    since = row[7]
+    return crossed <= now and (since is None or datetime.fromisoformat(since) < crossed)

@@ -4,12 +4,15 @@ local quotas' use, and the cluster's local limits."""
 
 from __future__ import annotations
 
+from collections import defaultdict
+from datetime import datetime
 from typing import Mapping, Sequence
 
 from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats
 from broker.local_limits import LocalLimits, add_use
 from broker.selectors.capacity import Promised, promised_gpus
-from broker.models import Cluster, GpuPool
+from broker.models import Cluster, ClusterHealth, GpuPool
+from broker.placement import ClusterFacts, Exclusion
 from portal.tenancy.models import Project
 
 
@@ -58,3 +61,52 @@ def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) 
 def identity_scopes(project: Project) -> tuple[str, ...]:
     """The accounts and queues a project's jobs run under, for limits of one account only."""
     return tuple(s for s in (project.slurm_account, project.k8s_namespace, project.k8s_queue) if s)
+
+
+def cluster_facts(cluster: Cluster) -> ClusterFacts:
+    cfg = cluster.config or {}
+    return ClusterFacts(
+        name=cluster.name,
+        kind=cluster.kind if cluster.kind in ("slurm", "kueue", "volcano") else "simulator",
+        region=cluster.region,
+        location=cluster.location,
+        price_per_gpu_hour=float(cluster.price_per_gpu_hour),
+        egress_per_gb=float(cluster.egress_per_gb),
+        egress_by_region={str(k): float(v) for k, v in cfg.get("egress_by_region", {}).items()},
+        bandwidth_gbps=dict(cfg.get("bandwidth_gbps", {})),
+        default_bandwidth_gbps=float(cfg.get("default_bandwidth_gbps", 1.0)),
+        image_pull_s=float(cfg.get("image_pull_s", 60.0)),
+        provisioning_s=float(cfg.get("provisioning_s", 0.0)),
+        healthy=True,
+        draining=cluster.draining,
+        data_locations=tuple(cfg.get("data_locations", ())),
+        node_domain=str(cfg.get("node_domain", "")),
+    )
+
+
+def fleet_inputs(
+    *, rejections: dict[str, str], now: datetime
+) -> tuple[list[InventorySnapshot], dict[str, ClusterFacts], dict[str, Exclusion]]:
+    snapshots: list[InventorySnapshot] = []
+    facts: dict[str, ClusterFacts] = {}
+    excluded: dict[str, Exclusion] = {}
+    pools_by_cluster: dict[int, list[GpuPool]] = defaultdict(list)
+    with_pools: dict[Cluster, list[GpuPool]] = {}
+    for pool in GpuPool.objects.filter(cluster__enabled=True):
+        pools_by_cluster[pool.cluster_id].append(pool)
+    for cluster in Cluster.objects.filter(enabled=True):
+        if (cluster.config or {}).get("dispatcher"):
+            continue  # a MultiKueue manager in dispatcher mode: its workers are the destinations
+        if cluster.name in rejections:
+            excluded[cluster.name] = Exclusion("rejected", f"rejected it: {rejections[cluster.name]}")
+            continue
+        facts[cluster.name] = cluster_facts(cluster)
+        if cluster.health == ClusterHealth.STALE:
+            since = (now - cluster.stale_since).total_seconds() if cluster.stale_since else 0
+            excluded[cluster.name] = Exclusion(
+                "stale", f"stopped answering {since:.0f}s ago ({cluster.last_error[:200]}); stale is not idle"
+            )
+        elif pools_by_cluster.get(cluster.id):
+            with_pools[cluster] = pools_by_cluster[cluster.id]
+    snapshots = fleet_snapshots(with_pools)
+    return snapshots, facts, excluded

@@ -177,5 +177,6 @@ def decided_note(
             "candidates": record.candidates,
             "excluded": record.excluded_json(),
         },
-        message=f"{best.cluster} / {best.pool}, score {best.score:.3f}",
+        message=f"{best.cluster} / {best.pool}, score {best.score:.3f}"
+        + (", to wait in its queue (nothing fits now)" if "queued_turnover_s" in best.detail else ""),
     )

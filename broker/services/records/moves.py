@@ -109,6 +109,12 @@ def withdraw(**rows: Unpack[Rows]) -> int:
     return _write(Workload, W.WAITING, Why.WITHDRAWN, (W.QUEUED,), rows)
 
 
+def move_elsewhere(**rows: Unpack[Rows]) -> int:
+    """Waiting in its destination's queue while another could start it now: cancelled there,
+    placed again."""
+    return _write(Workload, W.WAITING, Why.MOVED, (W.QUEUED,), rows)
+
+
 # --- workloads: dispatching, following, ending -----------------------------------------------------
 
 

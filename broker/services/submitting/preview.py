@@ -21,7 +21,7 @@ from broker.placement import terms as placement_terms
 from broker.services.placing.fleet_view import identity_scopes
 from broker.services.placing.gang_holds import apply_holds
 from broker.selectors.run_times import runtime_hours_for
-from broker.services.placing.cycle import fleet_inputs
+from broker.services.placing.fleet_view import fleet_inputs
 from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import QuotaUse, quota_use
 from broker.services.submitting.workloads import check_data_location, resolve_gpu_class

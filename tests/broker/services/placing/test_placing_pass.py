@@ -112,9 +112,27 @@ def test_a_pass_right_after_reads_only_the_queue_the_last_capacity_change_and_th
 
 
 def test_each_fruitless_try_doubles_the_pause_up_to_the_cap(trio, starved, make_cluster, submit):
+    from broker.services.fleet.policy import current_policy, policy_override  # noqa: PLC0415
+
     make_cluster("onprem")
     job = submit()
-    now = timezone.now()
+    # (crossing the queue-after age is a look of its own: the next test)
+    with policy_override(current_policy().text.replace("queue_after_s: 120", "queue_after_s: null")):
+        _pauses_double(job, timezone.now())
+
+
+def test_crossing_the_queue_after_age_makes_a_pausing_job_due_once(trio, starved, make_cluster, submit):
+    make_cluster("onprem")
+    job = submit()
+    created = Workload.objects.get(id=job.id).created_at
+    for at_s in (0, 10, 30, 70):  # fruitless looks: the pause doubles to 80 s, to 150 s
+        assert waiting_place_pass(now=created + timedelta(seconds=at_s)).due == 1
+    assert waiting_place_pass(now=created + timedelta(seconds=119)).due == 0
+    assert waiting_place_pass(now=created + timedelta(seconds=121)).due == 1  # ...but at 120 s it may queue
+    assert waiting_place_pass(now=created + timedelta(seconds=122)).due == 0  # once: then it pauses again
+
+
+def _pauses_double(job, now):
     pauses = []
     for _ in range(6):
         waiting_place_pass(now=now)
@@ -222,7 +240,13 @@ def test_a_burst_of_cloud_placements_in_one_pass_stays_within_the_tenants_budget
 
 def test_a_big_gang_that_holds_a_pool_pauses_again_like_any_other(trio, quota, make_cluster, submit, sim):
     from broker.models import GpuPool  # noqa: PLC0415
+    from broker.services.fleet.policy import current_policy, policy_override  # noqa: PLC0415
 
+    with policy_override(current_policy().text.replace("queue_after_s: 120", "queue_after_s: null")):
+        _gang_pauses(quota, make_cluster, submit, sim, GpuPool)
+
+
+def _gang_pauses(quota, make_cluster, submit, sim, GpuPool):
     quota.limit_gpus = 64
     quota.save()
     cluster = make_cluster("onprem", nodes=[8, 8])

@@ -7,10 +7,22 @@ from django.utils import timezone
 
 from broker.models import AuditRecord, GpuPool, Workload
 from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.fleet.policy import current_policy, policy_override
 from broker.services.placing.cycle import workload_place
 
 
+def _holds_only():
+    """The policy in force with jobs kept at the broker (no queueing at a destination): the
+    hold is then what serves a big gang."""
+    return policy_override(current_policy().text.replace("queue_after_s: 120", "queue_after_s: null"))
+
+
 def test_long_waiting_big_gang_holds_a_pool_against_a_stream_of_small_jobs(make_cluster, submit, drive, sim):
+    with _holds_only():
+        _gang_holds_a_pool(make_cluster, submit, drive, sim)
+
+
+def _gang_holds_a_pool(make_cluster, submit, drive, sim):
     cluster = make_cluster("onprem", nodes=[8, 8])
     sim.get("onprem").inject_foreign_job(gpus_per_worker=4, account="other", duration_s=600)
     cluster_sync_inventory(cluster_id=cluster.id)

@@ -1,0 +1,90 @@
+"""Queue at the destination: a job that fits nowhere now, once it has waited at the broker
+for the policy's ``aging.queue_after_s``, is sent to wait in the local queue of the cluster
+predicted to start it first.
+
+Held at the broker, a job competes with every smaller job for each GPU that frees, and a
+gang loses to them: a single GPU that frees goes to a single job, and the gang's GPUs never
+come free together.  In the destination's queue it keeps its place: Slurm's backfill
+reserves nodes for the job at the head and starts smaller ones only where they do not delay
+it; Kueue admits in queue order within a ClusterQueue.  The choice is the cluster whose
+queue ahead of the job (its pending GPUs, and what this pass already sent there) turns over
+soonest (``turnover_s``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from broker.models import Workload
+from broker.cluster_report import QueueStats
+from broker.placement import Candidate, queue_candidates
+from broker.services.placing.bursting import burst_gate
+from broker.services.placing.fleet_view import identity_scopes
+from broker.spec import WorkloadSpec
+
+if TYPE_CHECKING:
+    from broker.services.placing.cycle import PlacingPass
+
+
+def queue_choice(
+    *, workload: Workload, ctx: PlacingPass, spec: WorkloadSpec, age_s: float, in_queue: bool
+) -> Candidate | None:
+    """Where ``workload`` should wait, or None: the policy keeps it at the broker (not
+    waited long enough, or the rule is off), or no cluster could ever take it."""
+    policy = ctx.fleet.policy
+    after = policy.aging.queue_after_s
+    if after is None or age_s < after:
+        return None
+    use = ctx.quota(workload)
+    burst = policy.tenant(workload.tenant.slug).burst_gpus
+    candidates = queue_candidates(
+        ctx.fleet,
+        spec,
+        tenant=workload.tenant.slug,
+        quota_remaining=use.remaining,
+        now=ctx.now,
+        age_s=age_s,
+        runtime_hours=ctx.runtime(workload),
+        cloud_quota_remaining=use.remaining_with(burst) if burst else None,
+        scopes=identity_scopes(workload.project),
+    )
+    if not candidates:
+        return None
+    gate = burst_gate(
+        workload=workload,
+        ranked=candidates,
+        fleet=ctx.fleet,
+        spec=spec,
+        now=ctx.now,
+        estimator=ctx.estimator,
+        ahead_gpus=ctx.ahead(workload) if in_queue else None,
+        spend=ctx.spend if in_queue else None,
+    )
+    if not gate.ranked:
+        return None
+    turnover = [turnover_s(ctx, c, spec) for c in gate.ranked]
+    best = min(range(len(turnover)), key=lambda i: (turnover[i], i))
+    chosen = gate.ranked[best]
+    # the record says it was sent to wait, and the turnover it was chosen by
+    return replace(chosen, detail={**chosen.detail, "queued_turnover_s": round(turnover[best], 1)})
+
+
+def turnover_s(ctx: PlacingPass, candidate: Candidate, spec: WorkloadSpec) -> float:
+    """How long the queue ahead of the job, with the job itself, takes to start: the
+    cluster's pending GPUs (as last reported, with those this pass sent there) at the
+    policy's assumed GPU-hours each, over the GPUs that could serve it (the pool's, capped
+    by the local quotas over it).  Only what the report says now: its throughput figure
+    moves with the clock, this does not."""
+    prepared = ctx.fleet.clusters[candidate.cluster]
+    pool = ctx.fleet.pool(candidate.cluster, candidate.pool).pool
+    capacity = sum(n.gpus_allocatable for n in pool.nodes)
+    for quota in prepared.limits.quotas_for(pool.name):
+        if quota.limit_gpus is not None:
+            capacity = min(capacity, quota.limit_gpus)
+    queue = prepared.snapshot.queue if prepared.snapshot is not None else QueueStats()
+    ahead = queue.pending_gpus + ctx.sent_to_queue.get(candidate.cluster, 0) + spec.total_gpus
+    model = ctx.fleet.policy.queue
+    if capacity <= 0:
+        return model.max_wait_s
+    return min(model.max_wait_s, ahead * model.assumed_job_hours * 3600.0 / capacity)

@@ -1,0 +1,82 @@
+"""A job waiting in one destination's queue moves when another could start it now: cancelled
+there first (confirmed), then its reservation released and the job placed again."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from broker.backends.base import JobState
+from broker.models import AuditRecord, Cluster, Reservation, Workload
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.following.status import cluster_poll_status
+from broker.services.placing.moving import queued_moves
+
+
+def _queued_at_busy(make_cluster, submit, drive, sim):
+    """The job waits in the queue of 'busy' (both clusters full, 'busy' cheaper); then
+    'other' frees up."""
+    busy = make_cluster("busy", nodes=[8, 8], price="1.0")
+    other = make_cluster("other", nodes=[8], price="3.0")
+    for name, jobs in (("busy", 2), ("other", 1)):
+        for _ in range(jobs):
+            sim.get(name).inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=1800 * jobs)
+    sim.advance(60)
+    cluster_sync_inventory(cluster_id=busy.id)
+    cluster_sync_inventory(cluster_id=other.id)
+    workload = submit(gpus_per_worker=4)
+    Workload.objects.filter(id=workload.id).update(created_at=timezone.now() - timedelta(minutes=5))
+    workload = drive(Workload.objects.get(id=workload.id))
+    assert workload.state == "queued" and workload.cluster == busy
+    sim.advance(1800)  # the local job on 'other' ends; 'busy' stays full
+    return busy, other, workload
+
+
+def _report(*clusters):
+    """Each cluster's inventory report and status poll (which says why the job waits)."""
+    for cluster in clusters:
+        cluster_sync_inventory(cluster_id=cluster.id)
+        cluster_poll_status(cluster_id=cluster.id)
+
+
+def test_a_queued_job_moves_to_a_cluster_that_could_start_it_now(make_cluster, submit, drive, sim):
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim)
+    old_job = workload.destination_job_id
+    _report(busy, other)
+    assert queued_moves(now=timezone.now() + timedelta(minutes=1)) == 1
+    workload = drive(Workload.objects.get(id=workload.id))
+    assert workload.cluster == other and workload.state in ("queued", "running")
+    assert sim.get("busy").job(old_job).state == JobState.CANCELLED
+    assert workload.tried_clusters == []  # 'busy' was only slower: it stays eligible
+    states = list(Reservation.objects.filter(workload=workload).order_by("id").values_list("state", "cluster__name"))
+    assert states == [("released", "busy"), ("confirmed", "other")]
+    moved = AuditRecord.objects.get(workload=workload, action="workload.moved")
+    assert moved.cluster == "busy" and "while other could start it now" in moved.message
+
+
+def test_no_move_before_its_destination_has_reported_since_the_job_was_sent(make_cluster, submit, drive, sim):
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim)
+    cluster_poll_status(cluster_id=busy.id)  # it waits there for resources...
+    _report(other)  # ...and 'other' shows room, but 'busy' has sent no report since the job arrived:
+    Cluster.objects.filter(id=busy.id).update(last_inventory_at=workload.dispatched_at - timedelta(seconds=1))
+    assert queued_moves(now=timezone.now() + timedelta(minutes=1)) == 0
+    assert Workload.objects.get(id=workload.id).cluster == busy
+
+
+def test_no_move_while_no_other_cluster_could_start_it(make_cluster, submit, drive, sim):
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim)
+    sim.get("other").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
+    _report(busy, other)
+    assert queued_moves(now=timezone.now() + timedelta(minutes=1)) == 0
+    assert Workload.objects.get(id=workload.id).state == "queued"
+
+
+def test_a_move_waits_for_the_cancel_to_be_confirmed(make_cluster, submit, drive, sim):
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim)
+    _report(busy, other)
+    sim.get("busy").set_faults(unreachable=True)
+    assert queued_moves(now=timezone.now() + timedelta(minutes=1)) == 0
+    workload.refresh_from_db()
+    assert workload.state == "queued" and workload.cluster == busy
+    assert Reservation.objects.get(workload=workload).state == "confirmed"
+    assert AuditRecord.objects.filter(workload=workload, action="move.retrying").exists()
