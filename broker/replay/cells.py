@@ -33,9 +33,11 @@ FIELDS = frozenset(
     {
         "format", "trace", "half", "compress", "seed", "policy", "fleet", "queueing", "local_share", "knobs",
         "commit", "clean", "args", "jobs", "offered_load_gpus", "offered_load_share", "metrics", "cpu_s",
-        "wall_s", "finished_at",
+        "wall_s", "finished_at", "target_load", "scaled_fleet",
     }
 )  # fmt: skip
+# fields older cell files lack, with the value that meant then
+OPTIONAL = {"target_load": None, "scaled_fleet": None}
 Runner = Callable[[ReplayConfig], ReplayReport]
 
 
@@ -50,19 +52,22 @@ class Cell:
     compress: float
     seed: int
     policy: str
+    target_load: float | None = None
 
     @property
     def file_name(self) -> str:
         policy = re.sub(r"[^A-Za-z0-9.+-]", "_", self.policy)
-        return f"{self.trace.stem}__{self.half}__x{self.compress:g}__seed{self.seed}__{policy}.json"
+        load = f"__load{self.target_load:g}" if self.target_load is not None else ""
+        return f"{self.trace.stem}__{self.half}__x{self.compress:g}{load}__seed{self.seed}__{policy}.json"
 
 
 def plan_cells(plan: SweepPlan) -> list[Cell]:
     """Seed outermost: after the first seed every trace and load has a row."""
     return [
-        Cell(trace, plan.window, compress, seed, policy)
+        Cell(trace, plan.window, compress, seed, policy, load)
         for seed in plan.seeds
         for compress in plan.compressions
+        for load in plan.target_loads
         for trace in plan.traces
         for policy in plan.policies
     ]
@@ -119,6 +124,7 @@ def run_cell(plan: SweepPlan, cell: Cell, runner: Runner = run_policies) -> dict
         window=cell.half,
         queueing=plan.queueing,
         knobs=plan.knobs,
+        target_load=cell.target_load,
     )
     cpu, wall = time.process_time(), time.perf_counter()
     report = runner(config)
@@ -139,6 +145,8 @@ def run_cell(plan: SweepPlan, cell: Cell, runner: Runner = run_policies) -> dict
         "jobs": len(report.jobs),
         "offered_load_gpus": load,
         "offered_load_share": load / gpus if gpus else 0.0,
+        "target_load": cell.target_load,
+        "scaled_fleet": report.scaling.describe() if report.scaling is not None else None,
         "metrics": metrics_row(metrics),
         "cpu_s": cpu_s,
         "wall_s": wall_s,
@@ -175,6 +183,7 @@ def read_cell(path: Path) -> dict[str, Any]:
         raise CellError(f"{path}: not a readable JSON cell file ({exc})") from None
     if not isinstance(record, dict):
         raise CellError(f"{path}: a cell file holds one JSON object")
+    record = {**OPTIONAL, **record}
     unknown, missing = sorted(set(record) - FIELDS), sorted(FIELDS - set(record))
     if unknown:
         raise CellError(f"{path}: unknown field(s) {', '.join(unknown)}")
@@ -218,6 +227,7 @@ def cells_of_old_file(results: dict[str, Any], half: str) -> Iterator[dict[str, 
                 "cpu_s": None,
                 "wall_s": cell.get("seconds", {}).get(policy),
                 "finished_at": None,
+                **OPTIONAL,
             }
 
 

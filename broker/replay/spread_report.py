@@ -44,6 +44,7 @@ class PolicySpread:
     trace: str
     half: str
     compress: float
+    target_load: float | None
     policy: str
     seeds: tuple[int, ...]
     load_share: float
@@ -54,12 +55,16 @@ class PolicySpread:
 Group = dict[str, dict[int, dict[str, Any]]]  # policy -> seed -> cell record
 
 
-def grouped(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, float], Group]:
-    groups: dict[tuple[str, str, float], Group] = {}
+GroupKey = tuple[str, str, float, float]  # trace, half, compression, target load (0: none)
+
+
+def grouped(records: Sequence[dict[str, Any]]) -> dict[GroupKey, Group]:
+    groups: dict[GroupKey, Group] = {}
     for r in records:
-        seeds = groups.setdefault((r["trace"], r["half"], float(r["compress"])), {}).setdefault(r["policy"], {})
+        key = (r["trace"], r["half"], float(r["compress"]), float(r.get("target_load") or 0.0))
+        seeds = groups.setdefault(key, {}).setdefault(r["policy"], {})
         if r["seed"] in seeds:
-            cell = f"{r['trace']} {r['half']} x{r['compress']:g} seed {r['seed']} {r['policy']}"
+            cell = f"{r['trace']} {r['half']} x{r['compress']:g} load {key[3]:g} seed {r['seed']} {r['policy']}"
             raise ValueError(f"two results for {cell}: give each cell once")
         seeds[r["seed"]] = r
     return groups
@@ -67,18 +72,20 @@ def grouped(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str, float], G
 
 def summarise(records: Sequence[dict[str, Any]]) -> list[PolicySpread]:
     rows = []
-    for (trace, half, compress), group in sorted(grouped(records).items()):
+    for (trace, half, compress, load), group in sorted(grouped(records).items()):
         for policy in sorted(group, key=lambda p: (p != RACE, p)):
-            rows.append(_spread(trace, half, compress, policy, group))
+            rows.append(_spread((trace, half, compress, load), policy, group))
     return rows
 
 
-def _spread(trace: str, half: str, compress: float, policy: str, group: Group) -> PolicySpread:
+def _spread(key: GroupKey, policy: str, group: Group) -> PolicySpread:
+    trace, half, compress, load = key
     mine, race = group[policy], group.get(RACE, {})
     return PolicySpread(
         trace=trace,
         half=half,
         compress=compress,
+        target_load=load or None,
         policy=policy,
         seeds=tuple(sorted(mine)),
         load_share=sum(r["offered_load_share"] for r in mine.values()) / len(mine),
@@ -153,7 +160,9 @@ def seeds_words(n: int) -> str:
 
 
 def _key_cells(row: PolicySpread) -> list[str]:
-    return [row.trace, row.half, f"x{row.compress:g}, {row.load_share:.0%}", row.policy, seeds_words(len(row.seeds))]
+    target = f", target {row.target_load:g}" if row.target_load is not None else ""
+    load = f"x{row.compress:g}{target}, {row.load_share:.0%}"
+    return [row.trace, row.half, load, row.policy, seeds_words(len(row.seeds))]
 
 
 def _table(rows: Sequence[PolicySpread], heads: list[str], cells: Any) -> list[str]:
@@ -180,6 +189,21 @@ def provenance(records: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
+def fleets_used(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The fleet each scaled cell ran on (the same for every seed and policy of a trace at
+    one target load; each seed's is listed where they differ)."""
+    used: dict[tuple[str, str, float], set[str]] = {}
+    for r in records:
+        if r.get("scaled_fleet"):
+            used.setdefault((r["trace"], r["half"], float(r["target_load"])), set()).add(r["scaled_fleet"])
+    if not used:
+        return []
+    lines = ["", "Fleets used (on-prem nodes scaled to the target load):", ""]
+    for (trace, half, target), fleets in sorted(used.items()):
+        lines += [f"- {trace} {half} half, target {target:g}: {f}" for f in sorted(fleets)]
+    return lines
+
+
 def markdown(records: Sequence[dict[str, Any]], picture: str = "") -> str:
     rows = summarise(records)
     lines = [
@@ -199,6 +223,7 @@ def markdown(records: Sequence[dict[str, Any]], picture: str = "") -> str:
         *_table(rows, [f"{m.label} vs race" for m in MEASURES],
                 lambda r: [_versus(r.against_race[m.key], m) for m in MEASURES]),
     ]  # fmt: skip
+    lines += fleets_used(records)
     if picture:
         lines += ["", f"![p95 wait against cloud spend, every policy, with 95% intervals]({picture})"]
     return "\n".join(lines) + "\n"

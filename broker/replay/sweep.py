@@ -38,6 +38,8 @@ class SweepPlan:
     window: str = "second"
     queueing: str = "backfill"
     knobs: Knobs | None = None  # ``default`` is the policy file with these (from replay_tune)
+    # on-prem nodes scaled to each of these loads (target_load.py); None: the fleet as written
+    target_loads: tuple[float | None, ...] = (None,)
 
 
 def cell_key(trace: Path | str, compress: float, seed: int) -> str:

@@ -31,6 +31,7 @@ from broker.replay.sweep import (
     summarise,
 )
 from broker.replay.spread_report import markdown as spread_markdown
+from broker.replay.target_load import parse_targets
 from broker.replay.trace import TraceError
 
 OLD_RESULTS = "replay-sweep.json"
@@ -65,7 +66,17 @@ def _plan(opts: dict, policies: tuple[str, ...]) -> SweepPlan:
         window=opts["window"],
         queueing=opts["local_queues"],
         knobs=knobs,
+        target_loads=_targets(opts["target_load"]),
     )
+
+
+def _targets(raw: str) -> tuple[float | None, ...]:
+    if not raw.strip():
+        return (None,)
+    try:
+        return tuple(parse_targets(raw))
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -75,6 +86,12 @@ class Command(BaseCommand):
         parser.add_argument("traces", nargs="*", help="trace CSV files (none with --render-only)")
         parser.add_argument("--fleet", default=str(settings.GPUBROKER_FLEET_FILE))
         parser.add_argument("--compress", default="3,5,8", help="arrival compressions")
+        parser.add_argument(
+            "--target-load",
+            default="",
+            help="also scale the on-prem nodes to each of these loads, e.g. 0.7,0.9,1.1 (a cell per load; "
+            "default: the fleet as written)",
+        )
         parser.add_argument("--seeds", default="11,12,13,14,15", help="at least 5 for an interval worth quoting")
         parser.add_argument(
             "--policies", default=",".join(SWEEP_POLICIES), help=f"comma-separated, of: {', '.join(known_policies())}"

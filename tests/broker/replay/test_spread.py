@@ -279,3 +279,26 @@ def test_the_readme_and_the_replay_doc_each_have_the_block_the_report_rewrites()
     root = Path(__file__).resolve().parents[3]
     for page in DEFAULT_MARKDOWN:
         between_markers(root / page, "")  # raises when the markers are missing or doubled
+
+
+def test_each_target_load_is_a_cell_of_its_own_recording_the_fleet_it_ran_on(trace_file, fleet_file, tmp_path):
+    """A real (tiny) replay of the race at two target loads: a file per load, the scaled
+    fleet in each, and the table's rows and fleet list say which load."""
+    plan = SweepPlan(traces=(trace_file(ROWS),), compressions=(3.0,), seeds=(13,), policies=("multikueue-race",),
+                     fleet=fleet_file(), window="all", target_loads=(0.7, 1.1))  # fmt: skip
+    paths = run_cells(plan, tmp_path / "cells", {})
+    assert sorted(p.name.split("__")[3] for p in paths) == ["load0.7", "load1.1"]
+    records = [read_cell(p) for p in paths]
+    assert sorted(r["target_load"] for r in records) == [0.7, 1.1]
+    assert all(r["scaled_fleet"].startswith(f"scaled to target on-prem load {r['target_load']:.2f}") for r in records)
+    table = markdown(records)
+    assert "x3, target 0.7," in table and "x3, target 1.1," in table
+    assert "Fleets used" in table and "target 1.1: scaled to target on-prem load 1.10" in table
+
+
+def test_a_cell_file_from_before_target_loads_reads_as_the_fleet_as_written(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(_record("t.csv", 1, "default", 1, 1)))
+    record = read_cell(path)
+    assert record["target_load"] is None and record["scaled_fleet"] is None
+    assert "Fleets used" not in markdown([record])
