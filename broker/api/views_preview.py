@@ -45,6 +45,11 @@ class PreviewOut(serializers.Serializer):
     project = serializers.IntegerField()
     policy_version = serializers.CharField()
     reason = serializers.CharField(help_text="Why nothing fits now; empty when a destination does")
+    queued_after_s = serializers.FloatField(
+        allow_null=True,
+        help_text="Nothing fits now: the destinations are the queues the job would wait in after this long "
+        "at the broker (their queue wait counts it); null when they are where it fits now",
+    )
     chosen = DestinationOut(allow_null=True, help_text="Where a submission made now would go")
     destinations = DestinationOut(many=True)
     excluded = ExplainExclusionOut(many=True)
@@ -59,6 +64,7 @@ class PreviewOut(serializers.Serializer):
             "project": preview.project.id,
             "policy_version": preview.policy_version,
             "reason": preview.reason,
+            "queued_after_s": preview.queued_after_s,
             "chosen": preview.chosen,
             "destinations": preview.destinations,
             "excluded": [

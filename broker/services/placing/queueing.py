@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from broker.models import Workload
 from broker.cluster_report import QueueStats
-from broker.placement import Candidate, queue_candidates
+from broker.placement import Candidate, PreparedFleet, queue_candidates
 from broker.services.placing.bursting import burst_gate
 from broker.services.placing.fleet_view import identity_scopes
 from broker.spec import WorkloadSpec
@@ -63,28 +63,47 @@ def queue_choice(
     )
     if not gate.ranked:
         return None
-    turnover = [turnover_s(ctx, c, spec) for c in gate.ranked]
+    turnover = [turnover_s(ctx.fleet, c, spec, ctx.sent_to_queue.get(c.cluster, 0)) for c in gate.ranked]
     best = min(range(len(turnover)), key=lambda i: (turnover[i], i))
     chosen = gate.ranked[best]
     # the record says it was sent to wait, and the turnover it was chosen by
     return replace(chosen, detail={**chosen.detail, "queued_turnover_s": round(turnover[best], 1)})
 
 
-def turnover_s(ctx: PlacingPass, candidate: Candidate, spec: WorkloadSpec) -> float:
+def turnover_s(fleet: PreparedFleet, candidate: Candidate, spec: WorkloadSpec, sent_gpus: int = 0) -> float:
     """How long the queue ahead of the job, with the job itself, takes to start: the
-    cluster's pending GPUs (as last reported, with those this pass sent there) at the
+    cluster's pending GPUs (as last reported, with ``sent_gpus`` a pass sent there) at the
     policy's assumed GPU-hours each, over the GPUs that could serve it (the pool's, capped
     by the local quotas over it).  Only what the report says now: its throughput figure
     moves with the clock, this does not."""
-    prepared = ctx.fleet.clusters[candidate.cluster]
-    pool = ctx.fleet.pool(candidate.cluster, candidate.pool).pool
+    prepared = fleet.clusters[candidate.cluster]
+    pool = fleet.pool(candidate.cluster, candidate.pool).pool
     capacity = sum(n.gpus_allocatable for n in pool.nodes)
     for quota in prepared.limits.quotas_for(pool.name):
         if quota.limit_gpus is not None:
             capacity = min(capacity, quota.limit_gpus)
     queue = prepared.snapshot.queue if prepared.snapshot is not None else QueueStats()
-    ahead = queue.pending_gpus + ctx.sent_to_queue.get(candidate.cluster, 0) + spec.total_gpus
-    model = ctx.fleet.policy.queue
+    ahead = queue.pending_gpus + sent_gpus + spec.total_gpus
+    model = fleet.policy.queue
     if capacity <= 0:
         return model.max_wait_s
     return min(model.max_wait_s, ahead * model.assumed_job_hours * 3600.0 / capacity)
+
+
+def queued_after(fleet: PreparedFleet, candidates: list[Candidate], spec: WorkloadSpec) -> list[Candidate]:
+    """For a preview: the queues a job that fits nowhere now would wait in, the first the
+    one it would be sent to, each with its expected wait (``queue_after_s`` at the broker,
+    then the turnover) as its queue-wait term."""
+    after = fleet.policy.aging.queue_after_s
+    if after is None:
+        return []
+    waits = [after + turnover_s(fleet, c, spec) for c in candidates]
+    order = sorted(range(len(candidates)), key=lambda i: (waits[i], i))
+    return [
+        replace(
+            candidates[i],
+            breakdown={**candidates[i].breakdown, "queue_wait_s": waits[i]},
+            detail={**candidates[i].detail, "queued_turnover_s": round(waits[i] - after, 1)},
+        )
+        for i in order
+    ]

@@ -16,10 +16,12 @@ from typing import Mapping
 from django.contrib.auth.models import User
 
 from broker.models import Cluster, GpuClass, Location
-from broker.placement import Candidate, PreparedFleet, place_prepared
+from broker.placement import Candidate, PreparedFleet, place_prepared, queue_candidates
+from broker.placement.results import REASON_CAPACITY
 from broker.placement import terms as placement_terms
 from broker.services.placing.fleet_view import identity_scopes
 from broker.services.placing.gang_holds import apply_holds
+from broker.services.placing.queueing import queued_after
 from broker.selectors.run_times import runtime_hours_for
 from broker.services.placing.fleet_view import fleet_inputs
 from broker.services.fleet.policy import current_policy
@@ -69,6 +71,9 @@ class Preview:
     cloud_budget_month: Decimal | None
     cloud_spend_month: Decimal
     warnings: list[str] = field(default_factory=list)
+    # nothing fits now: the destinations are the queues it would wait in after this long
+    # at the broker (None: they are where it fits now)
+    queued_after_s: float | None = None
 
     @property
     def chosen(self) -> Destination | None:
@@ -106,6 +111,21 @@ def workload_preview(
     )
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
+    queued = False
+    if not ranked and result.reason == REASON_CAPACITY:
+        # nothing fits now: after a while at the broker it would wait in a cluster's queue
+        candidates = queue_candidates(
+            fleet,
+            spec,
+            tenant=project.tenant.slug,
+            quota_remaining=use.remaining,
+            now=now,
+            runtime_hours=hours,
+            cloud_quota_remaining=use.remaining_with(burst) if burst else None,
+            scopes=identity_scopes(project),
+        )
+        ranked = [c for c in queued_after(fleet, candidates, spec) if c.cluster not in forced]
+        queued = bool(ranked)
     budget = project.tenant.cloud_budget_month
     spent = _tenant_cloud_spend(project.tenant_id, now)
     clusters = {c.name: c for c in Cluster.objects.filter(name__in={c.cluster for c in ranked})}
@@ -119,7 +139,8 @@ def workload_preview(
         gpu_class=gpu_class,
         spec=spec,
         policy_version=loaded.version,
-        reason=result.reason if not ranked else "",
+        reason=result.reason if not ranked or queued else "",
+        queued_after_s=loaded.policy.aging.queue_after_s if queued else None,
         destinations=destinations,
         excluded={k: {"rule": v.rule, "message": v.message} for k, v in sorted(excluded.items())},
         quota=use,

@@ -43,3 +43,17 @@ def test_preview_bad_field_is_the_same_400_as_a_submission(trio, quota, cluster,
 def test_outsider_previewing_into_another_tenants_project_gets_404(trio, quota, cluster, api):
     response = api(trio.outsider).post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC})
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+
+
+def test_the_preview_says_when_its_destinations_are_queues_to_wait_in(trio, quota, make_cluster, sim, api):
+    from broker.services.fleet.inventory import cluster_sync_inventory  # noqa: PLC0415
+
+    busy = make_cluster("busy", nodes=[8])
+    sim.get("busy").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
+    sim.advance(60)
+    cluster_sync_inventory(cluster_id=busy.id)
+    body = api(trio.member).post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC}).json()
+    assert body["queued_after_s"] == 120.0 and body["chosen"]["cluster"] == "busy"
+    assert body["reason"] == "capacity"
+    outsider = api(trio.outsider).post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC})
+    assert outsider.status_code == 404

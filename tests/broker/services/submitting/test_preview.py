@@ -88,3 +88,24 @@ def test_outsider_cannot_preview_into_another_tenants_project(trio, quota, make_
     make_cluster("onprem")
     with pytest.raises(Http404):
         workload_preview(user=trio.outsider, project_id=trio.project.id, spec_data=SPEC)
+
+
+def test_when_nothing_fits_now_the_preview_names_the_queue_it_would_wait_in_and_when_it_would_start(
+        trio, quota, make_cluster, sim, submit):
+    from broker.services.fleet.inventory import cluster_sync_inventory  # noqa: PLC0415
+
+    long_queue = make_cluster("long-queue", nodes=[8, 8], price="1.0")
+    short_queue = make_cluster("short-queue", nodes=[8, 8], price="3.0")
+    for name, extra in (("long-queue", 3), ("short-queue", 0)):
+        for _ in range(2 + extra):
+            sim.get(name).inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
+    sim.advance(60)
+    for cluster in (long_queue, short_queue):
+        cluster_sync_inventory(cluster_id=cluster.id)
+    now = timezone.now()
+    preview = workload_preview(user=trio.member, project_id=trio.project.id, spec_data=SPEC, now=now)
+    assert preview.reason == "capacity" and preview.queued_after_s == 120.0
+    assert [d.cluster for d in preview.destinations] == ["short-queue", "long-queue"]
+    # 2 minutes at the broker, then 4 GPUs at an hour each over the 16 GPUs: 15 minutes
+    assert preview.chosen.queue_wait_s == 120.0 + 900.0
+    assert preview.chosen.expected_start >= now + timezone.timedelta(seconds=1020)
