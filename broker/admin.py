@@ -11,6 +11,7 @@ from django import forms
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
 
+from broker.elastic_pools import ElasticConfigError, elastic_pools
 from broker.models import (
     AuditRecord,
     Cluster,
@@ -51,8 +52,28 @@ class GpuPoolInline(admin.TabularInline):
     can_delete = False
 
 
+class ClusterAdminForm(forms.ModelForm):
+    class Meta:
+        model = Cluster
+        fields = (
+            "name", "kind", "region", "location", "price_per_gpu_hour", "egress_per_gb", "config",
+            "credentials_ref", "enabled", "draining", "capacity_changed_at", "local_limits",
+        )  # fmt: skip
+
+    def clean_config(self) -> Any:
+        """An elastic pool (``config.elastic_pools``) is checked here, naming the bad field:
+        placement reads it for every decision."""
+        config = self.cleaned_data.get("config")
+        try:
+            elastic_pools(config if isinstance(config, dict) else {})
+        except ElasticConfigError as exc:
+            raise forms.ValidationError(f"config.{exc}") from None
+        return config
+
+
 @admin.register(Cluster)
 class ClusterAdmin(admin.ModelAdmin):
+    form = ClusterAdminForm
     list_display = (
         "name",
         "kind",

@@ -26,10 +26,14 @@ class NodeInventory:
     draining: bool = False
     interconnect_domain: str = ""
     owner: str = ""  # the scheduler that allocates this node's GPUs
+    # an elastic pool's node that is not up: "available" (the pool may add it on demand),
+    # "requested" (provisioning); "" for a node that is up
+    provisioning: str = ""
 
     def to_json(self) -> dict[str, str | int | bool]:
-        """As ``GpuPool.nodes`` stores it: the keys rows have always had."""
-        return {
+        """As ``GpuPool.nodes`` stores it: the keys rows have always had (and
+        ``provisioning`` where it is set)."""
+        out: dict[str, str | int | bool] = {
             "name": self.name,
             "gpu_model": self.gpu_model,
             "gpu_memory_gb": self.gpu_memory_gb,
@@ -42,6 +46,9 @@ class NodeInventory:
             "domain": self.interconnect_domain,
             "owner": self.owner,
         }
+        if self.provisioning:
+            out["provisioning"] = self.provisioning
+        return out
 
     @classmethod
     def from_json(
@@ -71,6 +78,7 @@ class NodeInventory:
             draining=data.get("draining", False),
             interconnect_domain=data.get("domain", ""),
             owner=data.get("owner", owner),
+            provisioning=data.get("provisioning", ""),
         )
 
     @property

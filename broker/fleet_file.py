@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from broker.backends.sim.model import FLAVORS, MIG_RE, NodeGroup, Partition, mig_geometry
+from broker.backends.sim.model import FLAVORS, MIG_RE, NodeGroup, Partition, mig_geometry, pool_name
 from broker.backends.sim.simulated_clusters import SimulatorFleet
 from broker.backends.sim.cluster import SimulatedCluster
 from broker.spec import NAME_RE
@@ -51,6 +51,9 @@ _NODE_KEYS = {
     "quota",
     "partition",
     "name_prefix",
+    "max_nodes",
+    "provisioning_s",
+    "idle_release_s",
 }
 _NODE_REQUIRED = ("count", "gpu_model", "gpu_memory_gb", "gpus_per_node")
 _PARTITION_KEYS = {"name", "max_gpus_per_job", "default"}
@@ -92,6 +95,21 @@ class ClusterDescription:
     @property
     def simulated(self) -> bool:
         return self.kind == "simulator"
+
+    @property
+    def elastic_pools(self) -> dict[str, dict[str, float]]:
+        """Per elastic pool (sim.elastic), what registration stores as the cluster's
+        ``config.elastic_pools``: its node maximum, GPUs per node, delay and idle release."""
+        return {
+            pool_name(g.gpu_model, g.gpu_memory_gb, g.partitioning): {
+                "max_nodes": g.max_count,
+                "gpus_per_node": g.gpus_per_node,
+                "provisioning_s": g.provisioning_s,
+                "idle_release_s": g.idle_release_s,
+            }
+            for g in self.node_groups
+            if g.max_count is not None
+        }
 
     @property
     def gpus_total(self) -> int:
@@ -280,8 +298,9 @@ def _node_group(
             m.key_lines.get("partition"),
             f"names no partition of this cluster ({', '.join(sorted(partitions))})",
         )
+    elastic = _elastic(ck, m, path)
     group = NodeGroup(
-        count=ck.number(m, "count", path, 1, whole=True, minimum=1, maximum=10_000),
+        count=ck.number(m, "count", path, 1, whole=True, minimum=0 if elastic else 1, maximum=10_000),
         gpu_model=ck.text(m, "gpu_model", path),
         gpu_memory_gb=ck.number(m, "gpu_memory_gb", path, 1, whole=True, minimum=1),
         gpus_per_node=ck.number(m, "gpus_per_node", path, 1, whole=True, minimum=1, maximum=16),
@@ -290,10 +309,29 @@ def _node_group(
         partition=partition,
         name_prefix=ck.text(m, "name_prefix", path),
         quota=quota,
+        **elastic,
     )
+    if group.max_count is not None and group.max_count < group.count:
+        ck.error(f"{path}.max_nodes", m.key_lines.get("max_nodes"), f"must be at least count ({group.count})")
     if "gpu_model" in m and not group.gpu_model:
         ck.error(f"{path}.gpu_model", m.key_lines.get("gpu_model"), "must not be empty")
     return group if len(ck.problems) == before else None
+
+
+def _elastic(ck: _Checker, m: _Map, path: str) -> dict[str, Any]:
+    """An elastic group (sim.elastic): ``count`` nodes always up, up to ``max_nodes`` on
+    demand, each after ``provisioning_s`` (8 min) and released after ``idle_release_s``
+    idle (10 min)."""
+    if "max_nodes" not in m:
+        for key in ("provisioning_s", "idle_release_s"):
+            if key in m:
+                ck.error(f"{path}.{key}", m.key_lines.get(key), "applies to an elastic group only: give max_nodes")
+        return {}
+    return {
+        "max_count": ck.number(m, "max_nodes", path, 0, whole=True, minimum=1, maximum=10_000),
+        "provisioning_s": float(ck.number(m, "provisioning_s", path, 480, minimum=0)),
+        "idle_release_s": float(ck.number(m, "idle_release_s", path, 600, minimum=0)),
+    }
 
 
 def _partitions(ck: _Checker, m: _Map, path: str, flavor: str) -> tuple[Partition, ...]:

@@ -42,6 +42,7 @@ BROKER_CONFIG_KEYS = frozenset(
     {
         "image_pull_s",
         "provisioning_s",
+        "elastic_pools",
         "data_locations",
         "bandwidth_gbps",
         "default_bandwidth_gbps",

@@ -237,7 +237,7 @@ def _rank(
         (
             e.queue_wait,
             e.start_base + size * e.stage_per_gb if size else e.start_base,
-            e.price * gpu_hours,
+            e.price * (gpu_hours + spec.total_gpus * e.tail_h),  # an elastic pool's idle tail too
             e.egress * size,
             e.location,
             e.remote,

@@ -39,6 +39,9 @@ class ClusterFacts:
     node_domain: str = ""
     # Optional price per GPU-hour per pool name, overriding price_per_gpu_hour.
     pool_prices: Mapping[str, float] = field(default_factory=dict)
+    # elastic pools (broker/elastic_pools.py): how long a node stays, billed, after its last
+    # job ends; a job's expected cost there includes that idle tail
+    idle_release_s: Mapping[str, float] = field(default_factory=dict)
 
     def data_is_local(self, location: str) -> bool:
         return not location or location in self.data_locations

@@ -79,6 +79,7 @@ class Entry:
         "location",
         "remote",
         "source",
+        "tail_h",
     )
 
     def __init__(
@@ -97,6 +98,8 @@ class Entry:
         self.start_base = facts.image_pull_s + facts.provisioning_s
         self.stage_per_gb = terms.staging_s_per_gb(facts, req.data_location)
         self.price = prepared.price
+        # an elastic pool bills its nodes for their idle time after the job (facts.idle_release_s)
+        self.tail_h = facts.idle_release_s.get(prepared.pool.name, 0.0) / 3600.0
         local = facts.data_is_local(req.data_location)
         # egress is priced where the data leaves: by the storage's owner, to our region
         self.source = "" if local or source is None else source.name

@@ -71,6 +71,9 @@ class ReplayRun:
     extra: dict[str, int] = field(default_factory=dict)
     estimator: EstimatorReport | None = None  # the broker's wait estimator against what followed
     local_outcomes: dict[str, Outcome] = field(default_factory=dict)  # the local users' jobs
+    # per cluster: the elastic pools' billed GPU-seconds no job used (provisioning, idle
+    # tails), the strategy's share of them (its share of the cluster's GPU time)
+    idle_gpu_seconds: dict[str, float] = field(default_factory=dict)
 
 
 # The overall estimator figures as the report's extra counters (whole seconds) and the
@@ -141,8 +144,9 @@ def collect_run(name: str, env: ReplayEnv, end_s: float, extra: dict[str, int]) 
         local_outcomes={k: o for k, o in every.items() if o.job.local},
     )
     for cluster_name, cluster in env.view.clusters.items():
-        total = 0.0
+        total = everyone = 0.0
         for record in cluster.usage(clock.origin):
+            everyone += record.gpu_seconds
             # the local users' GPU time is in the utilisation, not in any policy's spend
             if (cluster_name, record.job_id) not in env.tracker.local_jobs:
                 total += record.gpu_seconds
@@ -150,4 +154,7 @@ def collect_run(name: str, env: ReplayEnv, end_s: float, extra: dict[str, int]) 
                 end = record.end or clock.now()
                 run.usage.append((cluster_name, clock.to_seconds(record.start), clock.to_seconds(end), record.gpus))
         run.gpu_seconds[cluster_name] = total
+        idle = cluster.idle_billed_gpu_seconds()
+        if idle and everyone:
+            run.idle_gpu_seconds[cluster_name] = idle * total / everyone
     return run

@@ -14,7 +14,8 @@
 * held at the destination: jobs that did not start where they were sent for another
   reason (local quota, not enough GPUs, behind earlier jobs in a FIFO queue);
 * never placed: jobs that never started by the time nothing else could happen;
-* GPU-hours per cluster (the schedulers' usage records); cloud spend = GPU-hours on
+* GPU-hours per cluster (the schedulers' usage records); cloud spend = GPU-hours (and, on an
+  elastic pool, the strategy's share of its billed idle and provisioning time) on
   cloud clusters x their price;
 * utilisation: GPU-seconds used in the busy window, over the fleet's whole GPUs
   (MIG-partitioned nodes left out: no replayed job uses them).  The busy window runs
@@ -164,7 +165,9 @@ def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
     failed = sum(o.fragmented or o.rejected > 0 for o in outcomes)
     held = sum(o.held_at_destination and not o.fragmented for o in outcomes)
     hours = {name: run.gpu_seconds.get(name, 0.0) / 3600.0 for name in fleet.names}
-    spend = sum(hours[c.name] * c.price_per_gpu_hour for c in fleet.clusters if c.location == "cloud")
+    # an elastic pool's bill is its nodes' time, idle included: the strategy pays its share
+    idle = {name: run.idle_gpu_seconds.get(name, 0.0) / 3600.0 for name in fleet.names}
+    spend = sum((hours[c.name] + idle[c.name]) * c.price_per_gpu_hour for c in fleet.clusters if c.location == "cloud")
     tenant, slowdown = worst_tenant(outcomes)
     return Metrics(
         policy=run.strategy,

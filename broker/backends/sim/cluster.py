@@ -22,7 +22,7 @@ from broker.backends.base import (
     Reason,
     UsageRecord,
 )
-from broker.backends.sim import admission, backfill, levers, queues, report, snapshot
+from broker.backends.sim import admission, backfill, elastic, levers, queues, report, snapshot
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.live import LiveJobs
 from broker.backends.sim.model import (
@@ -94,6 +94,7 @@ class SimulatedCluster:
         self._check_node_names()
         self._by_name = {n.name: n for n in self._nodes}
         self._by_pool = admission.pools_of(self._nodes)  # a node's pool never changes
+        self._elastic = [n for n in self._nodes if n.elastic]  # sim.elastic
         self.partitions = self._init_partitions(partitions)
         self._jobs: dict[str, SimJob] = {}
         self._live = LiveJobs()  # pending or running: what scheduling looks at
@@ -175,6 +176,7 @@ class SimulatedCluster:
             if self.faults.loses_job:
                 job.doomed, self.faults.loses_job = True, False
             self._schedule()
+            self._scale()
             return job.job_id
 
     def find(self, workload_id: str) -> DestinationJob | None:
@@ -254,40 +256,6 @@ class SimulatedCluster:
             setattr(self.faults, name, False)
             return armed
 
-    def inject_foreign_job(
-        self,
-        name: str = "foreign-job",
-        gpus_per_worker: int = 1,
-        workers: int = 1,
-        gpu_model: str = "",
-        partitioning: str = "whole",
-        account: str = "unknown",
-        duration_s: float | None = None,
-        partition: str = "",
-        time_limit_s: float | None = None,
-        priority: str = "normal",
-        qos: str = "",
-        workload_id: str | None = None,
-    ) -> str:
-        """A job nobody asked the broker for, with its user's time limit (on Slurm its QoS);
-        ``workload_id``: one carrying the broker's marker that its database does not know."""
-        req = JobRequest(
-            name=name,
-            priority=priority,
-            gpus_per_worker=gpus_per_worker,
-            workers=workers,
-            partitioning=partitioning,
-            gpu_models=(gpu_model,) if gpu_model else (),
-            time_limit_s=time_limit_s,
-        )
-        with self._lock:
-            self._catch_up()
-            part = self._partition_for(req, partition)
-            job = self._new_job(req, workload_id, account, part, account, duration_s=duration_s)
-            job.qos = qos
-            self._schedule()
-            return job.job_id
-
     def node(self, name: str) -> SimNode:
         try:
             return self._by_name[name]
@@ -298,9 +266,10 @@ class SimulatedCluster:
     def nodes(self) -> list[SimNode]:
         return list(self._nodes)
 
-    def next_event(self) -> float | None:  # when it next changes by itself (an end, a gang's pods)
+    def next_event(self) -> float | None:  # when it next changes by itself (an end, a gang's pods, a node)
         with self._lock:
-            return self._live.next_event(self._cursor)
+            times = (self._live.next_event(self._cursor), elastic.next_event(self._elastic))
+            return min((t for t in times if t is not None), default=None)
 
     def jobs(self, workload_id: str | None = None) -> list[SimJob]:
         """Every job ever submitted, lost ones included (inspection only)."""
@@ -364,12 +333,17 @@ class SimulatedCluster:
         self._vanish_seen_doomed()
         while True:
             self._schedule()
-            nxt = self._live.next_event(self._cursor)
+            self._scale()
+            nxt = min(
+                (t for t in (self._live.next_event(self._cursor), elastic.next_event(self._elastic)) if t is not None),
+                default=None,
+            )
             if nxt is None or nxt > now:
                 break
             self._cursor = max(self._cursor, nxt)
             for job in self._live.ending_by(self._cursor):
                 self._finish(job)
+            self.version += elastic.settle(self._elastic, self._cursor)
         if now > self._cursor:
             self._cursor = now
 
@@ -420,6 +394,24 @@ class SimulatedCluster:
                 self._hold(plan, job, verdict)
         for job in ctx.enqueued:  # Volcano: a pass is due when their pods exist
             self._live.wake_at(job)
+
+    def _scale(self) -> None:
+        """Elastic pools (sim.elastic): nodes for what waits, idle clocks for what runs."""
+        if self._elastic:
+            self.version += elastic.request_for(self._live.pending(), self._by_pool, self._cursor)
+            elastic.settle(self._elastic, self._cursor)
+
+    def billed_node_seconds(self) -> dict[str, float]:
+        """Per elastic pool, the node-seconds billed so far (request to release, idle included)."""
+        with self._lock:
+            self._catch_up()
+            return elastic.billed_node_seconds(self._elastic, self._cursor)
+
+    def idle_billed_gpu_seconds(self) -> float:
+        """GPU-seconds billed on elastic nodes beyond the jobs' own (provisioning, idle tail)."""
+        with self._lock:
+            self._catch_up()
+            return elastic.idle_billed_gpu_seconds(self._elastic, self._jobs.values(), self._cursor)
 
     def _limit_s(self, job: SimJob) -> float:
         limit = job.request.time_limit_s
@@ -483,6 +475,7 @@ class SimulatedCluster:
     claim_node_by = levers.claim_node_by
     set_node = levers.set_node
     set_quota = levers.set_quota
+    inject_foreign_job = levers.inject_foreign_job
 
     # --- saved state (broker/backends/sim/snapshot.py): the demo keeps its jobs -------
     to_json = snapshot.to_json

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.backends.base import JobState
+from broker.backends.sim.model import JobRequest
 from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW
 
 if TYPE_CHECKING:
@@ -55,3 +56,38 @@ def set_quota(self: SimulatedCluster, flavor: str, gpus: int) -> None:
         self._catch_up()
         self.quotas[flavor] = gpus
         self._schedule()
+
+
+def inject_foreign_job(
+    self: SimulatedCluster,
+    name: str = "foreign-job",
+    gpus_per_worker: int = 1,
+    workers: int = 1,
+    gpu_model: str = "",
+    partitioning: str = "whole",
+    account: str = "unknown",
+    duration_s: float | None = None,
+    partition: str = "",
+    time_limit_s: float | None = None,
+    priority: str = "normal",
+    qos: str = "",
+    workload_id: str | None = None,
+) -> str:
+    """A job nobody asked the broker for, with its user's time limit (on Slurm its QoS);
+    ``workload_id``: one carrying the broker's marker that its database does not know."""
+    req = JobRequest(
+        name=name,
+        priority=priority,
+        gpus_per_worker=gpus_per_worker,
+        workers=workers,
+        partitioning=partitioning,
+        gpu_models=(gpu_model,) if gpu_model else (),
+        time_limit_s=time_limit_s,
+    )
+    with self._lock:
+        self._catch_up()
+        part = self._partition_for(req, partition)
+        job = self._new_job(req, workload_id, account, part, account, duration_s=duration_s)
+        job.qos = qos
+        self._schedule()
+        return job.job_id

@@ -61,6 +61,16 @@ class SimNode:
     # the pool's name where a real cluster's inventory names it (a Kueue ResourceFlavor
     # "a100"), else made from the model: ``pool_name``
     flavor: str = ""
+    # an elastic node (a cloud pool's above its minimum, sim.elastic): up only from when it
+    # was requested plus its provisioning delay until it has been idle its release time
+    elastic: bool = False
+    up: bool = True
+    requested_at: float | None = None  # set while requested or up: billed from then
+    ready_at: float | None = None  # set while provisioning
+    idle_since: float | None = None  # set while up and idle
+    provisioning_s: float = 0.0
+    idle_release_s: float = 0.0
+    billed_s: float = 0.0  # node-seconds of the requests already released
 
     def __setattr__(self, name: str, value: object) -> None:
         # the pool is cached here and clusters index their nodes by it, so what it is
@@ -76,7 +86,7 @@ class SimNode:
 
     @property
     def usable(self) -> bool:
-        return self.healthy and not self.draining
+        return self.healthy and not self.draining and self.up
 
     @property
     def free(self) -> int:
@@ -96,6 +106,11 @@ class NodeGroup:
     partition: str = ""
     name_prefix: str = ""
     quota: int | None = None  # Kueue nominal quota for this group's flavor
+    # elastic (a cloud pool): ``count`` nodes are always up, up to ``max_count`` more come on
+    # request after ``provisioning_s`` and go after ``idle_release_s`` idle (sim.elastic)
+    max_count: int | None = None
+    provisioning_s: float = 480.0
+    idle_release_s: float = 600.0
 
     @property
     def prefix(self) -> str:
@@ -119,8 +134,12 @@ class NodeGroup:
                 partitioning=self.partitioning,
                 interconnect_domain=self.interconnect_domain,
                 partition=self.partition,
+                elastic=i >= self.count,
+                up=i < self.count,
+                provisioning_s=self.provisioning_s,
+                idle_release_s=self.idle_release_s,
             )
-            for i in range(self.count)
+            for i in range(max(self.count, self.max_count or 0))
         ]
 
 

@@ -21,8 +21,9 @@ def free_now(node: SimNode) -> int:
 
 
 def free_if_idle(node: SimNode) -> int:
-    """Capacity were every running job gone (down or draining nodes still count zero)."""
-    return node.gpus if node.usable else 0
+    """Capacity were every running job gone (down or draining nodes still count zero; an
+    elastic pool's node not up yet counts: the pool adds it on demand, sim.elastic)."""
+    return node.gpus if node.healthy and not node.draining else 0
 
 
 def free_if_built(node: SimNode) -> int:

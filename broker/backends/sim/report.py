@@ -98,6 +98,7 @@ def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
                 draining=n.draining,
                 interconnect_domain=n.interconnect_domain,
                 owner=owner,
+                provisioning="" if n.up else ("requested" if n.ready_at is not None else "available"),
             )
             for n in nodes
         ),

@@ -34,11 +34,14 @@ def clusters_from_fleet(*, fleet: FleetDescription) -> list[Cluster]:
     """Create or update one Cluster row per described cluster (idempotent)."""
     out = []
     for desc in fleet.clusters:
+        elastic = desc.elastic_pools
         config = {
             "flavor": desc.flavor,
             "image_pull_s": desc.image_pull_s,
-            "provisioning_s": desc.provisioning_s,
+            # an elastic pool's nodes come after their delay: placement counts the longest
+            "provisioning_s": max([desc.provisioning_s, *(p["provisioning_s"] for p in elastic.values())]),
             "data_locations": list(desc.data_locations),
+            **({"elastic_pools": elastic} if elastic else {}),
         }
         cluster, created = Cluster.objects.update_or_create(
             name=desc.name,
