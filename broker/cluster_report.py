@@ -99,21 +99,27 @@ class PoolInventory:
     owner: str
     nodes: tuple[NodeInventory, ...]
 
+    # The pool's GPUs as they are now: the nodes that are up (an elastic pool's nodes not up
+    # yet are in ``nodes``, for placement, but hold no GPU today)
+    @property
+    def up(self) -> tuple[NodeInventory, ...]:
+        return tuple(n for n in self.nodes if not n.provisioning)
+
     @property
     def gpus_total(self) -> int:
-        return sum(n.gpus_total for n in self.nodes)
+        return sum(n.gpus_total for n in self.up)
 
     @property
     def gpus_allocatable(self) -> int:
-        return sum(n.gpus_allocatable for n in self.nodes)
+        return sum(n.gpus_allocatable for n in self.up)
 
     @property
     def gpus_allocated(self) -> int:
-        return sum(n.gpus_allocated for n in self.nodes)
+        return sum(n.gpus_allocated for n in self.up)
 
     @property
     def gpus_free(self) -> int:
-        return sum(n.gpus_free for n in self.nodes)
+        return sum(n.gpus_free for n in self.up)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from typing import cast
 
 
 from broker.lifecycle import WAITING_STATES
-from broker.models import AuditRecord, ClusterHealth, ReconcileRun
+from broker.elastic_pools import ElasticConfigError, elastic_pools
+from broker.models import AuditRecord, Cluster, ClusterHealth, GpuPool, ReconcileRun
 from broker.selectors.workloads import calibration_list, cluster_list, replay_estimate_list, workload_list
 from broker.selectors.run_times import run_seconds_of
 from broker.placement.wait_estimator import ErrorSummary, EstimatorReport
@@ -23,16 +24,39 @@ def cluster_rows(*, user: AnyUser) -> list[dict]:
     rows = []
     for cluster in cluster_list(user=user):
         age = (now - cluster.last_inventory_at).total_seconds() if cluster.last_inventory_at else None
+        pools = list(cluster.pools.all())
         rows.append(
             {
                 "cluster": cluster,
-                "pools": list(cluster.pools.all()),
+                "pools": pools,
+                "elastic": [(p.name, text) for p in pools if (text := elastic_summary(cluster, p)) is not None],
                 "age_s": age,
                 "stale": cluster.health == ClusterHealth.STALE,
                 "limits": limit_rows(cluster.local_limits),
             }
         )
     return rows
+
+
+def elastic_summary(cluster: Cluster, pool: GpuPool) -> str | None:
+    """An elastic pool's nodes as its last report gave them, and what it is registered with:
+    "1 up, 2 provisioning, 1 more on demand (max 4; each in 8 min, released 10 min idle)"."""
+    try:
+        registered = elastic_pools(cluster.config).get(pool.name)
+    except ElasticConfigError:
+        registered = None
+    states = [str(n.get("provisioning", "")) for n in pool.nodes]
+    if registered is None and not any(states):
+        return None
+    up, coming = states.count(""), states.count("requested")
+    more = (registered.max_nodes - len(states) if registered else 0) + states.count("available")
+    text = f"{up} up, {coming} provisioning, {max(0, more)} more on demand"
+    if registered is not None:
+        text += (
+            f" (max {registered.max_nodes}; each in {registered.provisioning_s / 60:g} min, "
+            f"billed until {registered.idle_release_s / 60:g} min idle)"
+        )
+    return text
 
 
 def limit_rows(stored: dict | None) -> list[dict]:

@@ -95,6 +95,9 @@ class SimulatedCluster:
         self._by_name = {n.name: n for n in self._nodes}
         self._by_pool = admission.pools_of(self._nodes)  # a node's pool never changes
         self._elastic = [n for n in self._nodes if n.elastic]  # sim.elastic
+        for node in self._elastic:  # its delays pass on the cluster's clock, as run times do
+            node.provisioning_s, node.idle_release_s = (self.clock.scaled(node.provisioning_s),
+                                                        self.clock.scaled(node.idle_release_s))  # fmt: skip
         self.partitions = self._init_partitions(partitions)
         self._jobs: dict[str, SimJob] = {}
         self._live = LiveJobs()  # pending or running: what scheduling looks at
@@ -405,13 +408,16 @@ class SimulatedCluster:
         """Per elastic pool, the node-seconds billed so far (request to release, idle included)."""
         with self._lock:
             self._catch_up()
-            return elastic.billed_node_seconds(self._elastic, self._cursor)
+            billed = elastic.billed_node_seconds(self._elastic, self._cursor)
+            return {pool: self.clock.run_time(s) for pool, s in billed.items()}  # in the jobs' time
 
     def idle_billed_gpu_seconds(self) -> float:
         """GPU-seconds billed on elastic nodes beyond the jobs' own (provisioning, idle tail)."""
         with self._lock:
             self._catch_up()
-            return elastic.idle_billed_gpu_seconds(self._elastic, self._jobs.values(), self._cursor)
+            return self.clock.run_time(
+                elastic.idle_billed_gpu_seconds(self._elastic, self._jobs.values(), self._cursor)
+            )
 
     def _limit_s(self, job: SimJob) -> float:
         limit = job.request.time_limit_s

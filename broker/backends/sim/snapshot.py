@@ -80,6 +80,10 @@ def _put_back(
         node = self.node(name)
         for key in _NODE_STATE:
             setattr(node, key, list(saved[key]) if key == "extra_owners" else saved[key])
+        if node.elastic and "up" in saved:  # an elastic pool's node (sim.elastic); older saves: as built
+            node.up, node.billed_s = bool(saved["up"]), float(saved["billed_s"])
+            for key in ("requested_at", "ready_at", "idle_since"):
+                setattr(node, key, None if saved[key] is None else float(saved[key]) + shift)
     self.quotas = {str(k): int(v) for k, v in state["quotas"].items()}
     self._jobs = {job.job_id: job for job, _ in jobs}
     for job, pool in jobs:
@@ -123,12 +127,16 @@ def _relive(self: SimulatedCluster, job: SimJob, pool: str | None) -> None:
 
 
 def _node_json(node: SimNode) -> JsonObject:
-    return {
+    out: JsonObject = {
         "allocated": node.allocated,
         "healthy": node.healthy,
         "draining": node.draining,
         "extra_owners": list(node.extra_owners),
     }
+    if node.elastic:
+        out.update(up=node.up, billed_s=node.billed_s, requested_at=node.requested_at, ready_at=node.ready_at,
+                   idle_since=node.idle_since)  # fmt: skip
+    return out
 
 
 def _job_json(job: SimJob, pool: str | None) -> JsonObject:

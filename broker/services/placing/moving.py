@@ -21,14 +21,13 @@ from datetime import datetime
 from django.db import transaction
 
 from broker import runtime
-from broker.backends.base import Unavailable
-from broker.backends.registry import backend_for
 from broker.models import AuditRecord, Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.placement import Candidate, place_prepared
 from broker.services.placing.bursting import burst_gate
 from broker.services.placing.cycle import PlacingPass, placing_pass_prepare, workload_place
 from broker.services.placing.fleet_view import identity_scopes
+from broker.services.placing.withdraw import cancel_confirmed
 from broker.services.quota.reservations import reservation_release
 from broker.services.records import moves
 from broker.services.records.audit import audit
@@ -134,12 +133,7 @@ def workload_move(*, workload_id: int, to: str) -> Workload:
     if workload.state != WorkloadState.QUEUED or workload.cluster is None:
         return workload
     cluster, job_id = workload.cluster, workload.destination_job_id
-    try:
-        confirmed = bool(job_id) and backend_for(cluster).cancel(job_id)
-    except Unavailable as exc:
-        confirmed, why = False, str(exc)
-    else:
-        why = "the destination has not confirmed the cancellation yet"
+    confirmed, why = cancel_confirmed(workload)
     if not confirmed:
         audit(
             action="move.retrying",

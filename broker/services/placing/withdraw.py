@@ -64,18 +64,26 @@ def policy_holds_withdraw(*, now: datetime | None = None) -> int:
     return moved
 
 
+def cancel_confirmed(workload: Workload) -> tuple[bool, str]:
+    """Cancel the workload's job at its destination: whether the destination confirmed it,
+    and why not (the cluster's error, or no confirmation yet)."""
+    assert workload.cluster is not None
+    job_id = workload.destination_job_id
+    try:
+        if bool(job_id) and backend_for(workload.cluster).cancel(job_id):
+            return True, ""
+    except Unavailable as exc:
+        return False, str(exc)
+    return False, "the destination has not confirmed the cancellation yet"
+
+
 def workload_withdraw(*, workload_id: int, held_s: float) -> Workload:
     """Cancel at the destination; once confirmed, release and place elsewhere."""
     workload = Workload.objects.select_related("cluster").get(id=workload_id)
     if workload.state != WorkloadState.QUEUED or workload.cluster is None:
         return workload
     cluster, job_id = workload.cluster, workload.destination_job_id
-    try:
-        confirmed = bool(job_id) and backend_for(cluster).cancel(job_id)
-    except Unavailable as exc:
-        confirmed, why = False, str(exc)
-    else:
-        why = "the destination has not confirmed the cancellation yet"
+    confirmed, why = cancel_confirmed(workload)
     if not confirmed:
         audit(
             action="withdraw.retrying",
