@@ -41,6 +41,15 @@ def elastic_pools(config: Mapping[str, Any] | None) -> dict[str, ElasticPool]:
     return {str(name): _pool(f"{KEY}.{name}", body) for name, body in raw.items()}
 
 
+def registered_pools(config: Mapping[str, Any] | None) -> dict[str, ElasticPool]:
+    """``elastic_pools`` for reading at placement and on pages: an entry stored before the
+    admin checked it, and bad, counts as none (the admin refuses one on save)."""
+    try:
+        return elastic_pools(config)
+    except ElasticConfigError:
+        return {}
+
+
 def _pool(path: str, body: object) -> ElasticPool:
     if not isinstance(body, Mapping):
         raise ElasticConfigError(f"{path}: a mapping with {', '.join(FIELDS)}, not {body!r}")

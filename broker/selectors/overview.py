@@ -9,7 +9,7 @@ from typing import cast
 
 
 from broker.lifecycle import WAITING_STATES
-from broker.elastic_pools import ElasticConfigError, elastic_pools
+from broker.elastic_pools import registered_pools
 from broker.models import AuditRecord, Cluster, ClusterHealth, GpuPool, ReconcileRun
 from broker.selectors.workloads import calibration_list, cluster_list, replay_estimate_list, workload_list
 from broker.selectors.run_times import run_seconds_of
@@ -41,10 +41,7 @@ def cluster_rows(*, user: AnyUser) -> list[dict]:
 def elastic_summary(cluster: Cluster, pool: GpuPool) -> str | None:
     """An elastic pool's nodes as its last report gave them, and what it is registered with:
     "1 up, 2 provisioning, 1 more on demand (max 4; each in 8 min, released 10 min idle)"."""
-    try:
-        registered = elastic_pools(cluster.config).get(pool.name)
-    except ElasticConfigError:
-        registered = None
+    registered = registered_pools(cluster.config).get(pool.name)
     states = [str(n.get("provisioning", "")) for n in pool.nodes]
     if registered is None and not any(states):
         return None

@@ -27,12 +27,16 @@ GROWS = (Reason.CAPACITY, Reason.UNAVAILABLE)
 
 def next_event(nodes: Iterable[SimNode]) -> float | None:
     """When a node next comes up or is released (None: no elastic node will change)."""
-    times = [
-        n.ready_at if n.ready_at is not None else n.idle_since + n.idle_release_s  # type: ignore[operator]
-        for n in nodes
-        if n.elastic and (n.ready_at is not None or (n.up and n.idle_since is not None))
-    ]
-    return min(times) if times else None
+    times = [_change_at(n) for n in nodes if n.elastic]
+    return min((t for t in times if t is not None), default=None)
+
+
+def _change_at(node: SimNode) -> float | None:
+    if node.ready_at is not None:
+        return node.ready_at  # provisioning: up then
+    if node.up and node.idle_since is not None:
+        return node.idle_since + node.idle_release_s  # idle: released then
+    return None
 
 
 def settle(nodes: Iterable[SimNode], cursor: float) -> bool:
@@ -119,8 +123,7 @@ def billed_node_seconds(nodes: Iterable[SimNode], cursor: float) -> dict[str, fl
     out: dict[str, float] = {}
     for node in nodes:
         if node.elastic:
-            open_s = cursor - node.requested_at if node.requested_at is not None else 0.0
-            out[node.pool] = out.get(node.pool, 0.0) + node.billed_s + open_s
+            out[node.pool] = out.get(node.pool, 0.0) + _billed_s(node, cursor)
     return out
 
 
@@ -128,7 +131,7 @@ def idle_billed_gpu_seconds(nodes: Iterable[SimNode], jobs: Iterable[SimJob], cu
     """GPU-seconds billed on the elastic nodes that no job used: requested and provisioning,
     and idle until released (what a cloud bill charges beyond the jobs' own GPU time)."""
     elastic = {n.name: n for n in nodes if n.elastic}
-    billed = sum(s * elastic[n].gpus for n, s in _node_seconds(elastic.values(), cursor).items())
+    billed = sum(_billed_s(n, cursor) * n.gpus for n in elastic.values())
     busy = 0.0
     for job in jobs:
         if job.started_at is None:
@@ -138,5 +141,6 @@ def idle_billed_gpu_seconds(nodes: Iterable[SimNode], jobs: Iterable[SimJob], cu
     return max(0.0, billed - busy)
 
 
-def _node_seconds(nodes: Iterable[SimNode], cursor: float) -> dict[str, float]:
-    return {n.name: n.billed_s + (cursor - n.requested_at if n.requested_at is not None else 0.0) for n in nodes}
+def _billed_s(node: SimNode, cursor: float) -> float:
+    """The node's billed seconds: its released requests, and the one still open to ``cursor``."""
+    return node.billed_s + (cursor - node.requested_at if node.requested_at is not None else 0.0)

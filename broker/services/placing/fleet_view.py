@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Mapping, Sequence
 
 from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory, QueueStats
-from broker.elastic_pools import ElasticConfigError, ElasticPool, elastic_pools
+from broker.elastic_pools import registered_pools
 from broker.local_limits import LocalLimits, add_use
 from broker.selectors.capacity import Promised, promised_gpus
 from broker.models import Cluster, ClusterHealth, GpuPool
@@ -59,17 +59,10 @@ def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) 
     return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue, limits=limits)
 
 
-def _elastic(cluster: Cluster) -> dict[str, ElasticPool]:
-    try:
-        return elastic_pools(cluster.config)
-    except ElasticConfigError:
-        return {}  # (the admin form refuses a bad entry; one stored before counts as none)
-
-
 def provisionable(cluster: Cluster, pool: GpuPool) -> tuple[NodeInventory, ...]:
     """An elastic pool's nodes that its report does not list (a real cluster lists only the
     nodes that exist): free, "available", up to its maximum."""
-    elastic = _elastic(cluster).get(pool.name)
+    elastic = registered_pools(cluster.config).get(pool.name)
     if elastic is None:
         return ()
     missing = elastic.max_nodes - len(pool.nodes)
@@ -112,7 +105,7 @@ def cluster_facts(cluster: Cluster) -> ClusterFacts:
         draining=cluster.draining,
         data_locations=tuple(cfg.get("data_locations", ())),
         node_domain=str(cfg.get("node_domain", "")),
-        idle_release_s={name: p.idle_release_s for name, p in _elastic(cluster).items()},
+        idle_release_s={name: p.idle_release_s for name, p in registered_pools(cluster.config).items()},
     )
 
 

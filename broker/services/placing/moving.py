@@ -26,11 +26,11 @@ from broker.models.workload import LocalReason
 from broker.placement import Candidate, place_prepared
 from broker.services.placing.bursting import burst_gate
 from broker.services.placing.cycle import PlacingPass, placing_pass_prepare, workload_place
+from broker.services.fleet.policy import current_policy
 from broker.services.placing.fleet_view import identity_scopes
-from broker.services.placing.withdraw import cancel_confirmed
+from broker.services.placing.withdraw import cancelled_there
 from broker.services.quota.reservations import reservation_release
 from broker.services.records import moves
-from broker.services.records.audit import audit
 from broker.services.records.transitions import Note
 from broker.spec import validate_spec
 
@@ -58,11 +58,9 @@ def queued_moves(*, now: datetime | None = None) -> int:
         .select_related("cluster", "tenant", "project", "gpu_class")
         .order_by("created_at", "id")
     )
-    if not waiting:
+    if not waiting or not current_policy().policy.aging.move_queued:
         return 0
     cycle = placing_pass_prepare(now=now)
-    if not cycle.fleet.policy.aging.move_queued:
-        return 0
     moved = 0
     for workload in waiting:
         if moved >= MOVES_PER_PASS:
@@ -85,8 +83,6 @@ def fits_elsewhere(workload: Workload, cycle: PlacingPass) -> Candidate | None:
     seen = cluster.last_inventory_at
     if seen is None or workload.dispatched_at is None or seen <= workload.dispatched_at:
         return None
-    if moves_of(workload) >= MAX_MOVES:
-        return None
     spec = validate_spec(workload.spec)
     use = cycle.quota(workload)
     burst = cycle.fleet.policy.tenant(workload.tenant.slug).burst_gpus
@@ -108,7 +104,7 @@ def fits_elsewhere(workload: Workload, cycle: PlacingPass) -> Candidate | None:
         for c in result.ranked
         if c.cluster != cluster.name and c.cluster not in cycle.forced and _queue_empty(cycle, c.cluster)
     ]
-    if not others:
+    if not others or moves_of(workload) >= MAX_MOVES:
         return None
     gate = burst_gate(
         workload=workload, ranked=others, fleet=cycle.fleet, spec=spec, now=cycle.now, estimator=cycle.estimator
@@ -129,23 +125,20 @@ def moves_of(workload: Workload) -> int:
 
 def workload_move(*, workload_id: int, to: str) -> Workload:
     """Cancel at the destination; once confirmed, release and place again."""
-    workload = Workload.objects.select_related("cluster").get(id=workload_id)
-    if workload.state != WorkloadState.QUEUED or workload.cluster is None:
-        return workload
-    cluster, job_id = workload.cluster, workload.destination_job_id
-    confirmed, why = cancel_confirmed(workload)
+    workload, confirmed = cancelled_there(
+        workload_id=workload_id,
+        retrying="move.retrying",
+        message=lambda w, why: f"{to} could start it now; {why}: it stays queued at {_name(w)}",
+    )
     if not confirmed:
-        audit(
-            action="move.retrying",
-            workload=workload,
-            cluster=cluster.name,
-            destination_job_id=job_id,
-            message=f"{to} could start it now; {why}: it stays queued at {cluster.name}",
-        )
         return workload
-    if _moved(workload, f"waiting at {cluster.name} while {to} could start it now"):
+    if _moved(workload, f"waiting at {_name(workload)} while {to} could start it now"):
         return workload_place(workload_id=workload.id)
     return Workload.objects.get(id=workload.id)
+
+
+def _name(workload: Workload) -> str:
+    return workload.cluster.name if workload.cluster is not None else ""
 
 
 @transaction.atomic

@@ -14,7 +14,7 @@ soonest (``turnover_s``).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from broker.models import Workload
 from broker.cluster_report import QueueStats
@@ -63,11 +63,19 @@ def queue_choice(
     )
     if not gate.ranked:
         return None
-    turnover = [turnover_s(ctx.fleet, c, spec, ctx.sent_to_queue.get(c.cluster, 0)) for c in gate.ranked]
-    best = min(range(len(turnover)), key=lambda i: (turnover[i], i))
-    chosen = gate.ranked[best]
+    turnover, chosen = by_turnover(ctx.fleet, gate.ranked, spec, ctx.sent_to_queue)[0]
     # the record says it was sent to wait, and the turnover it was chosen by
-    return replace(chosen, detail={**chosen.detail, "queued_turnover_s": round(turnover[best], 1)})
+    return replace(chosen, detail={**chosen.detail, "queued_turnover_s": round(turnover, 1)})
+
+
+def by_turnover(
+    fleet: PreparedFleet, candidates: list[Candidate], spec: WorkloadSpec, sent: Mapping[str, int] | None = None
+) -> list[tuple[float, Candidate]]:
+    """The candidates with their turnover (``turnover_s``; ``sent``: GPUs a pass already sent
+    to each cluster's queue), soonest first, ties in their ranked order."""
+    sent = sent or {}
+    scored = [(turnover_s(fleet, c, spec, sent.get(c.cluster, 0)), i, c) for i, c in enumerate(candidates)]
+    return [(t, c) for t, _, c in sorted(scored, key=lambda x: (x[0], x[1]))]
 
 
 def turnover_s(fleet: PreparedFleet, candidate: Candidate, spec: WorkloadSpec, sent_gpus: int = 0) -> float:
@@ -97,13 +105,11 @@ def queued_after(fleet: PreparedFleet, candidates: list[Candidate], spec: Worklo
     after = fleet.policy.aging.queue_after_s
     if after is None:
         return []
-    waits = [after + turnover_s(fleet, c, spec) for c in candidates]
-    order = sorted(range(len(candidates)), key=lambda i: (waits[i], i))
     return [
         replace(
-            candidates[i],
-            breakdown={**candidates[i].breakdown, "queue_wait_s": waits[i]},
-            detail={**candidates[i].detail, "queued_turnover_s": round(waits[i] - after, 1)},
+            c,
+            breakdown={**c.breakdown, "queue_wait_s": after + turnover},
+            detail={**c.detail, "queued_turnover_s": round(turnover, 1)},
         )
-        for i in order
+        for turnover, c in by_turnover(fleet, candidates, spec)
     ]

@@ -12,6 +12,7 @@ could run the job twice).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Callable
 
 from django.db import transaction
 
@@ -64,37 +65,44 @@ def policy_holds_withdraw(*, now: datetime | None = None) -> int:
     return moved
 
 
-def cancel_confirmed(workload: Workload) -> tuple[bool, str]:
-    """Cancel the workload's job at its destination: whether the destination confirmed it,
-    and why not (the cluster's error, or no confirmation yet)."""
-    assert workload.cluster is not None
+def cancelled_there(
+    *, workload_id: int, retrying: str, message: Callable[[Workload, str], str]
+) -> tuple[Workload, bool]:
+    """Cancel a queued workload's job at its destination: the workload, and whether the
+    destination confirmed it (not queued there any more: nothing done; not confirmed:
+    audited as ``retrying`` with ``message(workload, why)``, tried again on the next pass)."""
+    workload = Workload.objects.select_related("cluster").get(id=workload_id)
+    if workload.state != WorkloadState.QUEUED or workload.cluster is None:
+        return workload, False
     job_id = workload.destination_job_id
     try:
         if bool(job_id) and backend_for(workload.cluster).cancel(job_id):
-            return True, ""
+            return workload, True
+        why = "the destination has not confirmed the cancellation yet"
     except Unavailable as exc:
-        return False, str(exc)
-    return False, "the destination has not confirmed the cancellation yet"
+        why = str(exc)
+    audit(
+        action=retrying,
+        workload=workload,
+        cluster=workload.cluster.name,
+        destination_job_id=job_id,
+        message=message(workload, why),
+    )
+    return workload, False
 
 
 def workload_withdraw(*, workload_id: int, held_s: float) -> Workload:
     """Cancel at the destination; once confirmed, release and place elsewhere."""
-    workload = Workload.objects.select_related("cluster").get(id=workload_id)
-    if workload.state != WorkloadState.QUEUED or workload.cluster is None:
-        return workload
-    cluster, job_id = workload.cluster, workload.destination_job_id
-    confirmed, why = cancel_confirmed(workload)
+    workload, confirmed = cancelled_there(
+        workload_id=workload_id,
+        retrying="withdraw.retrying",
+        message=lambda w, why: f"held by local policy ({w.raw_reason}); {why}: the reservation is kept",
+    )
     if not confirmed:
-        audit(
-            action="withdraw.retrying",
-            workload=workload,
-            cluster=cluster.name,
-            destination_job_id=job_id,
-            message=f"held by local policy ({workload.raw_reason}); {why}: the reservation is kept",
-        )
         return workload
+    assert workload.cluster is not None
     reason = (
-        f"withdrawn after {held_s / 60:.0f} min held by local policy at {cluster.name} "
+        f"withdrawn after {held_s / 60:.0f} min held by local policy at {workload.cluster.name} "
         f"({workload.raw_reason or 'policy'})"
     )
     if _withdrawn(workload, reason):
