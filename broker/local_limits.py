@@ -8,6 +8,10 @@ capability).  Each backend reads them from its control plane and reports them wi
 inventory; placement excludes a destination where a job can never be admitted and counts
 quota headroom in the queue-wait estimate.
 
+Beside the limits, the order a control plane takes its waiting jobs in where it is not
+submission order: Slurm's fair share (``FairShare``), a priority the scheduler gives each
+account's jobs from its past use.
+
 Plain frozen dataclasses with a JSON round trip, because they are stored with the
 inventory snapshot (``Cluster.local_limits``).
 """
@@ -60,12 +64,29 @@ class GroupQuota:
 
 
 @dataclass(frozen=True)
+class FairShare:
+    """Slurm's multifactor priority from fair share: an account's jobs wait behind those of
+    accounts with a higher ``points`` (its fair-share factor, 0-1, times the configured
+    ``PriorityWeightFairshare``), then in submission order."""
+
+    source: str  # "fair share of account fs-heavy (PriorityWeightFairshare=100000)"
+    scope: str  # the account
+    factor: float
+    points: float
+
+
+@dataclass(frozen=True)
 class LocalLimits:
     caps: tuple[JobCap, ...] = ()
     quotas: tuple[GroupQuota, ...] = ()
+    shares: tuple[FairShare, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.caps or self.quotas)
+        return bool(self.caps or self.quotas or self.shares)
+
+    def share_points(self) -> dict[str, float]:
+        """Priority points per account (fair share); none when the cluster weighs none."""
+        return {s.scope: s.points for s in self.shares}
 
     def caps_for(self, pool: str, scopes: Iterable[str] = ()) -> list[JobCap]:
         wanted = {"", *scopes}
@@ -76,7 +97,10 @@ class LocalLimits:
         return [q for q in self.quotas if _covers(q.pool, pool) and q.scope in wanted]
 
     def to_json(self) -> dict[str, list[dict[str, Any]]]:
-        return {"caps": [_dump(c) for c in self.caps], "quotas": [_dump(q) for q in self.quotas]}
+        out = {"caps": [_dump(c) for c in self.caps], "quotas": [_dump(q) for q in self.quotas]}
+        if self.shares:  # absent when none: snapshots stored before fair share read the same
+            out["shares"] = [_dump(s) for s in self.shares]
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> "LocalLimits":
@@ -84,6 +108,7 @@ class LocalLimits:
         return cls(
             caps=tuple(JobCap(**c) for c in data.get("caps", ())),
             quotas=tuple(GroupQuota(**q) for q in data.get("quotas", ())),
+            shares=tuple(FairShare(**f) for f in data.get("shares", ())),
         )
 
 
@@ -96,7 +121,7 @@ def _covers(limit_pool: str, pool: str) -> bool:
     return not limit_pool or pool == limit_pool or pool.startswith(limit_pool + "/")
 
 
-def _dump(obj: JobCap | GroupQuota) -> dict[str, Any]:
+def _dump(obj: JobCap | GroupQuota | FairShare) -> dict[str, Any]:
     return {k: v for k, v in obj.__dict__.items() if v is not None and (v != "" or k == "source")}
 
 
@@ -117,4 +142,4 @@ def add_use(limits: LocalLimits, pool_gpus: Mapping[str, int], jobs: int = 0) ->
                 }
             )
         )
-    return LocalLimits(caps=limits.caps, quotas=tuple(quotas))
+    return LocalLimits(caps=limits.caps, quotas=tuple(quotas), shares=limits.shares)

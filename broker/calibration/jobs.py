@@ -13,6 +13,9 @@ by a local user, not as a broker job would be (the simulator takes it as a forei
 a WorkloadPriorityClass; preemption needs it).  Slurm only: ``account``, the account a job
 runs under (its association's limits apply; default: the run's), and ``qos``, a QoS a local
 job names (the broker's jobs take their association's default QoS).
+Slurm only, at the top level: ``warmup``, jobs run to their end before each repetition
+(``{"account": "fs-heavy", "nodes": 2, "cpus_per_node": 16, "run_s": 10}``), so fair share
+has past use to weigh; the inventory (fair-share factors included) is read after them.
 Unknown fields are errors that name the job and the field, as are missing or wrong ones.
 """
 
@@ -81,9 +84,20 @@ class CalibrationJob:
 
 
 @dataclass(frozen=True)
+class WarmupJob:
+    """A job run to its end before a repetition, to give its account past use."""
+
+    account: str
+    nodes: int
+    cpus_per_node: int
+    run_s: float
+
+
+@dataclass(frozen=True)
 class JobList:
     name: str
     jobs: tuple[CalibrationJob, ...]
+    warmup: tuple[WarmupJob, ...] = ()
 
     @property
     def span_s(self) -> float:
@@ -102,15 +116,42 @@ def load(path: Path) -> JobList:
 def parse(data: Any, *, where: str = "job list") -> JobList:
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list) or not data["jobs"]:
         raise JobListError(f"{where}: expected {{'name': ..., 'jobs': [...]}} with at least one job")
-    unknown = set(data) - {"name", "jobs", "about"}
+    unknown = set(data) - {"name", "jobs", "about", "warmup"}
     if unknown:
         raise JobListError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     jobs = tuple(_job(raw, i, where) for i, raw in enumerate(data["jobs"]))
+    warmup = data.get("warmup", [])
+    if not isinstance(warmup, list):
+        raise JobListError(f"{where}: warmup must be a list of jobs")
     names = [j.name for j in jobs]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise JobListError(f"{where}: job names must be unique: {', '.join(twice)}")
-    return JobList(name=str(data.get("name") or where), jobs=tuple(sorted(jobs, key=lambda j: (j.at_s, j.name))))
+    return JobList(
+        name=str(data.get("name") or where),
+        jobs=tuple(sorted(jobs, key=lambda j: (j.at_s, j.name))),
+        warmup=tuple(_warmup(raw, i, where) for i, raw in enumerate(warmup)),
+    )
+
+
+_WARMUP_FIELDS = ("account", "nodes", "cpus_per_node", "run_s")
+
+
+def _warmup(raw: Any, index: int, where: str) -> WarmupJob:
+    label = f"{where}: warmup job {index + 1}"
+    if not isinstance(raw, dict):
+        raise JobListError(f"{label}: expected an object")
+    unknown, missing = set(raw) - set(_WARMUP_FIELDS), [f for f in _WARMUP_FIELDS if f not in raw]
+    if unknown:
+        raise JobListError(f"{label}: unknown field(s) {', '.join(sorted(unknown))}")
+    if missing:
+        raise JobListError(f"{label}: missing {', '.join(missing)}")
+    return WarmupJob(
+        account=_text(raw["account"], label, "account"),
+        nodes=int(_number(raw["nodes"], label, "nodes", whole=True, least=1)),
+        cpus_per_node=int(_number(raw["cpus_per_node"], label, "cpus_per_node", whole=True, least=1)),
+        run_s=_number(raw["run_s"], label, "run_s", least=1),
+    )
 
 
 def _job(raw: Any, index: int, where: str) -> CalibrationJob:

@@ -16,6 +16,7 @@ class Observed:
     state: str  # as the side words it, lower case: completed, timeout, cancelled, ...
     backfilled: bool | None = None  # the real scheduler's own flag, where it keeps one
     preempted: int = 0  # times evicted for a higher-priority job and queued again
+    nodes: str = ""  # where it ran (Slurm: sacct's NodeList; the simulator: its placement)
 
 
 @dataclass

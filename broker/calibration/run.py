@@ -130,9 +130,20 @@ def calibrate_slurm(
         gres_type = next(p.name.split("/", 1)[1] for p in snapshot.pools if p.name.startswith(f"{partition}/"))
         return SlurmPlayer(transport, partition=partition, account=account, gres_type=_typed(gres_type))
 
+    def warm_up() -> None:
+        SlurmPlayer(transport, partition=partition).warm_up(jobs.warmup)
+
     side = slurm_side(partition, account)
     return _repeat(
-        result, jobs, side, player, inventory=inventory, repeat=repeat, deadline_s=deadline_s, wait_idle_s=wait_idle_s
+        result,
+        jobs,
+        side,
+        player,
+        inventory=inventory,
+        repeat=repeat,
+        deadline_s=deadline_s,
+        wait_idle_s=wait_idle_s,
+        prepare=warm_up,
     )
 
 
@@ -176,6 +187,8 @@ def calibrate_kube(
     if plane not in _KUBE:
         raise NotCalibratable(f"{cluster}: a {plane} cluster cannot be calibrated (Kueue, Volcano)")
     cycle, start = _KUBE[plane]
+    if jobs.warmup:
+        raise NotCalibratable(f"{jobs.name}: warmup jobs give Slurm's fair share past use; {plane} has none")
     result = Calibration(
         cluster=cluster,
         control_plane=plane,
@@ -262,10 +275,13 @@ def _repeat(
     repeat: int,
     deadline_s: float | None,
     wait_idle_s: float,
+    prepare: Callable[[], None] = lambda: None,
 ) -> Calibration:
-    """Each repetition: the inventory as the backend reads it once idle, the real side
-    played, the simulator built from that inventory played at the real side's samples."""
+    """Each repetition: what the list runs first (``prepare``: Slurm's warm-up jobs), the
+    inventory as the backend reads it once idle, the real side played, the simulator built
+    from that inventory played at the real side's samples."""
     for _ in range(repeat):
+        prepare()
         snapshot, sim = _idle(inventory, side.build, wait_idle_s)
         result.inventory = result.inventory or inventory_json(snapshot)
         real = player(snapshot, sim).play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)

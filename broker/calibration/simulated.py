@@ -76,7 +76,8 @@ def inventory_from_json(data: dict[str, Any]) -> InventorySnapshot:
 
 def simulator_for(snapshot: InventorySnapshot, partition: str) -> SimulatedCluster:
     """The simulated Slurm cluster of one partition: its nodes as the inventory lists them,
-    the per-job GPU cap its local limits report for that partition's pools."""
+    the per-job GPU cap and the MaxTime its local limits report for that partition's pools,
+    the accounts' fair share."""
     pools = [p for p in snapshot.pools if p.name.split("/", 1)[0] == partition]
     if not pools:
         have = sorted({p.name.split("/", 1)[0] for p in snapshot.pools})
@@ -85,16 +86,22 @@ def simulator_for(snapshot: InventorySnapshot, partition: str) -> SimulatedClust
     busy = [f"{n.name} ({n.gpus_allocated} of {n.gpus_total} GPUs)" for n in nodes if n.gpus_allocated]
     if busy:
         raise NotCalibratable(f"partition {partition!r} is not idle: {', '.join(busy)} allocated")
-    caps = [c.max_gpus for p in pools for c in snapshot.limits.caps_for(p.name) if c.max_gpus is not None]
+    caps = [c for p in pools for c in snapshot.limits.caps_for(p.name)]
+    gpus = [c.max_gpus for c in caps if c.max_gpus is not None]
+    times = [c.max_time_s for c in caps if c.max_time_s is not None and c.pool]  # the partition's own
     sim_nodes = [_sim_node(n, partition) for n in nodes]
+    part = Partition(
+        partition, max_gpus_per_job=min(gpus, default=None), default=True, max_time_s=min(times, default=None)
+    )
     return SimulatedCluster(
         snapshot.cluster,
         "slurm",
         sim_nodes,
-        partitions=[Partition(partition, max_gpus_per_job=min(caps) if caps else None, default=True)],
+        partitions=[part],
         clock=SimClock(ORIGIN),
         queueing="backfill",
         slurm_limits=_slurm_limits(snapshot.limits),
+        share_points=snapshot.limits.share_points(),
     )
 
 
@@ -246,4 +253,5 @@ def _observed(sim: SimulatedCluster, job: CalibrationJob, job_id: str) -> Observ
         ended_s=sj.ended_at,
         state=_STATES.get(sj.state, sj.state.value),
         preempted=sj.preempted,
+        nodes=",".join(sorted(sj.nodes)),
     )

@@ -13,8 +13,9 @@ import uuid
 
 from broker.backends.base import Unavailable
 from broker.backends.slurm.commands import CommandTransport
+from broker.backends.slurm.limits import CONFIG_CMD, slurm_duration_s
 from broker.backends.slurm.states import map_reason
-from broker.calibration.jobs import CalibrationJob, JobList
+from broker.calibration.jobs import CalibrationJob, JobList, WarmupJob
 from broker.calibration.pace import Clock, Pace, Sleep, keep_pace
 from broker.calibration.played import Observed, Played
 
@@ -65,6 +66,36 @@ class SlurmPlayer:
         self._times(t0, ids, played)
         return played
 
+    def warm_up(self, jobs: tuple[WarmupJob, ...], *, wait_s: float = 300.0) -> None:
+        """Run the list's warm-up jobs to their end, then wait one ``PriorityCalcPeriod``:
+        Slurm charges a job's use as it ends and folds use into the fair-share factors on
+        that period, so the inventory read next carries the factors the run will see."""
+        if not jobs:
+            return
+        ids = [self._submit_warmup(job) for job in jobs]
+        deadline = self.clock() + wait_s
+        while self.transport.query(
+            ["squeue", "-h", "-j", ",".join(ids), "-o", "%i"], empty_ok=("Invalid job id",)
+        ).strip():
+            if self.clock() >= deadline:
+                self.transport.run(["scancel", *ids])
+                raise Unavailable(f"warm-up jobs {', '.join(ids)} did not end within {wait_s:g} s")
+            self.sleep(self.sample_s)
+        self.sleep(self._calc_period_s() + 5.0)
+
+    def _submit_warmup(self, job: WarmupJob) -> str:
+        cmd = ["sbatch", "--parsable", "-p", self.partition, "-J", f"{self.tag}-warmup", "-N", str(job.nodes)]
+        cmd += [f"--ntasks-per-node={job.cpus_per_node}", "--time=5", f"--account={job.account}", "-o", "/dev/null"]
+        cmd += ["--wrap", f"sleep {job.run_s:g}"]
+        return self.transport.query(cmd).strip().split(";", 1)[0]
+
+    def _calc_period_s(self) -> float:
+        for line in self.transport.query(CONFIG_CMD).splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "PriorityCalcPeriod":
+                return slurm_duration_s(value) or 300.0
+        return 300.0  # Slurm's default, 5 minutes
+
     def _name(self, job: CalibrationJob) -> str:
         return f"{self.tag}-{job.name}"
 
@@ -105,14 +136,22 @@ class SlurmPlayer:
 
     def _times(self, t0: float, ids: dict[str, str], played: Played) -> None:
         out = self.transport.query(
-            ["sacct", "-X", "-n", "-P", "-j", ",".join(ids.values()), "--format=JobID,Submit,Start,End,State,Flags"]
+            [
+                "sacct",
+                "-X",
+                "-n",
+                "-P",
+                "-j",
+                ",".join(ids.values()),
+                "--format=JobID,Submit,Start,End,State,Flags,NodeList",
+            ]
         )
         rows = {}
         for line in out.splitlines():
-            job_id, submit, start, end, state, flags = (line.split("|") + [""] * 6)[:6]
-            rows[job_id] = (submit, start, end, state, flags)
+            job_id, submit, start, end, state, flags, nodes = (line.split("|") + [""] * 7)[:7]
+            rows[job_id] = (submit, start, end, state, flags, nodes)
         for name, job_id in ids.items():
-            submit, start, end, state, flags = rows.get(job_id, ("", "", "", "MISSING", ""))
+            submit, start, end, state, flags, nodes = rows.get(job_id, ("", "", "", "MISSING", "", ""))
             played.jobs[name] = Observed(
                 name=name,
                 submitted_s=_since(submit, t0) or 0.0,
@@ -120,6 +159,7 @@ class SlurmPlayer:
                 ended_s=_since(end, t0),
                 state=state.split()[0].lower() if state else "missing",
                 backfilled="SchedBackfill" in flags,
+                nodes="" if nodes in ("None assigned", "(null)") else nodes,
             )
 
 

@@ -176,6 +176,9 @@ def slurm(job: SimJob, ctx: Context) -> Verdict:
     pools = matching_pools([n for n in ctx.nodes if n.partition == part.name], req)
     if part.max_gpus_per_job is not None and req.total_gpus > part.max_gpus_per_job:
         return Verdict(Reason.POLICY, "QOSMaxGRESPerJob", pools=pools)
+    if part.max_time_s is not None and (req.time_limit_s or 0.0) > part.max_time_s:
+        # accepted (EnforcePartLimits=NO, Slurm's default) and never started
+        return Verdict(Reason.POLICY, "PartitionTimeLimit", pools=pools)
     held = _slurm_limits(job, ctx, pools)
     if held is not None:
         return held

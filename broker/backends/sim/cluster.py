@@ -75,6 +75,7 @@ class SimulatedCluster:
         queue_quotas: Sequence[queues.QueueQuota] = (),
         queue_caps: Mapping[str, int] | None = None,
         slurm_limits: tuple[Mapping[str, int], Mapping[str, int]] = ({}, {}),
+        share_points: Mapping[str, float] | None = None,
     ):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
@@ -100,7 +101,8 @@ class SimulatedCluster:
                                                         self.clock.scaled(node.idle_release_s))  # fmt: skip
         self.partitions = self._init_partitions(partitions)
         self._jobs: dict[str, SimJob] = {}
-        self._live = LiveJobs()  # pending or running: what scheduling looks at
+        self.share_points = dict(share_points or {})  # Slurm's fair share per account (sim.live)
+        self._live = LiveJobs(self.share_points)  # pending or running: what scheduling looks at
         self._seq = itertools.count(1000)
         self._cursor = self._created = self.clock.seconds
         self._lock = threading.RLock()

@@ -1,7 +1,8 @@
 """The local limits a simulated cluster's admission applies, as its inventory reports them.
 
 The same rules ``sim.admission`` enforces: a Slurm partition's QoS cap per job
-(``QOSMaxGRESPerJob``), a Kueue flavor's nominal quota and what running jobs use of it.
+(``QOSMaxGRESPerJob``) and ``MaxTime`` (``PartitionTimeLimit``), its accounts' fair-share
+points, a Kueue flavor's nominal quota and what running jobs use of it.
 """
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from broker.backends.base import JobState
-from broker.local_limits import GroupQuota, JobCap, LocalLimits
+from broker.local_limits import FairShare, GroupQuota, JobCap, LocalLimits
 from broker.backends.sim.cluster import SimulatedCluster
 
 
 def local_limits(sim: SimulatedCluster) -> LocalLimits:
     if sim.flavor == "slurm":
-        return LocalLimits(caps=_partition_caps(sim))
+        return LocalLimits(caps=_partition_caps(sim), shares=_shares(sim))
     if sim.flavor == "kueue":
         return LocalLimits(quotas=_flavor_quotas(sim))
     return LocalLimits()
@@ -24,9 +25,11 @@ def local_limits(sim: SimulatedCluster) -> LocalLimits:
 def _partition_caps(sim: SimulatedCluster) -> tuple[JobCap, ...]:
     caps = []
     for part in sim.partitions.values():
+        pools = sorted({n.pool for n in sim.nodes if n.partition == part.name})
+        if part.max_time_s is not None:
+            caps += [JobCap(f"partition {part.name}", pool=pool, max_time_s=part.max_time_s) for pool in pools]
         if part.max_gpus_per_job is None:
             continue
-        pools = sorted({n.pool for n in sim.nodes if n.partition == part.name})
         caps += [
             JobCap(
                 source=f"QoS of partition {part.name} (MaxTRESPerJob=gres/gpu={part.max_gpus_per_job})",
@@ -56,3 +59,9 @@ def _flavor_quotas(sim: SimulatedCluster) -> tuple[GroupQuota, ...]:
         )
         for flavor, nominal in sorted(sim.quotas.items())
     )
+
+
+def _shares(sim: SimulatedCluster) -> tuple[FairShare, ...]:
+    # the simulator keeps points only; the factor is given relative to the highest
+    top = max(sim.share_points.values(), default=0.0) or 1.0
+    return tuple(FairShare(f"fair share of account {a}", a, p / top, p) for a, p in sorted(sim.share_points.items()))

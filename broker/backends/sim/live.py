@@ -15,7 +15,9 @@ from broker.backends.sim.model import PRIORITY_RANK, SimJob
 
 
 class LiveJobs:
-    def __init__(self) -> None:
+    def __init__(self, share_points: dict[str, float] | None = None) -> None:
+        # Slurm's fair share: an account's priority points (none: submission order)
+        self.share_points = share_points if share_points is not None else {}
         self.jobs: dict[str, SimJob] = {}  # pending or running, in submission order
         self._pending: dict[str, SimJob] = {}
         self._running: dict[str, SimJob] = {}
@@ -69,8 +71,13 @@ class LiveJobs:
         return sorted((j for j in self._running.values() if j.doomed), key=_seq)
 
     def pending(self) -> list[SimJob]:
-        """Pending jobs in the order a pass looks at them: priority, then submission."""
-        return sorted(self._pending.values(), key=lambda j: (PRIORITY_RANK.get(j.request.priority, 1), j.seq))
+        """Pending jobs in the order a pass looks at them: priority, the account's fair-share
+        points (Slurm's multifactor, as the cluster reported them), then submission."""
+        points = self.share_points
+        return sorted(
+            self._pending.values(),
+            key=lambda j: (PRIORITY_RANK.get(j.request.priority, 1), -points.get(j.account, 0.0), j.seq),
+        )
 
     def next_end(self) -> float | None:
         """The earliest instant a running job ends (None when nothing runs)."""

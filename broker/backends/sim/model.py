@@ -145,11 +145,13 @@ class NodeGroup:
 
 @dataclass(frozen=True)
 class Partition:
-    """A Slurm partition with the per-job GPU cap of its QoS (``MaxTRESPerJob=gres/gpu``)."""
+    """A Slurm partition with the per-job GPU cap of its QoS (``MaxTRESPerJob=gres/gpu``)
+    and its ``MaxTime``."""
 
     name: str
     max_gpus_per_job: int | None = None
     default: bool = False
+    max_time_s: float | None = None
 
 
 @dataclass

@@ -7,6 +7,9 @@ and the partition's own QoS).  What the GPU group limits use now comes from the 
 jobs the backend already lists.  The output formats are the same on 22.05 and 24.11
 (``--parsable2`` with an explicit ``format=``; ``--oneliner`` key=value).
 
+With priority/multifactor and a fair-share weight, ``scontrol show config`` and ``sshare``
+also give each account's fair-share factor: the order Slurm takes waiting jobs in.
+
 Scopes: a QoS limit applies to every job when it is the QoS the broker submits with (the
 config's ``default_qos``, else Slurm's ``normal``), else only to jobs of that QoS
 (``qos:<name>``); an association's limits apply to its account's jobs (scope = account).
@@ -18,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from broker.local_limits import GroupQuota, JobCap, LocalLimits
+from broker.local_limits import FairShare, GroupQuota, JobCap, LocalLimits
 from broker.backends.slurm import parsers
 from broker.backends.slurm.transport import SlurmJob
 
@@ -27,6 +30,8 @@ ASSOC_FORMAT = ("Account", "User", "Partition", "MaxTRESPerJob", "GrpTRES", "Grp
 QOS_CMD = ["sacctmgr", "--noheader", "--parsable2", "show", "qos", "format=" + ",".join(QOS_FORMAT)]
 ASSOC_CMD = ["sacctmgr", "--noheader", "--parsable2", "show", "associations", "format=" + ",".join(ASSOC_FORMAT)]
 PARTITION_CMD = ["scontrol", "--oneliner", "show", "partition"]
+CONFIG_CMD = ["scontrol", "show", "config"]
+SHARE_CMD = ["sshare", "--noheader", "--parsable2", "--all", "--format=Account,User,FairShare"]
 SLURM_DEFAULT_QOS = "normal"
 
 
@@ -112,12 +117,45 @@ def parse_partitions(text: str) -> list[PartitionRow]:
     return rows
 
 
+def fairshare_weight(config_text: str) -> int:
+    """``PriorityWeightFairShare`` of ``scontrol show config`` when the priority plugin is
+    multifactor, else 0 (priority/basic orders by submission alone)."""
+    values = {}
+    for line in config_text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip().lower()] = value.strip()
+    if values.get("prioritytype") != "priority/multifactor":
+        return 0
+    weight = values.get("priorityweightfairshare", "0")
+    return int(weight) if weight.isdigit() else 0
+
+
+def parse_shares(text: str, weight: int) -> list[FairShare]:
+    """Each account's factor: the highest of its users' (sshare's user rows; Fair Tree ranks
+    an account's users together, so its best-placed member is where its jobs stand)."""
+    best: dict[str, float] = {}
+    for line in text.splitlines():
+        f = line.split("|")
+        if len(f) < 3 or not f[1].strip():
+            continue
+        try:
+            factor = float(f[2])
+        except ValueError:
+            continue
+        account = f[0].strip()
+        best[account] = max(best.get(account, 0.0), factor)
+    source = f"(PriorityWeightFairshare={weight})"
+    return [FairShare(f"fair share of account {a} {source}", a, f, f * weight) for a, f in sorted(best.items())]
+
+
 def local_limits(
     qos: Iterable[Row],
     assocs: Iterable[Row],
     partitions: Iterable[PartitionRow],
     running: Iterable[SlurmJob],
     default_qos: str = "",
+    shares: Iterable[FairShare] = (),
 ) -> LocalLimits:
     default_qos = default_qos or SLURM_DEFAULT_QOS
     by_qos = {q.name: q for q in qos}
@@ -138,7 +176,7 @@ def local_limits(
     for a in assocs:
         caps += _caps(f"association {a.name}", a, "", a.name)
         quotas += _quota(f"association {a.name}", a, a.name, used.get(("account", a.name), (0, 0)))
-    return LocalLimits(caps=tuple(caps), quotas=tuple(quotas))
+    return LocalLimits(caps=tuple(caps), quotas=tuple(quotas), shares=tuple(shares))
 
 
 def _caps(source: str, row: Row, pool: str, scope: str) -> list[JobCap]:
@@ -182,10 +220,12 @@ def read_limits(transport: object, running: Iterable[SlurmJob], default_qos: str
     query = getattr(transport, "query", None)
     if query is None:
         return LocalLimits()
+    weight = fairshare_weight(query(CONFIG_CMD))
     return local_limits(
         parse_qos(query(QOS_CMD)),
         parse_associations(query(ASSOC_CMD)),
         parse_partitions(query(PARTITION_CMD)),
         running,
         default_qos,
+        parse_shares(query(SHARE_CMD), weight) if weight else (),
     )

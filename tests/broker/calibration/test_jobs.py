@@ -52,3 +52,34 @@ def test_a_good_list_yields_its_jobs_in_submission_order():
     ]}
     jobs = parse(data).jobs
     assert [(j.name, j.gpus, j.local) for j in jobs] == [("early", 1, True), ("late", 4, False)]
+
+
+@pytest.mark.parametrize(
+    ("warmup", "says"),
+    [
+        ({"account": "fs-heavy", "nodes": 1, "cpus_per_node": 1}, "warmup job 1: missing run_s"),
+        (
+            {"account": "fs-heavy", "nodes": 1, "cpus_per_node": 1, "run_s": 5, "gpus": 1},
+            "warmup job 1: unknown field(s) gpus",
+        ),
+        ({"account": "fs heavy", "nodes": 1, "cpus_per_node": 1, "run_s": 5}, "warmup job 1: account must be letters"),
+        ({"account": "fs-heavy", "nodes": 0, "cpus_per_node": 1, "run_s": 5}, "warmup job 1: nodes must be at least 1"),
+    ],
+)
+def test_a_bad_warm_up_job_is_refused_naming_the_field(warmup, says):
+    data = _one()
+    data["warmup"] = [warmup]
+    with pytest.raises(JobListError) as refused:
+        parse(data, where="fs.json")
+    assert str(refused.value).startswith(f"fs.json: {says}")
+
+
+def test_the_shipped_fair_share_list_warms_up_the_heavy_account_and_asks_past_the_partitions_maxtime():
+    from pathlib import Path
+
+    from broker.calibration.jobs import load
+
+    jobs = load(Path(__file__).parent / "data" / "slurm-fairshare-16gpu.json")
+    assert [(w.account, w.nodes * w.cpus_per_node) for w in jobs.warmup] == [("fs-heavy", 32)]
+    assert {j.account for j in jobs.jobs} == {"fs-heavy", "fs-light"}
+    assert [j.name for j in jobs.jobs if j.time_limit_min > 10] == ["p16"]  # calib's MaxTime=10

@@ -78,3 +78,108 @@ def test_a_qos_on_a_brokers_job_is_refused_naming_the_field():
     with pytest.raises(ValueError, match=r"job 1 \(a\): qos is named by local jobs only"):
         parse({"jobs": [{"name": "a", "at_s": 0, "gpus_per_worker": 1, "run_s": 5, "time_limit_min": 1,
                          "qos": "gpu-small"}]})
+
+
+def _sim_with(**limits):
+    from broker.calibration.simulated import simulator_for as build
+    from broker.local_limits import LocalLimits
+
+    return build(replace(inventory(), limits=LocalLimits(**limits)), "calib")
+
+
+def test_a_lower_fair_share_waits_behind_a_higher_one_submitted_later():
+    from broker.local_limits import FairShare
+
+    sim = _sim_with(shares=(FairShare("fs", "fs-heavy", 0.01, 1000.0), FairShare("fs", "fs-light", 1.0, 100000.0)))
+    jobs = parse(
+        {
+            "name": "t",
+            "jobs": [
+                {"name": "all", "at_s": 0, "gpus_per_worker": 8, "workers": 2, "run_s": 10, "time_limit_min": 1},
+                {
+                    "name": "h1",
+                    "at_s": 1,
+                    "gpus_per_worker": 8,
+                    "run_s": 10,
+                    "time_limit_min": 1,
+                    "account": "fs-heavy",
+                },
+                {
+                    "name": "h2",
+                    "at_s": 2,
+                    "gpus_per_worker": 8,
+                    "run_s": 10,
+                    "time_limit_min": 1,
+                    "account": "fs-heavy",
+                },
+                {
+                    "name": "l3",
+                    "at_s": 3,
+                    "gpus_per_worker": 8,
+                    "workers": 2,
+                    "run_s": 10,
+                    "time_limit_min": 1,
+                    "account": "fs-light",
+                },
+            ],
+        }
+    )
+    starts = {n: o.started_s for n, o in play(sim, jobs, [5.0]).jobs.items()}
+    # the whole partition frees at 10 s: the light account's gang goes first, though last in
+    assert starts == {"all": 0, "l3": 10, "h1": 20, "h2": 20}
+
+
+def test_without_fair_share_the_same_jobs_start_in_submission_order():
+    jobs = parse(
+        {
+            "name": "t",
+            "jobs": [
+                {"name": "all", "at_s": 0, "gpus_per_worker": 8, "workers": 2, "run_s": 10, "time_limit_min": 1},
+                {
+                    "name": "h1",
+                    "at_s": 1,
+                    "gpus_per_worker": 8,
+                    "run_s": 10,
+                    "time_limit_min": 1,
+                    "account": "fs-heavy",
+                },
+                {
+                    "name": "l3",
+                    "at_s": 3,
+                    "gpus_per_worker": 8,
+                    "workers": 2,
+                    "run_s": 10,
+                    "time_limit_min": 1,
+                    "account": "fs-light",
+                },
+            ],
+        }
+    )
+    starts = {n: o.started_s for n, o in play(_sim_with(), jobs, [5.0]).jobs.items()}
+    assert starts == {"all": 0, "h1": 10, "l3": 20}
+
+
+def test_a_time_limit_over_the_partitions_maxtime_waits_on_policy_and_holds_nothing_back():
+    from broker.local_limits import JobCap
+
+    sim = _sim_with(caps=(JobCap("partition calib", pool="calib", max_time_s=600.0),))
+    jobs = parse(
+        {
+            "name": "t",
+            "jobs": [
+                {
+                    "name": "long",
+                    "at_s": 0,
+                    "gpus_per_worker": 8,
+                    "workers": 2,
+                    "run_s": 10,
+                    "time_limit_min": 15,
+                    "cancel_at_s": 30,
+                },
+                {"name": "short", "at_s": 1, "gpus_per_worker": 8, "run_s": 10, "time_limit_min": 10},
+            ],
+        }
+    )
+    played = play(sim, jobs, [5.0])
+    assert played.reasons[5.0] == {"long": "policy"}  # PartitionTimeLimit
+    assert played.jobs["long"].started_s is None and played.jobs["short"].started_s == 1

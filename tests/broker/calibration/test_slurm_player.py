@@ -61,3 +61,57 @@ def test_the_player_submits_argument_lists_samples_reasons_and_reads_sacct():
     assert (played.jobs["b"].started_s, played.jobs["b"].backfilled) == (12.0, True)
     assert played.jobs["a"].backfilled is False
     assert ["scancel", "101", "102"] in slurm.commands  # nothing left behind
+
+
+class WarmingSlurm(FakeSlurm):
+    """The warm-up job stays in the queue for two looks; the calc period is a minute."""
+
+    def run(self, cmd, *, input=None, timeout=None):
+        if cmd[:3] == ["scontrol", "show", "config"]:
+            self.commands.append(list(cmd))
+            return subprocess.CompletedProcess(cmd, 0, "PriorityCalcPeriod      = 00:01:00\n", "")
+        if cmd[0] == "squeue":
+            self.commands.append(list(cmd))
+            self.looks += 1
+            return subprocess.CompletedProcess(cmd, 0, "101\n" if self.looks < 3 else "", "")
+        return super().run(cmd, input=input, timeout=timeout)
+
+
+def test_warm_up_runs_its_jobs_to_the_end_then_waits_one_fair_share_period():
+    jobs = parse(
+        {
+            "name": "fs",
+            "warmup": [{"account": "fs-heavy", "nodes": 2, "cpus_per_node": 16, "run_s": 10}],
+            "jobs": [{"name": "a", "at_s": 0, "gpus_per_worker": 1, "run_s": 5, "time_limit_min": 1}],
+        }
+    )
+    slurm, clock = WarmingSlurm(), Clock()
+    SlurmPlayer(slurm, partition="calib", clock=clock, sleep=clock.sleep).warm_up(jobs.warmup)
+    sbatch = next(c for c in slurm.commands if c[0] == "sbatch")
+    assert ["-N", "2"] == sbatch[6:8] and "--ntasks-per-node=16" in sbatch and "--account=fs-heavy" in sbatch
+    assert sum(c[0] == "squeue" for c in slurm.commands) == 3  # looked until it left the queue
+    assert clock.t >= 1000.0 + 2 * 1.0 + 65.0  # then one PriorityCalcPeriod and a margin
+
+
+def test_a_warm_up_job_that_never_ends_is_cancelled_and_the_run_stops_saying_so():
+    import pytest
+    from broker.backends.base import Unavailable
+
+    class Stuck(WarmingSlurm):
+        def run(self, cmd, *, input=None, timeout=None):
+            if cmd[0] == "squeue":
+                self.commands.append(list(cmd))
+                return subprocess.CompletedProcess(cmd, 0, "101\n", "")
+            return super().run(cmd, input=input, timeout=timeout)
+
+    jobs = parse(
+        {
+            "name": "fs",
+            "warmup": [{"account": "fs-heavy", "nodes": 1, "cpus_per_node": 1, "run_s": 10}],
+            "jobs": [{"name": "a", "at_s": 0, "gpus_per_worker": 1, "run_s": 5, "time_limit_min": 1}],
+        }
+    )
+    slurm, clock = Stuck(), Clock()
+    with pytest.raises(Unavailable, match="warm-up jobs 101 did not end within 30 s"):
+        SlurmPlayer(slurm, partition="calib", clock=clock, sleep=clock.sleep).warm_up(jobs.warmup, wait_s=30)
+    assert ["scancel", "101"] in slurm.commands

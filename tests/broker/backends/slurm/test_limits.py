@@ -6,7 +6,7 @@ import pathlib
 
 import pytest
 
-from broker.local_limits import GroupQuota, JobCap
+from broker.local_limits import GroupQuota, JobCap, LocalLimits
 from broker.backends.slurm import CommandTransport, SlurmBackend
 from broker.backends.slurm import limits as sl
 from broker.backends.slurm.transport import SlurmJob
@@ -58,8 +58,48 @@ def test_limit_commands_are_argument_lists_through_the_bounded_runner():
             return ""
 
     sl.read_limits(Recording(timeout_s=5), [])
-    assert asked == [sl.QOS_CMD, sl.ASSOC_CMD, sl.PARTITION_CMD]
+    assert asked == [sl.CONFIG_CMD, sl.QOS_CMD, sl.ASSOC_CMD, sl.PARTITION_CMD]
     assert all(isinstance(a, str) for cmd in asked for a in cmd)
+
+
+MULTIFACTOR = "PriorityType            = priority/multifactor\nPriorityWeightFairShare = 100000\n"
+SSHARE = """root|||
+ root|root|0.000000
+ fs-heavy||
+  fs-heavy|root|0.013514
+ fs-light||
+  fs-light|gpb-alice|0.500000
+  fs-light|root|1.000000
+"""
+
+
+def test_fair_share_is_read_per_account_when_the_cluster_weighs_it():
+    class Answering(CommandTransport):
+        def query(self, cmd, *, empty_ok=()):
+            return {tuple(sl.CONFIG_CMD): MULTIFACTOR, tuple(sl.SHARE_CMD): SSHARE}.get(tuple(cmd), "")
+
+    limits = sl.read_limits(Answering(timeout_s=5), [])
+    assert limits.share_points() == {"fs-heavy": pytest.approx(1351.4), "fs-light": 100000.0, "root": 0.0}
+    assert "PriorityWeightFairshare=100000" in limits.shares[0].source
+
+
+def test_fair_share_is_not_read_when_the_cluster_orders_by_submission():
+    asked = []
+
+    class Basic(CommandTransport):
+        def query(self, cmd, *, empty_ok=()):
+            asked.append(list(cmd))
+            return "PriorityType = priority/basic\n" if cmd == sl.CONFIG_CMD else ""
+
+    assert sl.read_limits(Basic(timeout_s=5), []).shares == ()
+    assert sl.SHARE_CMD not in asked
+    assert sl.fairshare_weight("PriorityType = priority/multifactor\nPriorityWeightFairShare = 0\n") == 0
+
+
+def test_fair_shares_round_trip_with_the_snapshot_and_old_snapshots_have_none():
+    limits = sl.local_limits([], [], [], [], shares=sl.parse_shares(SSHARE, 10))
+    assert LocalLimits.from_json(limits.to_json()) == limits
+    assert LocalLimits.from_json({"caps": [], "quotas": []}).shares == ()
 
 
 @pytest.mark.slurm
@@ -71,3 +111,27 @@ def test_real_cluster_reports_its_qos_association_and_partition_limits(slurm_env
     assert caps["partition debug"].max_time_s == 3600.0
     research = [q for q in limits.quotas if q.scope == "research"]
     assert research and research[0].limit_gpus == 4
+    # the calibration's partition limit (scripts/slurm-cluster: calib MaxTime=10)
+    assert caps["partition calib"].max_time_s == 600.0
+    # the default profile weighs no fair share: jobs in submission order, and none is read
+    assert limits.shares == ()
+
+
+def _profile(name: str) -> None:
+    import subprocess
+
+    script = pathlib.Path(__file__).resolve().parents[4] / "scripts" / "slurm-cluster"
+    subprocess.run(["bash", str(script), "profile", name], check=True, capture_output=True, timeout=120)
+
+
+@pytest.mark.slurm
+def test_real_cluster_in_the_fairshare_profile_reports_each_accounts_fair_share(slurm_env):
+    backend = SlurmBackend("ci", CommandTransport(timeout_s=20, bin_dir=slurm_env.get("SLURM_BIN_DIR", "")))
+    _profile("fairshare")
+    try:
+        shares = backend.inventory().limits.share_points()
+    finally:
+        _profile("default")
+    assert {"fs-heavy", "fs-light", "general", "research"} <= set(shares)
+    assert all(0.0 <= points <= 100000.0 for points in shares.values())
+    assert backend.inventory().limits.shares == ()  # back in the default profile
