@@ -6,7 +6,9 @@
 
 A throwaway worktree of COMMIT gets this checkout's ``broker/calibration`` (the harness did
 not exist then); the one argument the harness needs from the simulator and that COMMIT's
-lacked (a local job's time limit, ``inject_foreign_job(time_limit_s=...)``) is added to it.
+lacked (a local job's time limit, ``inject_foreign_job(time_limit_s=...)``) is added to it;
+what the harness hands a newer simulator and COMMIT's cannot take (the accounts' fair share,
+a partition's MaxTime) is left out of the copy, as COMMIT's simulator ignored them.
 Nothing else of COMMIT changes, so the figures are its simulator's."""
 
 from __future__ import annotations
@@ -45,9 +47,12 @@ def main(commit: str, recorded: str, jobs: str, out: str) -> int:
                        capture_output=True, timeout=120)
         try:
             shutil.copytree(ROOT / "broker" / "calibration", tree / "broker" / "calibration", dirs_exist_ok=True)
+            _fit_harness(tree)
             cluster = tree / "broker" / "backends" / "sim" / "cluster.py"
             text = cluster.read_text()
-            if "time_limit_s: float | None = None," not in text:
+            levers = tree / "broker" / "backends" / "sim" / "levers.py"  # where it moved later
+            has_limit = levers.exists() and "time_limit_s: float | None = None," in levers.read_text()
+            if "time_limit_s: float | None = None," not in text and not has_limit:
                 for old, new in (LIMIT_ARG, LIMIT_USE):
                     if old not in text:
                         raise SystemExit(f"{commit}: its simulator does not read as expected ({old.strip()[:40]})")
@@ -62,6 +67,24 @@ def main(commit: str, recorded: str, jobs: str, out: str) -> int:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], timeout=120)
     print(f"{recorded} played again by the simulator at {commit}: {out}")
     return 0
+
+
+NEWER_ARGS = (
+    # (what the older simulator lacks, the harness's text that hands it over, without it)
+    ("broker/backends/sim/cluster.py", "share_points", "        share_points=snapshot.limits.share_points(),\n", ""),
+    ("broker/backends/sim/model.py", "max_time_s", ", max_time_s=min(times, default=None)", ""),
+)
+
+
+def _fit_harness(tree: Path) -> None:
+    simulated = tree / "broker" / "calibration" / "simulated.py"
+    text = simulated.read_text()
+    for module, word, given, without in NEWER_ARGS:
+        if word not in (tree / module).read_text():
+            if given not in text:
+                raise SystemExit(f"broker/calibration/simulated.py no longer reads as expected ({given.strip()})")
+            text = text.replace(given, without)
+    simulated.write_text(text)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import uuid
 
 from broker.backends.base import Unavailable
 from broker.backends.slurm.commands import CommandTransport
-from broker.backends.slurm.limits import CONFIG_CMD, slurm_duration_s
+from broker.backends.slurm.limits import slurm_duration_s
 from broker.backends.slurm.states import map_reason
 from broker.calibration.jobs import CalibrationJob, JobList, WarmupJob
 from broker.calibration.pace import Clock, Pace, Sleep, keep_pace
@@ -90,7 +90,7 @@ class SlurmPlayer:
         return self.transport.query(cmd).strip().split(";", 1)[0]
 
     def _calc_period_s(self) -> float:
-        for line in self.transport.query(CONFIG_CMD).splitlines():
+        for line in self.transport.query(["scontrol", "show", "config"]).splitlines():
             key, _, value = line.partition("=")
             if key.strip() == "PriorityCalcPeriod":
                 return slurm_duration_s(value) or 300.0

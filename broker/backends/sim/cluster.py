@@ -349,8 +349,7 @@ class SimulatedCluster:
             for job in self._live.ending_by(self._cursor):
                 self._finish(job)
             self.version += elastic.settle(self._elastic, self._cursor)
-        if now > self._cursor:
-            self._cursor = now
+        self._cursor = max(self._cursor, now)
 
     def _schedule(self) -> None:
         """One pass at the cursor in queue order: start what fits, record why the rest waits."""
@@ -388,7 +387,7 @@ class SimulatedCluster:
                     self._hold(plan, job, verdict, waits=True)
                     continue
             if verdict.placement is not None:
-                self._start(job, verdict)
+                self._start(job, verdict, plan)
                 continue
             job.reason, job.raw_reason = verdict.reason, verdict.raw
             if shape is not None:  # it did not pack at all: no time limit changes that
@@ -422,8 +421,7 @@ class SimulatedCluster:
             )
 
     def _limit_s(self, job: SimJob) -> float:
-        limit = job.request.time_limit_s
-        return self.clock.scaled(limit) if limit is not None else float("inf")
+        return float("inf") if job.request.time_limit_s is None else self.clock.scaled(job.request.time_limit_s)
 
     def _plan(self) -> Plan | None:
         """Slurm's backfill plan for this pass (sim.plan); none for the other flavors."""
@@ -438,11 +436,13 @@ class SimulatedCluster:
         if plan is not None and (verdict.blocks or waits):
             plan.hold(job, self._pool_nodes(job, verdict))
 
-    def _start(self, job: SimJob, verdict: admission.Verdict) -> None:
+    def _start(self, job: SimJob, verdict: admission.Verdict, plan: Plan | None = None) -> None:
         assert verdict.placement is not None
         for node_name, gpus in verdict.placement:
             self.node(node_name).allocated += gpus
         job.placement, self.version = list(verdict.placement), self.version + 1
+        if plan is not None:
+            plan.started(job)
         job.state, job.started_at = JobState.RUNNING, self._cursor
         job.first_started_at = self._cursor if job.first_started_at is None else job.first_started_at
         job.reason, job.raw_reason = Reason.NONE, ""

@@ -48,8 +48,17 @@ class Plan:
         return all(gpus <= self._room(node, self.now, end) for node, gpus in placement)
 
     def place_now(self, job: SimJob, nodes: Sequence[SimNode]) -> Placement | None:
-        """Where ``job`` could start now without taking a planned job's GPUs."""
-        return pack(nodes, job.request, _lookup(self._rooms(nodes, self.now, self.now + self.limit(job))))
+        """Where ``job`` could start now without taking a planned job's GPUs (and on GPUs
+        free now: the plan's room is what its own bookkeeping leaves)."""
+        room = self._rooms(nodes, self.now, self.now + self.limit(job))
+        return pack(nodes, job.request, _lookup({n.name: min(room[n.name], n.free) for n in nodes}))
+
+    def started(self, job: SimJob) -> None:
+        """A job started in this pass holds its GPUs until its limit, as the jobs that ran
+        when the pass began: the holds and starts after it in the pass count them."""
+        end = self.now + self.limit(job)
+        for node, gpus in job.placement:
+            self.ends.setdefault(node, []).append((end, gpus))
 
     def hold(self, job: SimJob, nodes: Sequence[SimNode]) -> None:
         """Plan ``job`` at its earliest start after what is planned; nothing when no instant

@@ -183,3 +183,30 @@ def test_a_time_limit_over_the_partitions_maxtime_waits_on_policy_and_holds_noth
     played = play(sim, jobs, [5.0])
     assert played.reasons[5.0] == {"long": "policy"}  # PartitionTimeLimit
     assert played.jobs["long"].started_s is None and played.jobs["short"].started_s == 1
+
+
+def test_a_job_placed_around_the_backfill_plan_never_takes_gpus_a_job_started_in_the_same_pass_holds():
+    # the fair-share list made it happen: at 48 s eight small jobs went onto the 4 free GPUs
+    # of one node, each re-placed around the plan as if the starts before it in the pass
+    # had not taken any
+    from pathlib import Path
+
+    from broker.calibration.jobs import load
+    from broker.local_limits import FairShare, JobCap
+
+    sim = _sim_with(
+        caps=(JobCap("partition calib", pool="calib", max_time_s=600.0),),
+        shares=(FairShare("fs", "fs-heavy", 0.01, 1351.0), FairShare("fs", "fs-light", 1.0, 100000.0)),
+    )
+    jobs = load(Path(__file__).parent / "data" / "slurm-fairshare-16gpu.json")
+    played = play(sim, jobs, [48.0])
+    size = {"n1": 8, "n2": 8}
+    by_name = {j.name: j for j in jobs.jobs}
+    ran = [(o, by_name[n]) for n, o in played.jobs.items() if o.started_s is not None]
+    for t in sorted({o.started_s for o, _ in ran}):
+        used = dict.fromkeys(size, 0)
+        for o, job in ran:
+            if o.started_s <= t < o.ended_s:
+                for node in o.nodes.split(","):
+                    used[node] += job.gpus // len(o.nodes.split(","))
+        assert all(used[n] <= size[n] for n in size), (t, used)
