@@ -11,7 +11,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from decimal import Decimal
 from datetime import datetime
-from typing import Callable
+from typing import Callable, TypedDict
 
 from django.db import transaction
 
@@ -79,6 +79,19 @@ class _LostRace(Exception):
     pass
 
 
+class PlacementAsk(TypedDict):
+    """What placement is asked for one workload, beside its spec and the fleet: the keyword
+    arguments ``place_prepared`` and ``queue_candidates`` share."""
+
+    tenant: str
+    quota_remaining: int
+    now: datetime
+    age_s: float
+    runtime_hours: float | None
+    cloud_quota_remaining: int | None
+    scopes: tuple[str, ...]
+
+
 @dataclass
 class PlacingPass:
     """What every workload placed in one pass shares, read once: the policy, the prepared
@@ -132,6 +145,21 @@ class PlacingPass:
         if key not in self.runtimes:
             self.runtimes[key] = runtime_hours_for(project_id=workload.project_id, gpu_class_id=workload.gpu_class_id)
         return self.runtimes[key]
+
+    def ask(self, workload: Workload, *, moving: bool = False) -> PlacementAsk:
+        """The workload's ask in this pass: its tenant's quota left (with its own GPUs when
+        it is ``moving``: they move with it), its age, expected run time and scopes."""
+        use, own = self.quota(workload), workload.total_gpus if moving else 0
+        burst = self.fleet.policy.tenant(workload.tenant.slug).burst_gpus
+        return PlacementAsk(
+            tenant=workload.tenant.slug,
+            quota_remaining=use.remaining + own,
+            now=self.now,
+            age_s=(self.now - workload.created_at).total_seconds(),
+            runtime_hours=self.runtime(workload),
+            cloud_quota_remaining=(use.remaining_with(burst) + own) if burst else None,
+            scopes=identity_scopes(workload.project),
+        )
 
     def booked(self, workload: Workload, best: Candidate) -> None:
         self.fleet.take(best)
@@ -196,21 +224,9 @@ def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
     in_queue = ctx is cycle and cycle.queue_read  # the figures of the queue ahead are known
     loaded, fleet, forced = ctx.loaded, ctx.fleet, ctx.forced
     spec = validate_spec(workload.spec)
-    use = ctx.quota(workload)
-    age_s = (now - workload.created_at).total_seconds()
-    burst = loaded.policy.tenant(workload.tenant.slug).burst_gpus
-    result = place_prepared(
-        fleet,
-        spec,
-        tenant=workload.tenant.slug,
-        quota_remaining=use.remaining,
-        now=now,
-        age_s=age_s,
-        runtime_hours=ctx.runtime(workload),
-        holder=workload.uid,
-        cloud_quota_remaining=use.remaining_with(burst) if burst else None,
-        scopes=identity_scopes(workload.project),
-    )
+    use, ask = ctx.quota(workload), ctx.ask(workload)
+    age_s = ask["age_s"]
+    result = place_prepared(fleet, spec, **ask, holder=workload.uid)
     excluded = {**result.excluded, **forced}
     ranked = [c for c in result.ranked if c.cluster not in forced]
     estimator = ctx.estimator

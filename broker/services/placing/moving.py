@@ -27,7 +27,6 @@ from broker.placement import Candidate, place_prepared
 from broker.services.placing.bursting import burst_gate
 from broker.services.placing.cycle import PlacingPass, placing_pass_prepare, workload_place
 from broker.services.fleet.policy import current_policy
-from broker.services.placing.fleet_view import identity_scopes
 from broker.services.placing.withdraw import cancelled_there
 from broker.services.quota.reservations import reservation_release
 from broker.services.records import moves
@@ -84,21 +83,7 @@ def fits_elsewhere(workload: Workload, cycle: PlacingPass) -> Candidate | None:
     if seen is None or workload.dispatched_at is None or seen <= workload.dispatched_at:
         return None
     spec = validate_spec(workload.spec)
-    use = cycle.quota(workload)
-    burst = cycle.fleet.policy.tenant(workload.tenant.slug).burst_gpus
-    age_s = (cycle.now - workload.created_at).total_seconds()
-    result = place_prepared(
-        cycle.fleet,
-        spec,
-        tenant=workload.tenant.slug,
-        quota_remaining=use.remaining + workload.total_gpus,  # its own GPUs move with it
-        now=cycle.now,
-        age_s=age_s,
-        runtime_hours=cycle.runtime(workload),
-        holder=workload.uid,
-        cloud_quota_remaining=(use.remaining_with(burst) + workload.total_gpus) if burst else None,
-        scopes=identity_scopes(workload.project),
-    )
+    result = place_prepared(cycle.fleet, spec, **cycle.ask(workload, moving=True), holder=workload.uid)
     others = [
         c
         for c in result.ranked

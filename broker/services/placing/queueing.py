@@ -20,7 +20,6 @@ from broker.models import Workload
 from broker.cluster_report import QueueStats
 from broker.placement import Candidate, PreparedFleet, queue_candidates
 from broker.services.placing.bursting import burst_gate
-from broker.services.placing.fleet_view import identity_scopes
 from broker.spec import WorkloadSpec
 
 if TYPE_CHECKING:
@@ -36,19 +35,7 @@ def queue_choice(
     after = policy.aging.queue_after_s
     if after is None or age_s < after:
         return None
-    use = ctx.quota(workload)
-    burst = policy.tenant(workload.tenant.slug).burst_gpus
-    candidates = queue_candidates(
-        ctx.fleet,
-        spec,
-        tenant=workload.tenant.slug,
-        quota_remaining=use.remaining,
-        now=ctx.now,
-        age_s=age_s,
-        runtime_hours=ctx.runtime(workload),
-        cloud_quota_remaining=use.remaining_with(burst) if burst else None,
-        scopes=identity_scopes(workload.project),
-    )
+    candidates = queue_candidates(ctx.fleet, spec, **ctx.ask(workload))
     if not candidates:
         return None
     gate = burst_gate(
