@@ -10,7 +10,6 @@ free to go wherever GPUs come free first.
 
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 from broker.cluster_report import PoolInventory, QueueStats
@@ -89,10 +88,9 @@ def _split(quota: GroupQuota) -> str:
 
 
 def nodes_needed(pool: PoolInventory, spec: WorkloadSpec) -> int:
-    """The fewest nodes the gang can occupy: workers packed onto the pool's largest node."""
-    biggest = max((n.gpus_allocatable for n in pool.nodes), default=0)
-    per_node = biggest // spec.gpus_per_worker if spec.gpus_per_worker else 0
-    return math.ceil(spec.workers / per_node) if per_node else spec.workers
+    """The nodes the gang occupies where a cap counts nodes: on Slurm (the only control plane
+    with one, ``MaxNodes``) each worker takes a node of its own (``--nodes=workers``)."""
+    return spec.workers
 
 
 def quota_wait_s(

@@ -15,7 +15,6 @@ from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
 from broker.placement.prepared_fleet import Entry, PreparedFleet
-from broker.placement.packing import MAX_GPUS_PER_WORKER
 from broker.placement.policy import TERMS, Policy
 from broker.placement.results import RULE_RANK, Candidate, Exclusion, PlacementResult, no_fit_reason
 from broker.spec import WorkloadSpec
@@ -202,10 +201,7 @@ def _fit(
             continue
         prepared = entry.prepared
         index = prepared.index
-        if g > MAX_GPUS_PER_WORKER:  # larger than any node the tables describe
-            cap = 0
-        else:
-            cap = index.best_domain_cap()[g] if same else index.all.cap[g]
+        cap = index.capacity(g, same)  # 0 beyond the largest worker the tables describe
         if prepared.held_by and prepared.held_by != holder:
             cap = -1
         if cap >= w:

@@ -17,6 +17,9 @@ KINDS = ("slurm", "kueue", "volcano", "simulator")
 class ClusterFacts:
     name: str
     kind: str = "simulator"
+    # Slurm (or a simulated Slurm): each worker of a gang on a node of its own, as the
+    # Slurm backend asks (--nodes=workers, one task a node); Kubernetes packs pods
+    one_worker_per_node: bool = False
     region: str = ""
     location: str = "onprem"  # "onprem" or "cloud"
     price_per_gpu_hour: float = 0.0  # on-prem: the internal chargeback rate

@@ -9,6 +9,10 @@ for every ``g`` in 1..16 up to date, so the per-decision fit check is one list l
 Assignment is best-fit: workers go to the nodes with the fewest free GPUs that still
 fit, which keeps large holes open for large workers.  With identical workers this is
 the same as best-fit decreasing, and it never fails when the sum says the gang fits.
+
+On Slurm each worker takes a node of its own (the backend asks ``--nodes=workers``, one
+task a node): there a node hosts one worker when ``f >= g``, and a gang fits iff that many
+nodes have room; ``nodes_with[g]`` keeps the count (``PoolIndex(one_per_node=True)``).
 """
 
 from __future__ import annotations
@@ -42,10 +46,11 @@ def pack_gang(free: Sequence[int], gpus_per_worker: int, workers: int) -> list[i
 class CapacityIndex:
     """Nodes bucketed by free GPUs, plus ``cap[g]`` = workers of g GPUs they can host."""
 
-    __slots__ = ("cap", "buckets", "_keys")
+    __slots__ = ("cap", "nodes_with", "buckets", "_keys")
 
     def __init__(self) -> None:
         self.cap: list[int] = [0] * (MAX_GPUS_PER_WORKER + 1)
+        self.nodes_with: list[int] = [0] * (MAX_GPUS_PER_WORKER + 1)  # nodes with >= g free
         # free count -> node indexes (a dict as an insertion-ordered set: deterministic)
         self.buckets: dict[int, dict[int, None]] = {}
         self._keys: list[int] | None = []  # sorted bucket keys; None: rebuild on demand
@@ -58,9 +63,11 @@ class CapacityIndex:
             bucket = self.buckets[free] = {}
             self._keys = None
         bucket[node] = None
-        cap = self.cap
+        cap, nodes_with = self.cap, self.nodes_with
         for g in _GS:
             cap[g] += free // g
+        for g in range(1, min(free, MAX_GPUS_PER_WORKER) + 1):
+            nodes_with[g] += 1
 
     def remove(self, node: int, free: int) -> None:
         if free <= 0:
@@ -70,13 +77,15 @@ class CapacityIndex:
         if not bucket:
             del self.buckets[free]
             self._keys = None
-        cap = self.cap
+        cap, nodes_with = self.cap, self.nodes_with
         for g in _GS:
             cap[g] -= free // g
+        for g in range(1, min(free, MAX_GPUS_PER_WORKER) + 1):
+            nodes_with[g] -= 1
 
-    def assign(self, gpus_per_worker: int, workers: int) -> list[int] | None:
+    def assign(self, gpus_per_worker: int, workers: int, one_per_node: bool = False) -> list[int] | None:
         """Best-fit: node index per worker, or None if the gang does not fit here."""
-        if self.cap[gpus_per_worker] < workers:
+        if (self.nodes_with if one_per_node else self.cap)[gpus_per_worker] < workers:
             return None
         keys = self._keys
         if keys is None:
@@ -86,7 +95,7 @@ class CapacityIndex:
             return [next(iter(self.buckets[keys[start]]))]
         placed: list[int] = []
         for free in keys[start:]:
-            per_node = free // gpus_per_worker
+            per_node = 1 if one_per_node else free // gpus_per_worker
             for node in self.buckets[free]:
                 placed.extend([node] * min(per_node, workers - len(placed)))
                 if len(placed) == workers:
@@ -101,9 +110,12 @@ class PoolIndex:
     needs one interconnect can share such a node but never span two of them.
     """
 
-    __slots__ = ("names", "free", "domains", "all", "by_domain", "_best", "_dirty")
+    __slots__ = ("names", "free", "domains", "all", "by_domain", "one_per_node", "_best", "_dirty")
 
-    def __init__(self, names: Sequence[str], free: Sequence[int], domains: Sequence[str]):
+    def __init__(
+        self, names: Sequence[str], free: Sequence[int], domains: Sequence[str], one_per_node: bool = False
+    ) -> None:
+        self.one_per_node = one_per_node  # Slurm: a node per worker
         self.names = tuple(names)
         self.free = list(free)
         self.domains = tuple(d or f"\0node:{n}" for n, d in zip(names, domains, strict=True))
@@ -118,32 +130,36 @@ class PoolIndex:
     def best_domain_cap(self) -> list[int]:
         """Per g, the most workers any single interconnect domain can host."""
         if self._dirty:
-            caps = [d.cap for d in self.by_domain.values()]
+            caps = [self.table(d) for d in self.by_domain.values()]
             self._best = [max((c[g] for c in caps), default=0) for g in range(MAX_GPUS_PER_WORKER + 1)]
             self._dirty = False
         return self._best
+
+    def table(self, index: CapacityIndex) -> list[int]:
+        """Per g, the workers of g GPUs ``index``'s nodes host, as this pool places them."""
+        return index.nodes_with if self.one_per_node else index.cap
 
     def capacity(self, gpus_per_worker: int, same_domain: bool) -> int:
         if not 1 <= gpus_per_worker <= MAX_GPUS_PER_WORKER:
             return 0
         if same_domain:
             return self.best_domain_cap()[gpus_per_worker]
-        return self.all.cap[gpus_per_worker]
+        return self.table(self.all)[gpus_per_worker]
 
     def assign(self, gpus_per_worker: int, workers: int, same_domain: bool) -> list[int] | None:
         if self.capacity(gpus_per_worker, same_domain) < workers:
             return None
         if not same_domain or workers == 1:
-            return self.all.assign(gpus_per_worker, workers)
+            return self.all.assign(gpus_per_worker, workers, self.one_per_node)
         # best-fit over domains too: the smallest domain that holds the whole gang
         fitting = [
-            (idx.cap[gpus_per_worker], name)
+            (self.table(idx)[gpus_per_worker], name)
             for name, idx in self.by_domain.items()
-            if idx.cap[gpus_per_worker] >= workers
+            if self.table(idx)[gpus_per_worker] >= workers
         ]
         if not fitting:
             return None
-        return self.by_domain[min(fitting)[1]].assign(gpus_per_worker, workers)
+        return self.by_domain[min(fitting)[1]].assign(gpus_per_worker, workers, self.one_per_node)
 
     def take(self, nodes: Iterable[int], gpus_per_worker: int) -> None:
         """Mark GPUs as used (a placement made in this pass), keeping the indexes exact."""

@@ -159,13 +159,14 @@ class PreparedFleet:
         conflicted: list[NodeInventory] = []
         for node in sorted(pool.nodes, key=lambda n: n.name):
             (conflicted if (domain, node.name) in self.conflicts else usable).append(node)
+        one = facts.one_worker_per_node if facts else False
         index = PoolIndex(
-            [n.name for n in usable], [n.gpus_free for n in usable], [n.interconnect_domain for n in usable]
+            [n.name for n in usable], [n.gpus_free for n in usable], [n.interconnect_domain for n in usable], one
         )
         idle = [n.gpus_allocatable if n.healthy and not n.draining else 0 for n in usable]
         ever = [max(n.gpus_allocatable, n.gpus_total) for n in usable]
-        idle_cap, idle_cap_same = _capacity_tables(index.domains, idle)
-        ever_cap, ever_cap_same = _capacity_tables(index.domains, ever)
+        idle_cap, idle_cap_same = _capacity_tables(index.domains, idle, one)
+        ever_cap, ever_cap_same = _capacity_tables(index.domains, ever, one)
         return PreparedPool(
             cluster=cluster,
             pool=pool,
@@ -280,15 +281,22 @@ def _no_pools(cluster: PreparedCluster) -> Exclusion:
     return Exclusion("gpu_compat", "the cluster reports no GPU pools")
 
 
-def _capacity_tables(domains: Sequence[str], gpus: Sequence[int]) -> tuple[list[int], list[int]]:
-    """Per g: workers of g GPUs these nodes hold, in all and within the best domain."""
+def _capacity_tables(
+    domains: Sequence[str], gpus: Sequence[int], one_per_node: bool = False
+) -> tuple[list[int], list[int]]:
+    """Per g: workers of g GPUs these nodes hold, in all and within the best domain (one a
+    node on Slurm)."""
     by_domain: dict[str, list[int]] = {}
     for node_domain, n in zip(domains, gpus, strict=True):
         by_domain.setdefault(node_domain, []).append(n)
     gs = range(1, MAX_GPUS_PER_WORKER + 1)
+
+    def hosts(x: int, g: int) -> int:
+        return min(x // g, 1) if one_per_node else x // g
+
     return (
-        [0] + [sum(x // g for x in gpus) for g in gs],
-        [0] + [max((sum(x // g for x in v) for v in by_domain.values()), default=0) for g in gs],
+        [0] + [sum(hosts(x, g) for x in gpus) for g in gs],
+        [0] + [max((sum(hosts(x, g) for x in v) for v in by_domain.values()), default=0) for g in gs],
     )
 
 

@@ -9,6 +9,8 @@ at), and why a job sent somewhere did not start there at once.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from typing import Sequence
 
 from broker.backends.base import Reason, Rejected
@@ -106,8 +108,8 @@ class FleetView:
         cached = self._packs.get(key)
         if cached is not None and cached[0] == version:
             return cached[1]
-        cluster, req = self.clusters[name], self.request(job)
-        nodes = cluster.nodes
+        cluster = self.clusters[name]
+        req, nodes = _as_taken(cluster, self.request(job)), cluster.nodes
         fits = any(
             _quota_room(cluster, nodes, p) >= req.total_gpus
             and pack([n for n in nodes if n.pool == p], req) is not None
@@ -121,7 +123,8 @@ class FleetView:
         ``reason``, did not start (the first rule that applies, see above)."""
         if reason is Reason.POLICY:
             return LOCAL_POLICY
-        cluster, req = self.clusters[name], self.request(job)
+        cluster = self.clusters[name]
+        req = _as_taken(cluster, self.request(job))
         nodes = _candidate_nodes(cluster, req)
         pools = [p for p in matching_pools(nodes, req) if _quota_room(cluster, nodes, p) >= req.total_gpus]
         if not pools:
@@ -131,6 +134,11 @@ class FleetView:
         if all(pack([n for n in nodes if n.pool == p], req) is None for p in pools):
             return FRAGMENTATION
         return QUEUE
+
+
+def _as_taken(cluster: SimulatedCluster, req: JobRequest) -> JobRequest:
+    """The request as the cluster takes it: on Slurm, each worker on a node of its own."""
+    return replace(req, one_per_node=cluster.flavor == "slurm")
 
 
 def _shape(job: ReplayJob) -> tuple:
@@ -157,6 +165,7 @@ def _quota_room(cluster: SimulatedCluster, nodes: Sequence[SimNode], pool: str) 
 
 
 def _could_ever_run(cluster: SimulatedCluster, req: JobRequest) -> bool:
+    req = _as_taken(cluster, req)
     nodes = _candidate_nodes(cluster, req)
     if not nodes:
         return False

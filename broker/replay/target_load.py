@@ -103,9 +103,12 @@ def _group(fleet: FleetDescription, key: Key) -> NodeGroup:
     return fleet.clusters[key[0]].node_groups[key[1]]
 
 
-def nodes_for(job: ReplayJob, gpus_per_node: int) -> int | None:
-    """Nodes of that size a gang needs (workers may share a node), None if a worker cannot fit."""
+def nodes_for(job: ReplayJob, gpus_per_node: int, one_per_node: bool = False) -> int | None:
+    """Nodes of that size a gang needs (workers may share a node, except on Slurm: a node
+    each), None if a worker cannot fit."""
     per_node = gpus_per_node // job.gpus_per_worker
+    if one_per_node:
+        per_node = min(per_node, 1)
     return math.ceil(job.workers / per_node) if per_node else None
 
 
@@ -117,7 +120,7 @@ def least_nodes(cluster: ClusterDescription, group: NodeGroup, jobs: Sequence[Re
     shapes = {(j.gpu_class, j.min_memory_gb, j.gpus_per_worker, j.workers): j for j in jobs}
     least = 1
     for job in shapes.values():
-        need = nodes_for(job, group.gpus_per_node)
+        need = nodes_for(job, group.gpus_per_node, cluster.flavor == "slurm")
         if need is not None and need <= group.count and pool in matching_pools(nodes, request_from_spec(spec_for(job))):
             least = max(least, need)
     return least

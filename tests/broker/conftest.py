@@ -66,7 +66,8 @@ def make_cluster(db, sim):
                             name_prefix=f"{name}-n{i}-") for i, n in enumerate(nodes)]
         sim.add_cluster(name, flavor, node_groups=groups, **options)
         cluster = Cluster.objects.create(name=name, kind="simulator", region=region, location=location,
-                                         price_per_gpu_hour=Decimal(price), config={"image_pull_s": 0})
+                                         price_per_gpu_hour=Decimal(price),
+                                         config={"image_pull_s": 0, "flavor": flavor})
         cluster_sync_inventory(cluster_id=cluster.id)
         cluster.refresh_from_db()
         return cluster

@@ -37,9 +37,9 @@ def test_researcher_submits_follows_a_job_live_and_cancels_another(
         transactional_db, trio, quota, make_cluster, sim, submit, drive, page, background):
     from playwright.sync_api import expect
 
-    cluster = make_cluster("onprem", nodes=[8])
-    # the node fills up after the broker's last inventory: the job is dispatched and waits there
-    sim.get("onprem").inject_foreign_job(gpus_per_worker=8, account="other", duration_s=FOREIGN_RUN_S)
+    cluster = make_cluster("onprem", nodes=[8, 8])  # Slurm: the gang's two workers take a node each
+    # the nodes fill up after the broker's last inventory: the job is dispatched and waits there
+    sim.get("onprem").inject_foreign_job(gpus_per_worker=8, workers=2, account="other", duration_s=FOREIGN_RUN_S)
     background.clusters = [cluster]
 
     log_in(page, trio.member, screenshot="researcher-00-login")

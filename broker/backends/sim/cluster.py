@@ -41,8 +41,9 @@ from broker.backends.sim.runtime import Runtimes
 from broker.spec import WorkloadSpec
 
 
-def request_from_spec(spec: WorkloadSpec) -> JobRequest:
+def request_from_spec(spec: WorkloadSpec, *, one_per_node: bool = False) -> JobRequest:
     return JobRequest(
+        one_per_node=one_per_node,
         name=spec.name,
         gpus_per_worker=spec.gpus_per_worker,
         workers=spec.workers,
@@ -76,6 +77,7 @@ class SimulatedCluster:
         queue_caps: Mapping[str, int] | None = None,
         slurm_limits: tuple[Mapping[str, int], Mapping[str, int]] = ({}, {}),
         share_points: Mapping[str, float] | None = None,
+        completing_s: float = 0.0,
     ):
         if flavor not in FLAVORS:
             raise ValueError(f"flavor must be one of {', '.join(FLAVORS)}, not {flavor!r}")
@@ -102,15 +104,16 @@ class SimulatedCluster:
         self.partitions = self._init_partitions(partitions)
         self._jobs: dict[str, SimJob] = {}
         self.share_points = dict(share_points or {})  # Slurm's fair share per account (sim.live)
-        self._live = LiveJobs(self.share_points)  # pending or running: what scheduling looks at
+        # pending or running: what scheduling looks at; ``completing_s``: how long an ended
+        # job keeps its GPUs (Slurm's COMPLETING: epilog, the node's report), unscaled
+        self._live = LiveJobs(self.share_points, self.clock.scaled(completing_s))
         self._seq = itertools.count(1000)
         self._cursor = self._created = self.clock.seconds
         self._lock = threading.RLock()
         self.version = 0  # bumped when a job is submitted, starts or leaves (the replay elides on it)
 
     def number_jobs_from(self, first: int) -> None:
-        """Number the next jobs from ``first`` on (never back): a restarted demo continues
-        after the job numbers its database already holds, so no job id is handed out twice."""
+        """Number the next jobs from ``first`` on (never back): a restarted demo's job ids go on."""
         with self._lock:
             upcoming = next(self._seq)
             self._seq = itertools.count(max(first, upcoming))
@@ -171,7 +174,7 @@ class SimulatedCluster:
         self, spec: WorkloadSpec, workload_id: str | None, identity: ProjectIdentity, duration_s: float | None = None
     ) -> str:
         """Accept a job (raises Rejected for Slurm's submit-time refusals); no workload id: a local user's."""
-        req = request_from_spec(spec)
+        req = request_from_spec(spec, one_per_node=self.flavor == "slurm")
         with self._lock:
             self._catch_up()
             partition = self._partition_for(req, identity.queue)
@@ -405,21 +408,6 @@ class SimulatedCluster:
             self.version += elastic.request_for(self._live.pending(), self._by_pool, self._cursor)
             elastic.settle(self._elastic, self._cursor)
 
-    def billed_node_seconds(self) -> dict[str, float]:
-        """Per elastic pool, the node-seconds billed so far (request to release, idle included)."""
-        with self._lock:
-            self._catch_up()
-            billed = elastic.billed_node_seconds(self._elastic, self._cursor)
-            return {pool: self.clock.run_time(s) for pool, s in billed.items()}  # in the jobs' time
-
-    def idle_billed_gpu_seconds(self) -> float:
-        """GPU-seconds billed on elastic nodes beyond the jobs' own (provisioning, idle tail)."""
-        with self._lock:
-            self._catch_up()
-            return self.clock.run_time(
-                elastic.idle_billed_gpu_seconds(self._elastic, self._jobs.values(), self._cursor)
-            )
-
     def _limit_s(self, job: SimJob) -> float:
         return float("inf") if job.request.time_limit_s is None else self.clock.scaled(job.request.time_limit_s)
 
@@ -484,6 +472,8 @@ class SimulatedCluster:
     set_node = levers.set_node
     set_quota = levers.set_quota
     inject_foreign_job = levers.inject_foreign_job
+    billed_node_seconds = levers.billed_node_seconds
+    idle_billed_gpu_seconds = levers.idle_billed_gpu_seconds
 
     # --- saved state (broker/backends/sim/snapshot.py): the demo keeps its jobs -------
     to_json = snapshot.to_json

@@ -1,13 +1,14 @@
 """Test and demo levers of a simulated cluster: what a test or the demo does to it from
 outside (a worker killed for memory, a node claimed twice, drained or sick, a quota
-changed).  Functions of the cluster (bound as its methods), kept apart from the scheduling
-in cluster.py."""
+changed), and what the replay reads of it (the elastic pools' bill).  Functions of the
+cluster (bound as its methods), kept apart from the scheduling in cluster.py."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from broker.backends.base import JobState
+from broker.backends.sim import elastic
 from broker.backends.sim.model import JobRequest
 from broker.backends.sim.outcome import OOM_EXIT_CODE, OOM_RAW
 
@@ -83,6 +84,7 @@ def inject_foreign_job(
         partitioning=partitioning,
         gpu_models=(gpu_model,) if gpu_model else (),
         time_limit_s=time_limit_s,
+        one_per_node=self.flavor == "slurm",
     )
     with self._lock:
         self._catch_up()
@@ -91,3 +93,18 @@ def inject_foreign_job(
         job.qos = qos
         self._schedule()
         return job.job_id
+
+
+def billed_node_seconds(self: SimulatedCluster) -> dict[str, float]:
+    """Per elastic pool, the node-seconds billed so far (request to release, idle included)."""
+    with self._lock:
+        self._catch_up()
+        billed = elastic.billed_node_seconds(self._elastic, self._cursor)
+        return {pool: self.clock.run_time(s) for pool, s in billed.items()}  # in the jobs' time
+
+
+def idle_billed_gpu_seconds(self: SimulatedCluster) -> float:
+    """GPU-seconds billed on elastic nodes beyond the jobs' own (provisioning, idle tail)."""
+    with self._lock:
+        self._catch_up()
+        return self.clock.run_time(elastic.idle_billed_gpu_seconds(self._elastic, self._jobs.values(), self._cursor))

@@ -15,7 +15,9 @@ from broker.backends.sim.model import PRIORITY_RANK, SimJob
 
 
 class LiveJobs:
-    def __init__(self, share_points: dict[str, float] | None = None) -> None:
+    def __init__(self, share_points: dict[str, float] | None = None, completing_s: float = 0.0) -> None:
+        # an ended job keeps its GPUs this much longer (Slurm's COMPLETING)
+        self.completing_s = completing_s
         # Slurm's fair share: an account's priority points (none: submission order)
         self.share_points = share_points if share_points is not None else {}
         self.jobs: dict[str, SimJob] = {}  # pending or running, in submission order
@@ -46,7 +48,7 @@ class LiveJobs:
         key = (pool, job.partition)
         self.by_queue[key] = self.by_queue.get(key, 0) + job.gpus
         self.by_account[job.account] = self.by_account.get(job.account, 0) + job.gpus
-        heapq.heappush(self._ends, (job.ends_at, job.seq, job.job_id))
+        heapq.heappush(self._ends, (job.ends_at + self.completing_s, job.seq, job.job_id))
 
     def remove(self, job: SimJob) -> None:
         """The job leaves: it ended, was cancelled or vanished (its GPUs are freed)."""
@@ -117,7 +119,7 @@ class LiveJobs:
         """The entry is of a running job's present run (one evicted and started again has
         a later end; its first run's entry is stale)."""
         job = self._running.get(entry[2])
-        return job is not None and job.ends_at == entry[0]
+        return job is not None and job.ends_at is not None and job.ends_at + self.completing_s == entry[0]
 
 
 def _seq(job: SimJob) -> int:

@@ -168,6 +168,9 @@ class JobRequest:
     same_interconnect: bool = False
     priority: str = "normal"
     time_limit_s: float | None = None
+    # Slurm: each worker on a node of its own (the backend asks --nodes=workers with one
+    # task per node); Kubernetes may put several of a gang's pods on one node
+    one_per_node: bool = False
 
     @property
     def total_gpus(self) -> int:

@@ -2,8 +2,8 @@
 
 A job runs in one pool (one GPU model, memory and partitioning): mixing models inside a
 gang is what real GPU jobs avoid.  Each worker lands on exactly one node; several workers
-may share a node.  Free GPUs are never summed across nodes: a worker needs them all on
-its node.
+may share a node, except on Slurm (``one_per_node``: the backend asks for a node per
+worker).  Free GPUs are never summed across nodes: a worker needs them all on its node.
 """
 
 from __future__ import annotations
@@ -68,12 +68,18 @@ def _pack_one(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn) -> Placem
     placement: Placement = []
     left = req.workers
     for node in sorted(nodes, key=free):
-        fit = min(left, free(node) // req.gpus_per_worker)
+        fit = min(left, _workers_on(free(node), req))
         placement += [(node.name, req.gpus_per_worker)] * fit
         left -= fit
         if not left:
             return placement
     return None
+
+
+def _workers_on(free: int, req: JobRequest) -> int:
+    """Workers of the request one node with ``free`` GPUs takes."""
+    fit = free // req.gpus_per_worker
+    return min(fit, 1) if req.one_per_node else fit
 
 
 def _pack_single(nodes: Sequence[SimNode], gpus: int, free: FreeFn) -> Placement | None:
@@ -101,5 +107,5 @@ def placeable_workers(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = 
     """How many workers of the gang would fit now (for 'k/n tasks unschedulable')."""
     best = 0
     for group in _domains(nodes, req.same_interconnect and req.workers > 1):
-        best = max(best, sum(free(n) // req.gpus_per_worker for n in group))
+        best = max(best, sum(_workers_on(free(n), req) for n in group))
     return min(best, req.workers)

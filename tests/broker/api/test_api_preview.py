@@ -48,8 +48,8 @@ def test_outsider_previewing_into_another_tenants_project_gets_404(trio, quota, 
 def test_the_preview_says_when_its_destinations_are_queues_to_wait_in(trio, quota, make_cluster, sim, api):
     from broker.services.fleet.inventory import cluster_sync_inventory  # noqa: PLC0415
 
-    busy = make_cluster("busy", nodes=[8])
-    sim.get("busy").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
+    busy = make_cluster("busy", nodes=[8, 8])  # Slurm: the two workers take a node each
+    sim.get("busy").inject_foreign_job(gpus_per_worker=8, workers=2, account="locals", duration_s=36000)
     sim.advance(60)
     cluster_sync_inventory(cluster_id=busy.id)
     body = api(trio.member).post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC}).json()

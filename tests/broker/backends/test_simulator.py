@@ -159,7 +159,7 @@ def test_slurm_reasons_resources_priority_and_qos(fleet):
     submit(backend, "wl-fill-2", spec(gpus=6), seconds=600)
     head = submit(backend, "wl-head", spec(gpus=4))
     behind = submit(backend, "wl-behind", spec(gpus=1))  # would fit: no backfill
-    qos = submit(backend, "wl-qos", spec(gpus=4, workers=3))
+    qos = submit(backend, "wl-qos", spec(gpus=6, workers=2))
     jobs = backend.status([head, behind, qos])
     assert (jobs[head].reason, jobs[head].raw_reason) == (Reason.CAPACITY, "Resources")
     assert (jobs[behind].reason, jobs[behind].raw_reason) == (Reason.CAPACITY, "Priority")
@@ -176,6 +176,19 @@ def test_slurm_policy_hold_does_not_block_the_queue(fleet):
     ok = submit(backend, "wl-2", spec(gpus=2))
     jobs = backend.status([held, ok])
     assert jobs[held].reason is Reason.POLICY and jobs[ok].state is JobState.RUNNING
+
+
+def test_slurm_gives_each_worker_a_node_of_its_own_where_kueue_packs_them(fleet):
+    # the Slurm backend asks --nodes=workers with one task a node: three workers of 2 GPUs
+    # need three nodes, which a two-node partition never has
+    _, slurm = cluster(fleet, "slurm", a100(count=2))
+    with pytest.raises(Rejected, match="requested node configuration is not available"):
+        slurm.submit(spec(gpus=2, workers=3), "wl-3x2", IDENT)
+    two = submit(slurm, "wl-2x2", spec(gpus=2, workers=2))
+    assert slurm.status([two])[two].state is JobState.RUNNING
+    _, kueue = cluster(fleet, "kueue", a100(count=2), name="k")
+    three = submit(kueue, "wl-3x2", spec(gpus=2, workers=3))
+    assert kueue.status([three])[three].state is JobState.RUNNING
 
 
 def test_slurm_rejects_what_no_node_could_hold(fleet):

@@ -70,7 +70,8 @@ def test_an_accounts_grptres_holds_its_jobs_while_gpus_are_free_and_a_qos_cap_ne
          "qos": "gpu-small"}]})
     played = play(_limits_sim(), jobs, [6.0])
     starts = {n: o.started_s for n, o in played.jobs.items()}
-    assert starts == {"r1": 0, "r2": 1, "r3": 10, "g4": 3, "q5": None, "q6": 5}  # r3: 2 + 2 + 1 > 4
+    # r3: 2 + 2 + 1 > 4, so it starts when r1 has ended and completed (Slurm's second)
+    assert starts == {"r1": 0, "r2": 1, "r3": 11, "g4": 3, "q5": None, "q6": 5}
     assert played.reasons[6.0] == {"r3": "policy", "q5": "policy"}  # AssocGrpGRES, QOSMaxGRESPerJob
 
 
@@ -125,8 +126,9 @@ def test_a_lower_fair_share_waits_behind_a_higher_one_submitted_later():
         }
     )
     starts = {n: o.started_s for n, o in play(sim, jobs, [5.0]).jobs.items()}
-    # the whole partition frees at 10 s: the light account's gang goes first, though last in
-    assert starts == {"all": 0, "l3": 10, "h1": 20, "h2": 20}
+    # the whole partition frees at 10 s (and is free a completing second later): the light
+    # account's gang goes first, though last in
+    assert starts == {"all": 0, "l3": 11, "h1": 22, "h2": 22}
 
 
 def test_without_fair_share_the_same_jobs_start_in_submission_order():
@@ -156,7 +158,7 @@ def test_without_fair_share_the_same_jobs_start_in_submission_order():
         }
     )
     starts = {n: o.started_s for n, o in play(_sim_with(), jobs, [5.0]).jobs.items()}
-    assert starts == {"all": 0, "h1": 10, "l3": 20}
+    assert starts == {"all": 0, "h1": 11, "l3": 22}
 
 
 def test_a_time_limit_over_the_partitions_maxtime_waits_on_policy_and_holds_nothing_back():

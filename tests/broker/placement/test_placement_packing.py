@@ -74,3 +74,22 @@ def test_index_stays_exact_after_bookings(free, gangs):
         for probe in range(1, 17):
             assert index.capacity(probe, False) == gang_capacity(current, probe)
             assert index.capacity(probe, True) == gang_capacity(current, probe)
+
+
+@settings(max_examples=200, deadline=None)
+@given(free_lists, st.lists(st.tuples(gpus, st.integers(1, 6)), max_size=12))
+def test_a_slurm_index_gives_each_worker_its_own_node_and_stays_exact(free, gangs):
+    names = [f"n{i}" for i in range(len(free))]
+    index = PoolIndex(names, free, ["d"] * len(free), one_per_node=True)
+    current = list(free)
+    for g, w in gangs:
+        fits = sum(f >= g for f in current)
+        assert index.capacity(g, False) == index.capacity(g, True) == fits
+        assignment = index.assign(g, w, False)
+        assert (assignment is not None) == (fits >= w)
+        if assignment is not None:
+            assert len(set(assignment)) == w and all(current[i] >= g for i in assignment)
+            index.take(assignment, g)
+            for node in assignment:
+                current[node] -= g
+        assert index.free == current

@@ -41,7 +41,8 @@ def test_placement_decision_records_policy_version_inputs_cluster_and_scores(mak
 def test_fragmented_gang_is_not_placed_and_waits_for_capacity_not_policy(make_cluster, submit, drive, sim):
     # 4 free GPUs in pieces: 1+1 on two nodes of one cluster, 1+1 on another; each cluster
     # could hold the gang once its foreign jobs end, so it waits rather than being rejected
-    clusters = [make_cluster(name, nodes=[4, 4]) for name in ("a", "b")]
+    # (Kubernetes: two pods may share a node; on Slurm four workers would need four nodes)
+    clusters = [make_cluster(name, flavor="kueue", nodes=[4, 4]) for name in ("a", "b")]
     for cluster in clusters:
         for _ in range(2):
             sim.get(cluster.name).inject_foreign_job(gpus_per_worker=3, duration_s=7200)
