@@ -8,7 +8,7 @@ A throwaway worktree of COMMIT gets this checkout's ``broker/calibration`` (the 
 not exist then); the one argument the harness needs from the simulator and that COMMIT's
 lacked (a local job's time limit, ``inject_foreign_job(time_limit_s=...)``) is added to it;
 what the harness hands a newer simulator and COMMIT's cannot take (the accounts' fair share,
-a partition's MaxTime) is left out of the copy, as COMMIT's simulator ignored them.
+a partition's MaxTime, Slurm's completing second) is left out of the copy, as COMMIT's simulator ignored them.
 Nothing else of COMMIT changes, so the figures are its simulator's."""
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def main(commit: str, recorded: str, jobs: str, out: str) -> int:
 NEWER_ARGS = (
     # (what the older simulator lacks, the harness's text that hands it over, without it)
     ("broker/backends/sim/cluster.py", "share_points", "        share_points=snapshot.limits.share_points(),\n", ""),
+    ("broker/backends/sim/cluster.py", "completing_s", "        completing_s=SLURM_COMPLETING_S,\n", ""),
     ("broker/backends/sim/model.py", "max_time_s", ", max_time_s=min(times, default=None)", ""),
 )
 
