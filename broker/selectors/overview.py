@@ -89,6 +89,20 @@ def limit_rows(stored: dict | None) -> list[dict]:
                 "headroom": None if limit is None else max(0, limit - used),
             }
         )
+    shares = (stored or {}).get("shares", [])
+    if shares:  # one row: a site may have hundreds of accounts
+        low = min(shares, key=lambda f: f["points"])
+        high = max(shares, key=lambda f: f["points"])
+        rows.append(
+            {
+                "source": "fair share (Slurm's multifactor priority)",
+                "applies": "every pool, by account",
+                "limit": f"queue order: {len(shares)} accounts, factor {low['factor']:.2f} ({low['scope']}) "
+                f"to {high['factor']:.2f} ({high['scope']}); a lower factor waits behind a higher",
+                "used": None,
+                "headroom": None,
+            }
+        )
     return rows
 
 

@@ -22,3 +22,10 @@ def test_clusters_page_shows_no_limits_to_someone_outside_every_tenant(trio, mak
     client.force_login(outsider)
     page = client.get(reverse("cluster-list")).content.decode()
     assert "data-limits" not in page and "MaxTRESPerJob" not in page
+
+
+def test_clusters_page_shows_a_slurm_clusters_fair_share_in_one_row(trio, make_cluster, login):
+    make_cluster("onprem-slurm", nodes=[8, 8], share_points={"physics": 100000.0, "chem": 1351.0})
+    page = login(trio.member).get(reverse("cluster-list")).content.decode()
+    assert "fair share (Slurm&#x27;s multifactor priority)" in page  # the template escapes the quote
+    assert "queue order: 2 accounts, factor 0.01 (chem) to 1.00 (physics)" in page
