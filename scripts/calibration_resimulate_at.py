@@ -73,6 +73,7 @@ NEWER_ARGS = (
     # (what the older simulator lacks, the harness's text that hands it over, without it)
     ("broker/backends/sim/cluster.py", "share_points", "        share_points=snapshot.limits.share_points(),\n", ""),
     ("broker/backends/sim/cluster.py", "completing_s", "        completing_s=SLURM_COMPLETING_S,\n", ""),
+    ("broker/backends/sim/cluster.py", "completing_s", "        completing_s=KUEUE_COMPLETING_S,\n", ""),
     ("broker/backends/sim/model.py", "max_time_s", ", max_time_s=min(times, default=None)", ""),
 )
 
