@@ -241,10 +241,24 @@ def replay_run(
     """The raw run (outcomes per job, usage per cluster) behind ``run_one``; the local
     queues backfill unless ``queueing`` is "strict"; ``cloud_budget``: every broker tenant's
     monthly cloud budget (the baselines know none)."""
-    run = _replay(name, jobs, fleet, seed, strategy, queueing, knobs, loop, skipping, cloud_budget)
+    settings = RunSettings(queueing, knobs, loop, skipping, cloud_budget)
+    run = _replay(name, jobs, fleet, seed, strategy, settings)
     spend = tenant_month_spend(run.outcomes.values(), fleet, ORIGIN)
     run.extra.update(budget_figures(spend, cloud_budget))
     return run
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How one policy's run is played, beside its jobs, fleet and seed: the local queues'
+    queueing, the preset's knobs, the broker's loop, which passes may be skipped, and every
+    broker tenant's monthly cloud budget."""
+
+    queueing: str
+    knobs: Knobs | None
+    loop: str
+    skipping: Skipping | None
+    cloud_budget: float | None
 
 
 def _replay(
@@ -253,26 +267,23 @@ def _replay(
     fleet: FleetDescription,
     seed: int,
     strategy: Strategy | None,
-    queueing: str,
-    knobs: Knobs | None,
-    loop: str,
-    skipping: Skipping | None,
-    cloud_budget: float | None,
+    settings: RunSettings,
 ) -> ReplayRun:
     clock = SimClock(origin=ORIGIN)
     sim = SimulatorFleet.reset(clock=clock)
     for cluster in build_simulated_clusters(fleet, sim):
-        cluster.queueing = queueing
+        cluster.queueing = settings.queueing
     view = FleetView(sim, fleet)
     env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed), seed=seed)
-    strategy = strategy or make_strategy(name, fleet, knobs)
+    strategy = strategy or make_strategy(name, fleet, settings.knobs)
+    cloud_budget = settings.cloud_budget
     budget = None if cloud_budget is None else Decimal(str(cloud_budget)).quantize(Decimal("0.01"))
-    if isinstance(strategy, BrokerPreset) and loop == "production":
+    if isinstance(strategy, BrokerPreset) and settings.loop == "production":
         broker = ProductionBroker(
             strategy.name, fleet, strategy.preset, strategy.policy_text, strategy.tenant_prefix, budget
         )
         with broker_context(clock, broker.preset, broker.policy_text, task_sink=broker.sink):
-            return run_production(jobs, broker, env, skipping)
+            return run_production(jobs, broker, env, settings.skipping)
     if isinstance(strategy, BrokerPreset):
         strategy.cloud_budget = budget
         with broker_context(clock, strategy.preset, strategy.policy_text):
