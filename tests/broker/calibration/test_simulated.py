@@ -88,76 +88,31 @@ def _sim_with(**limits):
     return build(replace(inventory(), limits=LocalLimits(**limits)), "calib")
 
 
+def _fair_share_list(*names: str):
+    """A gang of the whole partition first, then 8-GPU jobs: h* of fs-heavy, l* (a gang of
+    two nodes) of fs-light, each submitted at its digit's second."""
+
+    def job(name: str) -> dict:
+        light = name.startswith("l")
+        return {"name": name, "at_s": int(name[1:]), "gpus_per_worker": 8, "workers": 2 if light else 1,
+                "run_s": 10, "time_limit_min": 1, "account": "fs-light" if light else "fs-heavy"}
+
+    first = {"name": "all", "at_s": 0, "gpus_per_worker": 8, "workers": 2, "run_s": 10, "time_limit_min": 1}
+    return parse({"name": "t", "jobs": [first, *(job(n) for n in names)]})
+
+
 def test_a_lower_fair_share_waits_behind_a_higher_one_submitted_later():
     from broker.local_limits import FairShare
 
     sim = _sim_with(shares=(FairShare("fs", "fs-heavy", 0.01, 1000.0), FairShare("fs", "fs-light", 1.0, 100000.0)))
-    jobs = parse(
-        {
-            "name": "t",
-            "jobs": [
-                {"name": "all", "at_s": 0, "gpus_per_worker": 8, "workers": 2, "run_s": 10, "time_limit_min": 1},
-                {
-                    "name": "h1",
-                    "at_s": 1,
-                    "gpus_per_worker": 8,
-                    "run_s": 10,
-                    "time_limit_min": 1,
-                    "account": "fs-heavy",
-                },
-                {
-                    "name": "h2",
-                    "at_s": 2,
-                    "gpus_per_worker": 8,
-                    "run_s": 10,
-                    "time_limit_min": 1,
-                    "account": "fs-heavy",
-                },
-                {
-                    "name": "l3",
-                    "at_s": 3,
-                    "gpus_per_worker": 8,
-                    "workers": 2,
-                    "run_s": 10,
-                    "time_limit_min": 1,
-                    "account": "fs-light",
-                },
-            ],
-        }
-    )
-    starts = {n: o.started_s for n, o in play(sim, jobs, [5.0]).jobs.items()}
+    starts = {n: o.started_s for n, o in play(sim, _fair_share_list("h1", "h2", "l3"), [5.0]).jobs.items()}
     # the whole partition frees at 10 s (and is free a completing second later): the light
     # account's gang goes first, though last in
     assert starts == {"all": 0, "l3": 11, "h1": 22, "h2": 22}
 
 
 def test_without_fair_share_the_same_jobs_start_in_submission_order():
-    jobs = parse(
-        {
-            "name": "t",
-            "jobs": [
-                {"name": "all", "at_s": 0, "gpus_per_worker": 8, "workers": 2, "run_s": 10, "time_limit_min": 1},
-                {
-                    "name": "h1",
-                    "at_s": 1,
-                    "gpus_per_worker": 8,
-                    "run_s": 10,
-                    "time_limit_min": 1,
-                    "account": "fs-heavy",
-                },
-                {
-                    "name": "l3",
-                    "at_s": 3,
-                    "gpus_per_worker": 8,
-                    "workers": 2,
-                    "run_s": 10,
-                    "time_limit_min": 1,
-                    "account": "fs-light",
-                },
-            ],
-        }
-    )
-    starts = {n: o.started_s for n, o in play(_sim_with(), jobs, [5.0]).jobs.items()}
+    starts = {n: o.started_s for n, o in play(_sim_with(), _fair_share_list("h1", "l3"), [5.0]).jobs.items()}
     assert starts == {"all": 0, "h1": 11, "l3": 22}
 
 
