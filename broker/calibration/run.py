@@ -27,7 +27,7 @@ from broker.calibration.simulated import (
     simulator_for_kueue,
     simulator_for_volcano,
 )
-from broker.calibration.slurm import SlurmPlayer
+from broker.calibration.slurm import SlurmPlayer, config_values
 from broker.backends.sim.cluster import SimulatedCluster
 from broker.cluster_report import InventorySnapshot
 
@@ -84,12 +84,7 @@ class Calibration:
 def slurm_cycle(transport: CommandTransport) -> SchedulerCycle:
     """bf_interval (default 30 s) and sched_interval (default 60 s) from ``scontrol show
     config``: backfill starts come on the first's beat; the tolerance is the backfill cycle."""
-    out = transport.query(["scontrol", "show", "config"])
-    params = ""
-    for line in out.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "SchedulerParameters":
-            params = value.strip()
+    params = config_values(transport).get("SchedulerParameters", "")
     given = dict(p.split("=", 1) for p in params.split(",") if "=" in p)
     bf, main = float(given.get("bf_interval", 30)), float(given.get("sched_interval", 60))
     # backfill plans in slots of bf_resolution (default 60 s), which the simulator does not

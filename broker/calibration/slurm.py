@@ -20,6 +20,13 @@ from broker.calibration.pace import Clock, Pace, Sleep, keep_pace
 from broker.calibration.played import Observed, Played
 
 
+def config_values(transport: CommandTransport) -> dict[str, str]:
+    """``scontrol show config`` as key -> value (the harness keeps its own reading, so an
+    older commit's simulator can be played with it: scripts/calibration_resimulate_at.py)."""
+    out = transport.query(["scontrol", "show", "config"])
+    return {k.strip(): v.strip() for k, sep, v in (line.partition("=") for line in out.splitlines()) if sep}
+
+
 class SlurmPlayer:
     def __init__(
         self,
@@ -90,11 +97,8 @@ class SlurmPlayer:
         return self.transport.query(cmd).strip().split(";", 1)[0]
 
     def _calc_period_s(self) -> float:
-        for line in self.transport.query(["scontrol", "show", "config"]).splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "PriorityCalcPeriod":
-                return slurm_duration_s(value) or 300.0
-        return 300.0  # Slurm's default, 5 minutes
+        period = config_values(self.transport).get("PriorityCalcPeriod", "")
+        return slurm_duration_s(period) or 300.0  # unset: Slurm's default, 5 minutes
 
     def _name(self, job: CalibrationJob) -> str:
         return f"{self.tag}-{job.name}"
