@@ -24,6 +24,13 @@ MAX_GPUS_PER_WORKER = 16  # WorkloadSpec limit; the capacity tables are sized by
 _GS = range(1, MAX_GPUS_PER_WORKER + 1)
 
 
+def workers_on(free: int, gpus_per_worker: int, one_per_node: bool = False) -> int:
+    """Workers of ``gpus_per_worker`` GPUs one node with ``free`` GPUs hosts (at most one on
+    Slurm)."""
+    fit = free // gpus_per_worker
+    return min(fit, 1) if one_per_node else fit
+
+
 def gang_capacity(free: Iterable[int], gpus_per_worker: int) -> int:
     """How many workers of ``gpus_per_worker`` GPUs these nodes can host at once."""
     return sum(f // gpus_per_worker for f in free if f > 0)
@@ -95,7 +102,7 @@ class CapacityIndex:
             return [next(iter(self.buckets[keys[start]]))]
         placed: list[int] = []
         for free in keys[start:]:
-            per_node = 1 if one_per_node else free // gpus_per_worker
+            per_node = workers_on(free, gpus_per_worker, one_per_node)
             for node in self.buckets[free]:
                 placed.extend([node] * min(per_node, workers - len(placed)))
                 if len(placed) == workers:

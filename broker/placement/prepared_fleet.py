@@ -18,7 +18,7 @@ from broker.local_limits import NO_LIMITS, LocalLimits, add_use
 from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
-from broker.placement.packing import MAX_GPUS_PER_WORKER, PoolIndex
+from broker.placement.packing import MAX_GPUS_PER_WORKER, PoolIndex, workers_on
 from broker.placement.policy import Policy
 from broker.placement.results import RULE_RANK, Candidate, Exclusion
 from broker.spec import WorkloadSpec
@@ -290,13 +290,10 @@ def _capacity_tables(
     for node_domain, n in zip(domains, gpus, strict=True):
         by_domain.setdefault(node_domain, []).append(n)
     gs = range(1, MAX_GPUS_PER_WORKER + 1)
-
-    def hosts(x: int, g: int) -> int:
-        return min(x // g, 1) if one_per_node else x // g
-
     return (
-        [0] + [sum(hosts(x, g) for x in gpus) for g in gs],
-        [0] + [max((sum(hosts(x, g) for x in v) for v in by_domain.values()), default=0) for g in gs],
+        [0] + [sum(workers_on(x, g, one_per_node) for x in gpus) for g in gs],
+        [0]
+        + [max((sum(workers_on(x, g, one_per_node) for x in v) for v in by_domain.values()), default=0) for g in gs],
     )
 
 
