@@ -5,6 +5,9 @@
 # source archive and cached in /var/cache/gpubroker), then 22.05 is brought back.
 SLURM_CI_SECOND_VERSION=${SLURM_CI_SECOND_VERSION:-24.11.5}
 
+# slurmrestd on every address, so that the compose stack's containers reach it (stack.sh);
+# it still asks every client for a JWT
+export SLURM_CI_REST_BIND=0.0.0.0
 # stopped again at exit only when this run is the one that starts it
 if ! scripts/slurm-cluster status >/dev/null 2>&1; then
   at_exit scripts/slurm-cluster down
@@ -25,6 +28,19 @@ slurm_lane() {
   wait "$build_pid" || echo "building Slurm $SLURM_CI_SECOND_VERSION failed (test-artifacts/slurm-build.log)" >&2
   tail -n 3 test-artifacts/slurm-build.log
   slurm_ci_second_version || { [ "$rc" -ne 0 ] || rc=1; }
+  stack_tests || { [ "$rc" -ne 0 ] || rc=1; }
+  return "$rc"
+}
+
+# the compose stack (stack.sh) against Debian's Slurm, once the version tests are done with
+# the cluster: its smoke test, kills under load and a broker outage
+stack_tests() {
+  [ "${STACK_TESTS:-}" = 1 ] || return 0
+  local t0=$SECONDS rc=0
+  make test PYTEST_ARGS="-m stack -p no:cacheprovider --junitxml=test-artifacts/junit-stack.xml" || rc=$?
+  [ "$rc" -ne 5 ] || { echo "no stack-marked test ran" >&2; rc=1; }
+  echo "stack tests: rc=$rc in $((SECONDS - t0))s"
+  cat test-artifacts/stack-kills.json test-artifacts/stack-outage.json 2>/dev/null | grep -E '"(acknowledged|lost|in_database|duplicate_destination_jobs|slurm_jobs|mid_chunk|workers_restart_to_[a-z_]+|reconcile_lag_[a-z_]+)"' || true
   return "$rc"
 }
 
@@ -50,4 +66,5 @@ slurm_ci_second_version() {
   echo "Slurm back to $(sinfo --version)"
   return "$rc"
 }
-test_lane slurm slurm_lane
+# the lane's markers, which the main run leaves out: the stack tests run at the lane's end
+test_lane "(slurm or stack)" slurm_lane

@@ -1,0 +1,180 @@
+"""The compose stack (docker-compose.yml, unchanged) brought up with podman-compose, and the
+operations the tests do to it: a service's container killed, stopped, started or restarted,
+a command run in one, its address on the compose network.
+
+Only test tooling uses this; the product knows nothing of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+APP_SERVICES = ("web-1", "web-2", "worker-1", "worker-2", "beat")
+
+
+def run(argv: list[str], *, timeout: float = 120, stdin: str | None = None, env: dict | None = None,
+        check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=timeout, env=env)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:6])}... exited {done.returncode}: {done.stderr[-2000:]}")
+    return done
+
+
+@dataclass
+class Stack:
+    project: str
+    port: int
+    env: dict[str, str]
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+    cert: str = ""  # the proxy's certificate, read from its volume once it is up
+
+    @property
+    def url(self) -> str:
+        return f"https://localhost:{self.port}"
+
+    def read_cert(self) -> str:
+        """The proxy's self-signed certificate in a file here: every request checks it."""
+        pem = self.exec("proxy", ["cat", "/etc/gpubroker-proxy/tls.crt"])
+        fd, path = tempfile.mkstemp(prefix="gpubroker-stack-", suffix=".crt")
+        with os.fdopen(fd, "w") as f:
+            f.write(pem)
+        self.cert = path
+        return path
+
+    def _compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        # podman-compose prints each podman command with its environment (the secret key
+        # included): kept in this process, never echoed
+        return run(["podman-compose", "-f", str(COMPOSE_FILE), "-p", self.project, *args],
+                   timeout=timeout, env={**os.environ, **self.env})
+
+    def note(self, what: str) -> None:
+        self.events.append((time.time(), what))
+
+    def up(self) -> None:
+        self.note("up")
+        # db and redis first (podman-compose 1.0.3 does not wait for health checks)
+        self._compose("up", "-d", "db", "redis")
+        self.wait_db()
+        self._compose("up", "-d")
+        self.wait_healthy()
+
+    def down(self) -> None:
+        self._compose("down", "-v", timeout=600)
+        run(["podman", "network", "rm", "-f", f"{self.project}_default"], check=False)
+        run(["podman", "volume", "rm", "-f", f"{self.project}_db-data", f"{self.project}_proxy-tls"], check=False)
+
+    def container(self, service: str) -> str:
+        out = run(["podman", "ps", "-a", "--format", "{{.Names}}",
+                   "--filter", f"label=io.podman.compose.project={self.project}",
+                   "--filter", f"label=com.docker.compose.service={service}"]).stdout.split()
+        if len(out) != 1:
+            raise RuntimeError(f"service {service}: containers {out}")
+        return out[0]
+
+    def exec(self, service: str, argv: list[str], *, stdin: str | None = None, timeout: float = 120,
+             env: dict[str, str] | None = None) -> str:
+        extra = [f"--env={k}={v}" for k, v in (env or {}).items()]
+        return run(["podman", "exec", "-i", *extra, self.container(service), *argv],
+                   stdin=stdin, timeout=timeout).stdout
+
+    def manage_shell(self, code: str, **env: str) -> str:
+        """``code`` (idempotent) run by manage.py shell in web-1; tried three times, since the
+        network's DNS (aardvark-dns) misses names for a moment while containers join it."""
+        for attempt in range(3):
+            try:
+                return self.exec("web-1", ["python", "manage.py", "shell"], stdin=code, env=env, timeout=180)
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+                time.sleep(5)
+        raise AssertionError("unreachable")
+
+    def kill(self, service: str) -> None:
+        self.note(f"kill -9 {service}")
+        run(["podman", "kill", "--signal", "KILL", self.container(service)])
+
+    def stop(self, *services: str) -> None:
+        self.note(f"stop {' '.join(services)}")
+        run(["podman", "stop", "--time", "10", *[self.container(s) for s in services]], timeout=300)
+
+    def start(self, *services: str) -> None:
+        self.note(f"start {' '.join(services)}")
+        run(["podman", "start", *[self.container(s) for s in services]], timeout=300)
+
+    def restart(self, service: str) -> None:
+        self.note(f"restart {service}")
+        run(["podman", "restart", "--time", "10", self.container(service)], timeout=300)
+
+    def address(self, service: str) -> str:
+        info = json.loads(run(["podman", "inspect", self.container(service)]).stdout)[0]
+        networks = info["NetworkSettings"]["Networks"]
+        return next(iter(networks.values()))["IPAddress"]
+
+    def db_url(self) -> str:
+        """The stack's database as this host reaches it (rootful podman: the bridge is routed)."""
+        return f"postgres://gpubroker:gpubroker@{self.address('db')}:5432/gpubroker"
+
+    def logs(self, service: str, since: float | None = None) -> str:
+        args = ["podman", "logs"]
+        if since is not None:
+            args += ["--since", str(int(since))]
+        done = run([*args, self.container(service)], check=False, timeout=60)
+        return done.stdout + done.stderr
+
+    def wait_db(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            done = run(["podman", "exec", self.container("db"), "pg_isready", "-U", "gpubroker"], check=False)
+            if done.returncode == 0:
+                return
+            time.sleep(1)
+        raise RuntimeError("the stack's PostgreSQL did not get ready")
+
+    def healthz(self) -> bool:
+        try:
+            if not self.cert:
+                self.read_cert()
+            context = ssl.create_default_context(cafile=self.cert)
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=5, context=context) as r:
+                return r.status == 200
+        except (urllib.error.URLError, OSError, RuntimeError):
+            return False
+
+    def wait_healthy(self, timeout: float = 300) -> float:
+        """Until /healthz answers through the proxy and every app container runs; seconds waited."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.healthz() and all(self.running(s) for s in APP_SERVICES):
+                return time.monotonic() - t0
+            time.sleep(1)
+        raise RuntimeError(f"the stack did not become healthy within {timeout:.0f} s")
+
+    def wait_serving(self, service: str, timeout: float = 120) -> None:
+        """Until a web process answers /healthz itself, then long enough for the proxy to look
+        its new address up (DNS held 2 s) and pass a check (every 2 s)."""
+        probe = "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=3)"
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            done = run(["podman", "exec", self.container(service), "python", "-c", probe], check=False, timeout=30)
+            if done.returncode == 0:
+                time.sleep(6)
+                while not self.healthz() and time.monotonic() < deadline:
+                    time.sleep(1)
+                return
+            time.sleep(1)
+        raise RuntimeError(f"{service} did not serve again within {timeout:.0f} s")
+
+    def running(self, service: str) -> bool:
+        info = json.loads(run(["podman", "inspect", self.container(service)]).stdout)[0]
+        return bool(info["State"]["Running"])

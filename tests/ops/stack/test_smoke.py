@@ -1,0 +1,71 @@
+"""The stack as a site runs it (docker-compose.yml unchanged, every image from Debian's
+archive), used through its reverse proxy: a researcher signs in and submits, the broker places
+the job on the real Slurm cluster and dispatches it once, it runs and completes there, finance
+sees its chargeback row, and Prometheus can scrape /metrics."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from tests.ops.stack.compose import run
+
+pytestmark = pytest.mark.stack
+
+
+def _sacct(job_id: str) -> list[str]:
+    out = run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,AllocTRES,ElapsedRaw"], timeout=30).stdout
+    return out.strip().split("|")
+
+
+def test_a_job_submitted_through_the_proxy_runs_once_on_slurm_and_is_charged(stack, researcher, finance):
+    person, project = researcher
+    # 4 GPUs for 12 s: 0.013 GPU-hours, above the chargeback's rounding to hundredths
+    wid = person.submit(project, "smoke-1", seconds=12, gpus=4)
+
+    done = person.wait_state(wid, {"completed", "failed", "cancelled", "rejected"}, timeout=240)
+    assert done["state"] == "completed", done
+    assert "running" in done["states_seen"], done["states_seen"]
+    attempts = person.get(f"/api/v1/workloads/{wid}/attempts/").json()
+    attempts = attempts.get("results", attempts) if isinstance(attempts, dict) else attempts
+    sent = [a for a in attempts if a.get("destination_job_id")]
+    assert len(sent) == 1 and sent[0]["cluster"] == stack.cluster, attempts
+    state, tres, elapsed = _sacct(sent[0]["destination_job_id"])
+    assert state == "COMPLETED" and "gres/gpu=4" in tres, (state, tres)
+
+    # the row of this person's project and this person (other jobs of the Slurm account this
+    # month are the project's too, charged to the cluster user they ran as)
+    deadline, mine = time.monotonic() + 120, []
+    while time.monotonic() < deadline:
+        rows = finance.get("/api/v1/chargeback/", params={"tenant": "stack-t0", "project": "stack-p0"}).json()["rows"]
+        mine = [r for r in rows if r["user"] == person.username]
+        if mine:
+            break
+        time.sleep(3)
+    assert len(mine) == 1, f"no chargeback row for {person.username} within 120 s of the job's end"
+    assert mine[0]["gpu_hours"] == round(4 * int(elapsed) / 3600, 2) == mine[0]["onprem_gpu_hours"], (mine, elapsed)
+
+
+def test_metrics_are_scraped_through_the_proxy_with_the_token_only(stack):
+    url = f"{stack.url}/metrics"
+    assert requests.get(url, verify=stack.cert, timeout=30).status_code == 403  # the proxy is not an allowed address
+    r = requests.get(url, headers={"Authorization": f"Bearer {stack.env['GPUBROKER_METRICS_TOKEN']}"},
+                     verify=stack.cert, timeout=30)
+    assert r.status_code == 200, r.text[:300]
+    names = {line.split("{")[0].split(" ")[0] for line in r.text.splitlines() if line and not line.startswith("#")}
+    for name in ("gpubroker_reconcile_lag_seconds", "gpubroker_celery_queue_depth", "gpubroker_inventory_age_seconds"):
+        assert name in names, f"{name} missing from /metrics"
+
+
+def test_both_web_processes_serve_behind_the_proxy(stack):
+    """With either web process stopped the proxy still answers; the site is down for nobody."""
+    for down in ("web-1", "web-2"):
+        stack.stop(down)
+        try:
+            ok = [requests.get(f"{stack.url}/healthz", verify=stack.cert, timeout=10).status_code for _ in range(6)]
+        finally:
+            stack.start(down)
+        assert ok == [200] * 6, (down, ok)
+    stack.wait_healthy()
