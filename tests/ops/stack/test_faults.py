@@ -130,7 +130,7 @@ def test_kills_under_load_lose_nothing_and_run_nothing_twice(stack):
         r.join(timeout=LOAD_S + 600)
     acked = {name: wid for r in researchers for name, wid in r.acked.items()}
     finance = Person(stack.url, *stack.staff, cert=stack.cert)
-    states = _drain(finance, sorted(acked.values()), timeout=600)
+    states = _drain(finance, sorted(acked.values()), timeout=max(600, LOAD_S * 10))
     counts = watcher.finish()
     in_db = [wid for wid, s in states.items() if not s.startswith("http")]
     result = {
