@@ -145,6 +145,12 @@ if GPUBROKER_HTTPS:
     SECURE_HSTS_SECONDS = env_int("GPUBROKER_HSTS_SECONDS", 31_536_000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("GPUBROKER_HSTS_SUBDOMAINS", True)
     SECURE_HSTS_PRELOAD = env_bool("GPUBROKER_HSTS_PRELOAD", True)
+# The proxies in front (addresses or networks): a request from one of them is counted and audited
+# under the address it forwarded for (X-Forwarded-For), not under the proxy's own, which every
+# client behind it shares. Empty: REMOTE_ADDR as it is (nothing in front, or a proxy that
+# rewrites it). docker-compose.yml trusts the private ranges: only its proxy reaches the web
+# processes there.
+GPUBROKER_TRUSTED_PROXIES = env_networks("GPUBROKER_TRUSTED_PROXIES", [])
 # attempts per minute and client address at /login/, the OpenID Connect endpoints and token creation
 GPUBROKER_SIGNIN_RATE_PER_MINUTE = env_int("GPUBROKER_SIGNIN_RATE_PER_MINUTE", 10, minimum=1)
 # the rate limiter's counters: shared by all web processes through Redis when one is given

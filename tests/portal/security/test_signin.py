@@ -81,3 +81,35 @@ def test_revoking_a_token_is_never_held_back_by_the_creation_limit(client):
     first.refresh_from_db()
     second.refresh_from_db()
     assert first.revoked_at is not None and second.revoked_at is not None
+
+
+def _fail(client, forwarded_for: str, remote: str = "10.89.0.5") -> int:
+    return client.post("/login/", {"username": "ada", "password": "wrong"}, REMOTE_ADDR=remote,
+                       HTTP_X_FORWARDED_FOR=forwarded_for).status_code
+
+
+def test_behind_a_trusted_proxy_each_client_is_limited_and_audited_by_its_own_address(client, settings):
+    """Every request through the compose stack's proxy comes from the proxy's address: counted
+    under it, three people's typos would lock everyone out of signing in for a minute."""
+    settings.GPUBROKER_TRUSTED_PROXIES = ["10.0.0.0/8"]
+    UserFactory(username="ada")
+    assert [_fail(client, "198.51.100.7") for _ in range(4)] == [200, 200, 200, 429]
+    assert _fail(client, "203.0.113.9") == 200  # someone else behind the same proxy
+    addresses = list(AuditRecord.objects.filter(action="auth.signin_failed").values_list("inputs__address", flat=True))
+    assert addresses == ["198.51.100.7"] * 3 + ["203.0.113.9"]
+
+
+def test_an_address_a_client_put_in_front_of_the_proxys_own_entry_is_not_believed(client, settings):
+    settings.GPUBROKER_TRUSTED_PROXIES = ["10.0.0.0/8"]
+    UserFactory(username="ada")
+    codes = [_fail(client, f"192.0.2.{n}, 198.51.100.7") for n in range(4)]
+    assert codes == [200, 200, 200, 429]  # one client, whatever it wrote on the left
+
+
+def test_forwarded_for_from_an_untrusted_address_is_ignored(client, settings):
+    settings.GPUBROKER_TRUSTED_PROXIES = ["10.0.0.0/8"]
+    UserFactory(username="ada")
+    codes = [_fail(client, f"192.0.2.{n}", remote="198.51.100.50") for n in range(4)]
+    assert codes == [200, 200, 200, 429]
+    assert set(AuditRecord.objects.filter(action="auth.signin_failed").values_list("inputs__address", flat=True)) == {
+        "198.51.100.50"}
