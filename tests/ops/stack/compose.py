@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 APP_SERVICES = ("web-1", "web-2", "worker-1", "worker-2", "beat")
+# the commit the running stack was brought up at (results name it; HEAD may move meanwhile)
+STACK_MADE: dict = {"commit": "", "tree_differs": False}
 
 
 def run(argv: list[str], *, timeout: float = 120, stdin: str | None = None, env: dict | None = None,
@@ -63,6 +65,9 @@ class Stack:
 
     def up(self) -> None:
         self.note("up")
+        STACK_MADE["commit"] = run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=False).stdout.strip()
+        status = ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"]
+        STACK_MADE["tree_differs"] = bool(run(status, check=False).stdout)
         # db and redis first (podman-compose 1.0.3 does not wait for health checks)
         self._compose("up", "-d", "db", "redis")
         self.wait_db()

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.ops.stack.client import Person
-from tests.ops.stack.compose import ROOT, run
+from tests.ops.stack.compose import ROOT, STACK_MADE, run
 from tests.ops.stack.load import Researcher
 
 pytestmark = pytest.mark.stack
@@ -38,10 +38,14 @@ TERMINAL = {"completed", "failed", "cancelled", "rejected"}
 ARTIFACTS = ROOT / "test-artifacts"
 
 
+def stack_commit() -> tuple[str, bool]:
+    """The commit the stack was brought up at (read once per session, when it came up)."""
+    return STACK_MADE["commit"], STACK_MADE["tree_differs"]
+
+
 def _write(name: str, result: dict) -> None:
     """The result with what produced it: the commit (and whether the tree differed) and sizes."""
-    commit = run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], check=False).stdout.strip()
-    dirty = bool(run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], check=False).stdout)
+    commit, dirty = stack_commit()
     sizes = {k: os.environ[k] for k in ("GPUBROKER_STACK_RESEARCHERS", "GPUBROKER_STACK_LOAD_S",
                                         "GPUBROKER_STACK_OUTAGE_S") if k in os.environ}
     slurm = run(["sinfo", "--version"], check=False).stdout.strip()
