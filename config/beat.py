@@ -12,6 +12,7 @@ from typing import Any
 
 from celery.beat import PersistentScheduler
 from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from broker.services.fleet.beat_lease import beat_lease_holder, beat_lease_release, beat_lease_take
 
@@ -27,7 +28,17 @@ class SingleBeatScheduler(PersistentScheduler):
         super().__init__(*args, **kwargs)
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        if not beat_lease_take(name=LEASE, holder=self.holder, ttl_s=self.ttl_s):
+        close_old_connections()
+        try:
+            taken = beat_lease_take(name=LEASE, holder=self.holder, ttl_s=self.ttl_s)
+        except (OperationalError, InterfaceError) as exc:
+            # the database restarted or cut the connection: beat stayed up and asks again soon
+            # (it exited here before, and with it every periodic pass until someone restarted it);
+            # it schedules nothing meanwhile, since it cannot know that it still holds the lease
+            log.warning("beat cannot reach the database (%s): schedules nothing, asks again in 2 s", exc)
+            connection.close()
+            return 2.0
+        if not taken:
             if not self.waiting:
                 held = beat_lease_holder(name=LEASE)
                 log.warning("another beat holds the schedule (%s): this one schedules nothing", held)
@@ -39,5 +50,8 @@ class SingleBeatScheduler(PersistentScheduler):
         return float(min(super().tick(*args, **kwargs), self.ttl_s / 3))  # renew in time
 
     def close(self) -> None:
-        beat_lease_release(name=LEASE, holder=self.holder)
+        try:
+            beat_lease_release(name=LEASE, holder=self.holder)
+        except (OperationalError, InterfaceError) as exc:  # it runs out by itself
+            log.warning("beat could not release its lease (%s)", exc)
         super().close()

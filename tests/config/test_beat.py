@@ -50,3 +50,23 @@ def test_a_second_beat_schedules_nothing_while_the_first_runs(tmp_path):
     second._heap = None
     _run(second)
     assert second.applied and not second.waiting
+
+
+@pytest.mark.django_db(transaction=True)
+def test_beat_outlives_a_database_restart_and_schedules_again_after_it(tmp_path, monkeypatch):
+    """A PostgreSQL restart cut beat's connection and the error ended the process: every
+    periodic pass stopped until someone restarted it (seen in the compose stack's kill test)."""
+    from django.db import OperationalError
+
+    beat = _beat(tmp_path, "only")
+    real_take = __import__("config.beat", fromlist=["beat_lease_take"]).beat_lease_take
+
+    def cut(**kwargs):
+        raise OperationalError("terminating connection due to administrator command")
+
+    monkeypatch.setattr("config.beat.beat_lease_take", cut)
+    assert [beat.tick() for _ in range(3)] == [2.0, 2.0, 2.0]
+    assert beat.applied == []  # nothing scheduled while it cannot tell it holds the lease
+    monkeypatch.setattr("config.beat.beat_lease_take", real_take)
+    _run(beat)
+    assert beat.applied, "beat did not schedule again once the database answered"

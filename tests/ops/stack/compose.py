@@ -180,6 +180,12 @@ class Stack:
             time.sleep(1)
         raise RuntimeError(f"{service} did not serve again within {timeout:.0f} s")
 
+    def restart_counts(self) -> dict[str, int]:
+        """How often the engine restarted each service's container by itself (restart policy)."""
+        services = ("db", "redis", "proxy", *APP_SERVICES)
+        return {s: int(run(["podman", "inspect", "--format", "{{.RestartCount}}", self.container(s)]).stdout.strip()
+                       or 0) for s in services}
+
     def running(self, service: str) -> bool:
         info = json.loads(run(["podman", "inspect", self.container(service)]).stdout)[0]
         return bool(info["State"]["Running"])

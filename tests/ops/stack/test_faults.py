@@ -144,6 +144,7 @@ def test_kills_under_load_lose_nothing_and_run_nothing_twice(stack):
         "acknowledged": len(acked), "unanswered_submissions": sum(len(r.unanswered) for r in researchers),
         "in_database": len(in_db), "lost": len(acked) - len(in_db),
         "states": {s: list(states.values()).count(s) for s in sorted(set(states.values()))},
+        "restarted_by_the_engine": {k: v for k, v in stack.restart_counts().items() if v},
         **counts,
     }
     _write("stack-kills.json", result)

@@ -5,6 +5,7 @@ sees its chargeback row, and Prometheus can scrape /metrics."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -48,6 +49,17 @@ def test_a_job_submitted_through_the_proxy_runs_once_on_slurm_and_is_charged(sta
     assert mine[0]["gpu_hours"] == round(4 * int(elapsed) / 3600, 2) == mine[0]["onprem_gpu_hours"], (mine, elapsed)
 
 
+def test_pages_come_with_their_stylesheet_through_the_proxy(stack, researcher):
+    """Debug is off in the stack: WhiteNoise serves the static files collected into the image."""
+    person, _ = researcher
+    page = person.get("/workloads/")
+    assert page.status_code == 200
+    css = re.search(r'href="(/static/portal/site[^"]*\.css)"', page.text)
+    assert css, page.text[:500]
+    served = person.get(css.group(1))
+    assert served.status_code == 200 and "text/css" in served.headers["Content-Type"], served.status_code
+
+
 def test_metrics_are_scraped_through_the_proxy_with_the_token_only(stack):
     url = f"{stack.url}/metrics"
     assert requests.get(url, verify=stack.cert, timeout=30).status_code == 403  # the proxy is not an allowed address
@@ -69,3 +81,15 @@ def test_both_web_processes_serve_behind_the_proxy(stack):
             stack.start(down)
         assert ok == [200] * 6, (down, ok)
     stack.wait_healthy()
+
+
+def test_a_second_beat_started_by_mistake_schedules_nothing(stack):
+    """Two beats would send every periodic task twice: the second one, a process of its own
+    beside the stack's beat, finds the lease held, says whose it is and sends nothing."""
+    since = time.time()
+    second = run(["podman", "exec", stack.container("beat"), "timeout", "25", "celery", "-A", "config", "beat",
+                  "-l", "info", "--schedule", "/tmp/second-beat-schedule"], check=False, timeout=60)
+    said = second.stdout + second.stderr
+    assert "another beat holds the schedule" in said, said[-2000:]
+    assert "Sending due task" not in said, said[-2000:]
+    assert "Sending due task" in stack.logs("beat", since=since)  # the stack's own beat carried on
