@@ -69,7 +69,9 @@ class Researcher(threading.Thread):
     def _submit(self, person: Person, name: str) -> None:
         body = {"project": self.project, "name": name, "command": f"sleep {self.rng.randint(2, 8)}",
                 "gpu_class": "a100-80gb", "gpus_per_worker": self.rng.choice((1, 1, 2, 4)), "workers": 1,
-                "time_limit_minutes": 5}
+                # small CPU and memory asks: the test cluster's nodes (16 CPUs, 32 GB) then run
+                # jobs until their GPUs are taken (the default 16 GB let one job a node run)
+                "cpus_per_worker": 2, "memory_gb_per_worker": 2, "time_limit_minutes": 5}
         key = str(uuid.uuid4())
         headers = {**person._headers(), "Idempotency-Key": key}
         r = self._call(lambda: person.s.post(f"{self.base}/api/v1/workloads/", json=body, headers=headers,
