@@ -36,8 +36,11 @@ class Person:
         return self.s.post(self.base + path, json=body or {}, headers=self._headers(), timeout=30, verify=self.cert)
 
     def submit(self, project: int, name: str, *, seconds: int, gpus: int = 1, workers: int = 1) -> int:
+        # 2 CPUs and 2 GB: the test cluster's nodes (16 CPUs, 32 GB) run jobs until their GPUs
+        # are taken; the default 16 GB let one job a node run
         body = {"project": project, "name": name, "command": f"sleep {seconds}", "gpu_class": "a100-80gb",
-                "gpus_per_worker": gpus, "workers": workers, "time_limit_minutes": 5}
+                "gpus_per_worker": gpus, "workers": workers, "cpus_per_worker": 2, "memory_gb_per_worker": 2,
+                "time_limit_minutes": 15}
         r = self.post("/api/v1/workloads/", body)
         if r.status_code != 201:
             raise AssertionError(f"submit {name}: {r.status_code} {r.text[:300]}")
