@@ -24,9 +24,12 @@ def kills(r: dict) -> list[str]:
         "",
         "| invariant | count |",
         "|---|---:|",
-        *[f"| {r['labels'][k]} | {v} |" for k, v in c.items()],
+        # "errors" counts exceptions the in-process harness catches in tasks; the watcher
+        # cannot see the stack's workers, so it is left out here rather than shown as 0
+        *[f"| {r['labels'][k]} | {v} |" for k, v in c.items() if k != "errors"],
         "",
-        f"end states: {r['states']}",
+        f"end states: {r['states']}; containers the engine restarted by itself (restart policy): "
+        f"{r.get('restarted_by_the_engine', 'not recorded')}",
     ]
 
 
