@@ -51,6 +51,12 @@ class Person:
         r.raise_for_status()
         return r.json()
 
+    def sent_attempts(self, wid: int) -> list[dict]:
+        """The workload's dispatch attempts that reached a cluster (they carry its job id)."""
+        attempts = self.get(f"/api/v1/workloads/{wid}/attempts/").json()
+        attempts = attempts.get("results", attempts) if isinstance(attempts, dict) else attempts
+        return [a for a in attempts if a.get("destination_job_id")]
+
     def wait_state(self, wid: int, states: set[str], timeout: float) -> dict:
         deadline, seen = time.monotonic() + timeout, []
         while time.monotonic() < deadline:

@@ -14,6 +14,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+
+import requests
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,6 +131,11 @@ class Stack:
     def db_url(self) -> str:
         """The stack's database as this host reaches it (rootful podman: the bridge is routed)."""
         return f"postgres://gpubroker:gpubroker@{self.address('db')}:5432/gpubroker"
+
+    def scrape(self, *, token: bool = True) -> "requests.Response":
+        """GET /metrics through the proxy, as Prometheus does (with the stack's token)."""
+        headers = {"Authorization": f"Bearer {self.env['GPUBROKER_METRICS_TOKEN']}"} if token else {}
+        return requests.get(f"{self.url}/metrics", headers=headers, verify=self.cert, timeout=30)
 
     def logs(self, service: str, since: float | None = None) -> str:
         args = ["podman", "logs"]

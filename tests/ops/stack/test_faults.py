@@ -156,19 +156,12 @@ def test_kills_under_load_lose_nothing_and_run_nothing_twice(stack):
 
 
 def _metric(stack, name: str) -> float | None:
-    r = __import__("requests").get(f"{stack.url}/metrics", verify=stack.cert, timeout=30,
-                                   headers={"Authorization": f"Bearer {stack.env['GPUBROKER_METRICS_TOKEN']}"})
-    m = re.search(rf"^{name} ([0-9.e+-]+)$", r.text, re.M)
+    m = re.search(rf"^{name} ([0-9.e+-]+)$", stack.scrape().text, re.M)
     return float(m.group(1)) if m else None
 
 
 def _job_ids(person: Person, ids: list[int]) -> set[str]:
-    found = set()
-    for wid in ids:
-        attempts = person.get(f"/api/v1/workloads/{wid}/attempts/").json()
-        attempts = attempts.get("results", attempts) if isinstance(attempts, dict) else attempts
-        found |= {a["destination_job_id"] for a in attempts if a.get("destination_job_id")}
-    return found
+    return {a["destination_job_id"] for wid in ids for a in person.sent_attempts(wid)}
 
 
 def test_a_broker_outage_leaves_jobs_running_and_the_broker_catches_up(stack):

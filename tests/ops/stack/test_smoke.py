@@ -29,10 +29,8 @@ def test_a_job_submitted_through_the_proxy_runs_once_on_slurm_and_is_charged(sta
     done = person.wait_state(wid, {"completed", "failed", "cancelled", "rejected"}, timeout=240)
     assert done["state"] == "completed", done
     assert "running" in done["states_seen"], done["states_seen"]
-    attempts = person.get(f"/api/v1/workloads/{wid}/attempts/").json()
-    attempts = attempts.get("results", attempts) if isinstance(attempts, dict) else attempts
-    sent = [a for a in attempts if a.get("destination_job_id")]
-    assert len(sent) == 1 and sent[0]["cluster"] == stack.cluster, attempts
+    sent = person.sent_attempts(wid)
+    assert len(sent) == 1 and sent[0]["cluster"] == stack.cluster, sent
     state, tres, elapsed = _sacct(sent[0]["destination_job_id"])
     assert state == "COMPLETED" and "gres/gpu=4" in tres, (state, tres)
 
@@ -61,10 +59,8 @@ def test_pages_come_with_their_stylesheet_through_the_proxy(stack, researcher):
 
 
 def test_metrics_are_scraped_through_the_proxy_with_the_token_only(stack):
-    url = f"{stack.url}/metrics"
-    assert requests.get(url, verify=stack.cert, timeout=30).status_code == 403  # the proxy is not an allowed address
-    r = requests.get(url, headers={"Authorization": f"Bearer {stack.env['GPUBROKER_METRICS_TOKEN']}"},
-                     verify=stack.cert, timeout=30)
+    assert stack.scrape(token=False).status_code == 403  # the proxy is not an allowed address
+    r = stack.scrape()
     assert r.status_code == 200, r.text[:300]
     names = {line.split("{")[0].split(" ")[0] for line in r.text.splitlines() if line and not line.startswith("#")}
     for name in ("gpubroker_reconcile_lag_seconds", "gpubroker_celery_queue_depth", "gpubroker_inventory_age_seconds"):
