@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from broker.local_limits import NO_LIMITS, LocalLimits
 
@@ -129,6 +129,24 @@ class QueueStats:
     pending_jobs: int = 0
     pending_gpus: int = 0
     gpu_hours_per_hour: float = 0.0  # recent throughput of the cluster's GPUs
+    # the pending GPUs per account (Slurm): where the scheduler orders its queue by account
+    # (fair share), which of them start before a job depends on whose job it is
+    pending_gpus_by_scope: tuple[tuple[str, int], ...] = ()
+
+    def gpus_ahead(self, points: Mapping[str, float], scopes: Iterable[str]) -> int:
+        """The pending GPUs that start before a job running under ``scopes``, where the
+        queue is ordered by each account's priority ``points`` (Slurm's fair-share factor
+        times its weight), ties by submission: those of accounts with as many points or
+        more, and those of accounts it has no points for.  All of them when the order is
+        not by account, or the job's account has no points (nothing says it goes first)."""
+        if not points or not self.pending_gpus_by_scope:
+            return self.pending_gpus
+        own = [points[s] for s in scopes if s in points]
+        if not own:
+            return self.pending_gpus
+        mine = max(own)
+        behind = sum(g for scope, g in self.pending_gpus_by_scope if scope in points and points[scope] < mine)
+        return max(0, self.pending_gpus - behind)
 
 
 @dataclass(frozen=True)

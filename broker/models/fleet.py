@@ -78,6 +78,12 @@ class Cluster(models.Model):
     stale_since = models.DateTimeField(null=True, blank=True)
     queue_pending_jobs = models.PositiveIntegerField(default=0)
     queue_pending_gpus = models.PositiveIntegerField(default=0)
+    queue_pending_by_scope = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Pending GPUs per account, as last reported (Slurm): under fair share, whose "
+        "pending jobs start before a new one depends on its account",
+    )
     throughput_gpu_hours_per_hour = models.FloatField(default=0.0)
     local_limits = models.JSONField(
         default=dict,

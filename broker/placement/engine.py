@@ -93,8 +93,17 @@ def place_prepared(
             continue
         excluded[name] = _misfit(fleet, group, spec, holder)
     weights = terms.aged_weights(policy.weights, age_s, policy.aging)
-    ranked = _rank([e for group in fitting.values() for e in group], spec, weights, runtime_hours, limit)
+    kept = [e for group in fitting.values() for e in group]
+    ranked = _rank(kept, spec, weights, runtime_hours, limit, waits=_scoped_waits(fleet, kept, scopes))
     return _result(ranked, excluded, policy, weights)
+
+
+def _scoped_waits(fleet: PreparedFleet, entries: Iterable[Entry], scopes: Sequence[str]) -> dict[str, float]:
+    """Each destination's queue-wait term for a job running under ``scopes``: where fair
+    share orders the local queue, the pending GPUs of accounts below the job's do not wait
+    ahead of it (the calibration found Slurm starting them after it)."""
+    model = fleet.policy.queue
+    return {name: fleet.clusters[name].queue_wait_for(scopes, model) for name in {e.cluster for e in entries}}
 
 
 def _quota_exclusions(
@@ -222,16 +231,19 @@ def _rank(
     runtime_hours: float | None,
     limit: int | None,
     assign: bool = True,
+    waits: Mapping[str, float] | None = None,
 ) -> list[Candidate]:
+    """``waits``: the queue-wait term per cluster where it is not the entry's own."""
     if not entries:
         return []
+    waits = waits or {}
     size = spec.data_size_gb
     gpu_hours = spec.total_gpus * terms.runtime_hours(spec, runtime_hours)
     # raw terms in TERMS order: queue_wait_s, startup_s, gpu_cost, transfer_cost,
     # location, data_remote (the same formulas as terms.py, with constants hoisted)
     rows = [
         (
-            e.queue_wait,
+            waits.get(e.cluster, e.queue_wait),
             e.start_base + size * e.stage_per_gb if size else e.start_base,
             e.price * (gpu_hours + spec.total_gpus * e.tail_h),  # an elastic pool's idle tail too
             e.egress * size,
@@ -307,7 +319,7 @@ def queue_candidates(
         if entry.prepared.ever_capacity(spec) >= spec.workers:
             entries.append(entry)
     weights = terms.aged_weights(fleet.policy.weights, age_s, fleet.policy.aging)
-    return _rank(entries, spec, weights, runtime_hours, None, assign=False)
+    return _rank(entries, spec, weights, runtime_hours, None, assign=False, waits=_scoped_waits(fleet, entries, scopes))
 
 
 def _result(

@@ -9,7 +9,7 @@ shape.  ``take`` records placements made within a pass so they are not double-bo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Iterable, Mapping, Sequence
 
@@ -19,7 +19,7 @@ from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
 from broker.placement.packing import MAX_GPUS_PER_WORKER, PoolIndex, workers_on
-from broker.placement.policy import Policy
+from broker.placement.policy import Policy, QueueModel
 from broker.placement.results import RULE_RANK, Candidate, Exclusion
 from broker.spec import WorkloadSpec
 
@@ -63,6 +63,26 @@ class PreparedCluster:
     queue_wait_s: float
     limits: LocalLimits = NO_LIMITS
     autoscaling: bool = False
+
+    def pending_ahead(self, scopes: Sequence[str]) -> int:
+        """The GPUs of the local queue that start before a job running under ``scopes``:
+        under fair share (Slurm's multifactor priority), only those of accounts whose
+        factor is not below its account's; otherwise all of them."""
+        if self.snapshot is None:
+            return 0
+        return self.snapshot.queue.gpus_ahead(self.limits.share_points(), scopes)
+
+    def queue_wait_for(self, scopes: Sequence[str], model: QueueModel) -> float:
+        """``queue_wait_s`` for a job running under ``scopes``: the same unless fair share
+        puts some of the pending GPUs behind it."""
+        if self.snapshot is None or not self.limits.shares:
+            return self.queue_wait_s
+        queue = self.snapshot.queue
+        ahead = self.pending_ahead(scopes)
+        if ahead == queue.pending_gpus:
+            return self.queue_wait_s
+        jobs = queue.pending_jobs if ahead else 0
+        return terms.queue_wait_s(replace(queue, pending_gpus=ahead, pending_jobs=jobs), model)
 
 
 class Entry:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.cluster_report import NodeInventory
+from broker.cluster_report import NodeInventory, QueueStats
 
 POOL = {"gpu_model": "A100", "gpu_memory_gb": 80, "partitioning": "whole", "owner": "slurm"}
 
@@ -25,3 +25,13 @@ def test_gpus_promised_since_the_report_count_as_allocated_up_to_what_the_node_a
     assert NodeInventory.from_json(stored, **POOL, promised={"n1": 3}).gpus_allocated == 5
     assert NodeInventory.from_json(stored, **POOL, promised={"n1": 9}).gpus_allocated == 6
     assert NodeInventory.from_json(stored, **POOL, promised={"n2": 9}).gpus_allocated == 2
+
+
+def test_gpus_ahead_under_fair_share_leave_out_accounts_below_the_jobs_own():
+    queue = QueueStats(4, 30, pending_gpus_by_scope=(("heavy", 16), ("light", 8), ("peer", 4)))
+    points = {"heavy": 10.0, "light": 90.0, "peer": 90.0}
+    assert queue.gpus_ahead(points, ("light",)) == 30 - 16  # heavy waits behind; peer (tied) and unlisted 2 do not
+    assert queue.gpus_ahead(points, ("heavy",)) == 30
+    assert queue.gpus_ahead(points, ("unknown",)) == 30  # no factor: nothing says it goes first
+    assert queue.gpus_ahead({}, ("light",)) == 30  # no fair share: submission order
+    assert QueueStats(2, 10).gpus_ahead(points, ("light",)) == 10  # not reported per account

@@ -117,8 +117,13 @@ def queue_stats(self: SimulatedCluster) -> QueueStats:
                 continue
             end = job.ended_at if job.ended_at is not None else self._cursor
             busy += job.gpus * max(0.0, min(end, self._cursor) - max(job.started_at, start))
+    by_account: dict[str, int] = {}
+    if self.flavor == "slurm":  # as Slurm reports them (read where fair share orders the queue)
+        for job in pending:
+            by_account[job.account] = by_account.get(job.account, 0) + job.gpus
     return QueueStats(
         pending_jobs=len(pending),
         pending_gpus=sum(j.gpus for j in pending),
         gpu_hours_per_hour=busy / window if window > 0 else 0.0,
+        pending_gpus_by_scope=tuple(sorted((a, g) for a, g in by_account.items() if a)),
     )

@@ -230,10 +230,14 @@ class SlurmBackend:
             for j in self.transport.jobs(states=("PENDING",))
             if parsers.tres_gpus(j.tres) > 0 and (not wanted or not j.partition or set(j.partition.split(",")) & wanted)
         ]
+        by_account: dict[str, int] = {}
+        for job in pending:
+            by_account[job.account] = by_account.get(job.account, 0) + parsers.tres_gpus(job.tres)
         return QueueStats(
             pending_jobs=len(pending),
-            pending_gpus=sum(parsers.tres_gpus(j.tres) for j in pending),
+            pending_gpus=sum(by_account.values()),
             gpu_hours_per_hour=self._throughput(now),
+            pending_gpus_by_scope=tuple(sorted((a, g) for a, g in by_account.items() if a)),
         )
 
     def _throughput(self, now: datetime) -> float:

@@ -91,6 +91,7 @@ def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
         last_error="",
         queue_pending_jobs=snapshot.queue.pending_jobs,
         queue_pending_gpus=snapshot.queue.pending_gpus,
+        queue_pending_by_scope=dict(snapshot.queue.pending_gpus_by_scope),
         throughput_gpu_hours_per_hour=snapshot.queue.gpu_hours_per_hour,
         local_limits=snapshot.limits.to_json(),
     )

@@ -26,6 +26,7 @@ from broker.placement.policy import Policy
 from broker.placement.record import PlacementRecord
 from broker.spec import WorkloadSpec
 from broker.placement.wait_estimator import WaitEstimator
+from broker.services.placing.fleet_view import identity_scopes
 from portal.metrics.readings import cloud_spend_month
 
 TIME_LIMIT_LOOKUP = "spec__time_limit_minutes"
@@ -122,8 +123,8 @@ def predicted_wait_s(
             or 0
         )
     )
-    snapshots = [fleet.clusters[n].snapshot for n in clusters]
-    queued = sum(snap.queue.pending_gpus for snap in snapshots if snap is not None)
+    scopes = identity_scopes(workload.project)
+    queued = sum(fleet.clusters[n].pending_ahead(scopes) for n in clusters)
     rate = sum(estimator.start_rate((n, cls), _s(now)) for n in clusters)
     cap = fleet.policy.queue.max_wait_s
     if rate <= 0:

@@ -54,6 +54,7 @@ def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) 
         pending_jobs=cluster.queue_pending_jobs,
         pending_gpus=cluster.queue_pending_gpus,
         gpu_hours_per_hour=cluster.throughput_gpu_hours_per_hour,
+        pending_gpus_by_scope=_by_scope(cluster),
     )
     limits = add_use(LocalLimits.from_json(cluster.local_limits), dict(promised.pools), promised.jobs)
     return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue, limits=limits)
@@ -80,6 +81,10 @@ def provisionable(cluster: Cluster, pool: GpuPool) -> tuple[NodeInventory, ...]:
         )
         for i in range(max(0, missing))
     )
+
+
+def _by_scope(cluster: Cluster) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((str(a), int(g)) for a, g in (cluster.queue_pending_by_scope or {}).items()))
 
 
 def identity_scopes(project: Project) -> tuple[str, ...]:

@@ -14,12 +14,12 @@ soonest (``turnover_s``).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from broker.models import Workload
-from broker.cluster_report import QueueStats
 from broker.placement import Candidate, PreparedFleet, queue_candidates
 from broker.services.placing.bursting import burst_gate
+from broker.services.placing.fleet_view import identity_scopes
 from broker.spec import WorkloadSpec
 
 if TYPE_CHECKING:
@@ -50,24 +50,35 @@ def queue_choice(
     )
     if not gate.ranked:
         return None
-    turnover, chosen = by_turnover(ctx.fleet, gate.ranked, spec, ctx.sent_to_queue)[0]
+    scopes = identity_scopes(workload.project)
+    turnover, chosen = by_turnover(ctx.fleet, gate.ranked, spec, ctx.sent_to_queue, scopes=scopes)[0]
     # the record says it was sent to wait, and the turnover it was chosen by
     return replace(chosen, detail={**chosen.detail, "queued_turnover_s": round(turnover, 1)})
 
 
 def by_turnover(
-    fleet: PreparedFleet, candidates: list[Candidate], spec: WorkloadSpec, sent: Mapping[str, int] | None = None
+    fleet: PreparedFleet,
+    candidates: list[Candidate],
+    spec: WorkloadSpec,
+    sent: Mapping[str, int] | None = None,
+    *,
+    scopes: Sequence[str] = (),
 ) -> list[tuple[float, Candidate]]:
     """The candidates with their turnover (``turnover_s``; ``sent``: GPUs a pass already sent
-    to each cluster's queue), soonest first, ties in their ranked order."""
+    to each cluster's queue; ``scopes``: the job's accounts), soonest first, ties in their
+    ranked order."""
     sent = sent or {}
-    scored = [(turnover_s(fleet, c, spec, sent.get(c.cluster, 0)), i, c) for i, c in enumerate(candidates)]
+    scored = [(turnover_s(fleet, c, spec, sent.get(c.cluster, 0), scopes), i, c) for i, c in enumerate(candidates)]
     return [(t, c) for t, _, c in sorted(scored, key=lambda x: (x[0], x[1]))]
 
 
-def turnover_s(fleet: PreparedFleet, candidate: Candidate, spec: WorkloadSpec, sent_gpus: int = 0) -> float:
+def turnover_s(
+    fleet: PreparedFleet, candidate: Candidate, spec: WorkloadSpec, sent_gpus: int = 0, scopes: Sequence[str] = ()
+) -> float:
     """How long the queue ahead of the job, with the job itself, takes to start: the
-    cluster's pending GPUs (as last reported, with ``sent_gpus`` a pass sent there) at the
+    cluster's pending GPUs ahead of a job of ``scopes`` (all of them, unless fair share
+    puts some behind it: ``PreparedCluster.pending_ahead``), as last reported, with
+    ``sent_gpus`` a pass sent there, at the
     policy's assumed GPU-hours each, over the GPUs that could serve it (the pool's, capped
     by the local quotas over it).  Only what the report says now: its throughput figure
     moves with the clock, this does not."""
@@ -77,15 +88,16 @@ def turnover_s(fleet: PreparedFleet, candidate: Candidate, spec: WorkloadSpec, s
     for quota in prepared.limits.quotas_for(pool.name):
         if quota.limit_gpus is not None:
             capacity = min(capacity, quota.limit_gpus)
-    queue = prepared.snapshot.queue if prepared.snapshot is not None else QueueStats()
-    ahead = queue.pending_gpus + sent_gpus + spec.total_gpus
+    ahead = prepared.pending_ahead(scopes) + sent_gpus + spec.total_gpus
     model = fleet.policy.queue
     if capacity <= 0:
         return model.max_wait_s
     return min(model.max_wait_s, ahead * model.assumed_job_hours * 3600.0 / capacity)
 
 
-def queued_after(fleet: PreparedFleet, candidates: list[Candidate], spec: WorkloadSpec) -> list[Candidate]:
+def queued_after(
+    fleet: PreparedFleet, candidates: list[Candidate], spec: WorkloadSpec, scopes: Sequence[str] = ()
+) -> list[Candidate]:
     """For a preview: the queues a job that fits nowhere now would wait in, the first the
     one it would be sent to, each with its expected wait (``queue_after_s`` at the broker,
     then the turnover) as its queue-wait term."""
@@ -98,5 +110,5 @@ def queued_after(fleet: PreparedFleet, candidates: list[Candidate], spec: Worklo
             breakdown={**c.breakdown, "queue_wait_s": after + turnover},
             detail={**c.detail, "queued_turnover_s": round(turnover, 1)},
         )
-        for turnover, c in by_turnover(fleet, candidates, spec)
+        for turnover, c in by_turnover(fleet, candidates, spec, scopes=scopes)
     ]

@@ -124,7 +124,7 @@ def workload_preview(
             cloud_quota_remaining=use.remaining_with(burst) if burst else None,
             scopes=identity_scopes(project),
         )
-        ranked = [c for c in queued_after(fleet, candidates, spec) if c.cluster not in forced]
+        ranked = [c for c in queued_after(fleet, candidates, spec, identity_scopes(project)) if c.cluster not in forced]
         queued = bool(ranked)
     budget = project.tenant.cloud_budget_month
     spent = _tenant_cloud_spend(project.tenant_id, now)

@@ -98,6 +98,8 @@ def test_inventory_pools_per_partition_and_type():
     assert pool.gpus_free == 4                                     # the draining node offers none
     # pending GPU jobs in the replayed queue: 14 (3), 15 (5), 16 (16), 17 (1)
     assert (snap.queue.pending_jobs, snap.queue.pending_gpus) == (4, 25)
+    # per account too: under fair share, whose jobs go first depends on it
+    assert snap.queue.pending_gpus_by_scope == (("general", 17), ("research", 8))
 
 
 def test_inventory_without_details_uses_alloc_tres():

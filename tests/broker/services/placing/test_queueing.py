@@ -64,3 +64,24 @@ def test_a_cluster_that_could_never_take_the_job_is_not_a_queue_for_it(make_clus
     workload = drive(_aged(submit(gpus_per_worker=8, workers=2), 600))
     assert workload.state == "queued" and workload.cluster == big
     assert small.name not in {c["cluster"] for c in workload.placement["ranked"]}
+
+
+def test_under_fair_share_it_waits_in_the_queue_whose_pending_work_it_would_jump(
+    make_cluster, submit, drive, sim, poll
+):
+    # the project's account (lattice) has more fair share than the local users' (locals):
+    # Slurm starts it before their 24 queued GPUs, so that queue is shorter for it than the
+    # other cluster's 8
+    fair = make_cluster("fair-share", nodes=[8, 8], price="1.0", share_points={"lattice": 90.0, "locals": 10.0})
+    plain = make_cluster("plain", nodes=[8, 8], price="3.0")
+    _full(sim, fair, queued=3)
+    _full(sim, plain, queued=1)
+    fair.refresh_from_db()
+    assert fair.queue_pending_by_scope == {"locals": 24}
+    workload = drive(_aged(submit(gpus_per_worker=4), 180))
+    assert workload.state == "queued" and workload.cluster == fair
+    sim.advance(36000)  # the local users' first jobs end: the broker's job starts before their queued ones
+    poll(fair)
+    workload.refresh_from_db()
+    assert workload.state == "running"
+    assert sim.get(fair.name).inventory().queue.pending_gpus == 16  # two of theirs still wait
