@@ -10,9 +10,11 @@ A JSON file: ``{"name": ..., "jobs": [{...}, ...]}``, each job::
 runs longer is killed at it); ``cancel_at_s``: cancelled then, if given; ``local``: submitted
 by a local user, not as a broker job would be (the simulator takes it as a foreign job);
 ``priority``: the broker's word (low, normal, high), mapped as the backend maps it (Kueue:
-a WorkloadPriorityClass; preemption needs it).  Slurm only: ``account``, the account a job
-runs under (its association's limits apply; default: the run's), and ``qos``, a QoS a local
-job names (the broker's jobs take their association's default QoS).
+a WorkloadPriorityClass; preemption needs it); ``mig_profile``: MIG slices of that profile
+(``1g.5gb``) instead of whole GPUs, ``gpus_per_worker`` then counting slices.
+Slurm only: ``account``, the account a job runs under (its association's limits apply;
+default: the run's), and ``qos``, a QoS a local job names (the broker's jobs take their
+association's default QoS).
 Slurm only, at the top level: ``warmup``, jobs run to their end before each repetition
 (``{"account": "fs-heavy", "nodes": 2, "cpus_per_node": 16, "run_s": 10}``), so fair share
 has past use to weigh; the inventory (fair-share factors included) is read after them.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from broker.spec import PRIORITIES, WorkloadSpec, validate_spec
+from broker.spec import MIG_PROFILE_RE, PRIORITIES, WorkloadSpec, validate_spec
 from portal.tenancy.errors import DomainError
 
 _FIELDS = {
@@ -41,6 +43,7 @@ _FIELDS = {
     "priority",
     "account",
     "qos",
+    "mig_profile",
 }
 _REQUIRED = ("name", "at_s", "gpus_per_worker", "run_s", "time_limit_min")
 
@@ -62,6 +65,7 @@ class CalibrationJob:
     priority: str = "normal"
     account: str = ""
     qos: str = ""
+    mig_profile: str = ""  # MIG slices of this profile, not whole GPUs ("gpus" then counts slices)
 
     @property
     def gpus(self) -> int:
@@ -79,6 +83,7 @@ class CalibrationJob:
                 "gpu_models": gpu_models,
                 "time_limit_minutes": self.time_limit_min,
                 "priority": self.priority,
+                "mig_profile": self.mig_profile,
             }
         )
 
@@ -177,6 +182,7 @@ def _job(raw: Any, index: int, where: str) -> CalibrationJob:
         priority=_priority(raw.get("priority", "normal"), label),
         account=_text(raw["account"], label, "account") if "account" in raw else "",
         qos=_text(raw["qos"], label, "qos") if "qos" in raw else "",
+        mig_profile=_mig(raw.get("mig_profile", ""), label),
     )
     if job.qos and not job.local:
         raise JobListError(f"{label}: qos is named by local jobs only (the broker's take their account's default)")
@@ -202,6 +208,12 @@ def _number(value: Any, label: str, field: str, *, whole: bool = False, least: f
 def _priority(value: Any, label: str) -> str:
     if value not in PRIORITIES:
         raise JobListError(f"{label}: priority must be one of {', '.join(PRIORITIES)}, not {value!r}")
+    return str(value)
+
+
+def _mig(value: Any, label: str) -> str:
+    if value != "" and (not isinstance(value, str) or not MIG_PROFILE_RE.match(value)):
+        raise JobListError(f"{label}: mig_profile must be a MIG profile such as 1g.5gb, not {value!r}")
     return str(value)
 
 

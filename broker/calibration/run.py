@@ -278,12 +278,25 @@ def _repeat(
     for _ in range(repeat):
         prepare()
         snapshot, sim = _idle(inventory, side.build, wait_idle_s)
+        _has_mig(jobs, sim)
         result.inventory = result.inventory or inventory_json(snapshot)
         real = player(snapshot, sim).play(jobs, deadline_s=deadline_s or jobs.span_s + 120.0)
         simulated = side.play(sim, jobs, sorted(real.reasons))
         agreement = compare(real, simulated, cycle_s=result.cycle.cycle_s)
         result.repetitions.append(Repetition(real, simulated, agreement))
     return result
+
+
+def _has_mig(jobs: JobList, sim: SimulatedCluster) -> None:
+    """A list's MIG jobs need nodes of their profile among the calibration's: refused before
+    anything is submitted, naming what is missing."""
+    wanted = {j.mig_profile for j in jobs.jobs if j.mig_profile}
+    missing = sorted(wanted - {n.partitioning for n in sim.nodes})
+    if missing:
+        raise NotCalibratable(
+            f"{jobs.name}: jobs ask for MIG profile(s) {', '.join(missing)}; "
+            f"no node of the calibration's partition or queues has them"
+        )
 
 
 def _idle(

@@ -135,19 +135,25 @@ def simulator_for_kueue(snapshot: InventorySnapshot, queues: Sequence[str]) -> S
     if missing:
         raise NotCalibratable(f"queue(s) {', '.join(missing)}: no GPU quota of {snapshot.cluster} is fed by them")
     flavors = {q.pool for q in wanted}
-    nodes = [n for p in snapshot.pools if p.name in flavors for n in p.nodes]
+    # a MIG flavor's pool is named "<flavor>/<profile>" (broker/backends/kube/inventory.py)
+    pools = [p for p in snapshot.pools if _flavor(p.name) in flavors]
+    nodes = [n for p in pools for n in p.nodes]
     busy = [f"{n.name} ({n.gpus_allocated} of {n.gpus_total} GPUs)" for n in nodes if n.gpus_allocated]
     if busy:
         raise NotCalibratable(f"flavors {', '.join(sorted(flavors))} are not idle: {', '.join(busy)} allocated")
     return SimulatedCluster(
         snapshot.cluster,
         "kueue",
-        [_sim_node(n, "", flavor=p.name) for p in snapshot.pools if p.name in flavors for n in p.nodes],
+        [_sim_node(n, "", flavor=_flavor(p.name)) for p in pools for n in p.nodes],
         clock=SimClock(ORIGIN),
         queueing="backfill",
         queue_quotas=sim_queues.queue_quotas(wanted),
         completing_s=KUEUE_COMPLETING_S,
     )
+
+
+def _flavor(pool: str) -> str:
+    return pool.split("/", 1)[0]
 
 
 def simulator_for_volcano(snapshot: InventorySnapshot, queues: Sequence[str], pool: str) -> SimulatedCluster:
@@ -236,6 +242,7 @@ def _submit(sim: SimulatedCluster, job: CalibrationJob, identity: ProjectIdentit
             name=job.name,
             gpus_per_worker=job.gpus_per_worker,
             workers=job.workers,
+            partitioning=job.mig_profile or "whole",
             account=identity.slurm_account,
             duration_s=job.run_s,
             partition=partition,

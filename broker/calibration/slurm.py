@@ -104,7 +104,8 @@ class SlurmPlayer:
         return f"{self.tag}-{job.name}"
 
     def _submit(self, job: CalibrationJob) -> str:
-        gres = f"gpu:{self.gres_type}:{job.gpus_per_worker}" if self.gres_type else f"gpu:{job.gpus_per_worker}"
+        gtype = job.mig_profile or self.gres_type  # a MIG slice is a typed gres named by its profile
+        gres = f"gpu:{gtype}:{job.gpus_per_worker}" if gtype else f"gpu:{job.gpus_per_worker}"
         cmd = ["sbatch", "--parsable", "-p", self.partition, "-J", self._name(job), "-N", str(job.workers)]
         cmd += ["--ntasks-per-node=1", f"--gres={gres}", f"--time={job.time_limit_min}", "-o", "/dev/null"]
         account = job.account or self.account

@@ -29,6 +29,7 @@ def _one(**job) -> dict:
     ({"cancel_at_s": 0}, "job 1 (a): cancel_at_s must come after at_s"),
     ({"local": "yes"}, "job 1 (a): local must be true or false"),
     ({"name": "a b"}, "job 1 (a b): name must be letters, digits, - or _"),
+    ({"mig_profile": "half"}, "job 1 (a): mig_profile must be a MIG profile such as 1g.5gb, not 'half'"),
 ])
 def test_a_bad_job_is_refused_naming_the_job_and_the_field(job, says):
     with pytest.raises(JobListError) as refused:

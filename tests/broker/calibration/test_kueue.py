@@ -17,6 +17,7 @@ from broker.local_limits import GroupQuota, LocalLimits
 from tests.broker.calibration.helpers import FakeKubeApi
 
 KUEUE_SLICE = Path(__file__).parent / "data" / "kueue-contended-16gpu.json"
+MIG_SLICE = Path(__file__).parent / "data" / "kueue-mig-7slices.json"
 
 
 def _inventory(allocated: int = 0) -> InventorySnapshot:
@@ -146,3 +147,57 @@ def _step(api: FakeKueue, player: KubePlayer, now: list[float], seconds: float) 
     if t >= 9:
         conds.append(_cond("Finished", 1009.0))
     wl["status"]["conditions"] = conds
+
+
+def _with_mig(snap: InventorySnapshot) -> InventorySnapshot:
+    """The inventory with the calibration queues' quota on a MIG flavor, whose pool the Kueue
+    backend names "<flavor>/<profile>" (mig-0: 7 slices of 1g.5gb)."""
+    node = NodeInventory(name="mig-0", gpu_model="A100-40GB", gpu_memory_gb=5, gpus_total=7, gpus_allocatable=7,
+                         gpus_allocated=0, partitioning="1g.5gb")
+    pool = PoolInventory(name="a100-mig/1g.5gb", gpu_model="A100-40GB", gpu_memory_gb=5, partitioning="1g.5gb",
+                         owner="kueue", nodes=(node,))
+    quotas = [GroupQuota("ClusterQueue calib-cq flavor a100-mig", pool="a100-mig", scope="calib", limit_gpus=7,
+                         borrow_gpus=3, preemption="LowerPriority"),
+              GroupQuota("ClusterQueue calib-lend flavor a100-mig", pool="a100-mig", scope="calib-local",
+                         limit_gpus=7, borrow_gpus=4)]
+    quotas += [GroupQuota("cohort calib flavor a100-mig", pool="a100-mig", scope=s, limit_gpus=7)
+               for s in ("calib", "calib-local")]
+    return InventorySnapshot(cluster=snap.cluster, taken_at=snap.taken_at, pools=(*snap.pools, pool),
+                             limits=LocalLimits(quotas=(*snap.limits.quotas, *quotas)))
+
+
+def test_a_mig_flavor_s_slices_are_in_the_simulator_under_their_flavor():
+    sim = simulator_for_kueue(_with_mig(_inventory()), ["calib", "calib-local"])
+    mig = [n for n in sim.nodes if n.name == "mig-0"]
+    assert [(n.pool, n.partitioning, n.gpus) for n in mig] == [("a100-mig", "1g.5gb", 7)]
+
+
+def test_the_shipped_mig_slice_runs_on_the_slices_borrows_and_preempts_on_the_simulator():
+    jobs = load(MIG_SLICE)
+    assert {j.mig_profile for j in jobs.jobs} == {"1g.5gb"}
+    assert sum(j.local for j in jobs.jobs) >= 4 and any(j.workers > 1 for j in jobs.jobs)
+    sim = simulator_for_kueue(_with_mig(_inventory()), ["calib", "calib-local"])
+    played = play(sim, jobs, [float(t) for t in range(120)], queue="calib", local_queue="calib-local")
+    started = {n: o for n, o in played.jobs.items() if o.started_s is not None}
+    assert {o.nodes for o in started.values()} == {"mig-0"}  # slices, never a whole GPU's node
+    assert sum(o.preempted for o in played.jobs.values()) >= 1
+    assert played.jobs["m10"].state == "timeout" and played.jobs["m06"].state == "cancelled"
+    assert sum(1 for o in played.jobs.values() if o.started_s is not None and o.started_s > o.submitted_s) >= 5
+
+
+def test_a_mig_list_on_queues_without_mig_nodes_is_refused_before_anything_is_submitted():
+    jobs = load(MIG_SLICE)
+    submitted = []
+
+    class Never:
+        def play(self, *a, **k):
+            submitted.append(1)
+
+    from broker.calibration.run import Calibration, KUEUE_CYCLE, _repeat, kueue_side
+
+    result = Calibration(cluster="k", control_plane="kueue", partition="calib", job_list=jobs.name,
+                         cycle=KUEUE_CYCLE, started_at=datetime(2026, 12, 5, tzinfo=UTC), commit="")
+    with pytest.raises(NotCalibratable, match=r"jobs ask for MIG profile\(s\) 1g.5gb; no node of the calibration"):
+        _repeat(result, jobs, kueue_side("calib", "calib-local"), lambda snap, sim: Never(),
+                inventory=_inventory, repeat=1, deadline_s=None, wait_idle_s=0)
+    assert submitted == []
