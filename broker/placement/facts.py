@@ -20,10 +20,6 @@ class ClusterFacts:
     # Slurm (or a simulated Slurm): each worker of a gang on a node of its own, as the
     # Slurm backend asks (--nodes=workers, one task a node); Kubernetes packs pods
     one_worker_per_node: bool = False
-    # the local scheduler plans a start for every waiting job and keeps smaller ones off the
-    # GPUs it planned (Slurm's backfill); Kueue's BestEffortFIFO and Volcano admit whatever
-    # fits, so a big job waiting there can be overtaken by smaller ones for as long as they come
-    reserves_for_waiting: bool = False
     region: str = ""
     location: str = "onprem"  # "onprem" or "cloud"
     price_per_gpu_hour: float = 0.0  # on-prem: the internal chargeback rate

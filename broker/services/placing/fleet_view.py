@@ -94,12 +94,11 @@ def identity_scopes(project: Project) -> tuple[str, ...]:
 
 def cluster_facts(cluster: Cluster) -> ClusterFacts:
     cfg = cluster.config or {}
-    slurm = cluster.kind == "slurm" or (cluster.kind == "simulator" and cfg.get("flavor", "slurm") == "slurm")
     return ClusterFacts(
         name=cluster.name,
         kind=cluster.kind if cluster.kind in ("slurm", "kueue", "volcano") else "simulator",
-        one_worker_per_node=slurm,
-        reserves_for_waiting=slurm,
+        one_worker_per_node=cluster.kind == "slurm"
+        or (cluster.kind == "simulator" and cfg.get("flavor", "slurm") == "slurm"),
         region=cluster.region,
         location=cluster.location,
         price_per_gpu_hour=float(cluster.price_per_gpu_hour),

@@ -68,23 +68,8 @@ def by_turnover(
     to each cluster's queue; ``scopes``: the job's accounts), soonest first, ties in their
     ranked order."""
     sent = sent or {}
-    scored = [
-        (_overtaken(fleet, c, spec), turnover_s(fleet, c, spec, sent.get(c.cluster, 0), scopes), i, c)
-        for i, c in enumerate(candidates)
-    ]
-    return [(t, c) for _, t, _, c in sorted(scored, key=lambda x: x[:3])]
-
-
-def _overtaken(fleet: PreparedFleet, candidate: Candidate, spec: WorkloadSpec) -> bool:
-    """A gang waiting where the local scheduler keeps no GPUs for it (Kueue's BestEffortFIFO,
-    Volcano) starts only when every GPU it needs is free at once, while each GPU that frees
-    goes to whatever smaller job fits it: it can wait as long as they keep coming (replayed:
-    gangs held 20 hours on a Kueue cluster's quota while the race's copies started on Slurm).
-    Such destinations come after those that plan a start for it (Slurm's backfill)."""
-    if spec.workers <= 1:
-        return False
-    facts = fleet.clusters[candidate.cluster].facts
-    return not (facts is not None and facts.reserves_for_waiting)
+    scored = [(turnover_s(fleet, c, spec, sent.get(c.cluster, 0), scopes), i, c) for i, c in enumerate(candidates)]
+    return [(t, c) for t, _, c in sorted(scored, key=lambda x: (x[0], x[1]))]
 
 
 def turnover_s(

@@ -85,18 +85,3 @@ def test_under_fair_share_it_waits_in_the_queue_whose_pending_work_it_would_jump
     workload.refresh_from_db()
     assert workload.state == "running"
     assert sim.get(fair.name).inventory().queue.pending_gpus == 16  # two of theirs still wait
-
-
-def test_a_gang_waits_where_the_scheduler_plans_its_start_not_where_smaller_jobs_overtake_it(
-    make_cluster, submit, drive, sim
-):
-    # the Kueue cluster's queue turns over sooner, but it keeps no GPUs for a waiting gang:
-    # each GPU that frees goes to whatever fits; Slurm's backfill plans the gang a start
-    slurm = make_cluster("slurm-queue", nodes=[8, 8], price="1.0")
-    kueue = make_cluster("kueue-queue", flavor="kueue", nodes=[8, 8], price="1.0")
-    _full(sim, slurm, queued=3)
-    _full(sim, kueue)
-    gang = drive(_aged(submit(gpus_per_worker=4, workers=2, name="gang"), 180))
-    assert gang.state == "queued" and gang.cluster == slurm
-    single = drive(_aged(submit(gpus_per_worker=4, name="single"), 180))
-    assert single.state == "queued" and single.cluster == kueue  # one job: the sooner turnover
