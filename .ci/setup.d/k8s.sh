@@ -14,7 +14,19 @@ scripts/k8s-cluster versions
 export K8S_TESTS=1
 export GPUBROKER_CI_REQUIRE_EXTRA="${GPUBROKER_CI_REQUIRE_EXTRA:+$GPUBROKER_CI_REQUIRE_EXTRA,}k8s"
 # the `k8s` tests (both sets of control planes) wait on controllers: a lane of their own
+# Then Kueue as v0.20 ships it: the session stops serving kueue.x-k8s.io/v1beta1 on both
+# clusters of both sets (tests/broker/backends/kube/real/api_versions.py), asserts the 404,
+# runs the Kueue and MultiKueue tests again and serves v1beta1 again at its end.
+KUEUE_V1BETA2_ONLY_TESTS="tests/broker/backends/kube/real/test_kueue_api_versions_real.py
+  tests/broker/backends/kube/real/test_kueue_real.py tests/broker/backends/kube/real/test_multikueue_real.py
+  tests/broker/backends/kube/real/test_broker_path_real.py tests/broker/backends/kube/real/test_bad_input_real.py
+  tests/broker/backends/kube/real/test_local_limits_real.py
+  tests/broker/backends/kube/mk_dispatcher"
 k8s_lane() {
-  make test PYTEST_ARGS="-m k8s -p no:cacheprovider --junitxml=test-artifacts/junit-k8s.xml"
+  make test PYTEST_ARGS="-m k8s -p no:cacheprovider --junitxml=test-artifacts/junit-k8s.xml" || return
+  local t0=$SECONDS
+  K8S_KUEUE_V1BETA1=unserved make test PYTEST_ARGS="-m k8s -k 'not volcano' -p no:cacheprovider \
+    --junitxml=test-artifacts/junit-k8s-kueue-v1beta2-only.xml $(echo $KUEUE_V1BETA2_ONLY_TESTS)" || return
+  echo "Kueue and MultiKueue tests with kueue.x-k8s.io/v1beta1 unserved: $((SECONDS - t0))s"
 }
 test_lane k8s k8s_lane

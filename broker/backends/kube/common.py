@@ -26,6 +26,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import ProjectIdentity, Rejected, Unavailable
+from broker.backends.kube.discovery import missing_api_text, served_versions
 from broker.backends.json_fields import BadField, Fields, Key
 from broker.spec import WorkloadSpec
 
@@ -173,9 +174,25 @@ class KubeClient:
         except KubeRejected as exc:
             what = resource_text(fn, args)
             if exc.status == 404:
-                raise Unavailable(f"CRD missing: the API server {self.where} does not serve {what} ({exc})") from exc
+                missing = (
+                    self._missing_text(fn, args) or f"CRD missing: the API server {self.where} does not serve {what}"
+                )
+                raise Unavailable(f"{missing} ({exc})") from exc
             raise Unavailable(f"cannot list {what} on {self.where}: {exc}") from exc
         return list(body.get("items") or [])
+
+    def _missing_text(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
+        """For a custom-object list that answered 404: which API is missing, said from the
+        server's discovery document (None from discovery: it failed too)."""
+        if not getattr(fn, "__name__", "").endswith("custom_object") or len(args) < 3:
+            return ""
+        try:
+            served: tuple[str, ...] | None = served_versions(
+                self.call(k8s.ApisApi(self._client()).get_api_versions), args[0]
+            )
+        except (Unavailable, Rejected):
+            served = None
+        return missing_api_text(self.where, str(args[-1]), str(args[0]), str(args[1]), served)
 
     def close(self) -> None:
         with self._lock:

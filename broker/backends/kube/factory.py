@@ -9,7 +9,8 @@ Config keys (all optional unless said):
   ({node product label: broker model name}), ``gpu_classes`` ({class: [models]};
   default: the classes the broker passes in, those of the policy in force),
   ``node_selector``, ``tolerated_taints``,
-  ``interconnect_label``, ``kueue_api_version``.
+  ``interconnect_label``, ``kueue_api_version`` (v1beta2, the default, or v1beta1 for a
+  Kueue before v0.15; Kueue v0.20 serves v1beta2 only).
 - MultiKueue: ``workers`` ({worker name: {kubeconfig, context} or {host, ca_cert}}),
   read-only access used for inventory only; ``multikueue_config`` (one config name).
 """
@@ -20,6 +21,7 @@ from typing import Any, Mapping, Sequence
 
 from broker.backends.base import Backend, Unavailable
 from broker.backends.kube.common import BackendSettings, KubeConfig
+from broker.backends.kube.discovery import KUEUE_API_VERSIONS
 from broker.backends.kube.kueue import KueueBackend
 from broker.backends.kube.multikueue import MultiKueueBackend
 from broker.backends.kube.volcano import VolcanoBackend
@@ -88,7 +90,12 @@ def kube_backend_from_config(
         settings = backend_settings(config, gpu_classes)
     except (TypeError, ValueError, AttributeError) as exc:
         raise Unavailable(f"cluster {cluster}: invalid config: {exc}") from exc
-    api_version = str(config.get("kueue_api_version", "v1beta2"))
+    api_version = str(config.get("kueue_api_version", KUEUE_API_VERSIONS[0]))
+    if api_version not in KUEUE_API_VERSIONS:
+        raise Unavailable(
+            f"cluster {cluster}: invalid config: kueue_api_version {api_version!r} is not one of "
+            f"{', '.join(KUEUE_API_VERSIONS)}"
+        )
     if kind == "kueue":
         return KueueBackend(cluster, connection, settings, api_version=api_version)
     if kind == "volcano":

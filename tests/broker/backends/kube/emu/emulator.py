@@ -47,6 +47,8 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[key] = value
 
 
+# the API groups (beyond the core one) and the versions a fresh emulator serves
+SERVED = {"batch": ("v1",), "kueue.x-k8s.io": ("v1beta2", "v1beta1"), "scheduling.volcano.sh": ("v1beta1",)}
 TEXT = "__text__"  # a handler's answer that is plain text (a pod log), not a JSON object
 
 
@@ -83,6 +85,8 @@ class KubeEmulator:
         self.requests: list[tuple[str, str]] = []  # (method, path) log for assertions
         self.impersonated: list[tuple[str, str, str]] = []  # (method, path, Impersonate-User)
         self.pod_logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> what it printed
+        # group -> the versions served; a test narrows one, as Kueue v0.20 drops v1beta1
+        self.served: dict[str, tuple[str, ...]] = dict(SERVED)
         self._fault: str | None = None
         self._fault_left: int | None = None
         self._fault_methods: tuple[str, ...] = ()
@@ -158,6 +162,11 @@ class KubeEmulator:
     # ---- REST semantics -------------------------------------------------------------
     def handle(self, method: str, path: str, query: dict[str, str],
                body: Any) -> tuple[int, dict[str, Any]]:
+        if method == "GET" and path.rstrip("/") == "/apis":
+            return 200, self._discovery()
+        parts = [p for p in path.split("/") if p]
+        if parts[:1] == ["apis"] and len(parts) >= 3 and parts[2] not in self.served.get(parts[1], (parts[2],)):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
         gp, namespace, name, sub = _route(path)
         kind, _ = RESOURCES[gp]
         self.requests.append((method, path))
@@ -179,6 +188,13 @@ class KubeEmulator:
         if method in ("PATCH", "PUT") and name:
             return 200, self._update(gp, namespace, name, sub, body or {}, method == "PUT")
         raise ApiError(405, "MethodNotAllowed", f"{method} is not supported on {path}")
+
+    def _discovery(self) -> dict[str, Any]:
+        """``GET /apis``: the APIGroupList of the groups still served."""
+        groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in vs],
+                   "preferredVersion": {"groupVersion": f"{g}/{vs[0]}", "version": vs[0]}}
+                  for g, vs in self.served.items() if vs]
+        return {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}
 
     def create(self, gp: tuple[str, str], namespace: str, obj: dict[str, Any]) -> dict[str, Any]:
         """Validate (schemas, webhooks) and store; also used to seed objects."""

@@ -14,6 +14,7 @@ from kubernetes import client
 from broker.models import Cluster, Quota
 from broker.services.fleet.registration import gpu_classes_from_policy
 from broker.services.fleet.policy import policy_override
+from tests.broker.backends.kube.real import api_versions as versions
 from tests.broker.backends.kube.real import cluster as c
 from tests.broker.backends.kube.real.gate import cluster_env, skip_k8s_test_when_off
 from tests.factories import (
@@ -41,12 +42,23 @@ def _k8s_gate(request):
 
 
 @pytest.fixture(scope="session")
-def mkd_env() -> dict[str, str]:
+def mkd_env() -> Iterator[dict[str, str]]:
     env = cluster_env("K8S_MKD_ENV", DEFAULT_ENV_FILE, off=OFF, start="run .ci/setup.d/k8s-mkd.sh first")
     if env.get("K8S_MK_DISPATCHER") != DISPATCHER or "K8S_WORKER2_KUBECONFIG" not in env:
         path = os.environ.get("K8S_MKD_ENV", DEFAULT_ENV_FILE)
         pytest.fail(f"{path}: the manager must run with dispatcherName {DISPATCHER} and worker2 must be up")
-    return env
+    if versions.v1beta1_wanted():
+        yield env
+        return
+    # Kueue as v0.20 ships it, on the manager and both workers (real/api_versions.py)
+    keys = ("K8S_MANAGER_KUBECONFIG", "K8S_MAIN_KUBECONFIG", "K8S_WORKER2_KUBECONFIG")
+    apis = [c.api_client(env[key]) for key in keys]
+    for api in apis:
+        versions.serve(api, versions.OLD, False)
+    yield env
+    for api in apis:
+        versions.serve(api, versions.OLD, True)
+        api.close()
 
 
 def _ready(api: client.ApiClient, count: int) -> bool:

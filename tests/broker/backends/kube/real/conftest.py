@@ -15,6 +15,7 @@ from broker.backends.kube import BackendSettings, KubeConfig, KueueBackend
 from broker.backends.kube.multikueue import MultiKueueBackend
 from broker.backends.kube.volcano import VolcanoBackend
 
+from . import api_versions as versions
 from . import cluster as c
 from .gate import cluster_env, skip_k8s_test_when_off
 
@@ -33,8 +34,19 @@ def _k8s_gate(request):
 
 
 @pytest.fixture(scope="session")
-def k8s_env() -> dict[str, str]:
-    return cluster_env("K8S_CI_ENV", DEFAULT_ENV_FILE, off=OFF, start="run `scripts/k8s-cluster up` first")
+def k8s_env() -> Iterator[dict[str, str]]:
+    env = cluster_env("K8S_CI_ENV", DEFAULT_ENV_FILE, off=OFF, start="run `scripts/k8s-cluster up` first")
+    if versions.v1beta1_wanted():
+        yield env
+        return
+    # Kueue as v0.20 ships it: v1beta1 unserved on both clusters for the whole session
+    apis = [c.api_client(env[key]) for key in ("K8S_MAIN_KUBECONFIG", "K8S_MANAGER_KUBECONFIG")]
+    for api in apis:
+        versions.serve(api, versions.OLD, False)
+    yield env
+    for api in apis:
+        versions.serve(api, versions.OLD, True)
+        api.close()
 
 
 def settings(**kw) -> BackendSettings:
