@@ -1,10 +1,13 @@
 # Sourced by .ci/run (set -euo pipefail), after slurm.sh: the compose stack (issue 30).
-# Installs podman, podman-compose and mmdebstrap from Debian when missing, builds every image
+# Installs podman, podman-compose, mmdebstrap, runc, netavark and aardvark-dns from Debian when missing, builds every image
 # from Debian's archive (scripts/images: the base is tagged by the hash of its inputs and made
 # only when they change; the others come from podman's layer cache when nothing changed), and
 # requires the `stack` tests, which the Slurm lane runs at its end (docker-compose.yml brought
 # up unchanged against the real Slurm cluster, then faults under load and a broker outage).
-STACK_PACKAGES=(podman podman-compose mmdebstrap runc)
+# netavark and aardvark-dns are only podman's Recommends: without them podman 4.3 falls back to
+# CNI, whose networks resolve no container names (the stack never became healthy: "failed to
+# resolve host 'db'", CI on a fresh machine, 2026-12-05)
+STACK_PACKAGES=(podman podman-compose mmdebstrap runc netavark aardvark-dns)
 missing=()
 for pkg in "${STACK_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
@@ -26,6 +29,8 @@ cat >"$DEV_SERVICES_STATE/containers.conf" <<CONF
 default_ulimits = ["nofile=$nofile:$nofile", "nproc=$nproc:$nproc"]
 [engine]
 runtime = "runc"
+[network]
+network_backend = "netavark"
 CONF
 export CONTAINERS_CONF="$DEV_SERVICES_STATE/containers.conf"
 mkdir -p test-artifacts
