@@ -1,9 +1,11 @@
 # Sourced by .ci/run: bring up the single-host Slurm test cluster (Debian 12's Slurm 22.05,
 # munge, slurmdbd on MariaDB, slurmctld, two slurmd, slurmrestd) and require its tests.
 # The `slurm` tests run in a lane of their own beside the main run (they mostly wait on real
-# jobs): on 22.05, then again on Slurm $SLURM_CI_SECOND_VERSION (24.11.5, built from Debian's
-# source archive and cached in /var/cache/gpubroker), then 22.05 is brought back.
-SLURM_CI_SECOND_VERSION=${SLURM_CI_SECOND_VERSION:-24.11.5}
+# jobs): on 22.05, then again on each of $SLURM_CI_OTHER_VERSIONS: 24.11.5, built from Debian's
+# source archive, and 26.05.5, from Debian unstable's binary packages in a root of its own (its
+# source is not served here: scripts/slurm-cluster-root), both cached in /var/cache/gpubroker;
+# then 22.05 is brought back.
+SLURM_CI_OTHER_VERSIONS=${SLURM_CI_OTHER_VERSIONS:-24.11.5 26.05.5}
 
 # slurmrestd on every address, so that the compose stack's containers reach it (stack.sh);
 # it still asks every client for a JWT
@@ -18,16 +20,23 @@ export SLURM_TESTS=1
 export GPUBROKER_CI_REQUIRE_EXTRA="${GPUBROKER_CI_REQUIRE_EXTRA:+$GPUBROKER_CI_REQUIRE_EXTRA,}slurm"
 
 slurm_lane() {
-  local rc=0 build_pid
-  # cold: fetch, verify and build the second version while the first one's tests run
-  # (warm: the cached build is found at once)
-  scripts/slurm-cluster build --version "$SLURM_CI_SECOND_VERSION" >test-artifacts/slurm-build.log 2>&1 &
+  local rc=0 build_pid v
+  # cold: fetch, verify and build the other versions while the first one's tests run
+  # (warm: the cached builds are found at once)
+  (for v in $SLURM_CI_OTHER_VERSIONS; do scripts/slurm-cluster build --version "$v" || exit 1; done) \
+    >test-artifacts/slurm-build.log 2>&1 &
   build_pid=$!
   make test PYTEST_ARGS="-m slurm -p no:cacheprovider --junitxml=test-artifacts/junit-slurm-22.05.xml" || rc=$?
   [ "$rc" -ne 5 ] || { echo "no slurm-marked test ran on Slurm 22.05" >&2; rc=1; }
-  wait "$build_pid" || echo "building Slurm $SLURM_CI_SECOND_VERSION failed (test-artifacts/slurm-build.log)" >&2
-  tail -n 3 test-artifacts/slurm-build.log
-  slurm_ci_second_version || { [ "$rc" -ne 0 ] || rc=1; }
+  wait "$build_pid" || echo "building Slurm $SLURM_CI_OTHER_VERSIONS failed (test-artifacts/slurm-build.log)" >&2
+  tail -n 4 test-artifacts/slurm-build.log
+  for v in $SLURM_CI_OTHER_VERSIONS; do
+    slurm_ci_other_version "$v" || { [ "$rc" -ne 0 ] || rc=1; }
+  done
+  # back to Debian's version, which the machine is expected to run (and the stack tests use)
+  scripts/slurm-cluster down
+  scripts/slurm-cluster up --version debian || rc=1
+  echo "Slurm back to $(sinfo --version)"
   stack_tests || { [ "$rc" -ne 0 ] || rc=1; }
   return "$rc"
 }
@@ -44,8 +53,8 @@ stack_tests() {
   return "$rc"
 }
 
-slurm_ci_second_version() {
-  local v=$SLURM_CI_SECOND_VERSION t0 rc=0
+slurm_ci_other_version() {
+  local v=$1 t0 rc=0
   t0=$SECONDS
   scripts/slurm-cluster down || return 1
   # a start from the cache the lane's build filled (bounded, in case it is cold after all)
@@ -60,10 +69,6 @@ slurm_ci_second_version() {
   local once=tests/broker/backends/slurm/test_calibration_real.py
   make test PYTEST_ARGS="-m slurm -p no:cacheprovider --junitxml=test-artifacts/junit-slurm-$v.xml --deselect $once" || rc=$?
   [ "$rc" -ne 5 ] || { echo "no slurm-marked test ran on Slurm $v" >&2; rc=1; }
-  # back to Debian's version, which the machine is expected to run
-  scripts/slurm-cluster down
-  scripts/slurm-cluster up --version debian || rc=1
-  echo "Slurm back to $(sinfo --version)"
   return "$rc"
 }
 # the lane's markers, which the main run leaves out: the stack tests run at the lane's end

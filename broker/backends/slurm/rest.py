@@ -26,7 +26,7 @@ from broker.backends.slurm.mapping import SubmitRequest, rest_job_body
 from broker.backends.slurm.outcome import SlurmEnd, end_from_json
 from broker.backends.slurm.transport import Association, SlurmAcct, SlurmJob, SlurmNode
 
-SUPPORTED_MIN, SUPPORTED_MAX = 38, 44
+SUPPORTED_MIN, SUPPORTED_MAX = 38, 45
 _NOTHING_FOUND = 9003  # slurmdbd: "Nothing found with query"
 _INVALID_JOB = 2017  # ESLURM_INVALID_JOB_ID
 _ALREADY_DONE = 2021  # ESLURM_ALREADY_DONE
@@ -82,7 +82,7 @@ class RestTransport:
 
     def offered_api_versions(self) -> list[str]:
         """The ``/slurm/v0.0.N/`` APIs the server's OpenAPI document lists that this module
-        speaks, oldest first (22.05: v0.0.38; 24.11: v0.0.40, v0.0.41, v0.0.42)."""
+        speaks, oldest first (22.05: v0.0.38; 24.11: v0.0.40-v0.0.42; 26.05: v0.0.42-v0.0.45)."""
         doc = self._request("GET", "/openapi/v3", versioned=False)
         found = set()
         for path in doc.get("paths") or {}:

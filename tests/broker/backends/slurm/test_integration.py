@@ -340,7 +340,8 @@ def test_ensure_account(make_backend, kind):
 # ------------------------------------------------------------------ REST API versions
 
 # what each tested Slurm release's slurmrestd offers (of the versions RestTransport speaks)
-OFFERED_REST_APIS = {"22.05": ["v0.0.38"], "24.11": ["v0.0.40", "v0.0.41", "v0.0.42"]}
+OFFERED_REST_APIS = {"22.05": ["v0.0.38"], "24.11": ["v0.0.40", "v0.0.41", "v0.0.42"],
+                     "26.05": ["v0.0.42", "v0.0.43", "v0.0.44", "v0.0.45"]}
 
 
 def _release(env: dict[str, str]) -> str:
@@ -357,7 +358,7 @@ def test_rest_picks_the_newest_api_version_the_server_offers(slurm_env):
 
 
 def test_every_offered_rest_api_version_submits_follows_cancels_and_accounts(slurm_env, submitted):
-    """Each API version's request body and replies, on the real server (24.11: three)."""
+    """Each API version's request body and replies, on the real server (24.11: three; 26.05: four)."""
     since = datetime.now(timezone.utc) - timedelta(seconds=5)
     offered = make_transport("rest", {**slurm_env, "SLURM_REST_API_VERSION": "auto"}).offered_api_versions()
     for api in offered:
