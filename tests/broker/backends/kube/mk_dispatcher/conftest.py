@@ -47,18 +47,10 @@ def mkd_env() -> Iterator[dict[str, str]]:
     if env.get("K8S_MK_DISPATCHER") != DISPATCHER or "K8S_WORKER2_KUBECONFIG" not in env:
         path = os.environ.get("K8S_MKD_ENV", DEFAULT_ENV_FILE)
         pytest.fail(f"{path}: the manager must run with dispatcherName {DISPATCHER} and worker2 must be up")
-    if versions.v1beta1_wanted():
-        yield env
-        return
-    # Kueue as v0.20 ships it, on the manager and both workers (real/api_versions.py)
+    # K8S_KUEUE_V1BETA1=unserved: Kueue as v0.20 ships it, on the manager and both workers
     keys = ("K8S_MANAGER_KUBECONFIG", "K8S_MAIN_KUBECONFIG", "K8S_WORKER2_KUBECONFIG")
-    apis = [c.api_client(env[key]) for key in keys]
-    for api in apis:
-        versions.serve(api, versions.OLD, False)
-    yield env
-    for api in apis:
-        versions.serve(api, versions.OLD, True)
-        api.close()
+    with versions.as_the_run_asks(env, keys):
+        yield env
 
 
 def _ready(api: client.ApiClient, count: int) -> bool:

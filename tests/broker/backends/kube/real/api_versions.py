@@ -7,11 +7,13 @@ v0.19.2 stores v1beta2, so no stored object needs v1beta1 to be read."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from .cluster import wait_for
+from .cluster import api_client, wait_for
 
 GROUP = "kueue.x-k8s.io"
 OLD = "v1beta1"
@@ -53,3 +55,21 @@ def serve(api: client.ApiClient, version: str, served: bool) -> list[str]:
     wait_for(lambda: is_served(api, version) == served, 60,
              what=f"{GROUP}/{version} served={served}")
     return changed
+
+
+@contextmanager
+def as_the_run_asks(env: Mapping[str, str], kubeconfig_keys: Sequence[str]) -> Iterator[None]:
+    """For a session: v1beta1 served as the run asks on each cluster named by its kubeconfig
+    key in ``env``; served again afterwards."""
+    if v1beta1_wanted():
+        yield
+        return
+    apis = [api_client(env[key]) for key in kubeconfig_keys]
+    for api in apis:
+        serve(api, OLD, False)
+    try:
+        yield
+    finally:
+        for api in apis:
+            serve(api, OLD, True)
+            api.close()

@@ -36,17 +36,9 @@ def _k8s_gate(request):
 @pytest.fixture(scope="session")
 def k8s_env() -> Iterator[dict[str, str]]:
     env = cluster_env("K8S_CI_ENV", DEFAULT_ENV_FILE, off=OFF, start="run `scripts/k8s-cluster up` first")
-    if versions.v1beta1_wanted():
+    # K8S_KUEUE_V1BETA1=unserved: Kueue as v0.20 ships it, on both clusters for the session
+    with versions.as_the_run_asks(env, ("K8S_MAIN_KUBECONFIG", "K8S_MANAGER_KUBECONFIG")):
         yield env
-        return
-    # Kueue as v0.20 ships it: v1beta1 unserved on both clusters for the whole session
-    apis = [c.api_client(env[key]) for key in ("K8S_MAIN_KUBECONFIG", "K8S_MANAGER_KUBECONFIG")]
-    for api in apis:
-        versions.serve(api, versions.OLD, False)
-    yield env
-    for api in apis:
-        versions.serve(api, versions.OLD, True)
-        api.close()
 
 
 def settings(**kw) -> BackendSettings:
