@@ -183,16 +183,18 @@ class KubeClient:
 
     def _missing_text(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
         """For a custom-object list that answered 404: which API is missing, said from the
-        server's discovery document (None from discovery: it failed too)."""
-        if not getattr(fn, "__name__", "").endswith("custom_object") or len(args) < 3:
+        server's discovery document ("" for any other call)."""
+        parts = custom_object_parts(fn, args)
+        if parts is None:
             return ""
+        group, version, plural = parts
         try:
             served: tuple[str, ...] | None = served_versions(
-                self.call(k8s.ApisApi(self._client()).get_api_versions), args[0]
+                self.call(k8s.ApisApi(self._client()).get_api_versions), group
             )
         except (Unavailable, Rejected):
-            served = None
-        return missing_api_text(self.where, str(args[-1]), str(args[0]), str(args[1]), served)
+            served = None  # discovery failed too: the plain "does not serve" text
+        return missing_api_text(self.where, plural, group, version, served)
 
     def close(self) -> None:
         with self._lock:
@@ -254,10 +256,19 @@ def transport_text(exc: BaseException, where: str) -> str:
     return f"API server {where} unreachable: {exc}"
 
 
+def custom_object_parts(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, str, str] | None:
+    """(group, version, plural) of a custom-object call, else None."""
+    if getattr(fn, "__name__", "").endswith("custom_object") and len(args) >= 3:
+        return str(args[0]), str(args[1]), str(args[-1])
+    return None
+
+
 def resource_text(fn: Callable[..., Any], args: tuple[Any, ...]) -> str:
     """ "workloads.kueue.x-k8s.io/v1beta2" for a custom-object list, else the method name."""
-    if getattr(fn, "__name__", "").endswith("custom_object") and len(args) >= 3:
-        return f"{args[-1]}.{args[0]}/{args[1]}"
+    parts = custom_object_parts(fn, args)
+    if parts:
+        group, version, plural = parts
+        return f"{plural}.{group}/{version}"
     return getattr(fn, "__name__", "resource")
 
 
