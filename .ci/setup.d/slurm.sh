@@ -46,9 +46,12 @@ slurm_lane() {
 stack_tests() {
   [ "${STACK_TESTS:-}" = 1 ] || return 0
   local t0=$SECONDS rc=0
+  rm -f test-artifacts/stack-diagnostics.txt
   make test PYTEST_ARGS="-m stack -p no:cacheprovider --junitxml=test-artifacts/junit-stack.xml" || rc=$?
   [ "$rc" -ne 5 ] || { echo "no stack-marked test ran" >&2; rc=1; }
   echo "stack tests: rc=$rc in $((SECONDS - t0))s"
+  # what the containers and their DNS looked like when a stack test failed (tests/ops/stack/conftest.py)
+  [ "$rc" -eq 0 ] || tail -n 60 test-artifacts/stack-diagnostics.txt 2>/dev/null || true
   cat test-artifacts/stack-kills.json test-artifacts/stack-outage.json 2>/dev/null | grep -E '"(acknowledged|lost|in_database|duplicate_destination_jobs|slurm_jobs|mid_chunk|workers_restart_to_[a-z_]+|reconcile_lag_[a-z_]+)"' || true
   return "$rc"
 }

@@ -196,3 +196,56 @@ class Stack:
     def running(self, service: str) -> bool:
         info = json.loads(run(["podman", "inspect", self.container(service)]).stdout)[0]
         return bool(info["State"]["Running"])
+
+    def network_report(self) -> str:
+        """What a failed stack test prints: each service's state, restarts and address, the
+        records the network's DNS (aardvark-dns) holds for its name, what a web process resolves
+        the name to, and the last errors in its log. A restarted container comes back under a
+        new address; a record or an answer that still names the old one shows here."""
+        records = _dns_records(f"/run/containers/networks/aardvark-dns/{self.project}_default")
+        asker = next((s for s in ("web-1", "web-2", "proxy") if self._safe(lambda s=s: self.running(s))), "proxy")
+        lines = [f"network report ({time.strftime('%H:%M:%S')}, names resolved in {asker}):"]
+        for service in ("db", "redis", "proxy", *APP_SERVICES):
+            lines.append(self._service_line(service, records, asker))
+        for service in ("redis", "web-1", "web-2", "proxy"):
+            errors = [x for x in self.logs(service).splitlines()[-400:]
+                      if any(w in x for w in ("Error", "ERROR", "Traceback", "refused", "resolve", "<NOSRV>"))]
+            lines += [f"  {service} log: {x[:300]}" for x in errors[-4:]]
+        return "\n".join(lines)
+
+    def _service_line(self, service: str, records: dict[str, list[str]], asker: str) -> str:
+        try:
+            info = json.loads(run(["podman", "inspect", self.container(service)]).stdout)[0]
+        except RuntimeError as exc:
+            return f"  {service}: not inspected ({str(exc)[-120:]})"
+        networks = info["NetworkSettings"]["Networks"]
+        address = next(iter(networks.values()))["IPAddress"] if networks else ""
+        resolved = run(["podman", "exec", self.container(asker), "getent", "ahostsv4", service],
+                       check=False, timeout=30).stdout.split()
+        answers = sorted({word for word in resolved if word.count(".") == 3})
+        return (f"  {service}: {info['State']['Status']}, restarts {info.get('RestartCount', '?')}, "
+                f"address {address or '-'}, DNS records {records.get(service, [])}, resolves to {answers}")
+
+    @staticmethod
+    def _safe(check) -> bool:
+        try:
+            return bool(check())
+        except (RuntimeError, subprocess.SubprocessError, KeyError, IndexError):
+            return False
+
+
+def _dns_records(path: str) -> dict[str, list[str]]:
+    """aardvark-dns's records of one network: name -> addresses (its file: a line per
+    container, "id address(es) names,comma-separated")."""
+    out: dict[str, list[str]] = {}
+    try:
+        lines = Path(path).read_text().splitlines()[1:]
+    except OSError:
+        return {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        for name in parts[-1].split(","):
+            out.setdefault(name, []).append(parts[1])
+    return out

@@ -90,3 +90,24 @@ def researcher(stack):
 @pytest.fixture
 def finance(stack):
     return Person(stack.url, *stack.staff, cert=stack.cert)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed stack test carries the network report (compose.Stack.network_report) in its
+    output and in test-artifacts/stack-diagnostics.txt, which CI prints: what the containers
+    and their DNS looked like when it failed, on a machine nobody can log in to afterwards."""
+    outcome = yield
+    report = outcome.get_result()
+    stack = item.funcargs.get("stack") if hasattr(item, "funcargs") else None
+    if not report.failed or stack is None:
+        return
+    try:
+        text = stack.network_report()
+    except Exception as exc:  # the report must never hide the failure it explains
+        text = f"network report failed: {exc!r}"
+    report.sections.append(("stack network report", text))
+    artifacts = os.path.join(os.path.dirname(__file__), "..", "..", "..", "test-artifacts")
+    os.makedirs(artifacts, exist_ok=True)
+    with open(os.path.join(artifacts, "stack-diagnostics.txt"), "a") as f:
+        f.write(f"== {item.nodeid} ({report.when})\n{text}\n")
