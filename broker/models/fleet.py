@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
+from django.db.models import Value
 
 credentials_ref_validator = RegexValidator(
     r"^(|env:[A-Z_][A-Z0-9_]*|file:/\S+)$",
@@ -80,6 +81,9 @@ class Cluster(models.Model):
     queue_pending_gpus = models.PositiveIntegerField(default=0)
     queue_pending_by_scope = models.JSONField(
         default=dict,
+        # in the database too: the previous release's workers insert clusters without this
+        # column while the new release migrates (expand-then-contract; tests/upgrade/)
+        db_default=Value({}, output_field=models.JSONField()),
         blank=True,
         help_text="Pending GPUs per account, as last reported (Slurm): under fair share, whose "
         "pending jobs start before a new one depends on its account",
