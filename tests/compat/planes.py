@@ -16,14 +16,7 @@ from dataclasses import dataclass
 
 from broker.models import Cluster
 
-from tests.broker.backends.slurm.support import JOBDIR
-
-
-def sh(*argv: str, timeout: float = 30) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise AssertionError(f"{' '.join(argv)}: {done.stderr.strip()}")
-    return done.stdout
+from tests.broker.backends.slurm.support import JOBDIR, sh
 
 
 @dataclass
@@ -73,13 +66,13 @@ class SlurmPlane:
         return out.strip().split(";")[0]
 
     def local_job_state(self, job_id: str) -> str:
-        return sh("squeue", "-h", "-j", job_id, "-o", "%T").strip()
+        """squeue's state of the job; "" once squeue lists it no more (it answers an error)."""
+        return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
+                              timeout=30).stdout.strip()
 
     def end_local_job(self, job_id: str) -> None:
         subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
 
     def is_gone(self, job_id: str) -> bool:
         """The job runs no more at the cluster (squeue lists it no longer, or ended)."""
-        state = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
-                               timeout=30).stdout.strip()
-        return state in ("", "CANCELLED", "COMPLETED", "FAILED", "PREEMPTED")
+        return self.local_job_state(job_id) in ("", "CANCELLED", "COMPLETED", "FAILED", "PREEMPTED")

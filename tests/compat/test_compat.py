@@ -8,8 +8,6 @@ preempting the broker's job, which the broker reports in plain words."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from accounting.models import UsageEntry
@@ -24,17 +22,9 @@ from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import workload_place
 from broker.services.submitting.workloads import workload_cancel, workload_submit
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.django_db
-
-
-def _wait(predicate, what: str, timeout_s: float = 90):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if found := predicate():
-            return found
-        time.sleep(1)
-    raise AssertionError(f"{what} within {timeout_s:.0f} s")
 
 
 @pytest.fixture
@@ -80,7 +70,7 @@ def _followed_until(cluster, workload: Workload, states: set[str], timeout_s: fl
         now = Workload.objects.get(id=workload.id)
         return now if now.state in states else None
 
-    return _wait(reached, f"workload {workload.uid} {sorted(states)} (it is {workload.state})", timeout_s)
+    return wait_for(reached, timeout_s, every=1, what=f"workload {workload.uid} {sorted(states)}")
 
 
 def test_a_gang_is_admitted_whole_holds_its_gpus_on_its_nodes_and_is_accounted(plane, broker):
@@ -98,7 +88,7 @@ def test_a_gang_is_admitted_whole_holds_its_gpus_on_its_nodes_and_is_accounted(p
         usage_collect(cluster_id=cluster.id)
         return UsageEntry.objects.filter(cluster=cluster, job_id=workload.destination_job_id).first()
 
-    entry = _wait(charged, "the job's accounting record", 120)
+    entry = wait_for(charged, 120, every=1, what="the job's accounting record")
     assert entry.workload_id == workload.id and entry.gpus == 4
     assert 4 * 6 <= entry.gpu_seconds <= 4 * 60, entry.gpu_seconds  # four GPUs for the job's ~8 s
 
@@ -122,7 +112,7 @@ def test_a_cancel_ends_the_job_at_the_cluster_and_releases_its_reservation(plane
         now = Workload.objects.get(id=workload.id)
         return now if now.state == "cancelled" else None
 
-    done = _wait(cancelled, "the cancel to be confirmed", 60)
+    done = wait_for(cancelled, 60, every=1, what="the cancel to be confirmed")
     assert plane.is_gone(workload.destination_job_id)
     assert done.reservations.get().state == "released"
 
@@ -137,7 +127,8 @@ def test_a_higher_priority_local_job_preempts_the_brokers_job_and_the_broker_say
         ended = _followed_until(cluster, workload, {plane.preempted_state}, 120)
         said = f"{ended.raw_reason} {ended.outcome}".lower()
         assert plane.preempted_words in said, (ended.state, ended.raw_reason, ended.outcome)
-        _wait(lambda: plane.local_job_state(urgent) == "RUNNING", "the local job to run on the GPUs it took", 60)
+        wait_for(lambda: plane.local_job_state(urgent) == "RUNNING", 60, every=1,
+                 what="the local job to run on the GPUs it took")
         assert plane.is_gone(workload.destination_job_id)
         assert ended.reservations.get().state == "released"
     finally:

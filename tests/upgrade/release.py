@@ -74,14 +74,9 @@ def copy_of_this_tree(dest: Path) -> Path:
     return dest
 
 
-def with_database(url: str, name: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-def with_redis_db(url: str, db: int) -> str:
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{db}"))
+def with_database(url: str, name: str | int) -> str:
+    """``url`` naming another database: a PostgreSQL database's name, a Redis db's number."""
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
 @dataclass
@@ -154,6 +149,5 @@ class Release:
         receipt and its failure, not its success (celery.app.trace at WARNING); a warm
         shutdown (stop) waits for the tasks taken to finish."""
         text = (log_dir / f"worker-{self.name}.log").read_text(errors="replace")
-        succeeded = text.count("] received")
         errors = [x for x in text.splitlines() if ("ERROR" in x or "Traceback" in x) and "gossip" not in x]
-        return succeeded, errors
+        return text.count("] received"), errors

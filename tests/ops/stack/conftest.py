@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.ops.stack.client import Person
-from tests.ops.stack.compose import Stack, run
+from tests.ops.stack.compose import ROOT, Stack, run
 
 SLURM_ENV = os.environ.get("SLURM_CI_ENV", "/run/slurm-ci/env")
 CLUSTER = "stack-slurm"
@@ -107,7 +107,7 @@ def pytest_runtest_makereport(item, call):
     except Exception as exc:  # the report must never hide the failure it explains
         text = f"network report failed: {exc!r}"
     report.sections.append(("stack network report", text))
-    artifacts = os.path.join(os.path.dirname(__file__), "..", "..", "..", "test-artifacts")
-    os.makedirs(artifacts, exist_ok=True)
-    with open(os.path.join(artifacts, "stack-diagnostics.txt"), "a") as f:
+    artifacts = ROOT / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with open(artifacts / "stack-diagnostics.txt", "a") as f:
         f.write(f"== {item.nodeid} ({report.when})\n{text}\n")

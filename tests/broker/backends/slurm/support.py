@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import subprocess
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 DEFAULT_ENV_FILE = "/run/slurm-ci/env"
@@ -31,3 +32,10 @@ def load_env_file(path: str) -> dict[str, str]:
             key, _, value = line.partition("=")
             env[key.removeprefix("export ").strip()] = value.strip().strip("'\"")
     return env
+
+
+def sh(*argv: str, timeout: float = 30) -> str:
+    """A command's output; a failure fails the test with its stderr."""
+    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{argv}: {proc.stderr}"
+    return proc.stdout

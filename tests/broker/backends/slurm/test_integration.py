@@ -22,7 +22,7 @@ from broker.backends.base import JobState, ProjectIdentity, Reason, Rejected, Un
 from broker.backends.slurm import CommandTransport, RestTransport, SlurmBackend, SlurmConfig
 from broker.spec import WorkloadSpec
 
-from .support import JOBDIR
+from .support import JOBDIR, sh
 
 pytestmark = pytest.mark.slurm
 
@@ -44,12 +44,6 @@ def wait_for(fn: Callable[[], T], what: str, timeout: float = 40.0, interval: fl
             return last  # type: ignore[return-value]
         time.sleep(interval)
     pytest.fail(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
-
-
-def sh(*argv: str, timeout: float = 30) -> str:
-    proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{argv}: {proc.stderr}"
-    return proc.stdout
 
 
 def spec(command: str = "sleep 2", gpus: int = 1, workers: int = 1, **kw) -> WorkloadSpec:

@@ -3,11 +3,12 @@ Volcano queues, the MultiKueue wiring.  Applied with server-side apply, so every
 module can ask for them again; each test removes only the jobs it made."""
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 from kubernetes import client, config, dynamic
 from kubernetes.client.exceptions import ApiException
+
+from tests.support.waiting import wait_for  # noqa: F401  (c.wait_for, as the tests call it)
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -134,19 +135,6 @@ def multikueue_manager_objects(secret: str) -> list[dict[str, Any]]:
                   "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig",
                                  "name": "mk-config"}}},
         cluster_queue("mk-cq", checks=("mk-check",)), local_queue("default", "mk-cq")]
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float = 60, every: float = 0.5,
-             what: str = "") -> Any:
-    """Poll until ``predicate`` returns something truthy; fail saying what was awaited."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(every)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what or predicate}: {last!r}")
 
 
 def delete_jobs(api: client.ApiClient, namespace_name: str = NAMESPACE,
