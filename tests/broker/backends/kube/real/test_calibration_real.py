@@ -188,12 +188,15 @@ def _volcano_agrees(result: Calibration) -> None:
     jobs = load(VOLCANO_SLICE)
     rep = result.repetitions[0]
     got = rep.agreement
-    # contended as played on Volcano: jobs wait, a gang waits while part of it would fit,
-    # the gang past its queue's capability waits by rule until it is cancelled
+    # contended as played on Volcano: jobs wait, gangs wait for room, the gang past its
+    # queue's capability waits by rule until it is cancelled. Whether a gang is ever sampled
+    # partly placeable ("gang") or only with no room ("capacity") depends on the order Volcano
+    # takes (the project's CI, 2026-12-05: one run saw only "capacity"); the mapping of each
+    # message is tested on captured PodGroups (tests/broker/backends/kube/test_captured.py)
     assert got.waited >= 0.3 * got.jobs, got
     gangs = {j.name for j in jobs.jobs if j.workers > 1}
     real_reasons = [(n, r) for at in rep.real.reasons.values() for n, r in at.items()]
-    assert any(n in gangs and r == "gang" for n, r in real_reasons), rep.real.notes
+    assert any(n in gangs and r in ("gang", "capacity") for n, r in real_reasons), rep.real.notes
     assert ("b36", "policy") in real_reasons and rep.real.jobs["b36"].started_s is None, rep.real.notes
     assert got.pair_order >= VOLCANO_PAIRS_FLOOR, (got.pair_order, got.errors_s)
     assert got.median_abs_error_s <= VOLCANO_MEDIAN_ERROR_CEILING_S, (got.median_abs_error_s, got.errors_s)
