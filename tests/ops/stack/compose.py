@@ -21,7 +21,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
-APP_SERVICES = ("web-1", "web-2", "worker-1", "worker-2", "beat")
+WEB_SERVICES = ("web-1", "web-2")
+APP_SERVICES = (*WEB_SERVICES, "worker-1", "worker-2", "beat")
 # the commit the running stack was brought up at (results name it; HEAD may move meanwhile)
 STACK_MADE: dict = {"commit": "", "tree_differs": False}
 
@@ -154,14 +155,7 @@ class Stack:
         raise RuntimeError("the stack's PostgreSQL did not get ready")
 
     def healthz(self) -> bool:
-        try:
-            if not self.cert:
-                self.read_cert()
-            context = ssl.create_default_context(cafile=self.cert)
-            with urllib.request.urlopen(f"{self.url}/healthz", timeout=5, context=context) as r:
-                return r.status == 200
-        except (urllib.error.URLError, OSError, RuntimeError):
-            return False
+        return self.served_by() is not None
 
     def wait_healthy(self, timeout: float = 300) -> float:
         """Until /healthz answers through the proxy and every app container runs; seconds waited."""
@@ -172,20 +166,37 @@ class Stack:
             time.sleep(1)
         raise RuntimeError(f"the stack did not become healthy within {timeout:.0f} s")
 
-    def wait_serving(self, service: str, timeout: float = 120) -> None:
-        """Until a web process answers /healthz itself, then long enough for the proxy to look
-        its new address up (DNS held 2 s) and pass a check (every 2 s)."""
-        probe = "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=3)"
+    def served_by(self) -> str | None:
+        """Which web process answered /healthz through the proxy (its X-Served-By header);
+        None unless it answered 200."""
+        try:
+            if not self.cert:
+                self.read_cert()
+            context = ssl.create_default_context(cafile=self.cert)
+            with urllib.request.urlopen(f"{self.url}/healthz", timeout=5, context=context) as r:
+                return r.headers.get("X-Served-By", "") if r.status == 200 else None
+        except (urllib.error.URLError, OSError, RuntimeError):
+            return None
+
+    def wait_serving(self, *services: str, timeout: float = 120, steady_s: float = 4.0) -> None:
+        """Until the proxy has routed to each of these web processes and answered every request
+        for ``steady_s`` (two of its health checks): a web process just started is taken on
+        when its name resolves again, before a check has passed, and can be dropped once more
+        by its first check (the proxy's log, 2026-12-05: "UP/READY (resolves again)", then
+        "DOWN ... Connection refused")."""
         deadline = time.monotonic() + timeout
+        since, seen = time.monotonic(), set()
         while time.monotonic() < deadline:
-            done = run(["podman", "exec", self.container(service), "python", "-c", probe], check=False, timeout=30)
-            if done.returncode == 0:
-                time.sleep(6)
-                while not self.healthz() and time.monotonic() < deadline:
-                    time.sleep(1)
-                return
-            time.sleep(1)
-        raise RuntimeError(f"{service} did not serve again within {timeout:.0f} s")
+            by = self.served_by()
+            if by is None:
+                since, seen = time.monotonic(), set()
+            else:
+                seen.add(by)
+                if seen >= set(services) and time.monotonic() - since >= steady_s:
+                    return
+            time.sleep(0.25)
+        raise RuntimeError(f"the proxy did not route steadily to {', '.join(services)} within {timeout:.0f} s "
+                           f"(answered by {sorted(seen)} since the last failed request)")
 
     def restart_counts(self) -> dict[str, int]:
         """How often the engine restarted each service's container by itself (restart policy)."""
@@ -209,8 +220,9 @@ class Stack:
             lines.append(self._service_line(service, records, asker))
         for service in ("redis", "web-1", "web-2", "proxy"):
             errors = [x for x in self.logs(service).splitlines()[-400:]
-                      if any(w in x for w in ("Error", "ERROR", "Traceback", "refused", "resolve", "<NOSRV>"))]
-            lines += [f"  {service} log: {x[:300]}" for x in errors[-4:]]
+                      if any(w in x for w in ("Error", "ERROR", "Traceback", "refused", "resolve", "<NOSRV>",
+                                           "DOWN", " is UP", "no server"))]
+            lines += [f"  {service} log: {x[:300]}" for x in errors[-6:]]
         return "\n".join(lines)
 
     def _service_line(self, service: str, records: dict[str, list[str]], asker: str) -> str:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.ops.stack.client import Person
-from tests.ops.stack.compose import ROOT, Stack, run
+from tests.ops.stack.compose import ROOT, WEB_SERVICES, Stack, run
 
 SLURM_ENV = os.environ.get("SLURM_CI_ENV", "/run/slurm-ci/env")
 CLUSTER = "stack-slurm"
@@ -90,6 +90,21 @@ def researcher(stack):
 @pytest.fixture
 def finance(stack):
     return Person(stack.url, *stack.staff, cert=stack.cert)
+
+
+@pytest.fixture(autouse=True)
+def settled(stack):
+    """Each stack test starts on a whole stack: every app container running and the proxy
+    routing to both web processes (a test before it may have stopped, killed or restarted
+    some; a web process that has just started is not yet behind the proxy)."""
+    stack.wait_healthy()
+    stack.wait_serving(*WEB_SERVICES)
+
+
+def pytest_collection_modifyitems(items):
+    """The smoke tests first, on the stack as brought up; the fault tests, which kill and
+    restart its parts, after them."""
+    items.sort(key=lambda item: "tests/ops/stack/test_faults.py" in item.nodeid)
 
 
 @pytest.hookimpl(hookwrapper=True)

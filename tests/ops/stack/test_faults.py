@@ -184,7 +184,7 @@ def test_a_broker_outage_leaves_jobs_running_and_the_broker_catches_up(stack):
     # back in the order an operator would: the web processes first (what does the portal say?),
     # then the workers and beat, which catch up
     stack.start("web-1", "web-2")
-    stack.wait_serving("web-1")
+    stack.wait_serving("web-1", "web-2")
     lag_at_restart = _metric(stack, "gpubroker_reconcile_lag_seconds")
     fleet = Person(stack.url, *stack.staff, cert=stack.cert).get("/fleet/").text
     shown = re.search(r"(\d+) s since the last pass", fleet)
