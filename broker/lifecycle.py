@@ -99,6 +99,14 @@ class TransitionReason(models.TextChoices):
     CANCEL_CONFIRMED = "cancel_confirmed", "The destination confirmed the cancellation"
     STARTED_AT_DESTINATION = "started_at_destination", "The destination started the job"
     ENDED_AT_DESTINATION = "ended_at_destination", "The job ended at the destination"
+    REQUEUED_AT_DESTINATION = (
+        "requeued_at_destination",
+        "The destination stopped the running job (preempted or evicted) and queued it again",
+    )
+    PREEMPTED_AT_DESTINATION = (
+        "preempted_at_destination",
+        "Preempted at the destination, which does not queue it again: placed again",
+    )
     DECLARED_DEAD = "declared_dead", "An admin declared the run dead"
     WORKLOAD_ENDED = "workload_ended", "The workload ended"
     WITHDRAWN = "withdrawn", "Held at its destination by a local policy too long: cancelled there, placed again"
@@ -159,7 +167,9 @@ WORKLOAD_TRANSITIONS: Mapping[str, frozenset[str]] = {
     # queued -> waiting: held there by a local policy too long, or another destination could
     # start it now: cancelled there and placed again
     W.QUEUED: frozenset({W.RUNNING, W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED, W.WAITING}),
-    W.RUNNING: frozenset({W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED}),
+    # running -> queued: its destination stopped it and queued it again (preempted or evicted
+    # there); running -> waiting: preempted where nothing queues it again: placed again
+    W.RUNNING: frozenset({W.CANCELLING, W.COMPLETED, W.FAILED, W.CANCELLED, W.QUEUED, W.WAITING}),
     W.CANCELLING: frozenset({W.CANCELLED, W.COMPLETED, W.FAILED}),
     W.COMPLETED: frozenset(),
     W.FAILED: frozenset(),

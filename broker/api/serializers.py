@@ -104,6 +104,7 @@ class WorkloadOut(serializers.ModelSerializer):
             "ended_at",
             "cancel_requested_at",
             "outcome",
+            "preemptions",
         ]
         read_only_fields = fields
 

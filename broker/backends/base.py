@@ -47,11 +47,14 @@ class JobState(str, enum.Enum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # ended by the local scheduler's preemption, and not queued again there (Slurm's
+    # PREEMPTED under PreemptMode=CANCEL); a job its scheduler queues again reports PENDING
+    PREEMPTED = "preempted"
     UNKNOWN = "unknown"
 
     @property
     def ended(self) -> bool:
-        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.PREEMPTED)
 
 
 class Reason(str, enum.Enum):

@@ -11,7 +11,7 @@ from broker.lifecycle import DeliveryState
 
 from broker.models.fields import created_at_field, TouchedAtField
 
-EVENTS = ("started", "ended", "failed", "withdrawn", "long_wait")
+EVENTS = ("started", "ended", "failed", "withdrawn", "preempted", "long_wait")
 
 
 def new_webhook_secret() -> str:

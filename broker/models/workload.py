@@ -86,6 +86,14 @@ class Workload(models.Model):
         max_length=300, blank=True, help_text="namespace/name of the object another control plane owns"
     )
     nominated_at = models.DateTimeField(null=True, blank=True)
+    # a database default too, so that a release before this column keeps inserting rows
+    # while the new one is rolled out (docs/upgrading.md, expand then contract)
+    preemptions = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="Times its destination stopped it while running (preempted or evicted there) "
+        "and it was queued or placed again",
+    )
     outcome = models.JSONField(
         default=dict,
         blank=True,

@@ -25,6 +25,7 @@ EVENT_WORDS = {
     "ended": "ended (completed or cancelled)",
     "failed": "failed or rejected",
     "withdrawn": "withdrawn from a destination",
+    "preempted": "preempted at its destination (queued or placed again)",
     "long_wait": "waiting longer than the time below",
 }
 

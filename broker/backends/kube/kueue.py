@@ -136,6 +136,10 @@ def _pending(wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
     reason = classify_pending(qr.text("reason"), raw) if raw else Reason.OTHER
     if evicted and preempted and reason in (Reason.OTHER, Reason.NONE):
         reason, raw = Reason.CAPACITY, evicted.text("message") or raw  # preempted
+    elif evicted and preempted and evicted.value("reason") == "Preempted" and evicted.text("message"):
+        # Kueue keeps Evicted=True (reason Preempted) while the Workload waits to be admitted
+        # again: say by what it was preempted, then why it waits now
+        raw = f"{evicted.text('message')}; {raw}" if raw else evicted.text("message")
     return JobState.PENDING, reason, raw or "waiting for Kueue to evaluate the Workload"
 
 
@@ -338,7 +342,8 @@ class KueueBackend(KubeJobBackend):
         )
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
-        """Admission (Admitted lastTransitionTime) to Finished, times the admitted GPUs."""
+        """Admission (Admitted lastTransitionTime) to Finished, plus the runs before any
+        eviction (Kueue keeps their seconds), times the admitted GPUs."""
         jobs = {Fields(j).obj("metadata").text("uid"): j for j in self._list()}
         products = _flavor_products(self._custom("resourceflavors"))
         for wl in self._custom("workloads"):
@@ -375,7 +380,7 @@ class KueueBackend(KubeJobBackend):
             gpus=gpus,
             start=start,
             end=end,
-            gpu_seconds=gpus * seconds_between(start, end),
+            gpu_seconds=gpus * (seconds_between(start, end) + _earlier_runs_s(wl)),
             state=state,
         )
 
@@ -432,3 +437,10 @@ def _flavor_products(flavors: list[dict[str, Any]]) -> dict[str, str]:
         if PRODUCT_LABEL in labels:
             out[flavor.obj("metadata").text("name")] = labels[PRODUCT_LABEL]
     return out
+
+
+def _earlier_runs_s(wl: Mapping[str, Any]) -> int:
+    """Seconds the Workload was admitted before its evictions (a preempted job queued again
+    and admitted anew): Kueue keeps them in its status, spelt with a typo in v1beta1."""
+    status = Fields(wl).obj("status")
+    return max(status.whole("accumulatedPastExecutionTimeSeconds"), status.whole("accumulatedPastExexcutionTimeSeconds"))

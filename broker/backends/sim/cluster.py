@@ -464,6 +464,7 @@ class SimulatedCluster:
                 job.lost = True
 
     _preempt_for = queues.preempt_for
+    preempt = queues.preempt
     _context = admission.context_of
 
     # --- levers (broker/backends/sim/levers.py) ----------------------------------------

@@ -198,6 +198,7 @@ class SimJob:
     ended_at: float | None = None
     first_started_at: float | None = None  # before any preemption sent it back to the queue
     preempted: int = 0  # times evicted by a higher-priority job (Kueue)
+    ran_before_s: float = 0.0  # cluster seconds it ran before those evictions (its usage counts them)
     # Volcano: its PodGroup is Inqueue (passed the enqueue step), so its GPUs count against
     # its Queue's capability from then on, running or not; its pods exist (and can be
     # allocated) from ``ready_at`` on, the next scheduling session

@@ -31,6 +31,8 @@ def outcome(job: SimJob, flavor: str) -> JobOutcome | None:
         return None
     if job.state is JobState.CANCELLED:
         return JobOutcome(summary="cancelled", end_reason=job.end_raw or "CANCELLED")
+    if job.state is JobState.PREEMPTED:
+        return JobOutcome(summary="preempted by another job", end_reason=job.end_raw or "PREEMPTED")
     if job.end_raw == TIMEOUT_RAW[flavor]:
         return JobOutcome(summary=f"stopped at its time limit ({job.end_raw})", end_reason=job.end_raw)
     if job.end_raw == OOM_RAW[flavor]:

@@ -156,7 +156,24 @@ def preempt_for(self: SimulatedCluster, job: SimJob, verdict: Verdict) -> bool:
     evicted = victims(job, verdict.pools, self.queue_quotas, running, self._live.pool_of(), self._live.by_queue)
     for victim in evicted:
         self._release(victim)
+        if victim.started_at is not None:
+            victim.ran_before_s += self._cursor - victim.started_at
         victim.state, victim.started_at, victim.placement = JobState.PENDING, None, []
         victim.reason, victim.raw_reason, victim.preempted = Reason.CAPACITY, PREEMPTED, victim.preempted + 1
         self._live.add(victim)
     return bool(evicted)
+
+
+def preempt(self: SimulatedCluster, job_id: str) -> None:
+    """A local job of a preempting QoS takes this running job's GPUs and ends it, as Slurm's
+    QoS preemption with PreemptMode=CANCEL does; not modelled by itself here, so the tests
+    call it (bound as the cluster's ``preempt``)."""
+    with self._lock:
+        self._catch_up()
+        job = self._jobs[job_id]
+        if job.state is not JobState.RUNNING:
+            raise ValueError(f"job {job_id} is {job.state.value}, not running: nothing to preempt")
+        self._release(job)
+        job.state, job.ended_at, job.end_raw = JobState.PREEMPTED, self._cursor, "PREEMPTED"
+        job.reason, job.raw_reason = Reason.NONE, ""
+        self._schedule()

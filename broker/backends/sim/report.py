@@ -61,7 +61,8 @@ def usage_record(self: SimulatedCluster, job: SimJob) -> UsageRecord:
         gpus=job.gpus,
         start=self.clock.at(job.started_at),
         end=None if job.ended_at is None else self.clock.at(job.ended_at),
-        gpu_seconds=int(round(job.gpus * (self._run_time(job) or 0.0))),
+        # every run of it: an evicted job's earlier runs used its GPUs too (charged once each)
+        gpu_seconds=int(round(job.gpus * ((self._run_time(job) or 0.0) + self.clock.run_time(job.ran_before_s)))),
         state=job.state.value,
     )
 

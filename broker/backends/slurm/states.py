@@ -32,7 +32,7 @@ _JOB_STATES: dict[str, JobState] = {
     "FAILED": JobState.FAILED,
     "TIMEOUT": JobState.FAILED,
     "NODE_FAIL": JobState.FAILED,
-    "PREEMPTED": JobState.FAILED,
+    "PREEMPTED": JobState.PREEMPTED,
     "BOOT_FAIL": JobState.FAILED,
     "DEADLINE": JobState.FAILED,
     "OUT_OF_MEMORY": JobState.FAILED,

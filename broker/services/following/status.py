@@ -10,6 +10,7 @@ import dataclasses
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import F
 
 from broker.backends.base import DestinationJob, JobState, Unavailable
 from broker.backends.registry import backend_for
@@ -29,6 +30,8 @@ _ENDED = {
     JobState.COMPLETED: WorkloadState.COMPLETED,
     JobState.FAILED: WorkloadState.FAILED,
     JobState.CANCELLED: WorkloadState.CANCELLED,
+    # a job preempted while its cancel was on the way: it ended as its user asked
+    JobState.PREEMPTED: WorkloadState.CANCELLED,
 }
 
 
@@ -101,6 +104,10 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
         "worker_cluster": job.worker_cluster or workload.worker_cluster,
     }
     started = workload.started_at or _not_before(job.started_at, workload.created_at)
+    if job.state is JobState.PREEMPTED and workload.state != WorkloadState.CANCELLING:
+        return _preempted(workload, job, fields)
+    if job.state is JobState.PENDING and workload.state == WorkloadState.RUNNING:
+        return _requeued_there(workload, job, fields)
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)
@@ -145,3 +152,57 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
             )
         return 1
     return 0
+
+
+def _preempted_words(workload: Workload, job: DestinationJob, what: str) -> str:
+    said = (job.outcome.summary if job.outcome else "") or job.raw_reason or job.reason.value
+    return f"preempted at {workload.placed_cluster.name} ({said}): {what}"
+
+
+def _requeued_there(workload: Workload, job: DestinationJob, fields: dict[str, str]) -> int:
+    """Its destination stopped the running job and queued it again (Kueue's eviction, a Slurm
+    requeue): the workload is queued there again and follows the same job; its quota stays
+    reserved, as the destination still holds the job."""
+    message = _preempted_words(workload, job, "queued again there")
+    moved = moves.requeued_there(
+        pk=workload.id,
+        fields={**fields, "preemptions": F("preemptions") + 1},
+        note=Note(
+            action="workload.preempted",
+            workload=workload,
+            cluster=workload.placed_cluster.name,
+            destination_job_id=workload.destination_job_id,
+            message=message,
+        ),
+    )
+    if moved:
+        notify_on_commit(workload_id=workload.id, event="preempted")
+    return moved
+
+
+def _preempted(workload: Workload, job: DestinationJob, fields: dict[str, str]) -> int:
+    """Preempted where nothing queues it again (Slurm's PreemptMode=CANCEL): the job has ended
+    and its GPU-seconds are charged as that job's; the workload goes back to placement for a
+    new job, its reservation released (the next pass reserves again)."""
+    reason = _preempted_words(workload, job, "placed again")
+    moved = moves.requeue_preempted(
+        pk=workload.id,
+        fields={
+            **fields,
+            "raw_reason": reason,
+            "preemptions": F("preemptions") + 1,
+            "destination_job_id": "",
+            "dispatched_at": None,
+        },
+        then=lambda: reservation_release(workload=workload, reason=reason),
+        note=Note(
+            action="workload.preempted",
+            workload=workload,
+            cluster=workload.placed_cluster.name,
+            destination_job_id=workload.destination_job_id,
+            message=reason,
+        ),
+    )
+    if moved:
+        notify_on_commit(workload_id=workload.id, event="preempted")
+    return moved

@@ -132,6 +132,18 @@ def started(*, from_: Iterable[str] | None = None, **rows: Unpack[Rows]) -> int:
     return _write(Workload, W.RUNNING, Why.STARTED_AT_DESTINATION, from_, rows)
 
 
+def requeued_there(**rows: Unpack[Rows]) -> int:
+    """Its destination stopped the running job and queued it again (Kueue's eviction by
+    preemption, Slurm's requeue): the broker follows the same job."""
+    return _write(Workload, W.QUEUED, Why.REQUEUED_AT_DESTINATION, (W.RUNNING,), rows)
+
+
+def requeue_preempted(**rows: Unpack[Rows]) -> int:
+    """Preempted at its destination, which ended the job (Slurm's PreemptMode=CANCEL): back to
+    placement, for a new job."""
+    return _write(Workload, W.WAITING, Why.PREEMPTED_AT_DESTINATION, (W.QUEUED, W.RUNNING), rows)
+
+
 def ended(*, to: str, from_: Iterable[str] | None = FOLLOWED_STATES, **rows: Unpack[Rows]) -> int:
     """The job ended at its destination: completed, failed or cancelled there."""
     return _write(Workload, to, Why.ENDED_AT_DESTINATION, from_, rows)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 
 from broker.backends.base import JobState, Reason
 from broker.backends.kube import BackendSettings, KueueBackend
 from tests.broker.backends.kube.emu.emulator_seed import KUEUE
-from broker.backends.kube.kueue import classify_pending
+from broker.backends.kube.kueue import classify_pending, kueue_state
 
 CQS = (KUEUE, "clusterqueues")
 
@@ -155,3 +156,34 @@ def test_model_names_translate_products(emu, kueue, spec_factory):
 ])
 def test_classify_pending(reason, message, expected):
     assert classify_pending(reason, message) == expected
+
+
+def test_a_workload_preempted_and_waiting_again_says_by_what_then_why_it_waits():
+    """As real Kueue v0.19 left the compatibility suite's preempted Workload (2026-12-05):
+    Evicted stays True (reason Preempted) while QuotaReserved says why it waits now."""
+    evicted = ("Preempted to accommodate a workload (UID: 5a8a628b, JobUID: c01c6f57) due to prioritization "
+               "in the ClusterQueue; preemptor path: /compat-cq; preemptee path: /compat-cq")
+    waits = ("couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor a100, "
+             "8 more needed")
+    wl = {"spec": {"active": True}, "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": waits},
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": evicted},
+        {"type": "Admitted", "status": "False", "reason": "NoReservation", "message": "no reservation"},
+        {"type": "Requeued", "status": "True", "reason": "Preempted", "message": evicted}]}}
+    job = {"metadata": {"name": "j", "namespace": "team"}, "spec": {"suspend": True}, "status": {}}
+    state, reason, raw = kueue_state(job, wl)
+    assert state == JobState.PENDING and reason == Reason.CAPACITY
+    assert raw == f"{evicted}; {waits}"
+
+
+def test_a_preempted_job_admitted_again_is_charged_for_both_runs(kueue):
+    job_id = kueue.submit("wl-9")
+    kueue.step()
+    kueue.emu.advance(100)
+    kueue.emu.kueue.evict(job_id)
+    kueue.emu.advance(30)  # waiting again: not charged
+    kueue.step()
+    kueue.emu.advance(50)
+    kueue.finish(job_id)
+    [record] = list(kueue.backend.usage(datetime(2000, 1, 1, tzinfo=timezone.utc)))
+    assert record.gpu_seconds == record.gpus * (100 + 50)

@@ -14,6 +14,7 @@ flavor's node labels, and binds pods to nodes.  ``finish``, ``evict`` and
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from broker.backends.kube.common import is_gpu_resource, quantity, rfc3339
@@ -309,6 +310,13 @@ class KueueModel:
         """Take the quota back: the Job is suspended again and its pods go."""
         with self.store.lock:
             job, wl = self.job(ref), self.workload(ref)
+            admitted = next((c for c in wl["status"].get("conditions") or []
+                             if c["type"] == "Admitted" and c["status"] == "True"), None)
+            if admitted:  # as Kueue keeps the time admitted before each eviction
+                since = datetime.fromisoformat(admitted["lastTransitionTime"].replace("Z", "+00:00"))
+                ran = int((self.emu.now() - since).total_seconds())
+                wl["status"]["accumulatedPastExecutionTimeSeconds"] = (
+                    wl["status"].get("accumulatedPastExecutionTimeSeconds", 0) + ran)
             self._cond(wl, "Evicted", True, reason, message)
             if reason == "Preempted":
                 self._cond(wl, "Preempted", True, "InClusterQueue", message)
