@@ -21,7 +21,7 @@ KUEUE_V1BETA2_ONLY_TESTS="tests/broker/backends/kube/real/test_kueue_api_version
   tests/broker/backends/kube/real/test_kueue_real.py tests/broker/backends/kube/real/test_multikueue_real.py
   tests/broker/backends/kube/real/test_broker_path_real.py tests/broker/backends/kube/real/test_bad_input_real.py
   tests/broker/backends/kube/real/test_local_limits_real.py
-  tests/broker/backends/kube/mk_dispatcher"
+  tests/broker/backends/kube/mk_dispatcher tests/compat"
 k8s_lane() {
   make test PYTEST_ARGS="-m k8s -p no:cacheprovider --junitxml=test-artifacts/junit-k8s.xml" || return
   local t0=$SECONDS

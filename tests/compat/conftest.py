@@ -1,15 +1,22 @@
 """The compatibility suite's planes: one fixture, a parameter per control plane, each with the
-marker of the CI lane that has that plane (the `slurm` lane runs it on every Slurm version)."""
+marker of the CI lane that has that plane (the `slurm` lane runs it on every Slurm version;
+the `k8s` lane on Kueue, with kueue.x-k8s.io/v1beta1 served and unserved)."""
 
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 import pytest
 
 from broker.backends.slurm.fields import strict_fields
+from tests.broker.backends.kube.real import api_versions as versions
+from tests.broker.backends.kube.real import cluster as kube
+from tests.broker.backends.kube.real import gate
+from tests.broker.backends.kube.real.gate import cluster_env
 from tests.broker.backends.slurm.support import DEFAULT_ENV_FILE, JOBDIR, load_env_file
-from tests.compat.planes import SlurmPlane
+from tests.compat.planes import KueuePlane, SlurmPlane, compat_objects
 
 
 def _slurm() -> SlurmPlane:
@@ -22,9 +29,34 @@ def _slurm() -> SlurmPlane:
     return SlurmPlane(env={**{k: v for k, v in os.environ.items() if k.startswith("SLURM")}, **load_env_file(path)})
 
 
-@pytest.fixture(params=[pytest.param("slurm", marks=pytest.mark.slurm)])
-def plane(request):
-    made = {"slurm": _slurm}[request.param]()
+@contextmanager
+def _kueue() -> Iterator[KueuePlane]:
+    env = cluster_env("K8S_CI_ENV", "/run/k8s-ci/env", off="real Kubernetes tests are off: set K8S_TESTS=1",
+                      start="run `scripts/k8s-cluster up` first")
+    # K8S_KUEUE_V1BETA1=unserved (the lane's second run): Kueue as v0.20 ships it
+    with versions.as_the_run_asks(env, ("K8S_MAIN_KUBECONFIG",)):
+        api = kube.api_client(env["K8S_MAIN_KUBECONFIG"])
+        kube.apply(api, *kube.kueue_nodes(), *kube.kueue_objects(), *compat_objects())
+        kube.delete_jobs(api)
+        try:
+            yield KueuePlane(env=env, api=api)
+        finally:
+            kube.delete_jobs(api)
+            api.close()
+
+
+@contextmanager
+def _slurm_plane() -> Iterator[SlurmPlane]:
+    plane = _slurm()
     # every field the cluster answers must be known to the parsers, as in the backend's tests
     with strict_fields():
+        yield plane
+
+
+@pytest.fixture(params=[pytest.param("slurm", marks=pytest.mark.slurm),
+                        pytest.param("kueue", marks=pytest.mark.k8s)])
+def plane(request):
+    if request.param == "kueue" and not gate.enabled():
+        pytest.skip("real Kubernetes tests are off: run `scripts/k8s-cluster up` and set K8S_TESTS=1")
+    with {"slurm": _slurm_plane, "kueue": _kueue}[request.param]() as made:
         yield made

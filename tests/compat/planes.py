@@ -4,8 +4,11 @@ say which GPUs a job holds on which node, start and end a higher-priority local 
 
 Slurm: the test cluster of scripts/slurm-cluster, whichever version is up (22.05, 24.11.5,
 26.05.5), through the broker's Slurm backend on its command transport (the REST transport
-has a test of its own per version: test_every_offered_rest_api_version_...). Test tooling
-only: the product knows nothing of it."""
+has a test of its own per version: test_every_offered_rest_api_version_...).
+Kueue: the main cluster of scripts/k8s-cluster (kwok nodes, real Kueue), with queues of the
+suite's own (compat_objects) so that no other test's queue changes; the `k8s` lane runs it
+with kueue.x-k8s.io/v1beta1 served and again with it unserved. Test tooling only: the product
+knows nothing of it."""
 
 from __future__ import annotations
 
@@ -14,8 +17,13 @@ import subprocess
 import uuid
 from dataclasses import dataclass
 
-from broker.models import Cluster
+from typing import Any
 
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from broker.models import Cluster
+from tests.broker.backends.kube.real import cluster as kube
 from tests.broker.backends.slurm.support import JOBDIR, sh
 
 
@@ -31,8 +39,11 @@ class SlurmPlane:
     nodes: int = 2
     limited_gpus: int = 4  # GrpTRES of the limited account
     limit_words: tuple[str, ...] = ("GrpTRES=gres/gpu=4", "at most 4 GPUs")  # the reason names the limit
-    preempted_words: str = "preempted"
-    preempted_state: str = "failed"  # PreemptMode=CANCEL ends the job PREEMPTED: the broker's attempt failed
+    preempted_words: str = "(PREEMPTED)"  # the job's end as Slurm words it
+    # PreemptMode=CANCEL ends the job PREEMPTED and does not queue it again: the broker places
+    # the workload again, for a new job
+    preempted_state: str = "waiting"
+    requeues: bool = False
 
     def register(self, settings) -> Cluster:
         settings.GPUBROKER_ENABLE_SLURM = True
@@ -47,15 +58,16 @@ class SlurmPlane:
         return {"slurm_account": self.env.get("SLURM_CI_LIMITED_ACCOUNT", "research") if limited
                 else "cp" + uuid.uuid4().hex[:8]}
 
-    def gpus_on_nodes(self, job_id: str) -> dict[str, int]:
-        """node -> GPUs the job holds there, from `scontrol -d show job` (its GRES per node)."""
+    def gpus_per_worker(self, job_id: str) -> list[int]:
+        """The GPUs each worker holds, a worker a node (the broker asks one per node), from
+        `scontrol -d show job` (its GRES per node)."""
         out = sh("scontrol", "-d", "show", "job", job_id)
         held: dict[str, int] = {}
         for nodes, gres in re.findall(r"^\s*Nodes=(\S+) CPU_IDs=.*?GRES=(\S+)", out, re.M):
             count = sum(int(n) for n in re.findall(r"gpu(?::[^:(]+)?:(\d+)", gres))
             for node in sh("scontrol", "show", "hostnames", nodes).split():
                 held[node] = held.get(node, 0) + count
-        return held
+        return sorted(held.values())
 
     def start_urgent_local_job(self, gpus_per_node: int) -> str:
         """A job submitted at the cluster, not through the broker, in the QoS that preempts."""
@@ -76,3 +88,102 @@ class SlurmPlane:
     def is_gone(self, job_id: str) -> bool:
         """The job runs no more at the cluster (squeue lists it no longer, or ended)."""
         return self.local_job_state(job_id) in ("", "CANCELLED", "COMPLETED", "FAILED", "PREEMPTED")
+
+
+COMPAT_QUEUE, LIMITED_QUEUE = "compat", "compat-limited"
+
+
+def compat_objects() -> list[dict[str, Any]]:
+    """The suite's own Kueue queues on the a100 kwok nodes (2 x 4 GPUs): ClusterQueue
+    compat-cq (8 GPUs, preempts lower priorities within itself) behind LocalQueue compat, and
+    compat-limited-cq (4 GPUs) behind LocalQueue compat-limited."""
+    def queue(name: str, gpus: int, preemption: str) -> dict[str, Any]:
+        cq = kube.cluster_queue(name, a100=gpus, h100=0, mig=0)
+        cq["spec"]["preemption"] = {"withinClusterQueue": preemption}
+        return cq
+
+    return [kube.namespace(), queue("compat-cq", 8, "LowerPriority"), queue("compat-limited-cq", 4, "Never"),
+            kube.local_queue(COMPAT_QUEUE, "compat-cq"), kube.local_queue(LIMITED_QUEUE, "compat-limited-cq")]
+
+
+@dataclass
+class KueuePlane:
+    """CI's Kueue: the broker's jobs in LocalQueue compat (a ClusterQueue of 8 A100s that
+    preempts lower priorities), the limited project's in compat-limited (4 GPUs); a local
+    Job in WorkloadPriorityClass gpubroker-high preempts. Kueue evicts and queues the
+    preempted job again: the broker follows the same job."""
+
+    env: dict[str, str]
+    api: client.ApiClient
+    name: str = "kueue"
+    gpus_per_node: int = 4
+    nodes: int = 2
+    limited_gpus: int = 4
+    limit_words: tuple[str, ...] = ("ClusterQueue compat-limited-cq", "at most 4 GPUs")
+    preempted_words: str = "Preempted to accommodate a workload"  # Kueue's Evicted condition
+    preempted_state: str = "queued"
+    requeues: bool = True
+
+    def register(self, settings) -> Cluster:
+        settings.GPUBROKER_ENABLE_KUEUE = True
+        settings.GPUBROKER_ENABLE_SIMULATOR = False
+        config = {"kubeconfig": self.env["K8S_MAIN_KUBECONFIG"], "queue": COMPAT_QUEUE, "namespace": kube.NAMESPACE,
+                  "model_names": {kube.A100: "NVIDIA A100-SXM4-80GB", kube.H100: "NVIDIA H100 80GB HBM3",
+                                  kube.A100_40: "NVIDIA A100-SXM4-40GB"}}
+        return Cluster.objects.create(name=f"compat-{self.name}", kind="kueue", region="eu-west", location="onprem",
+                                      config=config)
+
+    def project_fields(self, *, limited: bool) -> dict[str, str]:
+        return {"k8s_namespace": kube.NAMESPACE, "k8s_queue": LIMITED_QUEUE if limited else ""}
+
+    def _pods(self, job_id: str) -> list[Any]:
+        namespace, name = job_id.split("/", 1)
+        return client.CoreV1Api(self.api).list_namespaced_pod(
+            namespace, label_selector=f"batch.kubernetes.io/job-name={name}").items
+
+    def gpus_per_worker(self, job_id: str) -> list[int]:
+        """The GPUs each of the job's pods holds on the node it was bound to."""
+        return sorted(int((p.spec.containers[0].resources.requests or {}).get("nvidia.com/gpu", 0))
+                      for p in self._pods(job_id) if p.spec.node_name)
+
+    def start_urgent_local_job(self, gpus_per_node: int) -> str:
+        """A Job created at the cluster, not through the broker, in the class that preempts."""
+        name = "compat-urgent-" + uuid.uuid4().hex[:6]
+        container = {"name": "main", "image": "busybox", "command": ["sleep", "300"],
+                     "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus_per_node)},
+                                   "limits": {"nvidia.com/gpu": str(gpus_per_node)}}}
+        job = {"apiVersion": "batch/v1", "kind": "Job",
+               "metadata": {"name": name, "namespace": kube.NAMESPACE,
+                            "labels": {"kueue.x-k8s.io/queue-name": COMPAT_QUEUE,
+                                       "kueue.x-k8s.io/priority-class": "gpubroker-high"}},
+               "spec": {"parallelism": self.nodes, "completions": self.nodes, "suspend": True,
+                        "template": {"spec": {"restartPolicy": "Never", "containers": [container]}}}}
+        client.BatchV1Api(self.api).create_namespaced_job(kube.NAMESPACE, job)
+        return f"{kube.NAMESPACE}/{name}"
+
+    def local_job_state(self, job_id: str) -> str:
+        """RUNNING once its pods run; PENDING while Kueue holds it; "" once it is gone."""
+        namespace, name = job_id.split("/", 1)
+        try:
+            job = client.BatchV1Api(self.api).read_namespaced_job(name, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return ""
+            raise
+        if job.metadata.deletion_timestamp or any(
+                c.type in ("Complete", "Failed") and c.status == "True" for c in job.status.conditions or []):
+            return "ENDED"
+        running = [p for p in self._pods(job_id) if p.status.phase == "Running"]
+        return "RUNNING" if not job.spec.suspend and len(running) >= self.nodes else "PENDING"
+
+    def end_local_job(self, job_id: str) -> None:
+        namespace, name = job_id.split("/", 1)
+        try:
+            client.BatchV1Api(self.api).delete_namespaced_job(name, namespace, propagation_policy="Foreground")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def is_gone(self, job_id: str) -> bool:
+        """The job runs no more at the cluster (deleted, or ended)."""
+        return self.local_job_state(job_id) in ("", "ENDED")
