@@ -16,7 +16,7 @@ from tests.broker.backends.kube.real import cluster as kube
 from tests.broker.backends.kube.real import gate
 from tests.broker.backends.kube.real.gate import cluster_env
 from tests.broker.backends.slurm.support import DEFAULT_ENV_FILE, JOBDIR, load_env_file
-from tests.compat.planes import KueuePlane, SlurmPlane, compat_objects
+from tests.compat.planes import KueuePlane, SlurmPlane, compat_objects, remove_compat_objects
 
 
 def _slurm() -> SlurmPlane:
@@ -42,6 +42,7 @@ def _kueue() -> Iterator[KueuePlane]:
             yield KueuePlane(env=env, api=api)
         finally:
             kube.delete_jobs(api)
+            remove_compat_objects(api)  # the other Kueue tests read the cluster's queues
             api.close()
 
 

@@ -106,6 +106,22 @@ def compat_objects() -> list[dict[str, Any]]:
             kube.local_queue(COMPAT_QUEUE, "compat-cq"), kube.local_queue(LIMITED_QUEUE, "compat-limited-cq")]
 
 
+def remove_compat_objects(api: client.ApiClient) -> None:
+    """The suite's queues gone again (LocalQueues first: a ClusterQueue in use is kept)."""
+    custom = client.CustomObjectsApi(api)
+    for doc in reversed(compat_objects()[1:]):
+        group, version = doc["apiVersion"].split("/")
+        meta = doc["metadata"]
+        try:
+            if doc["kind"] == "LocalQueue":
+                custom.delete_namespaced_custom_object(group, version, meta["namespace"], "localqueues", meta["name"])
+            else:
+                custom.delete_cluster_custom_object(group, version, "clusterqueues", meta["name"])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
 @dataclass
 class KueuePlane:
     """CI's Kueue: the broker's jobs in LocalQueue compat (a ClusterQueue of 8 A100s that

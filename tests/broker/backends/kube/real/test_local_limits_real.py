@@ -14,7 +14,7 @@ pytestmark = pytest.mark.k8s
 
 
 def _a100(limits):
-    return next(q for q in limits.quotas if q.pool == "a100")
+    return next(q for q in limits.quotas if q.pool == "a100" and q.source.startswith("ClusterQueue gpu-cq "))
 
 
 def test_real_clusterqueue_reports_its_gpu_quota_and_reserved_use(kueue_backend):
