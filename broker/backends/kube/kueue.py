@@ -443,4 +443,6 @@ def _earlier_runs_s(wl: Mapping[str, Any]) -> int:
     """Seconds the Workload was admitted before its evictions (a preempted job queued again
     and admitted anew): Kueue keeps them in its status, spelt with a typo in v1beta1."""
     status = Fields(wl).obj("status")
-    return max(status.whole("accumulatedPastExecutionTimeSeconds"), status.whole("accumulatedPastExexcutionTimeSeconds"))
+    return max(
+        status.whole("accumulatedPastExecutionTimeSeconds"), status.whole("accumulatedPastExexcutionTimeSeconds")
+    )

@@ -105,9 +105,9 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     }
     started = workload.started_at or _not_before(job.started_at, workload.created_at)
     if job.state is JobState.PREEMPTED and workload.state != WorkloadState.CANCELLING:
-        return _preempted(workload, job, fields)
+        return _preempted(workload, job, fields, requeued_there=False)
     if job.state is JobState.PENDING and workload.state == WorkloadState.RUNNING:
-        return _requeued_there(workload, job, fields)
+        return _preempted(workload, job, fields, requeued_there=True)
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)
@@ -154,53 +154,26 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
     return 0
 
 
-def _preempted_words(workload: Workload, job: DestinationJob, what: str) -> str:
+def _preempted(workload: Workload, job: DestinationJob, fields: dict[str, str], *, requeued_there: bool) -> int:
+    """Preempted at its destination. ``requeued_there``: the destination queued the same job
+    again (Kueue's eviction, a Slurm requeue): the workload is queued there and keeps its
+    reservation, as the destination still holds the job. Otherwise the job has ended (Slurm's
+    PreemptMode=CANCEL), charged as that job's: the workload goes back to placement for a new
+    job, its reservation released (the next pass reserves again)."""
     said = (job.outcome.summary if job.outcome else "") or job.raw_reason or job.reason.value
-    return f"preempted at {workload.placed_cluster.name} ({said}): {what}"
-
-
-def _requeued_there(workload: Workload, job: DestinationJob, fields: dict[str, str]) -> int:
-    """Its destination stopped the running job and queued it again (Kueue's eviction, a Slurm
-    requeue): the workload is queued there again and follows the same job; its quota stays
-    reserved, as the destination still holds the job."""
-    message = _preempted_words(workload, job, "queued again there")
-    moved = moves.requeued_there(
+    message = f"preempted at {workload.placed_cluster.name} ({said}): "
+    message += "queued again there" if requeued_there else "placed again"
+    ended = {"raw_reason": message, "destination_job_id": "", "dispatched_at": None}
+    moved = (moves.requeued_there if requeued_there else moves.requeue_preempted)(
         pk=workload.id,
-        fields={**fields, "preemptions": F("preemptions") + 1},
+        fields={**fields, **({} if requeued_there else ended), "preemptions": F("preemptions") + 1},
+        then=None if requeued_there else lambda: reservation_release(workload=workload, reason=message),
         note=Note(
             action="workload.preempted",
             workload=workload,
             cluster=workload.placed_cluster.name,
             destination_job_id=workload.destination_job_id,
             message=message,
-        ),
-    )
-    if moved:
-        notify_on_commit(workload_id=workload.id, event="preempted")
-    return moved
-
-
-def _preempted(workload: Workload, job: DestinationJob, fields: dict[str, str]) -> int:
-    """Preempted where nothing queues it again (Slurm's PreemptMode=CANCEL): the job has ended
-    and its GPU-seconds are charged as that job's; the workload goes back to placement for a
-    new job, its reservation released (the next pass reserves again)."""
-    reason = _preempted_words(workload, job, "placed again")
-    moved = moves.requeue_preempted(
-        pk=workload.id,
-        fields={
-            **fields,
-            "raw_reason": reason,
-            "preemptions": F("preemptions") + 1,
-            "destination_job_id": "",
-            "dispatched_at": None,
-        },
-        then=lambda: reservation_release(workload=workload, reason=reason),
-        note=Note(
-            action="workload.preempted",
-            workload=workload,
-            cluster=workload.placed_cluster.name,
-            destination_job_id=workload.destination_job_id,
-            message=reason,
         ),
     )
     if moved:
