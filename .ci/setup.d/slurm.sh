@@ -68,9 +68,16 @@ slurm_ci_other_version() {
   fi
   echo "Slurm $v up in $((SECONDS - t0))s: $(sinfo --version), $(slurmctld -V)"
   cat "/var/cache/gpubroker/slurm-$v/.built" 2>/dev/null || true
-  # the simulator's calibration runs on one version (22.05, above): 2.5 minutes of real jobs
-  local once=tests/broker/backends/slurm/test_calibration_real.py
-  make test PYTEST_ARGS="-m slurm -p no:cacheprovider --junitxml=test-artifacts/junit-slurm-$v.xml --deselect $once" || rc=$?
+  # the simulator's calibration runs on one version (22.05, above): 2.5 minutes of real jobs;
+  # scenario tests that wait on real time run on the oldest and the newest only (issue 28:
+  # "calibration, topology, preemption may run on the oldest and newest Slurm only"): a job
+  # past its time limit (84 s a version) and preemption by a local job (21 s)
+  local skip="--deselect tests/broker/backends/slurm/test_calibration_real.py" last=${SLURM_CI_OTHER_VERSIONS##* }
+  if [ "$v" != "$last" ]; then
+    skip+=" --deselect tests/broker/backends/slurm/test_outcome_real.py::test_a_job_past_its_time_limit_says_timeout_in_plain_words"
+    skip+=" --deselect tests/compat/test_compat.py::test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_again_and_charged_once"
+  fi
+  make test PYTEST_ARGS="-m slurm -p no:cacheprovider --junitxml=test-artifacts/junit-slurm-$v.xml $skip" || rc=$?
   [ "$rc" -ne 5 ] || { echo "no slurm-marked test ran on Slurm $v" >&2; rc=1; }
   return "$rc"
 }

@@ -29,25 +29,35 @@ def _slurm() -> SlurmPlane:
     return SlurmPlane(env={**{k: v for k, v in os.environ.items() if k.startswith("SLURM")}, **load_env_file(path)})
 
 
-@contextmanager
-def _kueue() -> Iterator[KueuePlane]:
+@pytest.fixture(scope="session")
+def kueue_session() -> Iterator[tuple[dict[str, str], object]]:
+    """The main cluster for the session, v1beta1 served or not as the run asks
+    (K8S_KUEUE_V1BETA1=unserved: the lane's second run): switched once for the session, as
+    the Kueue tests' own session does, never back and forth between tests."""
     env = cluster_env("K8S_CI_ENV", "/run/k8s-ci/env", off="real Kubernetes tests are off: set K8S_TESTS=1",
                       start="run `scripts/k8s-cluster up` first")
-    # K8S_KUEUE_V1BETA1=unserved (the lane's second run): Kueue as v0.20 ships it
     with versions.as_the_run_asks(env, ("K8S_MAIN_KUBECONFIG",)):
         api = kube.api_client(env["K8S_MAIN_KUBECONFIG"])
-        kube.apply(api, *kube.kueue_nodes(), *kube.kueue_objects(), *compat_objects())
-        kube.delete_jobs(api)
         try:
-            yield KueuePlane(env=env, api=api)
+            yield env, api
         finally:
-            kube.delete_jobs(api)
-            remove_compat_objects(api)  # the other Kueue tests read the cluster's queues
             api.close()
 
 
 @contextmanager
-def _slurm_plane() -> Iterator[SlurmPlane]:
+def _kueue(request) -> Iterator[KueuePlane]:
+    env, api = request.getfixturevalue("kueue_session")
+    kube.apply(api, *kube.kueue_nodes(), *kube.kueue_objects(), *compat_objects())
+    kube.delete_jobs(api)
+    try:
+        yield KueuePlane(env=env, api=api)
+    finally:
+        kube.delete_jobs(api)
+        remove_compat_objects(api)  # the other Kueue tests read the cluster's queues
+
+
+@contextmanager
+def _slurm_plane(request) -> Iterator[SlurmPlane]:
     plane = _slurm()
     # every field the cluster answers must be known to the parsers, as in the backend's tests
     with strict_fields():
@@ -59,5 +69,5 @@ def _slurm_plane() -> Iterator[SlurmPlane]:
 def plane(request):
     if request.param == "kueue" and not gate.enabled():
         pytest.skip("real Kubernetes tests are off: run `scripts/k8s-cluster up` and set K8S_TESTS=1")
-    with {"slurm": _slurm_plane, "kueue": _kueue}[request.param]() as made:
+    with {"slurm": _slurm_plane, "kueue": _kueue}[request.param](request) as made:
         yield made
