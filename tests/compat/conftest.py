@@ -13,7 +13,6 @@ import pytest
 from broker.backends.slurm.fields import strict_fields
 from tests.broker.backends.kube.real import api_versions as versions
 from tests.broker.backends.kube.real import cluster as kube
-from tests.broker.backends.kube.real import gate
 from tests.broker.backends.kube.real.gate import cluster_env
 from tests.broker.backends.slurm.support import DEFAULT_ENV_FILE, JOBDIR, load_env_file
 from tests.compat.planes import KueuePlane, SlurmPlane, compat_objects, remove_compat_objects
@@ -34,7 +33,8 @@ def kueue_session() -> Iterator[tuple[dict[str, str], object]]:
     """The main cluster for the session, v1beta1 served or not as the run asks
     (K8S_KUEUE_V1BETA1=unserved: the lane's second run): switched once for the session, as
     the Kueue tests' own session does, never back and forth between tests."""
-    env = cluster_env("K8S_CI_ENV", "/run/k8s-ci/env", off="real Kubernetes tests are off: set K8S_TESTS=1",
+    env = cluster_env("K8S_CI_ENV", "/run/k8s-ci/env",
+                      off="real Kubernetes tests are off: run `scripts/k8s-cluster up` and set K8S_TESTS=1",
                       start="run `scripts/k8s-cluster up` first")
     with versions.as_the_run_asks(env, ("K8S_MAIN_KUBECONFIG",)):
         api = kube.api_client(env["K8S_MAIN_KUBECONFIG"])
@@ -67,7 +67,5 @@ def _slurm_plane(request) -> Iterator[SlurmPlane]:
 @pytest.fixture(params=[pytest.param("slurm", marks=pytest.mark.slurm),
                         pytest.param("kueue", marks=pytest.mark.k8s)])
 def plane(request):
-    if request.param == "kueue" and not gate.enabled():
-        pytest.skip("real Kubernetes tests are off: run `scripts/k8s-cluster up` and set K8S_TESTS=1")
     with {"slurm": _slurm_plane, "kueue": _kueue}[request.param](request) as made:
         yield made

@@ -16,7 +16,6 @@ import re
 import subprocess
 import uuid
 from dataclasses import dataclass
-
 from typing import Any
 
 from kubernetes import client

@@ -139,7 +139,7 @@ def _pending(wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
     elif evicted and preempted and evicted.value("reason") == "Preempted" and evicted.text("message"):
         # Kueue keeps Evicted=True (reason Preempted) while the Workload waits to be admitted
         # again: say by what it was preempted, then why it waits now
-        raw = f"{evicted.text('message')}; {raw}" if raw else evicted.text("message")
+        raw = f"{evicted.text('message')}; {raw}"
     return JobState.PENDING, reason, raw or "waiting for Kueue to evaluate the Workload"
 
 

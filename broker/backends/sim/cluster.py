@@ -215,12 +215,15 @@ class SimulatedCluster:
             if job is None or job.lost:
                 return False
             if not job.state.ended:
-                self._release(job)
-                job.state, job.ended_at = JobState.CANCELLED, self._cursor
-                job.reason, job.raw_reason = Reason.NONE, ""
-                job.end_raw = "CANCELLED by 0" if self.flavor == "slurm" else "Deleted"
-                self._schedule()
+                self._end_now(job, JobState.CANCELLED, "CANCELLED by 0" if self.flavor == "slurm" else "Deleted")
             return True
+
+    def _end_now(self, job: SimJob, state: JobState, end_raw: str) -> None:
+        """The job ends at this instant (cancelled, preempted): its GPUs go to the next."""
+        self._release(job)
+        job.state, job.ended_at, job.end_raw = state, self._cursor, end_raw
+        job.reason, job.raw_reason = Reason.NONE, ""
+        self._schedule()
 
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         with self._lock:

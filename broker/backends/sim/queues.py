@@ -173,7 +173,4 @@ def preempt(self: SimulatedCluster, job_id: str) -> None:
         job = self._jobs[job_id]
         if job.state is not JobState.RUNNING:
             raise ValueError(f"job {job_id} is {job.state.value}, not running: nothing to preempt")
-        self._release(job)
-        job.state, job.ended_at, job.end_raw = JobState.PREEMPTED, self._cursor, "PREEMPTED"
-        job.reason, job.raw_reason = Reason.NONE, ""
-        self._schedule()
+        self._end_now(job, JobState.PREEMPTED, "PREEMPTED")

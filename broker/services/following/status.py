@@ -163,10 +163,12 @@ def _preempted(workload: Workload, job: DestinationJob, fields: dict[str, str], 
     said = (job.outcome.summary if job.outcome else "") or job.raw_reason or job.reason.value
     message = f"preempted at {workload.placed_cluster.name} ({said}): "
     message += "queued again there" if requeued_there else "placed again"
-    ended = {"raw_reason": message, "destination_job_id": "", "dispatched_at": None}
+    written: dict[str, object] = {**fields, "preemptions": F("preemptions") + 1}
+    if not requeued_there:  # the job is gone: the next one is another
+        written.update(raw_reason=message, destination_job_id="", dispatched_at=None)
     moved = (moves.requeued_there if requeued_there else moves.requeue_preempted)(
         pk=workload.id,
-        fields={**fields, **({} if requeued_there else ended), "preemptions": F("preemptions") + 1},
+        fields=written,
         then=None if requeued_there else lambda: reservation_release(workload=workload, reason=message),
         note=Note(
             action="workload.preempted",
