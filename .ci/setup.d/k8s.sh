@@ -13,7 +13,8 @@ echo "Kubernetes control planes up in $((SECONDS - k8s_t0))s:"
 scripts/k8s-cluster versions
 export K8S_TESTS=1
 export GPUBROKER_CI_REQUIRE_EXTRA="${GPUBROKER_CI_REQUIRE_EXTRA:+$GPUBROKER_CI_REQUIRE_EXTRA,}k8s"
-# the `k8s` tests (both sets of control planes) wait on controllers: a lane of their own
+# the `k8s` tests (both sets of control planes) wait on controllers: a lane of their own,
+# which then runs the `replay` tests
 # Then Kueue as v0.20 ships it: the session stops serving kueue.x-k8s.io/v1beta1 on both
 # clusters of both sets (tests/broker/backends/kube/real/api_versions.py), asserts the 404,
 # runs the Kueue and MultiKueue tests again and serves v1beta1 again at its end.
@@ -28,5 +29,11 @@ k8s_lane() {
   K8S_KUEUE_V1BETA1=unserved make test PYTEST_ARGS="-m k8s -k 'not volcano' -p no:cacheprovider \
     --junitxml=test-artifacts/junit-k8s-kueue-v1beta2-only.xml $(echo $KUEUE_V1BETA2_ONLY_TESTS)" || return
   echo "Kueue and MultiKueue tests with kueue.x-k8s.io/v1beta1 unserved: $((SECONDS - t0))s"
+  # then the replay's tests (CPU only, about 9 minutes): here, once the controllers' tests
+  # are done, rather than in the main run, whose end would otherwise come as late as the
+  # Slurm lane's (docs/ci.md); after the calibration slices, which time real starts
+  t0=$SECONDS
+  make test PYTEST_ARGS="-m replay -p no:cacheprovider --junitxml=test-artifacts/junit-replay.xml" || return
+  echo "replay tests: $((SECONDS - t0))s"
 }
-test_lane k8s k8s_lane
+test_lane "k8s or replay" k8s_lane

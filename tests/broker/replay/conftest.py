@@ -10,6 +10,15 @@ from broker.fleet_file import FleetDescription, parse_fleet
 from broker.replay.trace import COLUMNS
 
 HEADER = ",".join(COLUMNS)
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    """Every test here is a ``replay`` test: CI runs them apart from the main run (.ci/run)."""
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.replay)
+
 
 # Two A100-80GB clusters.  "frag" comes first in the file and has small nodes, so a few
 # 3-GPU jobs leave one GPU free on each: free GPUs summed say a 2x2 gang fits, but no
