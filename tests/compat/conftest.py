@@ -1,6 +1,7 @@
 """The compatibility suite's planes: one fixture, a parameter per control plane, each with the
 marker of the CI lane that has that plane (the `slurm` lane runs it on every Slurm version;
-the `k8s` lane on Kueue, with kueue.x-k8s.io/v1beta1 served and unserved)."""
+the `k8s` lane on Kueue, with kueue.x-k8s.io/v1beta1 served and unserved, and on Volcano).
+A test that a plane cannot run names its planes (``planes``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,16 @@ from tests.broker.backends.kube.real import api_versions as versions
 from tests.broker.backends.kube.real import cluster as kube
 from tests.broker.backends.kube.real.gate import cluster_env
 from tests.broker.backends.slurm.support import DEFAULT_ENV_FILE, JOBDIR, load_env_file
-from tests.compat.planes import KueuePlane, SlurmPlane, compat_objects, remove_compat_objects
+from tests.compat.planes import (
+    PLANES,
+    KueuePlane,
+    SlurmPlane,
+    VolcanoPlane,
+    compat_objects,
+    remove_compat_objects,
+    remove_volcano_compat_objects,
+    volcano_compat_objects,
+)
 
 
 def _slurm() -> SlurmPlane:
@@ -57,6 +67,19 @@ def _kueue(request) -> Iterator[KueuePlane]:
 
 
 @contextmanager
+def _volcano(request) -> Iterator[VolcanoPlane]:
+    env, api = request.getfixturevalue("kueue_session")
+    assert env.get("K8S_VOLCANO") == "1", "Volcano is not running in the main cluster (K8S_CI_NO_VOLCANO set?)"
+    kube.apply(api, *volcano_compat_objects())
+    kube.delete_jobs(api)
+    try:
+        yield VolcanoPlane(env=env, api=api)
+    finally:
+        kube.delete_jobs(api)
+        remove_volcano_compat_objects(api)
+
+
+@contextmanager
 def _slurm_plane(request) -> Iterator[SlurmPlane]:
     plane = _slurm()
     # every field the cluster answers must be known to the parsers, as in the backend's tests
@@ -64,8 +87,7 @@ def _slurm_plane(request) -> Iterator[SlurmPlane]:
         yield plane
 
 
-@pytest.fixture(params=[pytest.param("slurm", marks=pytest.mark.slurm),
-                        pytest.param("kueue", marks=pytest.mark.k8s)])
+@pytest.fixture(params=list(PLANES.values()))
 def plane(request):
-    with {"slurm": _slurm_plane, "kueue": _kueue}[request.param](request) as made:
+    with {"slurm": _slurm_plane, "kueue": _kueue, "volcano": _volcano}[request.param](request) as made:
         yield made

@@ -7,23 +7,41 @@ Slurm: the test cluster of scripts/slurm-cluster, whichever version is up (22.05
 has a test of its own per version: test_every_offered_rest_api_version_...).
 Kueue: the main cluster of scripts/k8s-cluster (kwok nodes, real Kueue), with queues of the
 suite's own (compat_objects) so that no other test's queue changes; the `k8s` lane runs it
-with kueue.x-k8s.io/v1beta1 served and again with it unserved. Test tooling only: the product
-knows nothing of it."""
+with kueue.x-k8s.io/v1beta1 served and again with it unserved.
+Volcano: the same cluster's Volcano (its L40S kwok nodes, 3 x 2 GPUs), with queues of the
+suite's own (volcano_compat_objects). Test tooling only: the product knows nothing of it."""
 
 from __future__ import annotations
 
 import re
 import subprocess
+import tempfile
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from broker.models import Cluster
 from tests.broker.backends.kube.real import cluster as kube
 from tests.broker.backends.slurm.support import JOBDIR, sh
+
+# each plane's parameter, with the marker of the CI lane that has it (the Volcano case also
+# `volcano`, which selects the Volcano tests alone)
+PLANES = {
+    "slurm": pytest.param("slurm", marks=pytest.mark.slurm),
+    "kueue": pytest.param("kueue", marks=pytest.mark.k8s),
+    "volcano": pytest.param("volcano", marks=[pytest.mark.k8s, pytest.mark.volcano]),
+}
+
+
+def planes(*names: str) -> list[Any]:
+    """For a test that only some planes can run: ``parametrize("plane", planes(...), indirect=True)``."""
+    return [PLANES[name] for name in names]
 
 
 @dataclass
@@ -43,6 +61,7 @@ class SlurmPlane:
     # the workload again, for a new job
     preempted_state: str = "waiting"
     requeues: bool = False
+    gpu_class: str = "a100-80gb"
 
     def register(self, settings) -> Cluster:
         settings.GPUBROKER_ENABLE_SLURM = True
@@ -138,6 +157,7 @@ class KueuePlane:
     preempted_words: str = "Preempted to accommodate a workload"  # Kueue's Evicted condition
     preempted_state: str = "queued"
     requeues: bool = True
+    gpu_class: str = "a100-80gb"
 
     def register(self, settings) -> Cluster:
         settings.GPUBROKER_ENABLE_KUEUE = True
@@ -202,3 +222,90 @@ class KueuePlane:
     def is_gone(self, job_id: str) -> bool:
         """The job runs no more at the cluster (deleted, or ended)."""
         return self.local_job_state(job_id) in ("", "ENDED")
+
+
+VOLCANO_QUEUE, VOLCANO_LIMITED_QUEUE = "compat-vc", "compat-vc-limited"
+
+
+def volcano_compat_objects() -> list[dict[str, Any]]:
+    """The suite's Volcano queues: compat-vc (no capability) and compat-vc-limited (2 GPUs),
+    on the L40S kwok nodes of the `volcano` pool (3 x 2 GPUs)."""
+    return [kube.namespace(), *kube.volcano_nodes(3), kube.volcano_queue(VOLCANO_QUEUE),
+            kube.volcano_queue(VOLCANO_LIMITED_QUEUE, gpus=2)]
+
+
+def remove_volcano_compat_objects(api: client.ApiClient) -> None:
+    """The suite's queues gone again (the Volcano tests read the cluster's queues)."""
+    custom = client.CustomObjectsApi(api)
+    for name in (VOLCANO_QUEUE, VOLCANO_LIMITED_QUEUE):
+        try:
+            custom.delete_cluster_custom_object("scheduling.volcano.sh", "v1beta1", "queues", name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+@dataclass
+class VolcanoPlane:
+    """CI's Volcano: the broker's Volcano Jobs in queue compat-vc on the L40S kwok nodes
+    (a GPU class of the suite's own, l40s), the limited project's in compat-vc-limited
+    (capability 2 GPUs). The test cluster's scheduler runs Volcano's default actions
+    (enqueue, allocate, backfill: no preempt, no reclaim), so the preemption test has no
+    Volcano case (docs/compatibility.md)."""
+
+    env: dict[str, str]
+    api: client.ApiClient
+    name: str = "volcano"
+    gpus_per_node: int = 2
+    nodes: int = 2
+    limited_gpus: int = 2
+    limit_words: tuple[str, ...] = ("Volcano queue compat-vc-limited", "at most 2 GPUs")
+    gpu_class: str = "l40s"
+
+    def register(self, settings) -> Cluster:
+        settings.GPUBROKER_ENABLE_VOLCANO = True
+        settings.GPUBROKER_ENABLE_SIMULATOR = False
+        settings.GPUBROKER_POLICY_FILE = self._policy(settings.GPUBROKER_POLICY_FILE)
+        config = {"kubeconfig": self.env["K8S_MAIN_KUBECONFIG"], "queue": VOLCANO_QUEUE, "namespace": kube.NAMESPACE,
+                  "node_selector": "gpubroker.test/pool=volcano", "model_names": {kube.L40S: "NVIDIA L40S"}}
+        return Cluster.objects.create(name=f"compat-{self.name}", kind="volcano", region="eu-west",
+                                      location="onprem", config=config)
+
+    def _policy(self, default: Path) -> Path:
+        """The policy with a class for the L40S nodes, which the suite's tenant may use (read
+        when the test's database seeds its first policy release)."""
+        doc = yaml.safe_load(Path(default).read_text())
+        doc["gpu_classes"][self.gpu_class] = {"models": ["NVIDIA L40S", "L40S"], "min_memory_gb": 44}
+        doc["tenants"]["physics"]["gpu_classes"].append(self.gpu_class)
+        path = Path(tempfile.mkdtemp(prefix="compat-policy-")) / "policy.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        return path
+
+    def project_fields(self, *, limited: bool) -> dict[str, str]:
+        return {"k8s_namespace": kube.NAMESPACE, "k8s_queue": VOLCANO_LIMITED_QUEUE if limited else ""}
+
+    def _pods(self, job_id: str) -> list[Any]:
+        namespace, name = job_id.split("/", 1)
+        return client.CoreV1Api(self.api).list_namespaced_pod(
+            namespace, label_selector=f"volcano.sh/job-name={name}").items
+
+    def gpus_per_worker(self, job_id: str) -> list[int]:
+        """The GPUs each of the job's pods holds on the node it was bound to (an L40S node)."""
+        pods = [p for p in self._pods(job_id) if p.spec.node_name]
+        assert all(p.spec.node_name.startswith("vc-") for p in pods), [p.spec.node_name for p in pods]
+        return sorted(int((p.spec.containers[0].resources.requests or {}).get("nvidia.com/gpu", 0)) for p in pods)
+
+    def is_gone(self, job_id: str) -> bool:
+        """Volcano ended the job (aborted, terminated, ...) or it was deleted, and none of its
+        pods runs."""
+        namespace, name = job_id.split("/", 1)
+        try:
+            job = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+                "batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return True
+            raise
+        phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
+        running = [p for p in self._pods(job_id) if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
+        return phase in ("Aborting", "Aborted", "Terminating", "Terminated", "Completed", "Failed") and not running

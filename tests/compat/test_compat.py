@@ -1,8 +1,8 @@
 """The compatibility suite (issue 28): the same broker-path tests, unchanged, on each control
 plane and version CI runs (tests/compat/planes.py; the `slurm` lane runs them on 22.05, 24.11.5
-and 26.05.5, the `k8s` lane on Kueue with kueue.x-k8s.io/v1beta1 served and unserved). Each
-goes through the broker's own services, as the beat and the workers do: submit, place,
-dispatch, follow, cancel, collect usage. What each shows: admission of a whole gang, the GPUs
+and 26.05.5, the `k8s` lane on Kueue with kueue.x-k8s.io/v1beta1 served and unserved, and on
+Volcano, all but the preemption test). Each goes through the broker's own services, as the
+beat and the workers do: submit, place, dispatch, follow, cancel, collect usage. What each shows: admission of a whole gang, the GPUs
 each worker holds, its accounting record, a job above the cluster's local quota never sent,
 cancellation reaching the cluster, and a higher-priority local job preempting the broker's
 job, which the broker reports in the cluster's words, queues or places again (not a failure)
@@ -14,7 +14,7 @@ import pytest
 
 from accounting.models import UsageEntry
 from accounting.services.usage import usage_collect
-from broker.models import Quota, Workload
+from broker.models import GpuClass, Quota, Workload
 from broker.services.dispatching.send import workload_dispatch
 from broker.services.fleet.identity import slurm_accounts_ensure
 from broker.services.fleet.inventory import cluster_sync_inventory
@@ -23,6 +23,7 @@ from broker.services.following.cancel import cancel_propagate
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import workload_place
 from broker.services.submitting.workloads import workload_cancel, workload_submit
+from tests.compat.planes import planes
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.waiting import wait_for
 
@@ -37,8 +38,8 @@ def broker(plane, settings):
     tenant = TenantFactory(slug="physics")
     user = UserFactory(username="compat")
     MembershipFactory(user=user, tenant=tenant, role="researcher")
-    classes = {c.slug: c for c in gpu_classes_from_policy()}
-    Quota.objects.create(tenant=tenant, gpu_class=classes["a100-80gb"], limit_gpus=64)
+    gpu_classes_from_policy()
+    Quota.objects.create(tenant=tenant, gpu_class=GpuClass.objects.get(slug=plane.gpu_class), limit_gpus=64)
 
     def project(*, limited: bool = False):
         made = ProjectFactory(tenant=tenant, slug="limited" if limited else "lattice",
@@ -50,15 +51,15 @@ def broker(plane, settings):
     return cluster, user, project
 
 
-def _submit(user, project, *, name: str, workers: int, gpus: int, command: str) -> Workload:
+def _submit(plane, user, project, *, name: str, workers: int, gpus: int, command: str) -> Workload:
     workload = workload_submit(user=user, project_id=project.id, spec_data={
-        "name": name, "command": command, "gpu_class": "a100-80gb", "gpus_per_worker": gpus, "workers": workers,
+        "name": name, "command": command, "gpu_class": plane.gpu_class, "gpus_per_worker": gpus, "workers": workers,
         "cpus_per_worker": 1, "memory_gb_per_worker": 1, "time_limit_minutes": 10})
     return workload_place(workload_id=workload.id)
 
 
-def _sent(user, project, **spec) -> Workload:
-    workload = _submit(user, project, **spec)
+def _sent(plane, user, project, **spec) -> Workload:
+    workload = _submit(plane, user, project, **spec)
     assert workload.state == "reserved", workload.raw_reason
     workload_dispatch(workload_id=workload.id)
     workload.refresh_from_db()
@@ -77,7 +78,7 @@ def _followed_until(cluster, workload: Workload, states: set[str], timeout_s: fl
 
 def test_a_gang_is_admitted_whole_holds_its_gpus_on_its_nodes_and_is_accounted(plane, broker):
     cluster, user, project = broker
-    workload = _sent(user, project(), name="gang", workers=2, gpus=2, command="sleep 8")
+    workload = _sent(plane, user, project(), name="gang", workers=2, gpus=2, command="sleep 8")
     running = _followed_until(cluster, workload, {"running", "completed"})
     assert running.started_at is not None
     # both workers at once, each with the GPUs it asked for
@@ -97,7 +98,7 @@ def test_a_gang_is_admitted_whole_holds_its_gpus_on_its_nodes_and_is_accounted(p
 
 def test_a_job_above_the_clusters_local_quota_is_not_sent_and_the_broker_says_which_limit(plane, broker):
     _cluster, user, project = broker
-    workload = _submit(user, project(limited=True), name="too-big", workers=2, gpus=plane.limited_gpus,
+    workload = _submit(plane, user, project(limited=True), name="too-big", workers=2, gpus=plane.limited_gpus,
                        command="sleep 1")
     assert workload.state in ("waiting", "rejected") and not workload.destination_job_id
     assert all(words in workload.raw_reason for words in plane.limit_words), workload.raw_reason
@@ -117,20 +118,23 @@ def _cancelled(user, workload: Workload) -> Workload:
 
 def test_a_cancel_ends_the_job_at_the_cluster_and_releases_its_reservation(plane, broker):
     cluster, user, project = broker
-    workload = _sent(user, project(), name="cancel-me", workers=1, gpus=1, command="sleep 300")
+    workload = _sent(plane, user, project(), name="cancel-me", workers=1, gpus=1, command="sleep 300")
     _followed_until(cluster, workload, {"running"})
     done = _cancelled(user, workload)
     assert plane.is_gone(workload.destination_job_id)
     assert done.reservations.get().state == "released"
 
 
+# not on Volcano: the test cluster's scheduler runs without the preempt and reclaim actions
+# (tests/compat/planes.py, VolcanoPlane)
+@pytest.mark.parametrize("plane", planes("slurm", "kueue"), indirect=True)
 def test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_again_and_charged_once(
         plane, broker):
     cluster, user, project = broker
     whole = plane.gpus_per_node
     # long enough to be preempted first (a local job takes its GPUs within seconds), short
     # enough that its second run ends within the test
-    workload = _sent(user, project(), name="preempted", workers=plane.nodes, gpus=whole, command="sleep 15")
+    workload = _sent(plane, user, project(), name="preempted", workers=plane.nodes, gpus=whole, command="sleep 15")
     first_job = workload.destination_job_id
     _followed_until(cluster, workload, {"running"})
     urgent = plane.start_urgent_local_job(whole)
