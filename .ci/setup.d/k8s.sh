@@ -36,4 +36,4 @@ k8s_lane() {
   make test PYTEST_ARGS="-m replay -p no:cacheprovider --junitxml=test-artifacts/junit-replay.xml" || return
   echo "replay tests: $((SECONDS - t0))s"
 }
-test_lane "k8s or replay" k8s_lane
+test_lane "k8s or replay" k8s_lane  # .ci/run puts it in parentheses
