@@ -96,7 +96,7 @@ def test_kubernetes_nodes_and_pods_give_pools_or_fail_clearly(data):
 @FAST
 @given(st.data())
 def test_kueue_and_volcano_objects_give_a_state_or_fail_clearly(data):
-    from broker.backends.kube import kueue, volcano
+    from broker.backends.kube import kueue, volcano_objects
 
     (job, job_broken), (wl, wl_broken) = data.draw(broken(_kueue_job())), data.draw(broken(_kueue_workload()))
     vc, vc_broken = data.draw(broken(_vcjob()))
@@ -106,8 +106,8 @@ def test_kueue_and_volcano_objects_give_a_state_or_fail_clearly(data):
         (failure(kueue.kueue_state, job, wl), job_broken + wl_broken),
         (failure(kueue.job_gpus, job), job_broken),
         (failure(kueue.workload_gpus, wl), wl_broken),
-        (failure(volcano.vcjob_gpus, vc), vc_broken),
-        (failure(volcano.gang_reason, group, data.draw(st.sampled_from(["Open", "Closed", ""])), "default"),
+        (failure(volcano_objects.vcjob_gpus, vc), vc_broken),
+        (failure(volcano_objects.gang_reason, group, data.draw(st.sampled_from(["Open", "Closed", ""])), "default"),
          group_broken),
     ):
         assert error is None or names_a_broken_field(error, _named(where)), f"{error!r} names none of {_named(where)}"

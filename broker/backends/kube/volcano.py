@@ -6,138 +6,59 @@ the project identity, one task "worker" with ``replicas = workers`` and the GPU
 limits.  Volcano's controller creates the PodGroup ``<job>-<job uid>``; its
 ``Unschedulable`` condition (reason ``NotEnoughResources``) says how many
 members could be placed: some but not all -> GANG, none -> CAPACITY.
+
+A job Volcano's scheduler preempted (its ``preempt`` or ``reclaim`` action evicts a pod:
+an ``Evict`` event on the pod, "Pod is evicted, because of preempt") is restarted in its
+queue by our ``PodEvicted: RestartJob`` policy, as Kueue queues an evicted job again: the
+broker follows the same job, which says by what it was preempted while it waits, and is
+charged for the spans it ran (``status.conditions``), not the wait between them.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
 from broker.backends.kube.limits import volcano_limits
 from broker.local_limits import LocalLimits
-from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
+from broker.backends.base import (
+    DestinationJob,
+    JobOutcome,
+    JobState,
+    ProjectIdentity,
+    QueueStats,
+    Reason,
+    UsageRecord,
+)
 from broker.backends.kube import inventory as inv
 from broker.backends.json_fields import Fields
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
     PROJECT_LABEL,
-    condition_fields,
     dns_name,
     is_gpu_resource,
     job_ref,
     label_value,
     object_annotations,
     object_labels,
-    parse_time,
-    pod_gpus,
-    quantity,
     worker_pod_spec,
     workload_of,
 )
-from broker.backends.kube.jobs import KubeJobBackend, note_deleting, seconds_between
+from broker.backends.kube.jobs import KubeJobBackend, note_deleting
+from broker.backends.kube.volcano_objects import (
+    PHASES,
+    gang_reason,
+    phase_times,
+    pod_group_gpus,
+    running_seconds,
+    vcjob_gpus,
+)
 from broker.spec import WorkloadSpec
 
 BATCH = ("batch.volcano.sh", "v1alpha1", "jobs")
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
-_PHASES = {
-    "Pending": JobState.PENDING,
-    "Running": JobState.RUNNING,
-    "Restarting": JobState.RUNNING,
-    "Completing": JobState.RUNNING,
-    "Completed": JobState.COMPLETED,
-    "Failed": JobState.FAILED,
-    # Abort is an outside request (suspend/abort); Terminate is Volcano's own reaction.
-    "Aborting": JobState.CANCELLED,
-    "Aborted": JobState.CANCELLED,
-    "Terminating": JobState.FAILED,
-    "Terminated": JobState.FAILED,
-}
-_SCHEDULABLE_RE = re.compile(r"(\d+)\s+Schedulable")
-
-
-_QUOTA_EVENT = "queue resource quota insufficient"
-
-
-def gang_reason(
-    pod_group: Mapping[str, Any] | None,
-    queue_state: str,
-    queue: str,
-    events: tuple[str, ...] = (),
-    capability: Mapping[str, Any] | None = None,
-) -> tuple[Reason, str]:
-    """Why a vcjob waits: queue closed, over the queue's capability, gang partly placeable,
-    or no room at all.  ``events``: the PodGroup's event messages, newest first;
-    ``capability``: the queue's spec.capability."""
-    if queue_state in ("Closed", "Closing"):
-        return Reason.UNAVAILABLE, f"Volcano queue {queue} is {queue_state}"
-    if queue_state == "Missing":
-        return Reason.UNAVAILABLE, f"Volcano queue {queue} not found"
-    if pod_group is None:
-        return Reason.OTHER, "no PodGroup yet"
-    cond = condition_fields(pod_group, "Unschedulable")
-    if not cond or cond.value("status") != "True":
-        phase = Fields(pod_group).obj("status").text("phase", "Pending")
-        # Real Volcano leaves a PodGroup its enqueue step refuses (queue capability) in
-        # Pending with no condition at all: the reason is only in its events.
-        quota = next((m for m in events if _QUOTA_EVENT in m), "")
-        if phase == "Pending" and quota:
-            never = over_capability(pod_group, capability or {})
-            return (Reason.POLICY if never else Reason.CAPACITY), quota
-        return Reason.NONE, f"PodGroup {phase}"
-    message = cond.text("message") or cond.text("reason")
-    if cond.value("reason") == "NotEnoughResources":
-        # "... Pending: 1 Unschedulable, 3 Schedulable": some members would fit.
-        match = _SCHEDULABLE_RE.search(message)
-        return (Reason.GANG if match and int(match.group(1)) > 0 else Reason.CAPACITY), message
-    return Reason.CAPACITY, message
-
-
-def over_capability(pod_group: Mapping[str, Any], capability: Mapping[str, Any]) -> bool:
-    """The gang alone needs more of some resource than its queue may ever hold."""
-    need = Fields(pod_group).obj("spec", "minResources").raw
-    return any(
-        quantity(need.get(name, need.get(f"requests.{name}", 0))) > quantity(limit)
-        for name, limit in capability.items()
-    )
-
-
-def pod_group_gpus(pod_group: Mapping[str, Any]) -> int:
-    """The gang's GPUs from ``minResources``.  Real Volcano lists each resource twice,
-    ``nvidia.com/gpu`` and ``requests.nvidia.com/gpu`` (data/real/volcano-podgroup-*):
-    counted once."""
-    need = Fields(pod_group).obj("spec", "minResources")
-    per_name: dict[str, int] = {}
-    for key, value in need.raw.items():
-        name = key.removeprefix("requests.")
-        if is_gpu_resource(name):
-            per_name[name] = max(per_name.get(name, 0), quantity(value, need.at(key)))
-    return sum(per_name.values())
-
-
-def vcjob_gpus(job: Mapping[str, Any]) -> int:
-    total = 0
-    for task in Fields(job).obj("spec").objs("tasks"):
-        total += task.whole("replicas") * pod_gpus(task.obj("template", "spec"))
-    return total
-
-
-def _phase_times(job: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
-    """First Running transition and the terminal transition, from status.conditions."""
-    start = end = None
-    status = Fields(job).obj("status")
-    for cond in status.objs("conditions"):
-        when = parse_time(cond.text("lastTransitionTime"))
-        if cond.value("status") == "Running" and start is None:
-            start = when
-        if _PHASES.get(cond.text("status")) in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED):
-            end = when
-    state = status.obj("state")
-    if end is None and _PHASES.get(state.text("phase"), JobState.PENDING).ended:
-        end = parse_time(state.text("lastTransitionTime"))
-    return start, end
 
 
 class VolcanoBackend(KubeJobBackend):
@@ -169,7 +90,9 @@ class VolcanoBackend(KubeJobBackend):
                 # reads 0 as unset and writes 3): a failed or evicted worker ends the job.
                 "policies": [
                     {"event": "PodFailed", "action": "TerminateJob"},
-                    {"event": "PodEvicted", "action": "TerminateJob"},
+                    # Volcano's preempt or reclaim, or a drained node: queued again there
+                    # (the webhook's maxRetry, 3, bounds how often)
+                    {"event": "PodEvicted", "action": "RestartJob"},
                 ],
                 "tasks": [
                     {
@@ -248,6 +171,29 @@ class VolcanoBackend(KubeJobBackend):
         events.sort(key=lambda e: e.text("lastTimestamp") or e.text("eventTime"), reverse=True)
         return tuple(e.text("message") for e in events)
 
+    def _outcome(self, obj: dict[str, Any]) -> JobOutcome:
+        """A job that ended on an eviction (one sent before RestartJob, or past its retries)
+        ends in Volcano's words: its pods are gone, and Terminated says nothing of why."""
+        evicted = self._evicted(obj) if PHASES.get(_phase(obj)) == JobState.FAILED else ""
+        return JobOutcome(summary=evicted, end_reason="Evict") if evicted else super()._outcome(obj)
+
+    def _evicted(self, job: Mapping[str, Any]) -> str:
+        """Volcano's word when its scheduler evicted one of the job's pods (``<job>-<task>-<i>``),
+        with the pod's name; "" when none was (read only for a job restarted or ended failed)."""
+        meta = Fields(job).obj("metadata")
+        tasks = {f"{meta.text('name')}-{t.text('name')}-" for t in Fields(job).obj("spec").objs("tasks")}
+        items = self.kube.items(
+            self.kube.core().list_namespaced_event,
+            meta.text("namespace"),
+            field_selector="involvedObject.kind=Pod,reason=Evict",
+        )
+        for i, raw in enumerate(items):
+            event = Fields(raw, (f"events[{i}]",))
+            pod = event.obj("involvedObject").text("name")
+            if any(pod.startswith(t) and pod[len(t) :].isdigit() for t in tasks):
+                return f"Volcano evicted pod {pod}: {event.text('message')}"
+        return ""
+
     # ---- describing -----------------------------------------------------------------
     def _describe(self, objs: list[dict[str, Any]]) -> list[DestinationJob]:
         queues: dict[str, dict[str, Any] | None] = {}
@@ -259,6 +205,11 @@ class VolcanoBackend(KubeJobBackend):
             described = self.describe(job, pg, queues)
             if described.state == JobState.RUNNING:
                 described = replace(described, nodes=self._job_nodes(job))
+            if described.state == JobState.PENDING and Fields(job).obj("status").value("retryCount"):
+                # restarted: say by what it was preempted, then why it waits now
+                evicted = self._evicted(job)
+                if evicted:
+                    described = replace(described, raw_reason=f"{evicted}; now: {described.raw_reason}")
             out.append(note_deleting(job, described))
         return out
 
@@ -270,11 +221,11 @@ class VolcanoBackend(KubeJobBackend):
     ) -> DestinationJob:
         """``queues``: the Volcano Queues read so far (a pass over many jobs shares them)."""
         queues = {} if queues is None else queues
-        state = _PHASES.get(_phase(job), JobState.UNKNOWN)
+        state = PHASES.get(_phase(job), JobState.UNKNOWN)
         reason, raw = Reason.NONE, Fields(job).obj("status", "state").text("message")
         if state == JobState.PENDING:
             reason, raw = self._waiting(job, pod_group, queues)
-        start, end = _phase_times(job)
+        start, end = phase_times(job)
         return DestinationJob(
             job_id=job_ref(job),
             workload_id=workload_of(job),
@@ -362,9 +313,10 @@ class VolcanoBackend(KubeJobBackend):
         """First Running transition to the terminal transition, times the gang's GPUs."""
         products: dict[str, str] | None = None
         for job in self._list():
-            start, end = _phase_times(job)
+            start, end = phase_times(job)
+            ran_s = running_seconds(job, end)
             gpus = vcjob_gpus(job)
-            state = _PHASES.get(_phase(job), JobState.UNKNOWN)
+            state = PHASES.get(_phase(job), JobState.UNKNOWN)
             end = end if state.ended else None
             if start is None or gpus <= 0 or (end is not None and end < since):
                 continue
@@ -382,7 +334,7 @@ class VolcanoBackend(KubeJobBackend):
                 gpus=gpus,
                 start=start,
                 end=end,
-                gpu_seconds=gpus * seconds_between(start, end),
+                gpu_seconds=gpus * ran_s,
                 state=state.value,
             )
 

@@ -9,7 +9,7 @@ from typing import Any
 from broker.backends.base import JobState, Reason
 from broker.backends.kube.kueue import classify_pending, kueue_state, workload_gpus
 from broker.backends.kube.limits import volcano_limits
-from broker.backends.kube.volcano import gang_reason, over_capability, pod_group_gpus
+from broker.backends.kube.volcano_objects import gang_reason, over_capability, pod_group_gpus
 
 REAL = Path(__file__).parent / "data" / "real"
 JOB = {"metadata": {"name": "j", "namespace": "team"}, "spec": {"suspend": True}, "status": {}}

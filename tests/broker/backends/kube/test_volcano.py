@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timezone
 
 import pytest
 
 from broker.backends.base import JobState, Reason, Rejected
 from broker.backends.kube import BackendSettings, VolcanoBackend
 from tests.broker.backends.kube.emu.emulator_seed import seed_volcano
-from broker.backends.kube.volcano import gang_reason
+from broker.backends.kube.volcano_objects import gang_reason
 
 
 def test_closed_queue_after_submit_is_unavailable(volcano):
@@ -75,6 +76,11 @@ def test_pending_gang_without_pod_group_yet(volcano):
      "Pending: 3 Unschedulable", Reason.CAPACITY),
     ("6/6 tasks in gang unschedulable: pod group is not ready, 6 Pending, 6 minAvailable; "
      "Pending: 1 Unschedulable, 2 Undetermined, 3 Schedulable", Reason.GANG),
+    # real Volcano v1.14.1 with its preempt action on (CI's cluster): the members that fit
+    # are "Pipelined"
+    ("4/4 tasks in gang unschedulable: pod group is not ready, 1 Pending, 3 Pipelined, 4 minAvailable; "
+     "Pending: 1 Unschedulable. Origin reason is wl-gang-gang-worker-3: 0/7 nodes are unavailable: "
+     "3 node(s) didn't match Pod's node affinity/selector, 4 Insufficient nvidia.com/gpu.", Reason.GANG),
     ("1/0 tasks in gang unschedulable: pod group is not ready, 1 minAvailable.", Reason.CAPACITY),
 ])
 def test_gang_reason_parses_volcano_messages(message, expected):
@@ -108,3 +114,41 @@ def test_manifest_requests_the_gpus_it_limits(volcano, spec_factory):
     res = body["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["resources"]
     assert res["requests"]["nvidia.com/gpu"] == res["limits"]["nvidia.com/gpu"] == "2"
     assert "maxRetry" not in body["spec"]
+
+
+def test_a_job_volcano_evicted_a_pod_of_waits_again_saying_by_what_and_is_charged_for_its_runs(volcano):
+    job_id = volcano.submit("wl-a", workers=2)  # vcjob wl-a-train, pods wl-a-train-worker-<i>
+    other = volcano.submit("wl-a-train-worker-1")  # its pods' names begin as the first's do
+    volcano.step()
+    volcano.emu.advance(60)
+    volcano.emu.volcano.evict(job_id)
+    jobs = volcano.backend.status([job_id, other])
+    assert jobs[job_id].state == JobState.PENDING  # restarted in its queue, as Kueue requeues
+    assert jobs[job_id].raw_reason.startswith(
+        "Volcano evicted pod wl-a-train-worker-0: Pod is evicted, because of preempt; now: ")
+    # only the job whose own pod was evicted
+    assert jobs[other].state == JobState.RUNNING and "evicted" not in jobs[other].raw_reason
+    volcano.emu.advance(600)  # waiting (the job that preempted it runs): not charged
+    volcano.step()
+    volcano.emu.advance(30)
+    volcano.finish(job_id)
+    usage = {u.job_id: u for u in volcano.backend.usage(datetime(2026, 3, 1, tzinfo=timezone.utc))}
+    assert usage[job_id].gpu_seconds == 2 * (60 + 30)  # two workers of one GPU, for both runs
+
+
+def test_a_job_that_ended_on_an_eviction_says_so(volcano):
+    # sent by an earlier release, whose policy terminated an evicted job
+    job_id = volcano.submit("wl-old")
+    volcano.step()
+    volcano.emu.volcano.evict(job_id, then="Terminated")
+    job = volcano.backend.status([job_id])[job_id]
+    assert job.state == JobState.FAILED
+    assert job.outcome.summary == "Volcano evicted pod wl-old-train-worker-0: Pod is evicted, because of preempt"
+    assert job.outcome.end_reason == "Evict"
+
+
+def test_a_job_that_failed_with_no_pod_evicted_stays_failed(volcano):
+    job_id = volcano.submit("wl-failed")
+    volcano.step()
+    volcano.finish(job_id, ok=False)
+    assert volcano.backend.status([job_id])[job_id].state == JobState.FAILED

@@ -180,6 +180,36 @@ class VolcanoModel:
             pg["status"]["phase"] = "Completed"
             self.store.bump(pg)
 
+    def evict(self, ref: str, reason: str = "preempt", then: str = "Restarting") -> None:
+        """Volcano's scheduler evicting the job's first pod (its preempt or reclaim action:
+        an Evict event on the pod, the pod deleted), and the job controller's answer: under
+        our PodEvicted policy (RestartJob) every pod goes and the job waits again (Restarting,
+        then Pending: its PodGroup too, for the next reconcile to place); ``then="Terminated"``
+        as under the TerminateJob of earlier releases."""
+        with self.store.lock:
+            job = self.job(ref)
+            ns = job["metadata"]["namespace"]
+            pods = sorted((p for p in self.store.list(("", "pods"), ns)
+                           if (p["metadata"].get("labels") or {}).get("volcano.sh/job-name")
+                           == job["metadata"]["name"]), key=lambda p: p["metadata"]["name"])
+            victim = pods[0]["metadata"]
+            self.store.create(("", "events"), ns, {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{victim['name']}.evict"},
+                "involvedObject": {"kind": "Pod", "name": victim["name"], "namespace": ns, "uid": victim["uid"]},
+                "type": "Warning", "reason": "Evict", "message": f"Pod is evicted, because of {reason}",
+                "lastTimestamp": rfc3339(self.emu.now()), "source": {"component": "volcano"}})
+            for pod in pods:
+                self.store.delete(("", "pods"), ns, pod["metadata"]["name"])
+            job["status"].update(running=0)
+            self._phase(job, then)
+            if then == "Restarting":
+                job["status"]["retryCount"] = job["status"].get("retryCount", 0) + 1
+                self._phase(job, "Pending")
+                pg = self.pod_group(ref)
+                pg["status"] = {"phase": "Pending"}
+                self.store.bump(pg)
+
     def set_queue_state(self, name: str, state: str) -> None:
         with self.store.lock:
             queue = self.store.get(QUEUES, "", name)
