@@ -1,7 +1,6 @@
 """The compatibility suite's planes: one fixture, a parameter per control plane, each with the
 marker of the CI lane that has that plane (the `slurm` lane runs it on every Slurm version;
-the `k8s` lane on Kueue, with kueue.x-k8s.io/v1beta1 served and unserved, and on Volcano).
-A test that a plane cannot run names its planes (``planes``)."""
+the `k8s` lane on Kueue, with kueue.x-k8s.io/v1beta1 served and unserved, and on Volcano)."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from tests.compat.planes import (
     SlurmPlane,
     VolcanoPlane,
     compat_objects,
+    remove_blockers,
     remove_compat_objects,
     remove_volcano_compat_objects,
     volcano_compat_objects,
@@ -75,6 +75,7 @@ def _volcano(request) -> Iterator[VolcanoPlane]:
     try:
         yield VolcanoPlane(env=env, api=api)
     finally:
+        remove_blockers(api)
         kube.delete_jobs(api)
         remove_volcano_compat_objects(api)
 

@@ -39,11 +39,6 @@ PLANES = {
 }
 
 
-def planes(*names: str) -> list[Any]:
-    """For a test that only some planes can run: ``parametrize("plane", planes(...), indirect=True)``."""
-    return [PLANES[name] for name in names]
-
-
 @dataclass
 class SlurmPlane:
     """scripts/slurm-cluster's cluster: two nodes of 8 GPUs, account ``research`` limited to 4
@@ -227,11 +222,31 @@ class KueuePlane:
 VOLCANO_QUEUE, VOLCANO_LIMITED_QUEUE = "compat-vc", "compat-vc-limited"
 
 
+URGENT_CLASS = "compat-vc-urgent"
+BLOCKER = "compat-blocker-"
+
+
 def volcano_compat_objects() -> list[dict[str, Any]]:
     """The suite's Volcano queues: compat-vc (no capability) and compat-vc-limited (2 GPUs),
-    on the L40S kwok nodes of the `volcano` pool (3 x 2 GPUs)."""
+    on the L40S kwok nodes of the `volcano` pool (3 x 2 GPUs); the PriorityClass of the
+    local job that preempts."""
+    urgent = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": URGENT_CLASS},
+              "value": 1000, "description": "gpubroker compatibility suite: a local job that preempts"}
     return [kube.namespace(), *kube.volcano_nodes(3), kube.volcano_queue(VOLCANO_QUEUE),
-            kube.volcano_queue(VOLCANO_LIMITED_QUEUE, gpus=2)]
+            kube.volcano_queue(VOLCANO_LIMITED_QUEUE, gpus=2), urgent]
+
+
+def remove_blockers(api: client.ApiClient, timeout_s: float = 60) -> None:
+    """The pods that filled the free L40S nodes gone (delete_jobs waits for an empty namespace)."""
+    core = client.CoreV1Api(api)
+
+    def blockers() -> list[str]:
+        return [p.metadata.name for p in core.list_namespaced_pod(kube.NAMESPACE).items
+                if p.metadata.name.startswith(BLOCKER)]
+
+    for name in blockers():
+        core.delete_namespaced_pod(name, kube.NAMESPACE, grace_period_seconds=0)
+    kube.wait_for(lambda: not blockers(), timeout_s, what="the blocking pods gone")
 
 
 def remove_volcano_compat_objects(api: client.ApiClient) -> None:
@@ -249,9 +264,10 @@ def remove_volcano_compat_objects(api: client.ApiClient) -> None:
 class VolcanoPlane:
     """CI's Volcano: the broker's Volcano Jobs in queue compat-vc on the L40S kwok nodes
     (a GPU class of the suite's own, l40s), the limited project's in compat-vc-limited
-    (capability 2 GPUs). The test cluster's scheduler runs Volcano's default actions
-    (enqueue, allocate, backfill: no preempt, no reclaim), so the preemption test has no
-    Volcano case (docs/compatibility.md)."""
+    (capability 2 GPUs). The test cluster's scheduler has Volcano's preempt action on
+    (scripts/k8s-cluster): a local vcjob in PriorityClass compat-vc-urgent, in the same queue,
+    evicts a pod of the broker's job, which Volcano then restarts in its queue (our PodEvicted
+    policy, RestartJob): the broker follows the same job."""
 
     env: dict[str, str]
     api: client.ApiClient
@@ -261,6 +277,9 @@ class VolcanoPlane:
     limited_gpus: int = 2
     limit_words: tuple[str, ...] = ("Volcano queue compat-vc-limited", "at most 2 GPUs")
     gpu_class: str = "l40s"
+    preempted_words: str = "Pod is evicted, because of preempt"  # Volcano's Evict event on the pod
+    preempted_state: str = "queued"
+    requeues: bool = True
 
     def register(self, settings) -> Cluster:
         settings.GPUBROKER_ENABLE_VOLCANO = True
@@ -309,3 +328,56 @@ class VolcanoPlane:
         phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
         running = [p for p in self._pods(job_id) if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
         return phase in ("Aborting", "Aborted", "Terminating", "Terminated", "Completed", "Failed") and not running
+
+    def start_urgent_local_job(self, gpus_per_node: int) -> str:
+        """A vcjob created at the cluster, not through the broker, in the class that preempts:
+        one pod of a whole node's GPUs. The L40S nodes the broker's job left free are filled
+        first (pods bound to them directly), so it can start only by preemption."""
+        core = client.CoreV1Api(self.api)
+        busy = {p.spec.node_name for p in core.list_namespaced_pod(kube.NAMESPACE).items if p.spec.node_name}
+        for node in (n["metadata"]["name"] for n in kube.volcano_nodes(3)):
+            if node not in busy:
+                core.create_namespaced_pod(kube.NAMESPACE, {
+                    "apiVersion": "v1", "kind": "Pod", "metadata": {"name": BLOCKER + node},
+                    "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [_container(gpus_per_node)]}})
+        name = "compat-urgent-" + uuid.uuid4().hex[:6]
+        task = {"name": "main", "replicas": 1, "template": {"spec": {
+            "restartPolicy": "Never", "nodeSelector": {"gpubroker.test/pool": "volcano"},
+            "containers": [_container(gpus_per_node)]}}}
+        job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job",
+               "metadata": {"name": name, "namespace": kube.NAMESPACE},
+               "spec": {"schedulerName": "volcano", "queue": VOLCANO_QUEUE, "minAvailable": 1,
+                        "priorityClassName": URGENT_CLASS, "tasks": [task]}}
+        client.CustomObjectsApi(self.api).create_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", kube.NAMESPACE, "jobs", job)
+        return f"{kube.NAMESPACE}/{name}"
+
+    def local_job_state(self, job_id: str) -> str:
+        """RUNNING once Volcano runs it; "" once it is gone; PENDING or ENDED otherwise."""
+        namespace, name = job_id.split("/", 1)
+        try:
+            job = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+                "batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return ""
+            raise
+        phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
+        return {"Running": "RUNNING", "Pending": "PENDING", "": "PENDING"}.get(phase, "ENDED")
+
+    def end_local_job(self, job_id: str) -> None:
+        """The local job deleted, and the pods that filled the free nodes with it."""
+        namespace, name = job_id.split("/", 1)
+        try:
+            client.CustomObjectsApi(self.api).delete_namespaced_custom_object(
+                "batch.volcano.sh", "v1alpha1", namespace, "jobs", name, propagation_policy="Foreground")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+        remove_blockers(self.api)
+
+
+def _container(gpus: int) -> dict[str, Any]:
+    return {"name": "main", "image": "busybox", "command": ["sleep", "300"],
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": str(gpus)},
+                          "limits": {"nvidia.com/gpu": str(gpus)}}}

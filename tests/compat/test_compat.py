@@ -1,12 +1,12 @@
 """The compatibility suite (issue 28): the same broker-path tests, unchanged, on each control
 plane and version CI runs (tests/compat/planes.py; the `slurm` lane runs them on 22.05, 24.11.5
 and 26.05.5, the `k8s` lane on Kueue with kueue.x-k8s.io/v1beta1 served and unserved, and on
-Volcano, all but the preemption test). Each goes through the broker's own services, as the
-beat and the workers do: submit, place, dispatch, follow, cancel, collect usage. What each shows: admission of a whole gang, the GPUs
-each worker holds, its accounting record, a job above the cluster's local quota never sent,
-cancellation reaching the cluster, and a higher-priority local job preempting the broker's
-job, which the broker reports in the cluster's words, queues or places again (not a failure)
-and charges once per run."""
+Volcano). Each goes through the broker's own services, as the beat and the workers do: submit,
+place, dispatch, follow, cancel, collect usage. What each shows: admission of a whole gang, the
+GPUs each worker holds, its accounting record, a job above the cluster's local quota never
+sent, cancellation reaching the cluster, and a higher-priority local job preempting the
+broker's job, which the broker reports in the cluster's words, queues or places again (not a
+failure) and charges once per run."""
 
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from broker.services.following.cancel import cancel_propagate
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import workload_place
 from broker.services.submitting.workloads import workload_cancel, workload_submit
-from tests.compat.planes import planes
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.waiting import wait_for
 
@@ -125,9 +124,6 @@ def test_a_cancel_ends_the_job_at_the_cluster_and_releases_its_reservation(plane
     assert done.reservations.get().state == "released"
 
 
-# not on Volcano: the test cluster's scheduler runs without the preempt and reclaim actions
-# (tests/compat/planes.py, VolcanoPlane)
-@pytest.mark.parametrize("plane", planes("slurm", "kueue"), indirect=True)
 def test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_again_and_charged_once(
         plane, broker):
     cluster, user, project = broker
