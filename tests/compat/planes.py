@@ -19,7 +19,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import yaml
@@ -135,8 +135,30 @@ def remove_compat_objects(api: client.ApiClient) -> None:
                 raise
 
 
+class _KubePlane:
+    """What the Kueue and Volcano planes share: the suite's namespace, the queue of the
+    limited project, a job's pods by the label its controller gives them."""
+
+    api: client.ApiClient
+    limited_queue: ClassVar[str]
+    pod_label: ClassVar[str]
+
+    def project_fields(self, *, limited: bool) -> dict[str, str]:
+        return {"k8s_namespace": kube.NAMESPACE, "k8s_queue": self.limited_queue if limited else ""}
+
+    def _pods(self, job_id: str) -> list[Any]:
+        namespace, name = job_id.split("/", 1)
+        return client.CoreV1Api(self.api).list_namespaced_pod(
+            namespace, label_selector=f"{self.pod_label}={name}").items
+
+    def gpus_per_worker(self, job_id: str) -> list[int]:
+        """The GPUs each of the job's pods holds on the node it was bound to."""
+        return sorted(int((p.spec.containers[0].resources.requests or {}).get("nvidia.com/gpu", 0))
+                      for p in self._pods(job_id) if p.spec.node_name)
+
+
 @dataclass
-class KueuePlane:
+class KueuePlane(_KubePlane):
     """CI's Kueue: the broker's jobs in LocalQueue compat (a ClusterQueue of 8 A100s that
     preempts lower priorities), the limited project's in compat-limited (4 GPUs); a local
     Job in WorkloadPriorityClass gpubroker-high preempts. Kueue evicts and queues the
@@ -153,6 +175,8 @@ class KueuePlane:
     preempted_state: str = "queued"
     requeues: bool = True
     gpu_class: str = "a100-80gb"
+    limited_queue: ClassVar[str] = LIMITED_QUEUE
+    pod_label: ClassVar[str] = "batch.kubernetes.io/job-name"
 
     def register(self, settings) -> Cluster:
         settings.GPUBROKER_ENABLE_KUEUE = True
@@ -162,19 +186,6 @@ class KueuePlane:
                                   kube.A100_40: "NVIDIA A100-SXM4-40GB"}}
         return Cluster.objects.create(name=f"compat-{self.name}", kind="kueue", region="eu-west", location="onprem",
                                       config=config)
-
-    def project_fields(self, *, limited: bool) -> dict[str, str]:
-        return {"k8s_namespace": kube.NAMESPACE, "k8s_queue": LIMITED_QUEUE if limited else ""}
-
-    def _pods(self, job_id: str) -> list[Any]:
-        namespace, name = job_id.split("/", 1)
-        return client.CoreV1Api(self.api).list_namespaced_pod(
-            namespace, label_selector=f"batch.kubernetes.io/job-name={name}").items
-
-    def gpus_per_worker(self, job_id: str) -> list[int]:
-        """The GPUs each of the job's pods holds on the node it was bound to."""
-        return sorted(int((p.spec.containers[0].resources.requests or {}).get("nvidia.com/gpu", 0))
-                      for p in self._pods(job_id) if p.spec.node_name)
 
     def start_urgent_local_job(self, gpus_per_node: int) -> str:
         """A Job created at the cluster, not through the broker, in the class that preempts."""
@@ -261,7 +272,7 @@ def remove_volcano_compat_objects(api: client.ApiClient) -> None:
 
 
 @dataclass
-class VolcanoPlane:
+class VolcanoPlane(_KubePlane):
     """CI's Volcano: the broker's Volcano Jobs in queue compat-vc on the L40S kwok nodes
     (a GPU class of the suite's own, l40s), the limited project's in compat-vc-limited
     (capability 2 GPUs). The test cluster's scheduler has Volcano's preempt action on
@@ -280,6 +291,8 @@ class VolcanoPlane:
     preempted_words: str = "Pod is evicted, because of preempt"  # Volcano's Evict event on the pod
     preempted_state: str = "queued"
     requeues: bool = True
+    limited_queue: ClassVar[str] = VOLCANO_LIMITED_QUEUE
+    pod_label: ClassVar[str] = "volcano.sh/job-name"
 
     def register(self, settings) -> Cluster:
         settings.GPUBROKER_ENABLE_VOLCANO = True
@@ -300,34 +313,31 @@ class VolcanoPlane:
         path.write_text(yaml.safe_dump(doc))
         return path
 
-    def project_fields(self, *, limited: bool) -> dict[str, str]:
-        return {"k8s_namespace": kube.NAMESPACE, "k8s_queue": VOLCANO_LIMITED_QUEUE if limited else ""}
-
-    def _pods(self, job_id: str) -> list[Any]:
-        namespace, name = job_id.split("/", 1)
-        return client.CoreV1Api(self.api).list_namespaced_pod(
-            namespace, label_selector=f"volcano.sh/job-name={name}").items
-
     def gpus_per_worker(self, job_id: str) -> list[int]:
-        """The GPUs each of the job's pods holds on the node it was bound to (an L40S node)."""
-        pods = [p for p in self._pods(job_id) if p.spec.node_name]
-        assert all(p.spec.node_name.startswith("vc-") for p in pods), [p.spec.node_name for p in pods]
-        return sorted(int((p.spec.containers[0].resources.requests or {}).get("nvidia.com/gpu", 0)) for p in pods)
+        """The GPUs each of the job's pods holds, on the L40S nodes only."""
+        nodes = [p.spec.node_name for p in self._pods(job_id) if p.spec.node_name]
+        assert all(n.startswith("vc-") for n in nodes), nodes
+        return super().gpus_per_worker(job_id)
 
-    def is_gone(self, job_id: str) -> bool:
-        """Volcano ended the job (aborted, terminated, ...) or it was deleted, and none of its
-        pods runs."""
+    def _phase(self, job_id: str) -> str | None:
+        """The vcjob's phase ("" before it has one); None once it is gone."""
         namespace, name = job_id.split("/", 1)
         try:
             job = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
                 "batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
         except ApiException as exc:
             if exc.status == 404:
-                return True
+                return None
             raise
-        phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
+        return ((job.get("status") or {}).get("state") or {}).get("phase", "")
+
+    def is_gone(self, job_id: str) -> bool:
+        """Volcano ended the job (aborted, terminated, ...) or it was deleted, and none of its
+        pods runs."""
+        phase = self._phase(job_id)
         running = [p for p in self._pods(job_id) if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
-        return phase in ("Aborting", "Aborted", "Terminating", "Terminated", "Completed", "Failed") and not running
+        return phase is None or (phase in ("Aborting", "Aborted", "Terminating", "Terminated", "Completed", "Failed")
+                                 and not running)
 
     def start_urgent_local_job(self, gpus_per_node: int) -> str:
         """A vcjob created at the cluster, not through the broker, in the class that preempts:
@@ -354,16 +364,8 @@ class VolcanoPlane:
 
     def local_job_state(self, job_id: str) -> str:
         """RUNNING once Volcano runs it; "" once it is gone; PENDING or ENDED otherwise."""
-        namespace, name = job_id.split("/", 1)
-        try:
-            job = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
-                "batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
-        except ApiException as exc:
-            if exc.status == 404:
-                return ""
-            raise
-        phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
-        return {"Running": "RUNNING", "Pending": "PENDING", "": "PENDING"}.get(phase, "ENDED")
+        phase = self._phase(job_id)
+        return "" if phase is None else {"Running": "RUNNING", "Pending": "PENDING", "": "PENDING"}.get(phase, "ENDED")
 
     def end_local_job(self, job_id: str) -> None:
         """The local job deleted, and the pods that filled the free nodes with it."""
