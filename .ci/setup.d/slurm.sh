@@ -74,8 +74,11 @@ slurm_ci_other_version() {
   # past its time limit (84 s a version) and preemption by a local job (21 s)
   local skip="--deselect tests/broker/backends/slurm/test_calibration_real.py" last=${SLURM_CI_OTHER_VERSIONS##* }
   if [ "$v" != "$last" ]; then
-    # and the fault harness (tests/faults: slurmctld stopped, orphans injected; 70 s a version)
+    # and the outage scenarios: the fault harness (tests/faults: slurmctld stopped, orphans
+    # injected; 70 s a version) and the backend's two tests that stop slurmctld (45 s)
     skip+=" --deselect tests/faults"
+    skip+=" --deselect tests/broker/backends/slurm/test_integration.py::test_controller_down_is_unavailable_then_recovers"
+    skip+=" --deselect tests/broker/backends/slurm/test_broker_path.py::test_stopped_slurmctld_makes_the_cluster_stale_and_running_jobs_carry_on"
     skip+=" --deselect tests/broker/backends/slurm/test_outcome_real.py::test_a_job_past_its_time_limit_says_timeout_in_plain_words"
     skip+=" --deselect tests/compat/test_compat.py::test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_again_and_charged_once"
   fi
