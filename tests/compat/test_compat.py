@@ -14,6 +14,7 @@ import pytest
 
 from accounting.models import UsageEntry
 from accounting.services.usage import usage_collect
+from broker import runtime
 from broker.models import GpuClass, Quota, Workload
 from broker.services.dispatching.send import workload_dispatch
 from broker.services.fleet.identity import slurm_accounts_ensure
@@ -132,7 +133,11 @@ def test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_ag
     # enough that its second run ends within the test
     workload = _sent(plane, user, project(), name="preempted", workers=plane.nodes, gpus=whole, command="sleep 15")
     first_job = workload.destination_job_id
-    _followed_until(cluster, workload, {"running"})
+    running = _followed_until(cluster, workload, {"running"})
+    # a few whole seconds of a first run to charge (Slurm's accounting counts whole seconds:
+    # a job preempted within its first second was charged 0, CI at 388072e)
+    wait_for(lambda: (runtime.now() - running.started_at).total_seconds() >= 3, 30, every=0.5,
+             what="the first run's third second")
     urgent = plane.start_urgent_local_job(whole)
     try:
         # not a failure: queued again there (the plane requeues it) or placed again (it ended it)
