@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker.backends.kube.common import GPU_RESOURCE, rfc3339
-from tests.broker.backends.kube.emu.emulator_pods import finish_pods, make_pod, place, pod_requests
+from tests.broker.backends.kube.emu.emulator_pods import delete_pods, finish_pods, make_pod, place, pod_requests
 from tests.broker.backends.kube.emu.emulator_store import ApiError, owner_ref
 
 if TYPE_CHECKING:
@@ -188,19 +188,16 @@ class VolcanoModel:
         as under the TerminateJob of earlier releases."""
         with self.store.lock:
             job = self.job(ref)
-            ns = job["metadata"]["namespace"]
-            pods = sorted((p for p in self.store.list(("", "pods"), ns)
-                           if (p["metadata"].get("labels") or {}).get("volcano.sh/job-name")
-                           == job["metadata"]["name"]), key=lambda p: p["metadata"]["name"])
-            victim = pods[0]["metadata"]
+            ns, uid = job["metadata"]["namespace"], job["metadata"]["uid"]
+            victim = min((o["metadata"] for _, o in self.store.dependents(uid) if o.get("kind") == "Pod"),
+                         key=lambda m: m["name"])
             self.store.create(("", "events"), ns, {
                 "apiVersion": "v1", "kind": "Event",
                 "metadata": {"name": f"{victim['name']}.evict"},
                 "involvedObject": {"kind": "Pod", "name": victim["name"], "namespace": ns, "uid": victim["uid"]},
                 "type": "Warning", "reason": "Evict", "message": f"Pod is evicted, because of {reason}",
                 "lastTimestamp": rfc3339(self.emu.now()), "source": {"component": "volcano"}})
-            for pod in pods:
-                self.store.delete(("", "pods"), ns, pod["metadata"]["name"])
+            delete_pods(self.store, uid)
             job["status"].update(running=0)
             self._phase(job, then)
             if then == "Restarting":
