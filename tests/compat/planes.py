@@ -151,10 +151,12 @@ class _KubePlane:
         return client.CoreV1Api(self.api).list_namespaced_pod(
             namespace, label_selector=f"{self.pod_label}={name}").items
 
+    def _bound(self, job_id: str) -> list[Any]:
+        return [p for p in self._pods(job_id) if p.spec.node_name]
+
     def gpus_per_worker(self, job_id: str) -> list[int]:
         """The GPUs each of the job's pods holds on the node it was bound to."""
-        return sorted(int((p.spec.containers[0].resources.requests or {}).get("nvidia.com/gpu", 0))
-                      for p in self._pods(job_id) if p.spec.node_name)
+        return _gpus(self._bound(job_id))
 
 
 @dataclass
@@ -315,9 +317,9 @@ class VolcanoPlane(_KubePlane):
 
     def gpus_per_worker(self, job_id: str) -> list[int]:
         """The GPUs each of the job's pods holds, on the L40S nodes only."""
-        nodes = [p.spec.node_name for p in self._pods(job_id) if p.spec.node_name]
-        assert all(n.startswith("vc-") for n in nodes), nodes
-        return super().gpus_per_worker(job_id)
+        pods = self._bound(job_id)
+        assert all(p.spec.node_name.startswith("vc-") for p in pods), [p.spec.node_name for p in pods]
+        return _gpus(pods)
 
     def _phase(self, job_id: str) -> str | None:
         """The vcjob's phase ("" before it has one); None once it is gone."""
@@ -335,9 +337,10 @@ class VolcanoPlane(_KubePlane):
         """Volcano ended the job (aborted, terminated, ...) or it was deleted, and none of its
         pods runs."""
         phase = self._phase(job_id)
-        running = [p for p in self._pods(job_id) if p.status.phase == "Running" and not p.metadata.deletion_timestamp]
-        return phase is None or (phase in ("Aborting", "Aborted", "Terminating", "Terminated", "Completed", "Failed")
-                                 and not running)
+        if phase is None:
+            return True
+        return phase in ("Aborting", "Aborted", "Terminating", "Terminated", "Completed", "Failed") and not any(
+            p.status.phase == "Running" and not p.metadata.deletion_timestamp for p in self._pods(job_id))
 
     def start_urgent_local_job(self, gpus_per_node: int) -> str:
         """A vcjob created at the cluster, not through the broker, in the class that preempts:
@@ -377,6 +380,11 @@ class VolcanoPlane(_KubePlane):
             if exc.status != 404:
                 raise
         remove_blockers(self.api)
+
+
+def _gpus(pods: list[Any]) -> list[int]:
+    """The GPUs each pod asked for, sorted."""
+    return sorted(int((p.spec.containers[0].resources.requests or {}).get("nvidia.com/gpu", 0)) for p in pods)
 
 
 def _container(gpus: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 from accounting.models import UsageEntry
 from accounting.services.usage import usage_collect
 from broker import runtime
-from broker.models import GpuClass, Quota, Workload
+from broker.models import Quota, Workload
 from broker.services.dispatching.send import workload_dispatch
 from broker.services.fleet.identity import slurm_accounts_ensure
 from broker.services.fleet.inventory import cluster_sync_inventory
@@ -38,8 +38,8 @@ def broker(plane, settings):
     tenant = TenantFactory(slug="physics")
     user = UserFactory(username="compat")
     MembershipFactory(user=user, tenant=tenant, role="researcher")
-    gpu_classes_from_policy()
-    Quota.objects.create(tenant=tenant, gpu_class=GpuClass.objects.get(slug=plane.gpu_class), limit_gpus=64)
+    classes = {c.slug: c for c in gpu_classes_from_policy()}
+    Quota.objects.create(tenant=tenant, gpu_class=classes[plane.gpu_class], limit_gpus=64)
 
     def project(*, limited: bool = False):
         made = ProjectFactory(tenant=tenant, slug="limited" if limited else "lattice",
