@@ -158,18 +158,33 @@ def kueue_state(job: Mapping[str, Any], wl: Mapping[str, Any] | None) -> tuple[J
             return JobState.PENDING, Reason.OTHER, "no Kueue Workload yet (is the queue right?)"
         active = read.obj("status").whole("active")
         return (JobState.RUNNING if active else JobState.PENDING), Reason.NONE, ""
+    if is_true(wl, "Evicted") and is_true(wl, "QuotaReserved"):
+        # Kueue marks the eviction first, then stops the Job, and only then gives the quota
+        # back (it clears Evicted when it reserves quota again): the Workload is being
+        # stopped, whatever its pods look like meanwhile
+        return _evicted(Fields(wl), condition_fields(wl, "Evicted") or Fields({}))
     if is_true(wl, "Admitted"):
         return _admitted(job, wl)
     return _pending(wl)
+
+
+def _evicted(read: Fields, evicted: Fields) -> tuple[JobState, Reason, str]:
+    if evicted.value("reason") in _STOP_REASONS:
+        return JobState.PENDING, Reason.UNAVAILABLE, evicted.text("message")
+    return JobState.PENDING, Reason.CAPACITY, evicted.text("message") or _checks_text(read)
 
 
 def _admitted(job: Mapping[str, Any], wl: Mapping[str, Any]) -> tuple[JobState, Reason, str]:
     """Admission only unsuspends the Job: it runs once its pods do.  Real Kueue reports
     Admitted=True with PodsReady=False/WaitForStart while the pods are still being created
     and scheduled (data/real/kueue-workload-admitted.json)."""
+    ready = condition_fields(wl, "PodsReady") or Fields({})
     if is_true(wl, "PodsReady") or Fields(job).obj("status").whole("ready") > 0:
         return JobState.RUNNING, Reason.NONE, ""
-    ready = condition_fields(wl, "PodsReady") or Fields({})
+    if ready.value("reason") == "WaitForRecovery":
+        # its pods were all ready once and one failed: the Job still holds its GPUs and
+        # recreates the pod (Kueue evicts it only if recovery times out), so it runs on
+        return JobState.RUNNING, Reason.NONE, ""
     detail = ": ".join(x for x in (ready.text("reason"), ready.text("message")) if x)
     return JobState.PENDING, Reason.WAITING, f"admitted by Kueue, pods not running yet ({detail})"
 

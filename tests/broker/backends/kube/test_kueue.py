@@ -176,6 +176,41 @@ def test_a_workload_preempted_and_waiting_again_says_by_what_then_why_it_waits()
     assert raw == f"{evicted}; {waits}"
 
 
+_PREEMPTED = ("Preempted to accommodate a workload (UID: 5a8a628b, JobUID: c01c6f57) due to prioritization "
+              "in the ClusterQueue; preemptor path: /compat-cq; preemptee path: /compat-cq")
+_RECOVERY = {"type": "PodsReady", "status": "False", "reason": "WaitForRecovery",
+             "message": "At least one pod has failed, waiting for recovery"}
+_RUNNING_JOB = {"metadata": {"name": "j", "namespace": "team"}, "spec": {"suspend": False}, "status": {"active": 1}}
+
+
+def _admitted_wl(*conditions: dict) -> dict:
+    return {"spec": {"active": True}, "status": {"conditions": [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "Quota reserved"},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"},
+        *conditions]}}
+
+
+def test_a_workload_being_preempted_is_pending_and_says_by_what_even_while_it_still_holds_quota():
+    """As real Kueue v0.19 showed the compatibility suite (2026-12-06): Evicted=True comes first,
+    then the stopped Job's pod fails while Admitted is still True (PodsReady WaitForRecovery)."""
+    wl = _admitted_wl(_RECOVERY, {"type": "Evicted", "status": "True", "reason": "Preempted", "message": _PREEMPTED})
+    state, reason, raw = kueue_state(_RUNNING_JOB, wl)
+    assert (state, reason, raw) == (JobState.PENDING, Reason.CAPACITY, _PREEMPTED)
+
+
+def test_an_admitted_workload_whose_pod_failed_runs_on_while_kueue_waits_for_recovery():
+    state, reason, raw = kueue_state({**_RUNNING_JOB, "status": {"active": 0}}, _admitted_wl(_RECOVERY))
+    assert (state, reason, raw) == (JobState.RUNNING, Reason.NONE, "")
+
+
+def test_an_admitted_workload_readmitted_after_preemption_runs():
+    """Kueue sets Evicted back to False when it reserves quota again."""
+    was = {"type": "Evicted", "status": "False", "reason": "QuotaReserved", "message": f"Previously: {_PREEMPTED}"}
+    ready = {"type": "PodsReady", "status": "True", "reason": "PodsReady", "message": "All pods reached readiness"}
+    state, _, _ = kueue_state(_RUNNING_JOB, _admitted_wl(was, ready))
+    assert state == JobState.RUNNING
+
+
 def test_a_preempted_job_admitted_again_is_charged_for_both_runs(kueue):
     job_id = kueue.submit("wl-9")
     kueue.step()
