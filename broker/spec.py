@@ -52,6 +52,7 @@ class WorkloadSpec:
     same_interconnect: bool = False
     priority: str = "normal"
     checkpointable: bool = False
+    off_peak: bool = False  # start only in a site's off-peak window (broker.placement.off_peak)
 
     @property
     def total_gpus(self) -> int:
@@ -117,10 +118,17 @@ def _as_str_tuple(name: str, raw: Any, errors: dict[str, list[str]]) -> tuple[st
     return tuple(item.strip() for item in raw if item.strip())
 
 
-def _as_bool(raw: Any) -> bool:
-    if isinstance(raw, str):
-        return raw.strip().lower() in ("1", "true", "yes", "on")
-    return bool(raw)
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+
+
+def _as_bool(name: str, raw: Any, errors: dict[str, list[str]]) -> bool:
+    if raw is None or isinstance(raw, bool) or (isinstance(raw, int) and raw in (0, 1)):
+        return bool(raw)
+    word = raw.strip().lower() if isinstance(raw, str) else None
+    if word not in _TRUE + _FALSE:
+        errors.setdefault(name, []).append("must be true or false.")
+        return False
+    return word in _TRUE
 
 
 def _text(name: str, raw: Any, errors: dict[str, list[str]], limit: int) -> str:
@@ -149,8 +157,8 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
             values[name] = _as_int(name, data[name], errors)
     values["gpu_models"] = _as_str_tuple("gpu_models", data.get("gpu_models"), errors)
     values["residency"] = _as_str_tuple("residency", data.get("residency"), errors)
-    values["same_interconnect"] = _as_bool(data.get("same_interconnect", False))
-    values["checkpointable"] = _as_bool(data.get("checkpointable", False))
+    for name in ("same_interconnect", "checkpointable", "off_peak"):
+        values[name] = _as_bool(name, data.get(name, False), errors)
     values["data_size_gb"] = _data_size(data.get("data_size_gb"), errors)
     _check_semantics(values, errors)
     if errors:

@@ -57,6 +57,9 @@ class WorkloadSpecIn(StrictSerializer):
     same_interconnect = serializers.BooleanField(required=False)
     priority = serializers.CharField(required=False)
     checkpointable = serializers.BooleanField(required=False)
+    off_peak = serializers.BooleanField(
+        required=False, help_text="Start only in the off-peak hours of the site it runs at"
+    )
 
 
 class OutcomeOut(serializers.Serializer):

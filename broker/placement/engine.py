@@ -73,7 +73,8 @@ def place_prepared(
     ``runtime_hours``: a learnt runtime, else the time limit.  ``limit``: keep only the
     best N candidates (None: all).  ``holder``: the workload's id, so a pool held for it
     (``fleet.hold``) is usable by it alone.  ``scopes``: the accounts/queues the job runs
-    under, for local limits that apply to one account only."""
+    under, for local limits that apply to one account only.  Off-peak work
+    (``placement.off_peak``) starts only where the site's window is open at ``now``."""
     policy = fleet.policy
     static = fleet.static_for(spec, tenant)
     excluded = dict(static.excluded)
@@ -84,6 +85,8 @@ def place_prepared(
     _overlay(excluded, out, "quota")
     stale = fleet.stale(now)
     _overlay(excluded, stale, "stale")
+    closed = fleet.off_peak_closed(spec, now)
+    _overlay(excluded, {k: e for k, (e, opens) in closed.items() if opens is None and k not in excluded}, "policy")
     entries, never, later = _admissible(fleet, static.entries, spec, scopes, set(out))
     _overlay(excluded, never, "local_limit")
     _overlay(excluded, later, "local_quota")
@@ -92,6 +95,9 @@ def place_prepared(
         if name in excluded or name in fitting:
             continue
         excluded[name] = _misfit(fleet, group, spec, holder)
+    for name in closed:  # it would fit or wait there, but not before the window opens
+        fitting.pop(name, None)
+    _overlay(excluded, {k: e for k, (e, opens) in closed.items() if opens is not None}, "off_peak")
     weights = terms.aged_weights(policy.weights, age_s, policy.aging)
     kept = [e for group in fitting.values() for e in group]
     ranked = _rank(kept, spec, weights, runtime_hours, limit, waits=_scoped_waits(fleet, kept, scopes))
@@ -309,9 +315,10 @@ def queue_candidates(
     terms, with no nodes assigned."""
     out = _quota_exclusions(fleet, spec, quota_remaining, cloud_quota_remaining)
     stale = fleet.stale(now)
+    closed = fleet.off_peak_closed(spec, now)  # its local queue could start it at peak
     entries: list[Entry] = []
     for entry in fleet.static_for(spec, tenant).entries:
-        if entry.cluster in out or entry.cluster in stale:
+        if entry.cluster in out or entry.cluster in stale or entry.cluster in closed:
             continue
         limits = fleet.clusters[entry.cluster].limits
         if limits and admission.never_admitted(limits, entry.prepared.pool, spec, scopes) is not None:

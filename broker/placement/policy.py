@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from broker.placement.burst import Burst
+from broker.placement.off_peak import OffPeak
 
 # The ranking terms, named with their units; weights and breakdowns use these keys.
 TERMS = ("queue_wait_s", "startup_s", "gpu_cost", "transfer_cost", "location", "data_remote")
@@ -178,6 +179,7 @@ class Policy:
     aging: Aging = field(default_factory=Aging)
     multikueue: MultiKueueDispatch = field(default_factory=MultiKueueDispatch)
     burst: Burst = field(default_factory=Burst)  # spend-aware bursting (placement.burst)
+    off_peak: OffPeak = field(default_factory=OffPeak)  # off-peak windows (placement.off_peak)
     prefer_location: str | None = None  # None: the preset's location
     # clusters that add nodes on demand: a job too large for them today is not "never"
     autoscaling: tuple[str, ...] = ()

@@ -7,12 +7,16 @@ text so every placement decision can record which policy it was made under.
 from __future__ import annotations
 
 import hashlib
+from datetime import time
 from typing import Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
 from broker.placement.facts import LOCATIONS
+from broker.spec import PRIORITIES
 from broker.placement.burst import Burst
+from broker.placement.off_peak import OffPeak, Window
 from broker.placement.policy import (
     PRESETS,
     TERMS,
@@ -41,6 +45,7 @@ _TOP_KEYS = {
     "policy_hold_withdraw_s",
     "multikueue",
     "burst",
+    "off_peak",
 }
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
 _TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "description"}
@@ -76,6 +81,7 @@ def load_policy(text: str) -> Policy:
         aging=_aging(top.get("aging", {})),
         multikueue=_multikueue(top.get("multikueue", {})),
         burst=_burst(top.get("burst", {})),
+        off_peak=_off_peak(top.get("off_peak", {})),
         prefer_location=prefer,
         autoscaling=_str_list("autoscaling_clusters", top.get("autoscaling_clusters", [])),
         policy_hold_withdraw_s=_number("policy_hold_withdraw_s", top.get("policy_hold_withdraw_s", 1800), 0),
@@ -157,6 +163,59 @@ def _burst(raw: object) -> Burst:
     except ValueError as exc:
         key, _, message = str(exc).partition(": ")
         raise PolicyError(key, message) from None
+
+
+def _off_peak(raw: object) -> OffPeak:
+    body = _mapping("off_peak", raw)
+    _known_keys("off_peak", body, {"windows", "required_above_gpus", "required_priorities"})
+    windows = tuple(
+        _window(str(site), spec) for site, spec in _mapping("off_peak.windows", body.get("windows", {})).items()
+    )
+    above = _number("off_peak.required_above_gpus", body.get("required_above_gpus", 0), 0)
+    if above != int(above):
+        raise PolicyError("off_peak.required_above_gpus", f"must be a whole number, not {above!r}")
+    priorities = _str_list("off_peak.required_priorities", body.get("required_priorities", ["low", "normal"]))
+    for priority in priorities:
+        _choice("off_peak.required_priorities", priority, PRIORITIES)
+    return OffPeak(windows=windows, required_above_gpus=int(above), required_priorities=priorities)
+
+
+def _window(site: str, raw: object) -> Window:
+    path = f"off_peak.windows.{site}"
+    body = _mapping(path, raw)
+    _known_keys(path, body, {"start", "end", "timezone", "weekends"})
+    for key in ("start", "end"):
+        if key not in body:
+            raise PolicyError(f"{path}.{key}", "is required: a time of day such as '20:00'")
+    zone = body.get("timezone", "UTC")
+    try:
+        ZoneInfo(str(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        raise PolicyError(
+            f"{path}.timezone", f"unknown time zone {zone!r}; use a name such as 'Europe/Berlin'"
+        ) from None
+    weekends = body.get("weekends", False)
+    if not isinstance(weekends, bool):
+        raise PolicyError(f"{path}.weekends", f"must be true or false, not {weekends!r}")
+    return Window(
+        site=site,
+        start=_time_of_day(f"{path}.start", body["start"]),
+        end=_time_of_day(f"{path}.end", body["end"]),
+        timezone=str(zone),
+        weekends=weekends,
+    )
+
+
+def _time_of_day(path: str, raw: object) -> time:
+    if isinstance(raw, int):
+        # YAML 1.1 reads an unquoted 20:00 as the number 1200 (minutes), and 20 stays 20
+        raise PolicyError(path, f"write the time of day in quotes, as '20:00' (read {raw!r}, a number)")
+    if isinstance(raw, str) and len(raw) == 5:
+        try:
+            return time.fromisoformat(raw)
+        except ValueError:
+            pass
+    raise PolicyError(path, f"must be a time of day as 'HH:MM', not {raw!r}")
 
 
 def _aging(raw: object) -> Aging:

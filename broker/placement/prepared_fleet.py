@@ -17,6 +17,7 @@ from broker.cluster_report import InventorySnapshot, NodeInventory, PoolInventor
 from broker.local_limits import NO_LIMITS, LocalLimits, add_use
 from broker.placement import filters as f
 from broker.placement import terms
+from broker.placement import off_peak
 from broker.placement.facts import ClusterFacts
 from broker.placement.packing import MAX_GPUS_PER_WORKER, PoolIndex, workers_on
 from broker.placement.policy import Policy, QueueModel
@@ -249,6 +250,11 @@ class PreparedFleet:
                     self._stale[name] = exc
             self._stale_now = now
         return self._stale
+
+    def off_peak_closed(self, spec: WorkloadSpec, now: datetime) -> dict[str, tuple[Exclusion, datetime | None]]:
+        """Where an off-peak workload may not start at ``now`` (``placement.off_peak``)."""
+        facts = {name: c.facts for name, c in self.clusters.items() if c.facts is not None}
+        return off_peak.closed_now(self.policy.off_peak, facts, spec, now)
 
     def pool(self, cluster: str, pool: str) -> PreparedPool:
         for prepared in self.clusters[cluster].pools:

@@ -355,14 +355,20 @@ class PlacementRecord:
         """The record after ``cluster`` refused the job (or it was withdrawn from there)."""
         return replace(self, rejections={**self.rejections, cluster: why})
 
-    def retrying(self, *, earlier: Retry | None, now: datetime, first_s: float, cap_s: float) -> PlacementRecord:
+    def retrying(
+        self, *, earlier: Retry | None, now: datetime, first_s: float, cap_s: float, until: datetime | None = None
+    ) -> PlacementRecord:
         """One more fruitless try after ``earlier`` ones: the next look after a pause
-        doubling with each try, up to ``cap_s``."""
+        doubling with each try, up to ``cap_s``, and no later than ``until`` (an off-peak
+        window's opening: the job starts as it opens)."""
         tries = (earlier.tries if earlier else 0) + 1
         # the doubling is capped before it is computed: a workload waiting for days counts
         # thousands of tries, and 2 ** 1024 is past any float
         pause = min(cap_s, first_s * 2 ** min(tries - 1, 60))
-        return replace(self, retry=Retry(tries, now + timedelta(seconds=pause), since=now))
+        at = now + timedelta(seconds=pause)
+        if until is not None:
+            at = max(now, min(at, until))
+        return replace(self, retry=Retry(tries, at, since=now))
 
     @property
     def candidates(self) -> list[str]:

@@ -23,6 +23,7 @@ RULES = (
     "ownership",
     "local_limit",
     "never_fits",
+    "off_peak",
     "local_quota",
     "topology",
 )
@@ -38,6 +39,7 @@ NEVER_RULES = frozenset({"local_limit", "never_fits"})
 REASON_CAPACITY = "capacity"  # compatible somewhere, but the gang does not fit now
 REASON_POLICY = "policy"  # policy, quota, residency or hardware rule it out
 REASON_UNAVAILABLE = "unavailable"  # the compatible clusters are stale, unhealthy, draining
+REASON_WAITING = "waiting"  # the compatible clusters' off-peak windows are closed
 
 
 @dataclass(frozen=True)
@@ -95,12 +97,15 @@ class PlacementResult:
 
 
 def no_fit_reason(excluded: Mapping[str, Exclusion]) -> str:
-    """Why nothing is eligible: capacity beats unavailable beats policy, because a
+    """Why nothing is eligible: capacity beats a closed off-peak window beats unavailable
+    beats policy, because a
     cluster that got as far as the gang-fit check may take the job later, and a merely
     stale cluster may come back, while a policy exclusion will not change by waiting."""
     rules = {e.rule for e in excluded.values()}
     if rules & CAPACITY_RULES:
         return REASON_CAPACITY
+    if "off_peak" in rules:
+        return REASON_WAITING
     if not excluded or rules & UNAVAILABLE_RULES:
         return REASON_UNAVAILABLE
     return REASON_POLICY

@@ -9,7 +9,7 @@ PLAIN_REASONS = {
     "gang": "Waiting for the whole gang: some workers fit, all must start together.",
     "held": "Held by a user or an administrator at the cluster.",
     "unavailable": "The cluster's queue or partition is unavailable at the moment.",
-    "waiting": "Waiting for a dependency or a start time.",
+    "waiting": "Waiting for a start time (an off-peak window) or a dependency.",
     "other": "Waiting for a reason the scheduler gives below.",
 }
 
@@ -30,6 +30,7 @@ RULE_WORDS = {
     "local_limit": "its own admission would never take it",
     "never_fits": "too small for the job even when idle",
     "local_quota": "its own quota is used up for now",
+    "off_peak": "its off-peak window is closed now",
 }
 
 
@@ -51,4 +52,5 @@ def reason_words(state: str, reason: str) -> tuple[str, str]:
     """What the status line says about why, and whose words follow it (the raw text)."""
     if state == "rejected":
         return REJECTED_WORDS, "Broker says"
-    return plain_reason(reason), "Scheduler says"
+    # waiting at the broker: the text is the broker's own (why each cluster is out)
+    return plain_reason(reason), "Broker says" if state == "waiting" else "Scheduler says"

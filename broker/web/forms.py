@@ -38,6 +38,9 @@ class WorkloadForm(forms.Form):
     same_interconnect = forms.BooleanField(required=False)
     priority = forms.ChoiceField(choices=[(p, p) for p in PRIORITIES], initial="normal")
     checkpointable = forms.BooleanField(required=False, help_text="May be resubmitted from its checkpoint")
+    off_peak = forms.BooleanField(
+        required=False, label="Start off-peak", help_text="Start only in the off-peak hours of the site it runs at"
+    )
     resubmit_of = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
 
     def __init__(self, *args, projects=None, **kwargs):

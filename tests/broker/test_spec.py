@@ -45,3 +45,10 @@ def test_booleans_and_lists_accept_form_strings():
     spec = validate_spec({**VALID, "checkpointable": "on", "same_interconnect": "false", "residency": "eu,onprem"})
     assert spec.checkpointable is True and spec.same_interconnect is False and spec.residency == ("eu", "onprem")
     assert isinstance(spec, WorkloadSpec)
+
+
+def test_a_yes_or_no_field_refuses_words_it_cannot_read_and_names_the_field():
+    assert validate_spec({**VALID, "off_peak": "yes"}).off_peak is True
+    with pytest.raises(SpecError) as exc:
+        validate_spec({**VALID, "off_peak": "tonight", "checkpointable": 2})
+    assert exc.value.errors == {"off_peak": ["must be true or false."], "checkpointable": ["must be true or false."]}

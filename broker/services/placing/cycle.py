@@ -20,6 +20,7 @@ from broker.models import Cluster, Location, Workload, WorkloadState
 from broker.models.workload import LocalReason
 from broker.placement import Candidate, Exclusion, PlacementResult, PreparedFleet, place_prepared
 from broker.placement.fairness import should_hold_for_gang
+from broker.placement.off_peak import next_opening
 from broker.placement.record import RETRY_AT_LOOKUP, RETRY_SINCE_LOOKUP, PlacementRecord
 from broker.selectors.run_times import runtime_hours_for
 from broker.services.records import moves
@@ -265,7 +266,8 @@ def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
     if not ranked:
         if result.reason == LocalReason.CAPACITY and should_hold_for_gang(spec, age_s, loaded.policy.aging):
             hold_for_gang(workload, fleet, spec, now)
-        return _no_place(workload, _with_retry(record, prior, now), excluded, result, loaded.version)
+        opens = next_opening(fleet.off_peak_closed(spec, now))
+        return _no_place(workload, _with_retry(record, prior, now, opens), excluded, result, loaded.version)
     if ctx is cycle and cycle.writer is not None:  # written with its chunk
         cycle.writer.add(decision_for(workload, ranked[0], record.choosing(ranked[0]), loaded, use.remaining))
         cycle.left.add(workload.id)
@@ -283,9 +285,12 @@ def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
     return placed
 
 
-def _with_retry(record: PlacementRecord, prior: PlacementRecord, now: datetime) -> PlacementRecord:
-    """The record with when ``place_waiting`` should look again (see RETRY_FIRST_S)."""
-    return record.retrying(earlier=prior.retry, now=now, first_s=RETRY_FIRST_S, cap_s=RETRY_CAP_S)
+def _with_retry(
+    record: PlacementRecord, prior: PlacementRecord, now: datetime, opens: datetime | None = None
+) -> PlacementRecord:
+    """The record with when ``place_waiting`` should look again (see RETRY_FIRST_S), no
+    later than ``opens``: the next off-peak window's opening, where it waits for one."""
+    return record.retrying(earlier=prior.retry, now=now, first_s=RETRY_FIRST_S, cap_s=RETRY_CAP_S, until=opens)
 
 
 @transaction.atomic
