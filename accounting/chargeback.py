@@ -22,10 +22,10 @@ from datetime import date
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, F, OuterRef, Q, QuerySet, Sum
+from django.db.models import Avg, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.db.models.functions import TruncMonth
 
-from accounting.models import BillLine, GpuRate, UsageEntry
+from accounting.models import BillLine, CloudTcoReading, GpuRate, UsageEntry
 from accounting.periods import month_bounds, month_start
 from broker.models import Cluster, GpuClass, Location
 from portal.tenancy.models import Project, Tenant
@@ -290,3 +290,89 @@ def _finish(months: list[date], rows: dict) -> ChargebackReport:
         report.totals.add(row)
         report.by_month.setdefault(row.month, Totals()).add(row)
     return report
+
+
+def onprem_tco_of_cloud_hours(report: ChargebackReport) -> dict[date, Decimal]:
+    """Per month: what the report's cloud GPU-hours would have cost on-prem, at the on-prem
+    TCO rate of their GPU class (the yardstick of the cloud-burst rule of thumb)."""
+    rates = OnpremRates()
+    out = {m: Decimal("0") for m in report.months}
+    for row in report.rows:
+        if row.cloud_seconds:
+            out[row.month] += row.cloud_hours * rates.price(row.gpu_class, row.month)
+    return {m: v.quantize(Decimal("0.01")) for m, v in out.items()}
+
+
+class OnpremRates:
+    """On-prem price per GPU-hour of a class in a month: the class-wide rate in force, else
+    the mean of its cluster-specific rates, else the mean list price of on-prem clusters."""
+
+    def __init__(self) -> None:
+        self.rates = list(
+            GpuRate.objects.order_by("-valid_from").values_list(
+                "gpu_class__slug", "cluster_id", "valid_from", "price_per_gpu_hour"
+            )
+        )
+        mean = Cluster.objects.filter(location=Location.ONPREM).aggregate(p=Avg("price_per_gpu_hour"))["p"]
+        self.fallback = Decimal(mean or 0)
+
+    def price(self, gpu_class: str, month: date) -> Decimal:
+        in_force = [
+            (cluster, price)
+            for slug, cluster, valid_from, price in self.rates
+            if slug == gpu_class and valid_from <= month
+        ]
+        class_wide = [price for cluster, price in in_force if cluster is None]
+        if class_wide:
+            return class_wide[0]
+        latest: dict[int, Decimal] = {}
+        for cluster, price in in_force:
+            latest.setdefault(cluster, price)
+        return sum(latest.values(), Decimal("0")) / len(latest) if latest else self.fallback
+
+
+@dataclass(frozen=True)
+class CloudTcoShare:
+    """A tenant's cloud spend in a month (billed, estimated until billed, egress) beside what
+    the same GPU-hours cost on-prem at the TCO rates of their classes."""
+
+    tenant: str
+    month: date
+    cloud_spend: Decimal
+    onprem_tco: Decimal
+
+    @property
+    def share(self) -> float | None:
+        return float(self.cloud_spend / self.onprem_tco) if self.onprem_tco > 0 else None
+
+
+def cloud_tco_shares(report: ChargebackReport) -> list[CloudTcoShare]:
+    """Per month and tenant with cloud GPU-hours, in the report's order."""
+    rates = OnpremRates()
+    sums: dict[tuple[date, str], tuple[Decimal, Decimal]] = {}
+    for row in report.rows:
+        spend = row.cloud_cost + row.cloud_estimated_cost + row.egress_cost
+        if not row.cloud_seconds and not spend:
+            continue
+        key = (row.month, row.tenant)
+        before = sums.get(key, (Decimal("0"), Decimal("0")))
+        sums[key] = (before[0] + spend, before[1] + row.cloud_hours * rates.price(row.gpu_class, row.month))
+    return [
+        CloudTcoShare(tenant=tenant, month=month, cloud_spend=spend, onprem_tco=tco.quantize(CENT, ROUND_HALF_UP))
+        for (month, tenant), (spend, tco) in sorted(sums.items())
+    ]
+
+
+def crossing_words(reading: CloudTcoReading, action: str = "") -> str:
+    """What finance, the tenant's admins and a held-back job are told of a crossing; under
+    ``action``, else the one the last check recorded."""
+    then = (
+        "new cloud placements for the tenant stop until the month ends"
+        if (action or reading.action) == "stop"
+        else "bursting goes on (the policy only warns)"
+    )
+    return (
+        f"Cloud spend of {reading.tenant.name} in {reading.month:%Y-%m} is {reading.cloud_spend:,.2f}, "
+        f"{reading.share or 0:.0%} of what the same GPU-hours cost on-prem at TCO rates "
+        f"({reading.onprem_tco:,.2f}): past the policy's {reading.share_limit:.0%}; {then}"
+    )

@@ -9,16 +9,11 @@
 
 from __future__ import annotations
 
-from datetime import date
 from decimal import Decimal
 
-from django.db.models import Avg
-
 from accounting import selectors
-from accounting.chargeback import ChargebackReport
-from accounting.models import GpuRate
+from accounting.chargeback import ChargebackReport, onprem_tco_of_cloud_hours
 from accounting.periods import month_bounds
-from broker.models import Cluster, Location
 from portal.metrics.selectors import spend_history
 from portal.tenancy.access import AnyUser
 
@@ -33,7 +28,7 @@ def chargeback_chart_data(*, user: AnyUser, report: ChargebackReport, tenant_slu
     budget = float(sum(budgets, Decimal("0"))) if budgets else None
     labels = [f"{m:%Y-%m}" for m in report.months]
     totals = [report.by_month[m] for m in report.months]
-    tco = _onprem_tco_of_cloud_hours(report)
+    tco = onprem_tco_of_cloud_hours(report)
     last = report.months[-1]
     since, until = month_bounds(last)
     scoped_ids = (
@@ -53,40 +48,3 @@ def chargeback_chart_data(*, user: AnyUser, report: ChargebackReport, tenant_slu
         "cloud_hours": [float(t.cloud_hours) for t in totals],
         "month_to_date": {"month": f"{last:%Y-%m}", **spend_history(tenant_ids=scoped_ids, since=since, until=until)},
     }
-
-
-def _onprem_tco_of_cloud_hours(report: ChargebackReport) -> dict[date, Decimal]:
-    rates = _OnpremRates()
-    out = {m: Decimal("0") for m in report.months}
-    for row in report.rows:
-        if row.cloud_seconds:
-            out[row.month] += row.cloud_hours * rates.price(row.gpu_class, row.month)
-    return {m: v.quantize(Decimal("0.01")) for m, v in out.items()}
-
-
-class _OnpremRates:
-    """On-prem price per GPU-hour of a class in a month: the class-wide rate in force, else
-    the mean of its cluster-specific rates, else the mean list price of on-prem clusters."""
-
-    def __init__(self) -> None:
-        self.rates = list(
-            GpuRate.objects.order_by("-valid_from").values_list(
-                "gpu_class__slug", "cluster_id", "valid_from", "price_per_gpu_hour"
-            )
-        )
-        mean = Cluster.objects.filter(location=Location.ONPREM).aggregate(p=Avg("price_per_gpu_hour"))["p"]
-        self.fallback = Decimal(mean or 0)
-
-    def price(self, gpu_class: str, month: date) -> Decimal:
-        in_force = [
-            (cluster, price)
-            for slug, cluster, valid_from, price in self.rates
-            if slug == gpu_class and valid_from <= month
-        ]
-        class_wide = [price for cluster, price in in_force if cluster is None]
-        if class_wide:
-            return class_wide[0]
-        latest: dict[int, Decimal] = {}
-        for cluster, price in in_force:
-            latest.setdefault(cluster, price)
-        return sum(latest.values(), Decimal("0")) / len(latest) if latest else self.fallback

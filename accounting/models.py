@@ -257,3 +257,28 @@ class Discrepancy(models.Model):
     class Meta:
         ordering = ["run_id", "kind", "id"]
         verbose_name_plural = "discrepancies"
+
+
+class CloudTcoReading(models.Model):
+    """A tenant's cloud spend in a month beside the on-prem TCO of the same GPU-hours, as the
+    last check read it (``accounting.services.cloud_tco``).  ``crossed_at`` is set once, the
+    first time the spend passed the policy's share of that TCO: finance and the tenant's
+    admins are told then, and the policy's cloud-burst action applies for the rest of the
+    month."""
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="cloud_tco_readings")
+    month = models.DateField(help_text="The first day of the month")
+    cloud_spend = models.DecimalField(max_digits=16, decimal_places=2)
+    onprem_tco = models.DecimalField(max_digits=16, decimal_places=2)
+    share_limit = models.FloatField(help_text="The policy's share of on-prem TCO at the last check")
+    action = models.CharField(max_length=10, default="warn", help_text="The policy's burst.over_tco at the last check")
+    crossed_at = models.DateTimeField(null=True, blank=True)
+    checked_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-month", "tenant_id"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "month"], name="cloud_tco_reading_once_a_month")]
+
+    @property
+    def share(self) -> float | None:
+        return float(self.cloud_spend / self.onprem_tco) if self.onprem_tco > 0 else None

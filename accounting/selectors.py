@@ -15,8 +15,16 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import BooleanField, Count, ExpressionWrapper, F, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 
-from accounting.chargeback import ChargebackReport, build_report, hours
-from accounting.models import BillImport, BillLine, Discrepancy, GpuRate, ReconciliationRun, UsageEntry
+from accounting.chargeback import ChargebackReport, build_report, crossing_words, hours
+from accounting.models import (
+    BillImport,
+    BillLine,
+    CloudTcoReading,
+    Discrepancy,
+    GpuRate,
+    ReconciliationRun,
+    UsageEntry,
+)
 from accounting.periods import month_bounds, months_range
 from broker.models import Cluster, GpuClass, Location
 from portal.tenancy.access import AnyUser, is_operator, projects_for, tenants_for
@@ -49,6 +57,19 @@ def finance_tenants(*, user: AnyUser) -> QuerySet[Tenant]:
 
 
 # --- chargeback ---------------------------------------------------------------------------
+
+
+def cloud_tco_warnings(
+    *, user: AnyUser, months: list[date], tenant_slug: str = ""
+) -> list[tuple[CloudTcoReading, str]]:
+    """The months' crossings of the cloud-burst rule (cloud spend past the policy's share of
+    the on-prem TCO of the same GPU-hours) for the tenants the user may see, in words."""
+    rows = finance_scope(user=user).filter(
+        CloudTcoReading.objects.filter(month__in=months, crossed_at__isnull=False).select_related("tenant")
+    )
+    if tenant_slug:
+        rows = rows.filter(tenant__slug=tenant_slug)
+    return [(r, crossing_words(r)) for r in rows.order_by("month", "tenant__slug")]
 
 
 def chargeback_report(

@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 
 from broker.models import Cluster
+from accounting.services.cloud_tco import cloud_tco_check
 from accounting.services.usage import usage_collect
 from accounting.periods import parse_month
 from accounting.services.reconciliation import reconciliation_run_all
@@ -39,3 +40,9 @@ def reconcile_month(period: str) -> None:
     """``period`` as YYYY-MM; rerunning replaces the month's answer."""
 
     reconciliation_run_all(period=parse_month(period))
+
+
+@shared_task(**TASK_OPTIONS)
+def check_cloud_tco() -> None:
+    """Tenants' cloud spend this month against on-prem TCO; the first crossing is told."""
+    cloud_tco_check()

@@ -65,6 +65,9 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             "report": report,
             "query": query.urlencode(),
             "reconciliation": selectors.reconciliation_status(user=request.user, months=report.months),
+            "tco_warnings": selectors.cloud_tco_warnings(
+                user=request.user, months=report.months, tenant_slug=filters["tenant_slug"]
+            ),
             "chart_data": chargeback_chart_data(user=request.user, report=report, tenant_slug=filters["tenant_slug"]),
         },
     )

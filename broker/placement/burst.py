@@ -11,7 +11,12 @@ Rules (policy key ``burst``):
 * the usual cloud-burst rule of thumb: once the site's cloud spend this month reaches
   ``reassess_share`` (60-70%) of what owning the on-prem GPUs costs in a month (at the
   on-prem TCO rates), buying GPUs is worth reassessing; until then the burst threshold
-  doubles, so only long on-prem waits justify more cloud spend.
+  doubles, so only long on-prem waits justify more cloud spend;
+* per tenant, once its cloud spend in a month (egress included, from the ledger) passes
+  ``reassess_share`` of what the same GPU-hours cost on-prem at TCO rates, finance and its
+  admins are told (``accounting.services.cloud_tco``), and ``over_tco`` says what bursting
+  does for that tenant for the rest of the month: ``warn`` (nothing more) or ``stop`` (no
+  new cloud placements).
 
 Pure: the caller reads spend, budget and TCO from accounting and the wait from the
 estimator, and applies the verdict.
@@ -22,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DEFAULT_MIN_ONPREM_WAIT_S = 0.0
+OVER_TCO_ACTIONS = ("warn", "stop")
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,7 @@ class Burst:
     min_onprem_wait_s: float = DEFAULT_MIN_ONPREM_WAIT_S
     egress_uplift: float = 0.2
     reassess_share: float = 0.65
+    over_tco: str = "warn"
 
     def __post_init__(self) -> None:
         if self.min_onprem_wait_s < 0:
@@ -37,6 +44,8 @@ class Burst:
             raise ValueError("burst.egress_uplift: a share between 0 and 1")
         if not 0 < self.reassess_share <= 1:
             raise ValueError("burst.reassess_share: a share above 0, at most 1")
+        if self.over_tco not in OVER_TCO_ACTIONS:
+            raise ValueError(f"burst.over_tco: one of {', '.join(OVER_TCO_ACTIONS)}, not {self.over_tco!r}")
 
 
 @dataclass(frozen=True)

@@ -155,11 +155,11 @@ def _queue(raw: object) -> QueueModel:
 def _burst(raw: object) -> Burst:
     body = _mapping("burst", raw)
     fields = ("min_onprem_wait_s", "egress_uplift", "reassess_share")
-    _known_keys("burst", body, set(fields))
+    _known_keys("burst", body, {*fields, "over_tco"})
     default = Burst()
     values = {f: _number(f"burst.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
     try:
-        return Burst(**values)
+        return Burst(**values, over_tco=str(body.get("over_tco", default.over_tco)))
     except ValueError as exc:
         key, _, message = str(exc).partition(": ")
         raise PolicyError(key, message) from None

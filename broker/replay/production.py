@@ -62,6 +62,8 @@ NOT_REPLAYED = {
     "sample-fleet": "metric samples decide nothing",
     "end-quota-requests": "a replay has no quota requests",
     "notify-long-waits": "notifications decide nothing",
+    # (a policy with burst.over_tco: stop would need it: the replayed policies warn)
+    "cloud-tco": "with burst.over_tco at warn, the replayed policies' setting, it tells and decides nothing",
 }
 # after the last arrival, with nothing left running or queued at any cluster, how long the
 # broker's own waiting workloads are given before the replay ends (they can never start)
@@ -147,6 +149,8 @@ class _Loop:
     def run(self) -> ReplayRun:
         self.broker.begin()
         policy = current_policy().policy
+        if policy.burst.over_tco != "warn":  # see NOT_REPLAYED["cloud-tco"]
+            raise ValueError("burst.over_tco: the production-loop replay does not run the cloud-TCO check; use warn")
         self.aging = policy.aging
         interval = self.every["inventory"]
         self.resync_s = max(interval, float(policy.staleness_limit_s) - 2 * interval)

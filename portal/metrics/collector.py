@@ -41,6 +41,7 @@ class FleetCollector:
         yield self._cloud_spend(month_spend)
         yield from self._escalations(now)
         yield from self._budgets(month_spend)
+        yield from self._cloud_tco(now)
         yield from self._celery()
 
     def _gpus(self) -> Metric:
@@ -122,6 +123,25 @@ class FleetCollector:
             budget.add_metric([tenant], float(allowed))
         yield spend
         yield budget
+
+    def _cloud_tco(self, now) -> Iterator[Metric]:
+        share = GaugeMetricFamily(
+            "gpubroker_tenant_cloud_tco_share",
+            "A tenant's cloud spend this month (egress included, from the ledger) over what the same GPU-hours "
+            "cost on-prem at TCO rates, as the last check read it",
+            labels=["tenant"],
+        )
+        crossed = GaugeMetricFamily(
+            "gpubroker_tenant_cloud_tco_crossed",
+            "1 once a tenant's cloud spend this month passed the policy's share of that TCO (burst.reassess_share)",
+            labels=["tenant", "action"],
+        )
+        for reading in sorted(readings.cloud_tco_readings(now), key=lambda r: r.tenant.slug):
+            if reading.share is not None:
+                share.add_metric([reading.tenant.slug], round(reading.share, 4))
+            crossed.add_metric([reading.tenant.slug, reading.action], 1 if reading.crossed_at else 0)
+        yield share
+        yield crossed
 
     def _celery(self) -> Iterator[Metric]:
         depth = GaugeMetricFamily(

@@ -14,6 +14,8 @@ from typing import Iterable, Iterator
 
 from django.db.models import Count, F, FloatField, Func, Q, Sum
 
+from accounting.models import CloudTcoReading
+from accounting.periods import month_start
 from broker.models import (
     AuditRecord,
     Cluster,
@@ -236,3 +238,15 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def cloud_tco_readings(now: datetime) -> list[CloudTcoReading]:
+    """This month's readings of cloud spend against on-prem TCO, one per tenant that has
+    cloud use (``accounting.services.cloud_tco`` keeps them)."""
+    return list(CloudTcoReading.objects.filter(month=month_start(now)).select_related("tenant"))
+
+
+def cloud_tco_crossed(now: datetime) -> dict[int, CloudTcoReading]:
+    """Per tenant id: the reading of this month that crossed the policy's share, if any."""
+    rows = CloudTcoReading.objects.filter(month=month_start(now), crossed_at__isnull=False).select_related("tenant")
+    return {r.tenant_id: r for r in rows}

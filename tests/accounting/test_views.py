@@ -154,3 +154,21 @@ def test_same_file_from_another_tenant_reveals_nothing(trio, login):
     page = client.get(response["Location"]).content.decode()
     assert "already imported" in page and "physics-secret-name" not in page
     assert BillImport.objects.count() == 1
+
+
+def test_chargeback_page_warns_of_a_tenant_past_the_cloud_tco_share_to_its_finance_only(trio, books, login,
+                                                                                       operator):
+    from datetime import datetime, timezone
+
+    from accounting.services.cloud_tco import cloud_tco_check
+
+    cloud_tco_check(now=datetime(2026, 11, 20, tzinfo=timezone.utc))
+    page = login(trio.finance).get(reverse("chargeback") + NOV).content.decode()
+    assert 'id="cloud-tco-warnings"' in page and 'data-tenant="physics" data-month="2026-11"' in page
+    assert "4126% of what the same GPU-hours cost on-prem at TCO rates (4.00): past the policy&#x27;s 65%" in page
+    assert "finance and the tenant's admins were told" in page
+    assert 'id="cloud-tco-warnings"' in login(operator).get(reverse("chargeback") + NOV).content.decode()
+    assert 'id="cloud-tco-warnings"' not in login(trio.outsider).get(reverse("chargeback") + NOV).content.decode()
+    assert login(trio.member).get(reverse("chargeback") + NOV).status_code == 403
+    october = login(trio.finance).get(reverse("chargeback") + "?first=2026-10&months=1").content.decode()
+    assert 'id="cloud-tco-warnings"' not in october

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from datetime import datetime, timedelta
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from django.db.models import Count, Max, QuerySet, Sum
 
@@ -27,7 +27,9 @@ from broker.placement.record import PlacementRecord
 from broker.spec import WorkloadSpec
 from broker.placement.wait_estimator import WaitEstimator
 from broker.services.placing.fleet_view import identity_scopes
-from portal.metrics.readings import cloud_spend_month
+from accounting.models import CloudTcoReading
+from accounting.chargeback import crossing_words
+from portal.metrics.readings import cloud_spend_month, cloud_tco_crossed
 
 TIME_LIMIT_LOOKUP = "spec__time_limit_minutes"
 HISTORY_HALF_LIVES = 4  # older starts weigh under 1/16: not worth reading
@@ -143,14 +145,22 @@ def burst_gate(
     estimator: WaitEstimator,
     ahead_gpus: Callable[[], int] | None = None,
     spend: Callable[[], MonthSpend] | None = None,
+    crossed: Callable[[], Mapping[int, CloudTcoReading]] | None = None,
 ) -> BurstOutcome:
     """Keep or drop the cloud candidates by the policy's burst rule.  ``spend``: the month's
-    cloud spend and on-prem TCO as a placement pass read them once (else read here)."""
+    cloud spend and on-prem TCO as a placement pass read them once (else read here);
+    ``crossed``: the same for the tenants whose cloud spend passed the policy's share of
+    on-prem TCO this month (read only where the policy stops bursting for them)."""
     policy = fleet.policy
     cloud = [c for c in ranked if location_of(fleet, c.cluster) == Location.CLOUD]
     if not cloud:
         return BurstOutcome(ranked, "", None)
     rule = policy.burst
+    if rule.over_tco == "stop":
+        reading = (crossed() if crossed is not None else cloud_tco_crossed(now)).get(workload.tenant_id)
+        if reading is not None:
+            left = [c for c in ranked if c not in cloud]
+            return BurstOutcome(left, "" if left else crossing_words(reading, rule.over_tco), None)
     budget = workload.tenant.cloud_budget_month
     if rule.min_onprem_wait_s <= 0 and budget is None:
         return BurstOutcome(ranked, "", None)  # the rule is off and nothing caps spend

@@ -11,10 +11,11 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from decimal import Decimal
 from datetime import datetime
-from typing import Callable, TypedDict
+from typing import Callable, Mapping, TypedDict
 
 from django.db import transaction
 
+from accounting.models import CloudTcoReading
 from broker.lifecycle import PLACEABLE_STATES
 from broker.models import Cluster, Location, Workload, WorkloadState
 from broker.models.workload import LocalReason
@@ -44,6 +45,7 @@ from broker.services.fleet.policy import LoadedPolicy, current_policy
 from broker.services.quota.reservations import QuotaExceeded, QuotaUse, quota_use, reservation_create
 from broker.services.records.transitions import Note
 from broker.spec import validate_spec
+from portal.metrics.readings import cloud_tco_crossed
 from broker.placement.wait_estimator import WaitEstimator
 from broker import runtime
 
@@ -112,6 +114,8 @@ class PlacingPass:
     queue: list[tuple[datetime, int, int, int]] = field(default_factory=list)
     left: set[int] = field(default_factory=set)
     month_spend: MonthSpend | None = None  # cloud spend, on-prem TCO: read at first need
+    # tenants whose cloud spend passed the policy's share of on-prem TCO: read at first need
+    month_crossed: Mapping[int, CloudTcoReading] | None = None
     # a pass read the waiting queue (placing_pass_open); a batch of one did not, so it knows
     # neither the GPUs queued ahead nor whether bursting is worth its spend
     queue_read: bool = False
@@ -119,6 +123,11 @@ class PlacingPass:
     writer: PassWriter | None = None  # set: decisions to place are written in chunks (placing_writes)
     # GPUs this pass sent to wait in each cluster's queue (queueing.turnover_s counts them)
     sent_to_queue: dict[str, int] = field(default_factory=dict)
+
+    def tco_crossed(self) -> Mapping[int, CloudTcoReading]:
+        if self.month_crossed is None:
+            self.month_crossed = cloud_tco_crossed(self.now)
+        return self.month_crossed
 
     def spend(self) -> MonthSpend:
         if self.month_spend is None:
@@ -241,6 +250,7 @@ def place_one(workload: Workload, cycle: PlacingPass) -> Workload:
         estimator=estimator,
         ahead_gpus=ahead,
         spend=cycle.spend if in_queue else None,
+        crossed=cycle.tco_crossed if in_queue else None,
     )
     ranked = gate.ranked
     if not ranked and (result.reason == LocalReason.CAPACITY or gate.held_back):

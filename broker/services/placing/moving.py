@@ -92,7 +92,13 @@ def fits_elsewhere(workload: Workload, cycle: PlacingPass) -> Candidate | None:
     if not others or moves_of(workload) >= MAX_MOVES:
         return None
     gate = burst_gate(
-        workload=workload, ranked=others, fleet=cycle.fleet, spec=spec, now=cycle.now, estimator=cycle.estimator
+        workload=workload,
+        ranked=others,
+        fleet=cycle.fleet,
+        spec=spec,
+        now=cycle.now,
+        estimator=cycle.estimator,
+        crossed=cycle.tco_crossed,
     )
     return gate.ranked[0] if gate.ranked else None
 

@@ -47,6 +47,7 @@ def queue_choice(
         estimator=ctx.estimator,
         ahead_gpus=ctx.ahead(workload) if in_queue else None,
         spend=ctx.spend if in_queue else None,
+        crossed=ctx.tco_crossed if in_queue else None,
     )
     if not gate.ranked:
         return None

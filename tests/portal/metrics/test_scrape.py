@@ -1,7 +1,7 @@
 """/metrics: Prometheus text parsed by the client library's own parser, real values, guarded."""
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
@@ -93,3 +93,22 @@ def test_figures_survive_a_restart_because_they_are_read_from_the_database(fleet
     # a fresh collector (as after a restart) reports the same counts: nothing lives in the process
     assert scrape(client)[("gpubroker_failed_placements_total", ())] == 1
     assert scrape(client)[("gpubroker_failed_placements_total", ())] == 1
+
+
+def test_scrape_reports_each_tenants_cloud_spend_against_onprem_tco_and_the_crossing(trio, fleet, client):
+    from accounting.models import CloudTcoReading
+    from accounting.periods import month_start
+
+    now = timezone.now()
+    CloudTcoReading.objects.create(tenant=trio.tenant, month=month_start(now), cloud_spend=Decimal("304.00"),
+                                   onprem_tco=Decimal("100.00"), share_limit=0.65, crossed_at=now, checked_at=now)
+    CloudTcoReading.objects.create(tenant=trio.other_tenant, month=month_start(now), cloud_spend=Decimal("30.00"),
+                                   onprem_tco=Decimal("100.00"), share_limit=0.65, checked_at=now)
+    last_month = CloudTcoReading.objects.create(tenant=trio.other_tenant, month=date(2000, 1, 1), checked_at=now,
+                                                cloud_spend=Decimal("900"), onprem_tco=Decimal("1"), share_limit=0.65)
+    got = scrape(client)
+    assert got[("gpubroker_tenant_cloud_tco_share", (("tenant", "physics"),))] == 3.04
+    assert got[("gpubroker_tenant_cloud_tco_share", (("tenant", "biology"),))] == 0.3
+    assert got[("gpubroker_tenant_cloud_tco_crossed", (("action", "warn"), ("tenant", "physics")))] == 1
+    assert got[("gpubroker_tenant_cloud_tco_crossed", (("action", "warn"), ("tenant", "biology")))] == 0
+    assert last_month.share == 900 and 900 not in got.values()  # only this month's readings

@@ -5,7 +5,11 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
+from accounting.models import CloudTcoReading
+from accounting.periods import month_start
+from broker.models import Quota
 from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.fleet.policy import current_policy, policy_override
 
@@ -81,3 +85,21 @@ def test_egress_uplift_counts_against_the_budget():
     rule = Burst(egress_uplift=0.3)
     assert cloud_verdict(rule, onprem_wait_s=None, gpu_cost=100, budget=130, spent=0).allowed
     assert not cloud_verdict(rule, onprem_wait_s=None, gpu_cost=100, budget=129, spent=0).allowed
+
+
+def test_past_the_tco_share_the_tenant_bursts_on_when_the_policy_warns_and_not_when_it_stops(
+        onprem_full_cloud_free, submit, drive, trio, gpu_classes):
+    Quota.objects.create(tenant=trio.other_tenant, gpu_class=gpu_classes["a100-80gb"], limit_gpus=64)
+    now = timezone.now()
+    CloudTcoReading.objects.create(tenant=trio.tenant, month=month_start(now), cloud_spend=Decimal("304.00"),
+                                   onprem_tco=Decimal("100.00"), share_limit=0.65, crossed_at=now, checked_at=now)
+    warned = drive(submit(name="warned", gpus_per_worker=4))
+    assert warned.cluster.name == "cloud"  # burst.over_tco: warn (the default)
+    with policy_override(_with_burst("  over_tco: stop\n")):
+        stopped = drive(submit(name="stopped", gpus_per_worker=4))
+        other_tenant = drive(submit(name="theirs", gpus_per_worker=2, user=trio.outsider,
+                                    project=trio.other_project))
+    assert stopped.state == "waiting"
+    assert "is 304.00, 304% of what the same GPU-hours cost on-prem at TCO rates (100.00)" in stopped.raw_reason
+    assert "new cloud placements for the tenant stop until the month ends" in stopped.raw_reason
+    assert other_tenant.cluster.name == "cloud"  # only the tenant past its share stops
