@@ -58,7 +58,8 @@ class _LinesTransport:
     def __init__(self, lines: Iterable[str]):
         self.lines = lines
 
-    def accounting(self, *, since=None, job_ids=None, names=None):
+    def accounting(self, *, since=None, job_ids=None, names=None, every_run=False):
+        # every_run: the file holds what sacct printed (with --duplicates, every run)
         it = iter(self.lines)
         fields = tuple(next(it, "").rstrip("\r\n").split("|"))
         return iter_sacct(it, fields, "|")

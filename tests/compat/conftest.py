@@ -19,6 +19,7 @@ from tests.compat.planes import (
     PLANES,
     KueuePlane,
     SlurmPlane,
+    SlurmRequeuePlane,
     VolcanoPlane,
     compat_objects,
     remove_blockers,
@@ -88,7 +89,15 @@ def _slurm_plane(request) -> Iterator[SlurmPlane]:
         yield plane
 
 
+@contextmanager
+def _slurm_requeue_plane(request) -> Iterator[SlurmPlane]:
+    with _slurm_plane(request) as plane:
+        yield SlurmRequeuePlane(env=plane.env)
+
+
 @pytest.fixture(params=list(PLANES.values()))
 def plane(request):
-    with {"slurm": _slurm_plane, "kueue": _kueue, "volcano": _volcano}[request.param](request) as made:
+    """Each plane; a test may name its own list (``indirect``), as the preemption test does."""
+    made_by = {"slurm": _slurm_plane, "slurm-requeue": _slurm_requeue_plane, "kueue": _kueue, "volcano": _volcano}
+    with made_by[request.param](request) as made:
         yield made

@@ -103,6 +103,32 @@ class SlurmPlane:
         return self.local_job_state(job_id) in ("", "CANCELLED", "COMPLETED", "FAILED", "PREEMPTED")
 
 
+@dataclass
+class SlurmRequeuePlane(SlurmPlane):
+    """The same cluster, the broker's jobs in QoS ``compat-requeue`` (PreemptMode=REQUEUE,
+    preempted by ``compat-urgent`` too): Slurm queues a preempted job again under its job id,
+    and the broker follows that job; sacct keeps one record per run (``--duplicates``), which
+    the broker charges as one entry. Only the preemption test runs on it."""
+
+    name: str = "slurm-requeue"
+    preempted_words: str = "queued again there"
+    preempted_state: str = "queued"
+    requeues: bool = True
+
+    def register(self, settings) -> Cluster:
+        cluster = super().register(settings)
+        cluster.config = {**cluster.config, "default_qos": "compat-requeue"}
+        cluster.save(update_fields=["config"])
+        return cluster
+
+    def project_fields(self, *, limited: bool) -> dict[str, str]:
+        # root's association with "general" may use the QoS (a fresh account's would not)
+        return {"slurm_account": self.env.get("SLURM_CI_ACCOUNT", "general")}
+
+
+# the preemption test's planes: every plane, and Slurm once more with PreemptMode=REQUEUE
+PREEMPTION_PLANES = [*PLANES.values(), pytest.param("slurm-requeue", marks=pytest.mark.slurm)]
+
 COMPAT_QUEUE, LIMITED_QUEUE = "compat", "compat-limited"
 
 

@@ -24,6 +24,7 @@ from broker.services.following.cancel import cancel_propagate
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import workload_place
 from broker.services.submitting.workloads import workload_cancel, workload_submit
+from tests.compat.planes import PREEMPTION_PLANES
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.waiting import wait_for
 
@@ -125,6 +126,7 @@ def test_a_cancel_ends_the_job_at_the_cluster_and_releases_its_reservation(plane
     assert done.reservations.get().state == "released"
 
 
+@pytest.mark.parametrize("plane", PREEMPTION_PLANES, indirect=True)
 def test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_again_and_charged_once(
         plane, broker):
     cluster, user, project = broker

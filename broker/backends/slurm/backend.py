@@ -377,27 +377,38 @@ class SlurmBackend:
 
     # ------------------------------------------------------------ accounting
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
-        for rec in self.transport.accounting(since=since):
-            gpus = parsers.tres_gpus(rec.alloc_tres)
-            if gpus <= 0 or rec.started_at is None:
-                continue
-            gtype = parsers.tres_gpu_model(rec.alloc_tres)
-            state = parsers.map_job_state(rec.state)
-            ended = rec.ended_at if state.ended else None
-            yield UsageRecord(
-                source="slurm",
-                cluster=self.cluster,
-                job_id=rec.job_id,
-                workload_id=parsers.workload_id_of(rec.name, rec.comment),
-                account=rec.account,
-                gpu_model=self._model_name(gtype, _split_type(gtype)[0]) if gtype else "",
-                gpus=gpus,
-                start=rec.started_at,
-                end=ended,
-                gpu_seconds=gpus * max(0, rec.elapsed_s),
-                state=rec.state,
-                user=rec.user,
-            )
+        """One record per job, every run of it counted: a job Slurm requeued (preempted
+        with PreemptMode=REQUEUE) keeps its job id, so its runs are one ledger entry whose
+        GPU-seconds are their sum, open until its latest run ends."""
+        for runs in _runs_by_job(self.transport.accounting(since=since, every_run=True)):
+            record = self._usage_record(runs)
+            if record is not None:
+                yield record
+
+    def _usage_record(self, runs: list[SlurmAcct]) -> UsageRecord | None:
+        ran = [(r, r.started_at, parsers.tres_gpus(r.alloc_tres)) for r in runs if r.started_at is not None]
+        ran = [(r, at, gpus) for r, at, gpus in ran if gpus > 0]
+        if not ran:
+            return None
+        # the latest run: one not started yet (queued again), else the last to start
+        latest = next((r for r in runs if r.started_at is None), None) or max(ran, key=lambda x: x[1])[0]
+        first, gpus = ran[0][0], max(g for _, _, g in ran)
+        gtype = parsers.tres_gpu_model(first.alloc_tres)
+        state = parsers.map_job_state(latest.state)
+        return UsageRecord(
+            source="slurm",
+            cluster=self.cluster,
+            job_id=first.job_id,
+            workload_id=parsers.workload_id_of(latest.name, latest.comment or first.comment),
+            account=first.account,
+            gpu_model=self._model_name(gtype, _split_type(gtype)[0]) if gtype else "",
+            gpus=gpus,
+            start=min(at for _, at, _ in ran),
+            end=latest.ended_at if state.ended else None,
+            gpu_seconds=sum(g * max(0, r.elapsed_s) for r, _, g in ran),
+            state=latest.state,
+            user=first.user,
+        )
 
     def ensure_account(
         self,
@@ -429,3 +440,21 @@ class SlurmBackend:
 
 
 __all__ = ["AccountStatus", "SlurmBackend"]
+
+
+# a run in one of these states may be followed by another of the same job (Slurm requeued it)
+_MAY_RUN_AGAIN = frozenset({"PREEMPTED", "REQUEUED", "NODE_FAIL"})
+
+
+def _runs_by_job(records: Iterator[SlurmAcct]) -> Iterator[list[SlurmAcct]]:
+    """Every run of a job together, streamed: sacct lists runs by when they started, so a
+    requeued job's later run may come after other jobs.  Only runs that may be followed by
+    another (preempted, requeued) wait for it; a job's runs come out with its latest."""
+    held: dict[str, list[SlurmAcct]] = {}
+    for rec in records:
+        runs = [*held.pop(rec.job_id, ()), rec]
+        if rec.state in _MAY_RUN_AGAIN:
+            held[rec.job_id] = runs
+        else:
+            yield runs
+    yield from held.values()

@@ -231,7 +231,12 @@ class CommandTransport:
         return parsers.parse_scontrol_nodes(out)
 
     def sacct_cmd(
-        self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None
+        self,
+        *,
+        since: datetime | None = None,
+        job_ids: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        every_run: bool = False,
     ) -> list[str]:
         cmd = [
             "sacct",
@@ -242,6 +247,8 @@ class CommandTransport:
             f"--delimiter={parsers.US}",
             "--format=" + ",".join(parsers.SACCT_FIELDS),
         ]
+        if every_run:
+            cmd.append("--duplicates")
         if job_ids:
             cmd.append("--jobs=" + ",".join(str(j) for j in job_ids))
             if since is not None:
@@ -253,11 +260,17 @@ class CommandTransport:
         return cmd
 
     def accounting(
-        self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None
+        self,
+        *,
+        since: datetime | None = None,
+        job_ids: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        every_run: bool = False,
     ) -> Iterator[SlurmAcct]:
         if job_ids is not None and not job_ids:
             return iter(())
-        return parsers.iter_sacct(self.stream(self.sacct_cmd(since=since, job_ids=job_ids, names=names)))
+        cmd = self.sacct_cmd(since=since, job_ids=job_ids, names=names, every_run=every_run)
+        return parsers.iter_sacct(self.stream(cmd))
 
     def cancel(self, job_id: str) -> None:
         proc = self.run(["scancel", str(job_id)])

@@ -122,10 +122,17 @@ class Transport(Protocol):
     def nodes(self) -> list[SlurmNode]: ...
 
     def accounting(
-        self, *, since: datetime | None = None, job_ids: Sequence[str] | None = None, names: Sequence[str] | None = None
+        self,
+        *,
+        since: datetime | None = None,
+        job_ids: Sequence[str] | None = None,
+        names: Sequence[str] | None = None,
+        every_run: bool = False,
     ) -> Iterator[SlurmAcct]:
         """Allocations from slurmdbd, streamed where the transport can.  May raise
-        Unavailable part way through."""
+        Unavailable part way through.  ``every_run``: a job that Slurm requeued (preempted
+        with PreemptMode=REQUEUE, a node failure) once per run, all under its one job id
+        (``sacct --duplicates``); else its latest run only."""
         ...
 
     def cancel(self, job_id: str) -> None:

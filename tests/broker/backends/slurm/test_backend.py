@@ -51,7 +51,7 @@ class ReplayTransport:
         self._check()
         return list(self._nodes)
 
-    def accounting(self, *, since=None, job_ids=None, names=None):
+    def accounting(self, *, since=None, job_ids=None, names=None, every_run=False):
         out = self._acct
         if job_ids is not None:
             out = [r for r in out if r.job_id in set(job_ids)]
@@ -208,6 +208,30 @@ def test_usage_running_job_has_no_end():
     b, _ = backend(acct_text="sacct-us-live.txt")
     (rec,) = list(b.usage(datetime.now(timezone.utc)))
     assert rec.end is None and rec.gpus == 4 and rec.gpu_seconds == 16 and rec.workload_id == "wl-live-run"
+
+
+def test_a_requeued_jobs_runs_are_one_record_whose_gpu_seconds_are_their_sum():
+    """sacct --duplicates from 26.05.5 (the compatibility suite's PreemptMode=REQUEUE case):
+    job 933 preempted after 4 s, the preempting job 934 listed between its two runs, then
+    933 again for 15 s, on 16 GPUs."""
+    b, _ = backend(acct_text="26.05/sacct-us-requeued.txt")
+    recs = {u.job_id: u for u in b.usage(datetime.now(timezone.utc) - timedelta(days=1))}
+    assert set(recs) == {"933", "934"}
+    job = recs["933"]
+    assert (job.gpus, job.gpu_seconds, job.state) == (16, 16 * (4 + 15), "COMPLETED")
+    assert job.start < job.end and (job.end - job.start).total_seconds() > 4 + 15  # first start to last end
+
+
+def test_a_requeued_job_waiting_for_its_next_run_stays_open():
+    """While it waits, sacct --duplicates lists the preempted run and a PENDING one (seen on
+    26.05.5: ``935|PREEMPTED|...`` then ``935|PENDING|Unknown|Unknown|0``)."""
+    b, transport = backend(acct_text="26.05/sacct-us-requeued.txt")
+    preempted, urgent = transport._acct[:2]
+    waiting = replace(preempted, state="PENDING", started_at=None, ended_at=None, elapsed_s=0)
+    transport._acct = [preempted, urgent, waiting]
+    recs = {u.job_id: u for u in b.usage(datetime.now(timezone.utc) - timedelta(days=1))}
+    job = recs["933"]
+    assert job.end is None and job.state == "PENDING" and job.gpu_seconds == 16 * 4  # open: more runs to come
 
 
 def test_ensure_account():

@@ -191,7 +191,7 @@ class VersionReplay:
         return [j for j in self._jobs if (job_ids is None or j.job_id in job_ids)
                 and (not names or j.name in names) and (not states or j.state in states)]
 
-    def accounting(self, *, since=None, job_ids=None, names=None):
+    def accounting(self, *, since=None, job_ids=None, names=None, every_run=False):
         return iter([r for r in self._acct if (job_ids is None or r.job_id in job_ids)
                      and (not names or r.name in names)])
 
