@@ -13,6 +13,7 @@ from typing import Mapping
 
 from broker.placement.burst import Burst
 from broker.placement.off_peak import OffPeak
+from broker.spec import PRIORITIES
 
 # The ranking terms, named with their units; weights and breakdowns use these keys.
 TERMS = ("queue_wait_s", "startup_s", "gpu_cost", "transfer_cost", "location", "data_remote")
@@ -116,6 +117,7 @@ class TenantPolicy:
     regions: tuple[str, ...] = ("*",)
     min_share: float = 0.0  # fraction of the fleet's GPUs this tenant is guaranteed
     burst_gpus: int = 0  # GPUs it may borrow above its global quota (reservation layer)
+    priorities: tuple[str, ...] = PRIORITIES  # the priorities its members may submit at
 
     def allows_class(self, gpu_class: str) -> bool:
         return "*" in self.gpu_classes or gpu_class in self.gpu_classes

@@ -48,7 +48,7 @@ _TOP_KEYS = {
     "off_peak",
 }
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
-_TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "description"}
+_TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "priorities", "description"}
 
 
 def policy_version(text: str) -> str:
@@ -126,8 +126,16 @@ def _tenants(raw: object, classes: Mapping[str, GpuClass]) -> dict[str, TenantPo
             regions=_str_list(f"{path}.regions", body.get("regions", ["*"])),
             min_share=_number(f"{path}.min_share", body.get("min_share", 0), 0, 1),
             burst_gpus=int(_number(f"{path}.burst_gpus", body.get("burst_gpus", 0), 0)),
+            priorities=_priorities(f"{path}.priorities", body.get("priorities", list(PRIORITIES))),
         )
     return out
+
+
+def _priorities(path: str, raw: object) -> tuple[str, ...]:
+    granted = _str_list(path, raw)
+    for priority in granted:
+        _choice(path, priority, PRIORITIES)
+    return granted
 
 
 def _weights(raw: object) -> dict[str, float]:

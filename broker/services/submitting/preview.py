@@ -26,7 +26,7 @@ from broker.selectors.run_times import runtime_hours_for
 from broker.services.placing.fleet_view import fleet_inputs
 from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import QuotaUse, quota_use
-from broker.services.submitting.workloads import check_data_location, resolve_gpu_class
+from broker.services.submitting.workloads import check_data_location, check_priority, resolve_gpu_class
 from broker.spec import WorkloadSpec, validate_spec
 from portal.metrics.readings import cloud_spend_month, spend_per_tenant
 from portal.tenancy.models import Project, Role
@@ -90,6 +90,7 @@ def workload_preview(
     spec = validate_spec({**spec_data, "project": project.slug})
     gpu_class = resolve_gpu_class(spec)
     check_data_location(spec)
+    check_priority(spec, project.tenant.slug)
     loaded = current_policy()
     use = quota_use(tenant_id=project.tenant_id, gpu_class_id=gpu_class.id)
     snapshots, facts, forced = fleet_inputs(rejections={}, now=now)

@@ -10,6 +10,7 @@ from django.db import transaction
 from broker.models import Cluster, GpuClass, Workload
 from broker.lifecycle import TERMINAL_STATES
 from broker.selectors.workloads import workload_get
+from broker.services.fleet.policy import current_policy
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit
 from broker.services.quota.reservations import reservation_release
@@ -52,6 +53,17 @@ def known_data_locations() -> set[str]:
     return known
 
 
+def check_priority(spec: WorkloadSpec, tenant: str) -> None:
+    """Who may submit at which priority is the policy's grant to each tenant (admins change
+    it through a policy release)."""
+    granted = current_policy().policy.tenant(tenant).priorities
+    if spec.priority not in granted:
+        allowed = ", ".join(granted) or "none"
+        raise SpecError(
+            {"priority": [f"tenant {tenant} may not submit at priority {spec.priority}; the policy grants {allowed}."]}
+        )
+
+
 def check_data_location(spec: WorkloadSpec) -> None:
     """A misspelt location would otherwise count as remote everywhere and rank silently."""
     known = known_data_locations()
@@ -75,6 +87,7 @@ def _create(
     spec = validate_spec({**spec_data, "project": project.slug})
     gpu_class = resolve_gpu_class(spec)
     check_data_location(spec)
+    check_priority(spec, project.tenant.slug)
     if problem := run_as_problem(project=project, user=user):
         raise SpecError({"project": [problem]})
     workload = Workload.objects.create(
