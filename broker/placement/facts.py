@@ -10,6 +10,16 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 LOCATIONS = ("onprem", "cloud")
+
+
+def region_matches(region: str, patterns: tuple[str, ...]) -> bool:
+    """'*' matches all; 'eu' matches 'eu' and 'eu-west-1' (a region family)."""
+    for pattern in patterns:
+        if pattern == "*" or region == pattern or region.startswith(pattern + "-"):
+            return True
+    return False
+
+
 KINDS = ("slurm", "kueue", "volcano", "simulator")
 
 

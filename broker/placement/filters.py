@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from broker.cluster_report import PoolInventory
-from broker.placement.facts import ClusterFacts
+from broker.placement.facts import ClusterFacts, region_matches
 from broker.placement.packing import PoolIndex
-from broker.placement.policy import GpuClass, Policy, TenantPolicy, model_key, region_matches
+from broker.placement.policy import GpuClass, Policy, TenantPolicy, model_key
 from broker.placement.results import Exclusion
 from broker.spec import PARTITIONING_WHOLE, WorkloadSpec
 

@@ -16,7 +16,7 @@ from datetime import datetime, time, timedelta, timezone
 from typing import Mapping
 from zoneinfo import ZoneInfo
 
-from broker.placement.facts import ClusterFacts
+from broker.placement.facts import ClusterFacts, region_matches
 from broker.placement.results import Exclusion
 from broker.spec import WorkloadSpec
 
@@ -85,7 +85,7 @@ class OffPeak:
         best: Window | None = None
         for window in self.windows:
             site = window.site
-            if site == "*" or region == site or region.startswith(site + "-"):
+            if region_matches(region, (site,)):
                 if best is None or best.site == "*" or (site != "*" and len(site) > len(best.site)):
                     best = window
         return best

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from broker.placement.burst import Burst
+from broker.placement.facts import region_matches
 from broker.placement.off_peak import OffPeak
 from broker.spec import PRIORITIES
 
@@ -86,14 +87,6 @@ def model_key(model: str) -> str:
     """Normalise a GPU model name so 'NVIDIA A100-SXM4-80GB' == 'a100 sxm4 80gb'."""
     key = _NON_ALNUM.sub("", model.lower())
     return key[6:] if key.startswith("nvidia") else key
-
-
-def region_matches(region: str, patterns: tuple[str, ...]) -> bool:
-    """'*' matches all; 'eu' matches 'eu' and 'eu-west-1' (a region family)."""
-    for pattern in patterns:
-        if pattern == "*" or region == pattern or region.startswith(pattern + "-"):
-            return True
-    return False
 
 
 @dataclass(frozen=True)
