@@ -179,13 +179,9 @@ def _off_peak(raw: object) -> OffPeak:
     windows = tuple(
         _window(str(site), spec) for site, spec in _mapping("off_peak.windows", body.get("windows", {})).items()
     )
-    above = _number("off_peak.required_above_gpus", body.get("required_above_gpus", 0), 0)
-    if above != int(above):
-        raise PolicyError("off_peak.required_above_gpus", f"must be a whole number, not {above!r}")
-    priorities = _str_list("off_peak.required_priorities", body.get("required_priorities", ["low", "normal"]))
-    for priority in priorities:
-        _choice("off_peak.required_priorities", priority, PRIORITIES)
-    return OffPeak(windows=windows, required_above_gpus=int(above), required_priorities=priorities)
+    above = _whole("off_peak.required_above_gpus", body.get("required_above_gpus", 0), 0)
+    priorities = _priorities("off_peak.required_priorities", body.get("required_priorities", ["low", "normal"]))
+    return OffPeak(windows=windows, required_above_gpus=above, required_priorities=priorities)
 
 
 def _window(site: str, raw: object) -> Window:
@@ -202,9 +198,7 @@ def _window(site: str, raw: object) -> Window:
         raise PolicyError(
             f"{path}.timezone", f"unknown time zone {zone!r}; use a name such as 'Europe/Berlin'"
         ) from None
-    weekends = body.get("weekends", False)
-    if not isinstance(weekends, bool):
-        raise PolicyError(f"{path}.weekends", f"must be true or false, not {weekends!r}")
+    weekends = _bool(f"{path}.weekends", body.get("weekends", False))
     return Window(
         site=site,
         start=_time_of_day(f"{path}.start", body["start"]),
@@ -242,9 +236,7 @@ def _aging(raw: object) -> Aging:
     big_gang = int(values.pop("big_gang_gpus"))
     raw_after = body.get("queue_after_s", default.queue_after_s)
     after = None if raw_after is None else _number("aging.queue_after_s", raw_after, 0)
-    move = body.get("move_queued", default.move_queued)
-    if not isinstance(move, bool):
-        raise PolicyError("aging.move_queued", f"must be true or false, not {move!r}")
+    move = _bool("aging.move_queued", body.get("move_queued", default.move_queued))
     return Aging(big_gang_gpus=big_gang, queue_after_s=after, move_queued=move, **values)
 
 
@@ -254,10 +246,8 @@ def _multikueue(raw: object) -> MultiKueueDispatch:
     default = MultiKueueDispatch()
     timeout = _number("multikueue.admission_timeout_s", body.get("admission_timeout_s", default.admission_timeout_s), 1)
     # Kueue keeps at most 20 names in status.nominatedClusterNames
-    count = _number("multikueue.nominate", body.get("nominate", default.nominate), 1, 20)
-    if count != int(count):
-        raise PolicyError("multikueue.nominate", f"must be a whole number, not {count!r}")
-    return MultiKueueDispatch(admission_timeout_s=timeout, nominate=int(count))
+    count = _whole("multikueue.nominate", body.get("nominate", default.nominate), 1, 20)
+    return MultiKueueDispatch(admission_timeout_s=timeout, nominate=count)
 
 
 def _mapping(path: str, raw: object) -> dict[str, object]:
@@ -279,6 +269,19 @@ def _number(path: str, raw: object, low: float, high: float | None = None) -> fl
         bound = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
         raise PolicyError(path, f"must be {bound}, not {raw!r}")
     return float(raw)
+
+
+def _whole(path: str, raw: object, low: float, high: float | None = None) -> int:
+    number = _number(path, raw, low, high)
+    if number != int(number):
+        raise PolicyError(path, f"must be a whole number, not {number!r}")
+    return int(number)
+
+
+def _bool(path: str, raw: object) -> bool:
+    if not isinstance(raw, bool):
+        raise PolicyError(path, f"must be true or false, not {raw!r}")
+    return raw
 
 
 def _str_list(path: str, raw: object) -> tuple[str, ...]:
