@@ -22,7 +22,6 @@ error and to 90% of pairs (the target, 95%, is met on a quiet machine, not under
 docs/simulator.md, "Volcano")."""
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -157,12 +156,13 @@ def _volcano(kubeconfig: str) -> Calibration:
 @pytest.mark.volcano
 def test_the_simulator_starts_the_contended_slices_as_kueue_and_volcano_do(
         k8s_env, calib_profile, volcano_calib_profile, capsys):
-    # both at once, each on nodes and queues of its own: the k8s lane grows by the time of
-    # one calibration, not two
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        kueue = pool.submit(_kueue, k8s_env["K8S_MAIN_KUBECONFIG"])
-        volcano = pool.submit(_volcano, k8s_env["K8S_MAIN_KUBECONFIG"])
-        kueue_result, volcano_result = kueue.result(), volcano.result()
+    # one after the other: played at the same time, each control plane's lag grew with the
+    # other's load on the one API server, and the lag compounds along a queue (the project's
+    # CI, 2026-12-06: Volcano's median error 13.2 s, its later jobs 12-18 s late, the first
+    # ones 0.2 s). The slices play for 75 s and 15 s, so the k8s lane grows by about a
+    # minute and a half, and it is not the run's long pole
+    volcano_result = _volcano(k8s_env["K8S_MAIN_KUBECONFIG"])
+    kueue_result = _kueue(k8s_env["K8S_MAIN_KUBECONFIG"])
     with capsys.disabled():
         print("\n" + summary(kueue_result) + summary(volcano_result))
     _kueue_agrees(kueue_result)
