@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 from accounting.exports import chargeback_csv, chargeback_xlsx
 from accounting.periods import parse_month, this_month
 from accounting.selectors import chargeback_report, usage_mine
+from accounting.services.budgets import budget_standings
 
 MONTH = OpenApiParameter(
     "month", str, pattern=r"^2\d{3}-(0[1-9]|1[0-2])$", description="YYYY-MM; this month when not given"
@@ -186,8 +187,46 @@ class Chargeback(APIView):
         return super().handle_exception(exc)
 
 
+class BudgetOut(serializers.Serializer):
+    """A GPU-hour budget where it stands: the ledger's use, what live work holds, and a
+    forecast to the period's end at the pace so far."""
+
+    name = serializers.CharField(source="budget.name")
+    tenant = serializers.CharField(source="budget.tenant")
+    project = serializers.CharField(source="budget.project", help_text="Empty: the whole tenant")
+    gpu_class = serializers.CharField(source="budget.gpu_class")
+    period = serializers.CharField(source="budget.period")
+    kind = serializers.CharField(source="budget.kind", help_text="hard: refuses work past it; soft: warns")
+    start = serializers.DateField()
+    end = serializers.DateField(help_text="The first day of the next period")
+    gpu_hours = serializers.DecimalField(source="budget.gpu_hours", max_digits=14, decimal_places=2)
+    used_hours = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="The ledger's, every backend")
+    used_cost = _money(help_text="The chargeback's money for the used hours")
+    held_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=2, help_text="Queued and running work: GPUs x time limit, returned at its end"
+    )
+    asked_hours = serializers.DecimalField(max_digits=14, decimal_places=2)
+    remaining_hours = serializers.DecimalField(max_digits=14, decimal_places=2)
+    share = serializers.FloatField(help_text="Used, held and asked over the budget")
+    warn_share = serializers.FloatField(source="budget.warn_share")
+    forecast_hours = serializers.DecimalField(
+        max_digits=14, decimal_places=2, help_text="Use at the period's end at its pace so far"
+    )
+    rate = _money(help_text="The class's on-prem price per GPU-hour")
+    words = serializers.CharField()
+
+
+class BudgetList(APIView):
+    """The GPU-hour budgets of the caller's tenants, now."""
+
+    @extend_schema(responses={200: BudgetOut(many=True)})
+    def get(self, request: Request) -> Response:
+        return Response(BudgetOut(budget_standings(user=request.user), many=True).data)
+
+
 # mounted under /api/v1/ by the composition root (config/urls.py)
 urlpatterns = [
     path("usage/", UsageList.as_view(), name="api-usage"),
     path("chargeback/", Chargeback.as_view(), name="api-chargeback"),
+    path("budgets/", BudgetList.as_view(), name="api-budgets"),
 ]

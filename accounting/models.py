@@ -282,3 +282,26 @@ class CloudTcoReading(models.Model):
     @property
     def share(self) -> float | None:
         return float(self.cloud_spend / self.onprem_tco) if self.onprem_tco > 0 else None
+
+
+class BudgetAlert(models.Model):
+    """A GPU-hour budget's threshold crossed in one period, recorded once: the tenant's
+    admins, finance and the class's quota owner are told when the row is written
+    (``accounting.services.budgets``).  The budget is the policy's, named by its key."""
+
+    class Level(models.TextChoices):
+        WARN = "warn", "past its warning share"
+        OVER = "over", "used and held past the budget"
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="budget_alerts")
+    budget = models.CharField(max_length=200, help_text="tenant[/project] class per period, as the policy names it")
+    period_start = models.DateField()
+    level = models.CharField(max_length=10, choices=Level.choices)
+    message = models.TextField()
+    told_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-told_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["budget", "period_start", "level"], name="budget_alert_once_a_period")
+        ]

@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 
 from broker.models import Cluster
+from accounting.services.budgets import budget_check
 from accounting.services.cloud_tco import cloud_tco_check
 from accounting.services.usage import usage_collect
 from accounting.periods import parse_month
@@ -46,3 +47,9 @@ def reconcile_month(period: str) -> None:
 def check_cloud_tco() -> None:
     """Tenants' cloud spend this month against on-prem TCO; the first crossing is told."""
     cloud_tco_check()
+
+
+@shared_task(**TASK_OPTIONS)
+def check_budgets() -> None:
+    """GPU-hour budgets against the ledger and live work; each threshold is told once a period."""
+    budget_check()

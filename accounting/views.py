@@ -10,6 +10,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
+from accounting.services.budgets import budget_standings
 from accounting import selectors
 from accounting.chart_data import chargeback_chart_data
 from accounting.exports import chargeback_csv, chargeback_xlsx
@@ -41,7 +42,10 @@ def usage_mine(request: HttpRequest) -> HttpResponse:
     form = MonthForm(request.GET or None)
     month = form.month() if request.GET else this_month()
     lines = selectors.usage_mine(user=request.user, month=month)
-    return render(request, "accounting/usage_mine.html", {"form": form, "month": month, "lines": lines})
+    budgets = budget_standings(user=request.user)
+    return render(
+        request, "accounting/usage_mine.html", {"form": form, "month": month, "lines": lines, "budgets": budgets}
+    )
 
 
 def _chargeback_filters(request: HttpRequest) -> tuple[ChargebackFilterForm, dict]:
@@ -68,6 +72,7 @@ def chargeback(request: HttpRequest) -> HttpResponse:
             "tco_warnings": selectors.cloud_tco_warnings(
                 user=request.user, months=report.months, tenant_slug=filters["tenant_slug"]
             ),
+            "budgets": budget_standings(user=request.user, tenant_slug=filters["tenant_slug"]),
             "chart_data": chargeback_chart_data(user=request.user, report=report, tenant_slug=filters["tenant_slug"]),
         },
     )

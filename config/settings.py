@@ -317,6 +317,7 @@ CELERY_BEAT_SCHEDULE = {
     "collect-usage": {"task": "accounting.tasks.collect_all_usage", "schedule": float(GPUBROKER_USAGE_INTERVAL_S)},
     # after usage comes in: cloud spend against on-prem TCO per tenant (the cloud-burst warning)
     "cloud-tco": {"task": "accounting.tasks.check_cloud_tco", "schedule": float(GPUBROKER_USAGE_INTERVAL_S)},
+    "budget-check": {"task": "accounting.tasks.check_budgets", "schedule": float(GPUBROKER_USAGE_INTERVAL_S)},
     "sample-fleet": {"task": "portal.metrics.tasks.sample_fleet", "schedule": float(GPUBROKER_SAMPLE_INTERVAL_S)},
     # approved quota raises past their end date go back; hourly is soon enough for a whole-day end
     "end-quota-requests": {"task": "broker.tasks.end_quota_requests", "schedule": 3600.0},

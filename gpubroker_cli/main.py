@@ -79,6 +79,7 @@ def parser() -> argparse.ArgumentParser:
     logs.add_argument("--follow", action="store_true", help="keep printing new lines until the job ends")
     logs.add_argument("--worker", type=int, help="worker number (0-based) where each has its own output")
     logs.add_argument("--interval", type=_positive, default=2.0, help="seconds between polls with --follow (2)")
+    sub.add_parser("budgets", help="your tenants' GPU-hour budgets: used, held, remaining, forecast")
     charge = sub.add_parser("chargeback", help="a month's chargeback (finance)")
     charge.add_argument("--month", type=_month, required=True)
     charge.add_argument("--csv", action="store_true", help="print the CSV export")
@@ -220,6 +221,11 @@ def cmd_chargeback(args, out, client: Client) -> int:
     return OK
 
 
+def cmd_budgets(args, out, client: Client) -> int:
+    print(output.budgets(client.get("budgets/")), file=out)
+    return OK
+
+
 COMMANDS = {
     "submit": cmd_submit,
     "list": cmd_list,
@@ -229,6 +235,7 @@ COMMANDS = {
     "watch": cmd_watch,
     "logs": cmd_logs,
     "chargeback": cmd_chargeback,
+    "budgets": cmd_budgets,
 }
 
 

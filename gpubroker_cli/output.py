@@ -100,6 +100,11 @@ def preview(p: dict) -> str:
         f"quota left: {quota.get('remaining')} of {quota.get('limit')} {quota.get('gpu_class')} GPUs",
     ]
     parts += [f"warning: {w}" for w in p.get("warnings") or []]
+    parts += [
+        f"budget {b.get('name')}: {b.get('used_hours')} used + {b.get('held_hours')} held + "
+        f"{b.get('asked_hours')} this job of {b.get('gpu_hours')} GPU-h ({b.get('kind')})"
+        for b in p.get("budgets") or []
+    ]
     rows = [
         [
             d.get("rank"),
@@ -132,3 +137,25 @@ def preview(p: dict) -> str:
             ),
         ]
     return "\n".join(parts)
+
+
+def budgets(rows: list[dict]) -> str:
+    """``gpubroker budgets``: each GPU-hour budget's burn-down and forecast."""
+    if not rows:
+        return "no GPU-hour budget covers your tenants"
+    keys = [
+        "name",
+        "kind",
+        "start",
+        "end",
+        "gpu_hours",
+        "used_hours",
+        "used_cost",
+        "held_hours",
+        "remaining_hours",
+        "forecast_hours",
+    ]
+    return table(
+        ["budget", "kind", "from", "to", "GPU-h", "used", "used cost", "held", "remaining", "forecast"],
+        [[b.get(k) for k in keys] for b in rows],
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from accounting.api import BudgetOut
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -57,6 +58,7 @@ class PreviewOut(serializers.Serializer):
     cloud_budget_month = serializers.DecimalField(max_digits=12, decimal_places=2, allow_null=True)
     cloud_spend_month = serializers.DecimalField(max_digits=14, decimal_places=2)
     warnings = serializers.ListField(child=serializers.CharField())
+    budgets = BudgetOut(many=True, help_text="The GPU-hour budgets the job counts against, its ask included")
 
     @staticmethod
     def shape(preview: Preview) -> dict:
@@ -86,6 +88,7 @@ class PreviewOut(serializers.Serializer):
             "cloud_budget_month": preview.cloud_budget_month,
             "cloud_spend_month": preview.cloud_spend_month,
             "warnings": preview.warnings,
+            "budgets": preview.budgets,
         }
 
 

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from broker.placement.budgets import Budget
 from broker.placement.burst import Burst
 from broker.placement.facts import region_matches
 from broker.placement.off_peak import OffPeak
@@ -175,6 +176,7 @@ class Policy:
     multikueue: MultiKueueDispatch = field(default_factory=MultiKueueDispatch)
     burst: Burst = field(default_factory=Burst)  # spend-aware bursting (placement.burst)
     off_peak: OffPeak = field(default_factory=OffPeak)  # off-peak windows (placement.off_peak)
+    budgets: tuple[Budget, ...] = ()  # GPU-hour budgets over time (placement.budgets)
     prefer_location: str | None = None  # None: the preset's location
     # clusters that add nodes on demand: a job too large for them today is not "never"
     autoscaling: tuple[str, ...] = ()
@@ -205,6 +207,10 @@ class Policy:
     def tenant(self, name: str) -> TenantPolicy:
         """The tenant's rules, the '*' entry when it has none, else deny everything."""
         return self.tenants.get(name) or self.tenants.get("*") or DENY_ALL
+
+    def budgets_for(self, *, tenant: str, project: str, gpu_class: str) -> tuple[Budget, ...]:
+        """The budgets a workload of this tenant, project and class counts against."""
+        return tuple(b for b in self.budgets if b.covers(tenant=tenant, project=project, gpu_class=gpu_class))
 
     def classes_of(self, gpu_model: str, gpu_memory_gb: int) -> tuple[str, ...]:
         return tuple(sorted(c.name for c in self.gpu_classes.values() if c.includes(gpu_model, gpu_memory_gb)))

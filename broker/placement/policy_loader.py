@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import time
+from decimal import Decimal
 from typing import Mapping
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -15,6 +16,7 @@ import yaml
 
 from broker.placement.facts import LOCATIONS
 from broker.spec import PRIORITIES
+from broker.placement.budgets import Budget
 from broker.placement.burst import Burst
 from broker.placement.off_peak import OffPeak, Window
 from broker.placement.policy import (
@@ -46,6 +48,7 @@ _TOP_KEYS = {
     "multikueue",
     "burst",
     "off_peak",
+    "budgets",
 }
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
 _TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "priorities", "description"}
@@ -82,6 +85,7 @@ def load_policy(text: str) -> Policy:
         multikueue=_multikueue(top.get("multikueue", {})),
         burst=_burst(top.get("burst", {})),
         off_peak=_off_peak(top.get("off_peak", {})),
+        budgets=_budgets(top.get("budgets", []), classes),
         prefer_location=prefer,
         autoscaling=_str_list("autoscaling_clusters", top.get("autoscaling_clusters", [])),
         policy_hold_withdraw_s=_number("policy_hold_withdraw_s", top.get("policy_hold_withdraw_s", 1800), 0),
@@ -182,6 +186,49 @@ def _off_peak(raw: object) -> OffPeak:
     above = _whole("off_peak.required_above_gpus", body.get("required_above_gpus", 0), 0)
     priorities = _priorities("off_peak.required_priorities", body.get("required_priorities", ["low", "normal"]))
     return OffPeak(windows=windows, required_above_gpus=above, required_priorities=priorities)
+
+
+_BUDGET_KEYS = {"tenant", "project", "gpu_class", "period", "gpu_hours", "kind", "warn_share"}
+
+
+def _budgets(raw: object, classes: Mapping[str, GpuClass]) -> tuple[Budget, ...]:
+    if not isinstance(raw, list):
+        raise PolicyError("budgets", f"must be a list of budgets, not {type(raw).__name__}")
+    out: dict[tuple[str, str, str, str], Budget] = {}
+    for i, item in enumerate(raw):
+        budget = _budget(f"budgets[{i}]", item, classes)
+        key = (budget.tenant, budget.project, budget.gpu_class, budget.period)
+        if key in out:
+            raise PolicyError(
+                f"budgets[{i}]", f"a second budget for {budget.name}; one per tenant, project, class, period"
+            )
+        out[key] = budget
+    return tuple(out.values())
+
+
+def _budget(path: str, raw: object, classes: Mapping[str, GpuClass]) -> Budget:
+    body = _mapping(path, raw)
+    _known_keys(path, body, _BUDGET_KEYS)
+    for key in ("tenant", "gpu_class", "gpu_hours"):
+        if key not in body:
+            raise PolicyError(f"{path}.{key}", "is required")
+    gpu_class = str(body["gpu_class"])
+    if classes and gpu_class not in classes:
+        raise PolicyError(f"{path}.gpu_class", f"unknown GPU class {gpu_class!r}; known: {', '.join(classes)}")
+    hours = _number(f"{path}.gpu_hours", body["gpu_hours"], 0)
+    try:
+        return Budget(
+            tenant=str(body["tenant"]),
+            project=str(body.get("project", "")),
+            gpu_class=gpu_class,
+            gpu_hours=Decimal(repr(hours)).quantize(Decimal("0.01")),
+            period=str(body.get("period", "month")),
+            kind=str(body.get("kind", "hard")),
+            warn_share=_number(f"{path}.warn_share", body.get("warn_share", 0.8), 0),
+        )
+    except ValueError as exc:
+        key, _, message = str(exc).partition(": ")
+        raise PolicyError(f"{path}.{key}", message) from None
 
 
 def _window(site: str, raw: object) -> Window:

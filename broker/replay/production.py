@@ -64,6 +64,8 @@ NOT_REPLAYED = {
     "notify-long-waits": "notifications decide nothing",
     # (a policy with burst.over_tco: stop would need it: the replayed policies warn)
     "cloud-tco": "with burst.over_tco at warn, the replayed policies' setting, it tells and decides nothing",
+    # (budgets refuse at submission against the ledger, which the replay does not collect)
+    "budget-check": "it tells and decides nothing; the replay refuses a policy with GPU-hour budgets",
 }
 # after the last arrival, with nothing left running or queued at any cluster, how long the
 # broker's own waiting workloads are given before the replay ends (they can never start)
@@ -151,6 +153,8 @@ class _Loop:
         policy = current_policy().policy
         if policy.burst.over_tco != "warn":  # see NOT_REPLAYED["cloud-tco"]
             raise ValueError("burst.over_tco: the production-loop replay does not run the cloud-TCO check; use warn")
+        if policy.budgets:  # see NOT_REPLAYED["budget-check"]
+            raise ValueError("budgets: the production-loop replay collects no usage ledger to hold budgets against")
         self.aging = policy.aging
         interval = self.every["inventory"]
         self.resync_s = max(interval, float(policy.staleness_limit_s) - 2 * interval)

@@ -22,3 +22,16 @@ def test_dry_run_with_a_bad_field_is_refused_naming_it(server, gpubroker, tmp_pa
     rc, out, err = gpubroker("submit", spec_file(tmp_path, "cli-bad", extra="gpu_per_worker: 2\n"),
                              "--project", "lattice-qcd", "--dry-run")
     assert rc == API_ERROR and "gpu_per_worker" in err
+
+
+def test_dry_run_and_budgets_show_the_gpu_hour_budget_the_job_counts_against(server, gpubroker, tmp_path):
+    # the default policy's soft budget: physics, a100-80gb, 20,000 GPU-hours a month
+    login(gpubroker, server)
+    rc, out, err = gpubroker("submit", spec_file(tmp_path, "cli-budget"), "--project", "lattice-qcd", "--dry-run")
+    assert rc == OK, err
+    assert "budget physics a100-80gb per month: " in out and "of 20000.00 GPU-h (soft)" in out
+    rc, out, err = gpubroker("budgets")
+    assert rc == OK, err
+    header, _rule, row = out.splitlines()[:3]
+    assert "remaining" in header and "forecast" in header
+    assert row.startswith("physics a100-80gb per month") and "20000.00" in row

@@ -26,7 +26,8 @@ from broker.selectors.run_times import runtime_hours_for
 from broker.services.placing.fleet_view import fleet_inputs
 from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import QuotaUse, quota_use
-from broker.services.submitting.workloads import check_data_location, check_priority, resolve_gpu_class
+from broker.services.submitting.workloads import check_budgets, check_data_location, check_priority, resolve_gpu_class
+from broker.placement.budgets import Standing
 from broker.spec import WorkloadSpec, validate_spec
 from portal.metrics.readings import cloud_spend_month, spend_per_tenant
 from portal.tenancy.models import Project, Role
@@ -74,6 +75,8 @@ class Preview:
     # nothing fits now: the destinations are the queues it would wait in after this long
     # at the broker (None: they are where it fits now)
     queued_after_s: float | None = None
+    # the GPU-hour budgets it counts against, its ask included
+    budgets: list[Standing] = field(default_factory=list)
 
     @property
     def chosen(self) -> Destination | None:
@@ -91,6 +94,7 @@ def workload_preview(
     gpu_class = resolve_gpu_class(spec)
     check_data_location(spec)
     check_priority(spec, project.tenant.slug)
+    standings = check_budgets(spec, project, gpu_class)
     loaded = current_policy()
     use = quota_use(tenant_id=project.tenant_id, gpu_class_id=gpu_class.id)
     snapshots, facts, forced = fleet_inputs(rejections={}, now=now)
@@ -135,6 +139,7 @@ def workload_preview(
         _destination(i + 1, c, clusters[c.cluster], now, gpu_hours, budget, spent) for i, c in enumerate(ranked)
     ]
     warnings = [d.budget_warning for d in destinations[:1] if d.budget_warning]
+    warnings += [f"This job brings the {s.words()}." for s in standings if s.warns]
     return Preview(
         project=project,
         gpu_class=gpu_class,
@@ -148,6 +153,7 @@ def workload_preview(
         cloud_budget_month=budget,
         cloud_spend_month=spent,
         warnings=warnings,
+        budgets=standings,
     )
 
 

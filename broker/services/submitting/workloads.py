@@ -7,7 +7,9 @@ from typing import Mapping
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from accounting.services.budgets import hours_asked, standings_for_submission
 from broker.models import Cluster, GpuClass, Workload
+from broker.placement.budgets import Standing
 from broker.lifecycle import TERMINAL_STATES
 from broker.selectors.workloads import workload_get
 from broker.services.fleet.policy import current_policy
@@ -18,7 +20,7 @@ from broker.services.records import moves
 from broker.services.records.transitions import Note
 from broker.spec import SpecError, WorkloadSpec, validate_spec
 from portal.identity.selectors import run_as_problem
-from portal.tenancy.models import Project, Role
+from portal.tenancy.models import Project, Role, Tenant
 from portal.tenancy.selectors import project_get
 from broker import runtime
 
@@ -64,6 +66,23 @@ def check_priority(spec: WorkloadSpec, tenant: str) -> None:
         )
 
 
+def check_budgets(spec: WorkloadSpec, project: Project, gpu_class: GpuClass) -> list[Standing]:
+    """The GPU-hour budgets the work counts against, its ask added; a hard one it would
+    pass refuses it with the figures.  Called under the tenant's row lock on submission,
+    so two submissions of one tenant never both take the last hours."""
+    asked = hours_asked(gpus=spec.total_gpus, time_limit_minutes=spec.time_limit_minutes)
+    standings = standings_for_submission(
+        tenant=project.tenant, project=project, gpu_class=gpu_class.slug, asked_hours=asked
+    )
+    refused = [s.words() for s in standings if s.refuses]
+    if refused:
+        asks = f"{spec.workers} worker(s) x {spec.gpus_per_worker} GPU(s) x {spec.time_limit_minutes} min"
+        raise SpecError(
+            {"budget": [f"refused by the {w} ({asks}); a shorter time limit or fewer GPUs ask less." for w in refused]}
+        )
+    return standings
+
+
 def check_data_location(spec: WorkloadSpec) -> None:
     """A misspelt location would otherwise count as remote everywhere and rank silently."""
     known = known_data_locations()
@@ -90,6 +109,9 @@ def _create(
     check_priority(spec, project.tenant.slug)
     if problem := run_as_problem(project=project, user=user):
         raise SpecError({"project": [problem]})
+    if current_policy().policy.budgets_for(tenant=project.tenant.slug, project=project.slug, gpu_class=gpu_class.slug):
+        Tenant.objects.select_for_update().filter(id=project.tenant_id).first()
+    standings = check_budgets(spec, project, gpu_class)
     workload = Workload.objects.create(
         tenant_id=project.tenant_id,
         project=project,
@@ -107,6 +129,9 @@ def _create(
         message=f"{spec.workers} worker(s) x {spec.gpus_per_worker} {gpu_class.slug} GPU(s)",
         inputs={"spec": spec.to_dict()},
     )
+    for standing in standings:
+        if standing.warns:
+            audit(action="budget.warned", workload=workload, actor=user, message=standing.words())
     tasks_bridge.enqueue_place(workload.id)
     return workload
 
