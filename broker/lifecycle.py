@@ -107,6 +107,10 @@ class TransitionReason(models.TextChoices):
         "preempted_at_destination",
         "Preempted at the destination, which does not queue it again: placed again",
     )
+    PREEMPTED_BY_BROKER = (
+        "preempted_by_broker",
+        "Preempted by the broker for a higher-priority workload where it owns preemption: placed again",
+    )
     DECLARED_DEAD = "declared_dead", "An admin declared the run dead"
     WORKLOAD_ENDED = "workload_ended", "The workload ended"
     WITHDRAWN = "withdrawn", "Held at its destination by a local policy too long: cancelled there, placed again"

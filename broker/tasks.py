@@ -22,6 +22,7 @@ from broker.services.dispatching.chunk import workloads_dispatch
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.withdraw import policy_holds_withdraw
 from broker.services.placing.moving import queued_moves
+from broker.services.placing.preempting import broker_preemption_pass
 from broker.services.following.cancel import cancel_propagate
 from broker.services.dispatching.multikueue import multikueue_dispatch as dispatch
 from broker.services.dispatching.multikueue import dispatcher_managers
@@ -105,6 +106,12 @@ def withdraw_policy_holds() -> None:
 def move_queued() -> None:
 
     queued_moves()
+
+
+@shared_task(**TASK_OPTIONS)
+def preempt_for_waiting() -> None:
+    """Where the policy makes the broker preemption's owner: room for long-waiting work."""
+    broker_preemption_pass()
 
 
 @shared_task(**TASK_OPTIONS)

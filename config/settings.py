@@ -309,6 +309,7 @@ CELERY_BEAT_SCHEDULE = {
     "withdraw-policy-holds": {"task": "broker.tasks.withdraw_policy_holds", "schedule": 60.0},
     # after each inventory report: a job queued at one cluster that another could start now moves
     "move-queued": {"task": "broker.tasks.move_queued", "schedule": float(GPUBROKER_INVENTORY_INTERVAL_S)},
+    "broker-preempt": {"task": "broker.tasks.preempt_for_waiting", "schedule": float(GPUBROKER_INVENTORY_INTERVAL_S)},
     "reconcile": {"task": "broker.tasks.reconcile", "schedule": float(GPUBROKER_RECONCILE_INTERVAL_S)},
     "multikueue-dispatch": {
         "task": "broker.tasks.multikueue_dispatch_all",

@@ -15,6 +15,7 @@ from broker.placement.budgets import Budget
 from broker.placement.burst import Burst
 from broker.placement.facts import region_matches
 from broker.placement.off_peak import OffPeak
+from broker.placement.preemption import Preemption
 from broker.spec import PRIORITIES
 
 # The ranking terms, named with their units; weights and breakdowns use these keys.
@@ -177,6 +178,7 @@ class Policy:
     burst: Burst = field(default_factory=Burst)  # spend-aware bursting (placement.burst)
     off_peak: OffPeak = field(default_factory=OffPeak)  # off-peak windows (placement.off_peak)
     budgets: tuple[Budget, ...] = ()  # GPU-hour budgets over time (placement.budgets)
+    preemption: Preemption = field(default_factory=Preemption)  # its owner per cluster (placement.preemption)
     prefer_location: str | None = None  # None: the preset's location
     # clusters that add nodes on demand: a job too large for them today is not "never"
     autoscaling: tuple[str, ...] = ()

@@ -19,6 +19,7 @@ from broker.spec import PRIORITIES
 from broker.placement.budgets import Budget
 from broker.placement.burst import Burst
 from broker.placement.off_peak import OffPeak, Window
+from broker.placement.preemption import OWNERS, Preemption
 from broker.placement.policy import (
     PRESETS,
     TERMS,
@@ -49,6 +50,7 @@ _TOP_KEYS = {
     "burst",
     "off_peak",
     "budgets",
+    "preemption",
 }
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
 _TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "priorities", "description"}
@@ -86,6 +88,7 @@ def load_policy(text: str) -> Policy:
         burst=_burst(top.get("burst", {})),
         off_peak=_off_peak(top.get("off_peak", {})),
         budgets=_budgets(top.get("budgets", []), classes),
+        preemption=_preemption(top.get("preemption", {})),
         prefer_location=prefer,
         autoscaling=_str_list("autoscaling_clusters", top.get("autoscaling_clusters", [])),
         policy_hold_withdraw_s=_number("policy_hold_withdraw_s", top.get("policy_hold_withdraw_s", 1800), 0),
@@ -186,6 +189,21 @@ def _off_peak(raw: object) -> OffPeak:
     above = _whole("off_peak.required_above_gpus", body.get("required_above_gpus", 0), 0)
     priorities = _priorities("off_peak.required_priorities", body.get("required_priorities", ["low", "normal"]))
     return OffPeak(windows=windows, required_above_gpus=above, required_priorities=priorities)
+
+
+def _preemption(raw: object) -> Preemption:
+    body = _mapping("preemption", raw)
+    _known_keys("preemption", body, {"owners", "after_s", "preemptible"})
+    default = Preemption()
+    owners = {
+        cluster: _choice(f"preemption.owners.{cluster}", owner, OWNERS)
+        for cluster, owner in _mapping("preemption.owners", body.get("owners", default.owners)).items()
+    }
+    return Preemption(
+        owners=owners,
+        after_s=_number("preemption.after_s", body.get("after_s", default.after_s), 0),
+        preemptible=_priorities("preemption.preemptible", body.get("preemptible", list(default.preemptible))),
+    )
 
 
 _BUDGET_KEYS = {"tenant", "project", "gpu_class", "period", "gpu_hours", "kind", "warn_share"}

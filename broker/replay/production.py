@@ -64,6 +64,7 @@ NOT_REPLAYED = {
     "notify-long-waits": "notifications decide nothing",
     # (a policy with burst.over_tco: stop would need it: the replayed policies warn)
     "cloud-tco": "with burst.over_tco at warn, the replayed policies' setting, it tells and decides nothing",
+    "broker-preempt": "the replay refuses a policy where the broker owns preemption on any cluster",
     # (budgets refuse at submission against the ledger, which the replay does not collect)
     "budget-check": "it tells and decides nothing; the replay refuses a policy with GPU-hour budgets",
 }
@@ -153,6 +154,8 @@ class _Loop:
         policy = current_policy().policy
         if policy.burst.over_tco != "warn":  # see NOT_REPLAYED["cloud-tco"]
             raise ValueError("burst.over_tco: the production-loop replay does not run the cloud-TCO check; use warn")
+        if policy.preemption.broker_owns_any:  # see NOT_REPLAYED["broker-preempt"]
+            raise ValueError("preemption.owners: the production-loop replay leaves preemption to the clusters")
         if policy.budgets:  # see NOT_REPLAYED["budget-check"]
             raise ValueError("budgets: the production-loop replay collects no usage ledger to hold budgets against")
         self.aging = policy.aging

@@ -144,6 +144,12 @@ def requeue_preempted(**rows: Unpack[Rows]) -> int:
     return _write(Workload, W.WAITING, Why.PREEMPTED_AT_DESTINATION, (W.QUEUED, W.RUNNING), rows)
 
 
+def preempt_by_broker(**rows: Unpack[Rows]) -> int:
+    """Preempted by the broker, where the policy makes it preemption's owner, for a waiting
+    workload of a higher priority; its job cancelled there (confirmed): back to placement."""
+    return _write(Workload, W.WAITING, Why.PREEMPTED_BY_BROKER, (W.RUNNING,), rows)
+
+
 def ended(*, to: str, from_: Iterable[str] | None = FOLLOWED_STATES, **rows: Unpack[Rows]) -> int:
     """The job ended at its destination: completed, failed or cancelled there."""
     return _write(Workload, to, Why.ENDED_AT_DESTINATION, from_, rows)

@@ -1,0 +1,192 @@
+"""Preemption where the broker owns it (the policy's ``preemption``, ``broker.placement.preemption``).
+
+Each pass looks at the workloads waiting for capacity longer than the policy's ``after_s``,
+highest priority first, oldest first.  For one of them, a cluster whose preemption the
+broker owns and that its last placement found full (a capacity rule, not policy, hardware
+or residency) is a candidate when the running work there that it may preempt (placed by
+the broker, of its GPU class, at a lower and preemptible priority) would, with the
+cluster's idle GPUs of the class, make room for the whole job.  Each victim's job is
+cancelled at the cluster first; only once the cluster confirms is the victim moved back to
+placement (its reservation released, ``preemptions`` counted, the audit naming both
+workloads, its owner told).  A cancel that is not confirmed leaves the victim running and
+is tried again on the next pass.  Then the cluster's inventory is read again and the waiting
+workload placed, before its victims are placed again (elsewhere, or to wait).
+
+GPU counts stand for room: the broker does not know which nodes a victim's workers hold, so
+a gang that needs whole nodes may find the freed GPUs split; it then waits for the next
+pass like any job, and its victims are not preempted again for it (they run elsewhere or
+wait behind it, by priority).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import F
+
+from broker import runtime
+from broker.backends.base import Unavailable
+from broker.backends.registry import backend_for
+from broker.lifecycle import WorkloadState
+from broker.models import Cluster, GpuClass, GpuPool, Workload
+from broker.models.workload import LocalReason, WorkloadOrigin
+from broker.placement.preemption import Preemption, Running, rank, victims
+from broker.placement.record import PlacementRecord
+from broker.placement.results import CAPACITY_RULES
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.fleet.policy import current_policy
+from broker.services.notifying.deliveries import notify_on_commit
+from broker.services.placing.cycle import workload_place
+from broker.services.placing.fleet_view import fleet_snapshots
+from broker.services.quota.reservations import reservation_release
+from broker.services.records import moves
+from broker.services.records.audit import audit
+from broker.services.records.transitions import Note
+
+# one pass preempts for at most this many waiting workloads (each is a cancel per victim)
+PER_PASS = 10
+
+
+def broker_preemption_pass(*, now: datetime | None = None) -> int:
+    """Preempt for the waiting workloads the policy lets preempt; how many were placed room."""
+    now = now or runtime.now()
+    rule = current_policy().policy.preemption
+    if not rule.broker_owns_any:
+        return 0
+    owned = {c.name: c for c in Cluster.objects.filter(enabled=True) if rule.owner(c.name) == "broker"}
+    waiting = list(
+        Workload.objects.filter(
+            state=WorkloadState.WAITING,
+            reason=LocalReason.CAPACITY,
+            cancel_requested_at__isnull=True,
+            created_at__lte=now - timedelta(seconds=rule.after_s),
+            gpu_class__isnull=False,
+        ).select_related("gpu_class")
+    )
+    waiting.sort(key=lambda w: (-_rank(w), w.created_at, w.id))
+    made = 0
+    for workload in waiting[:PER_PASS]:
+        made += _room_for(workload, owned, rule)
+    return made
+
+
+def _priority(workload: Workload) -> str:
+    return str((workload.spec or {}).get("priority", "normal"))
+
+
+def _rank(workload: Workload) -> int:
+    return rank(_priority(workload))
+
+
+def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -> int:
+    record = PlacementRecord.from_json(workload.placement)
+    for name, exclusion in sorted(record.excluded.items()):
+        cluster = owned.get(name)
+        if cluster is None or exclusion.rule not in CAPACITY_RULES:
+            continue
+        assert workload.gpu_class is not None
+        chosen = victims(
+            rule=rule,
+            priority=_priority(workload),
+            needed_gpus=workload.total_gpus,
+            idle_gpus=_idle_gpus(cluster, workload.gpu_class),
+            running=_running(cluster, workload.gpu_class),
+        )
+        if not chosen:  # [] fits already (the next pass places it); None: not enough to take
+            continue
+        preempted = [v.key for v in chosen if _preempt(victim_id=v.key, by=workload, cluster=cluster)]
+        if len(preempted) < len(chosen):
+            return 0  # a cancel not confirmed: the rest is tried on the next pass
+        cluster_sync_inventory(cluster_id=cluster.id)
+        workload_place(workload_id=workload.id)
+        for victim_id in preempted:
+            workload_place(workload_id=victim_id)
+        return 1
+    return 0
+
+
+def _idle_gpus(cluster: Cluster, gpu_class: GpuClass) -> int:
+    """The class's free GPUs at the cluster as placement sees them: its last report less
+    what the broker has placed there since."""
+    pools = list(GpuPool.objects.filter(cluster=cluster))
+    if not pools:
+        return 0
+    [snapshot] = fleet_snapshots({cluster: pools})
+    return sum(
+        p.gpus_free
+        for p in snapshot.pools
+        if p.gpu_model in gpu_class.gpu_models and p.gpu_memory_gb >= gpu_class.min_memory_gb
+    )
+
+
+def _running(cluster: Cluster, gpu_class: GpuClass) -> list[Running]:
+    rows = Workload.objects.filter(
+        cluster=cluster,
+        state=WorkloadState.RUNNING,
+        origin=WorkloadOrigin.BROKER,
+        gpu_class=gpu_class,
+        cancel_requested_at__isnull=True,
+    )
+    return [
+        Running(key=w.id, priority=_priority(w), gpus=w.total_gpus, since=w.started_at or w.created_at) for w in rows
+    ]
+
+
+def _preempt(*, victim_id: int, by: Workload, cluster: Cluster) -> bool:
+    """Cancel the victim's job at the cluster; once confirmed, back to placement."""
+    victim = Workload.objects.get(id=victim_id)
+    if victim.state != WorkloadState.RUNNING or victim.cluster_id != cluster.id:
+        return False
+    try:
+        if victim.destination_job_id and backend_for(cluster).cancel(victim.destination_job_id):
+            return _preempted(victim, by, cluster)
+        why = "the cluster has not confirmed the cancellation yet"
+    except Unavailable as exc:
+        why = str(exc)
+    audit(
+        action="preempt.retrying",
+        workload=victim,
+        cluster=cluster.name,
+        destination_job_id=victim.destination_job_id,
+        message=f"to be preempted for {by.name} ({by.uid}); {why}: it runs on",
+    )
+    return False
+
+
+@transaction.atomic
+def _preempted(victim: Workload, by: Workload, cluster: Cluster) -> bool:
+    message = (
+        f"preempted by the broker at {cluster.name} for {by.name} ({by.uid}, priority {_priority(by)} "
+        f"over {_priority(victim)}): placed again"
+    )
+    both = {"preempted": victim.uid, "for": by.uid, "priorities": [_priority(victim), _priority(by)]}
+    moved = moves.preempt_by_broker(
+        pk=victim.id,
+        fields={
+            "preemptions": F("preemptions") + 1,
+            "reason": LocalReason.CAPACITY,
+            "raw_reason": message,
+            "destination_job_id": "",
+            "dispatched_at": None,
+        },
+        then=lambda: reservation_release(workload=victim, reason=message),
+        note=Note(
+            action="workload.preempted",
+            workload=victim,
+            cluster=cluster.name,
+            destination_job_id=victim.destination_job_id,
+            message=message,
+            inputs=both,
+        ),
+    )
+    if moved:
+        audit(
+            action="preemption.made",
+            workload=by,
+            cluster=cluster.name,
+            message=f"preempted {victim.name} ({victim.uid}, priority {_priority(victim)}) at {cluster.name}",
+            inputs=both,
+        )
+        notify_on_commit(workload_id=victim.id, event="preempted")
+    return bool(moved)

@@ -1,0 +1,105 @@
+"""Preemption where the policy makes the broker its owner, on the simulator: a long-waiting
+higher-priority workload gets room from lower, preemptible work the broker placed there,
+cancelled there first (confirmed), never from local jobs, other priorities or clusters whose
+control plane owns preemption."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from datetime import timedelta
+
+from django.utils import timezone
+
+from broker.backends.base import JobState
+from broker.models import AuditRecord, Reservation, Workload
+from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.fleet.policy import current_policy, policy_override
+from broker.services.placing.preempting import broker_preemption_pass
+
+LATER = timedelta(minutes=30)
+
+
+@contextmanager
+def owner(cluster: str, who: str = "broker", preemptible: str = "[low]"):
+    text = current_policy().text + f"\npreemption:\n  owners: {{{cluster}: {who}}}\n  after_s: 600\n" \
+        f"  preemptible: {preemptible}\n"
+    with policy_override(text):
+        yield
+
+
+def _full_of(make_cluster, submit, drive, *, priority: str = "low"):
+    """'owned' (one node of 8) runs a broker job at ``priority``; a high one waits 20 min."""
+    cluster = make_cluster("owned", nodes=[8])
+    victim = drive(submit(name="scavenge", gpus_per_worker=8, priority=priority))
+    assert victim.state in ("queued", "running")
+    Workload.objects.filter(id=victim.id).update(state="running", started_at=timezone.now())
+    waiting = drive(submit(name="urgent", gpus_per_worker=8, priority="high"))
+    assert waiting.state == "waiting" and waiting.reason == "capacity"
+    Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=20))
+    return cluster, Workload.objects.get(id=victim.id), waiting
+
+
+def test_a_long_waiting_high_priority_job_preempts_the_low_one_cancel_confirmed_first(
+        make_cluster, submit, drive, sim):
+    with owner("owned"):
+        cluster, victim, waiting = _full_of(make_cluster, submit, drive)
+        old_job = victim.destination_job_id
+        assert broker_preemption_pass(now=timezone.now()) == 1
+        urgent = drive(Workload.objects.get(id=waiting.id))
+    assert sim.get("owned").job(old_job).state == JobState.CANCELLED
+    assert urgent.cluster == cluster and urgent.state in ("queued", "running")
+    victim.refresh_from_db()
+    assert victim.state == "waiting" and victim.preemptions == 1 and victim.destination_job_id == ""
+    assert victim.raw_reason.startswith("owned: pool a100-80gb: 0 of 1 workers")  # placed again: no room left
+    released = Reservation.objects.filter(workload=victim).values_list("state", flat=True)
+    assert list(released) == ["released"]
+    note = AuditRecord.objects.get(workload=victim, action="workload.preempted")
+    assert note.inputs["for"] == waiting.uid and note.inputs["preempted"] == victim.uid
+    assert f"preempted by the broker at owned for urgent ({waiting.uid}, priority high over low)" in note.message
+    assert AuditRecord.objects.get(workload=waiting, action="preemption.made").inputs["preempted"] == victim.uid
+
+
+def test_nothing_is_preempted_where_the_local_control_plane_owns_preemption(make_cluster, submit, drive, sim):
+    with owner("owned", who="local"):
+        _, victim, _ = _full_of(make_cluster, submit, drive)
+        assert broker_preemption_pass(now=timezone.now()) == 0
+    assert Workload.objects.get(id=victim.id).state == "running"
+
+
+def test_work_at_a_priority_the_policy_does_not_let_preempt_runs_on(make_cluster, submit, drive, sim):
+    with owner("owned"):
+        _, victim, _ = _full_of(make_cluster, submit, drive, priority="normal")
+        assert broker_preemption_pass(now=timezone.now()) == 0
+    assert Workload.objects.get(id=victim.id).state == "running"
+
+
+def test_a_local_job_is_never_preempted_by_the_broker(make_cluster, submit, drive, sim):
+    with owner("owned", preemptible="[low, normal]"):
+        cluster = make_cluster("owned", nodes=[8])
+        local = sim.get("owned").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
+        sim.advance(60)
+        cluster_sync_inventory(cluster_id=cluster.id)
+        waiting = drive(submit(name="urgent", gpus_per_worker=8, priority="high"))
+        Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=20))
+        assert broker_preemption_pass(now=timezone.now()) == 0
+    assert sim.get("owned").job(local).state == JobState.RUNNING
+
+
+def test_before_the_policys_wait_nothing_is_preempted(make_cluster, submit, drive, sim):
+    with owner("owned"):
+        _, victim, waiting = _full_of(make_cluster, submit, drive)
+        Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=5))
+        assert broker_preemption_pass(now=timezone.now()) == 0
+    assert Workload.objects.get(id=victim.id).state == "running"
+
+
+def test_an_unconfirmed_cancel_leaves_the_victim_running_and_is_tried_again(make_cluster, submit, drive, sim):
+    with owner("owned"):
+        _, victim, waiting = _full_of(make_cluster, submit, drive)
+        sim.get("owned").set_faults(unreachable=True)
+        assert broker_preemption_pass(now=timezone.now()) == 0
+        victim.refresh_from_db()
+        assert victim.state == "running" and victim.preemptions == 0
+        assert AuditRecord.objects.filter(workload=victim, action="preempt.retrying").exists()
+        sim.get("owned").set_faults(unreachable=False)
+        assert broker_preemption_pass(now=timezone.now()) == 1
+    assert Workload.objects.get(id=victim.id).state == "waiting"
