@@ -3,8 +3,8 @@
 if [ ! -x /usr/bin/chromium ]; then
   echo "installing Debian's chromium for the browser tests"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq chromium
+  apt-get -o DPkg::Lock::Timeout=300 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq chromium
 fi
 /usr/bin/chromium --version 2>/dev/null || true
 # With chromium here, a skipped browser test is a failure, not a quiet pass.

@@ -4,13 +4,13 @@
 if ! command -v promtool >/dev/null 2>&1; then
   echo "installing Debian's prometheus package for promtool"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  apt-get -o DPkg::Lock::Timeout=300 update -qq
   # policy-rc.d: the package must not start a server on a CI machine (one already there stays)
   made_policy=0
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
   fi
-  apt-get install -y -qq --no-install-recommends prometheus
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends prometheus
   if [ "$made_policy" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
 promtool --version 2>&1 | head -1 || true
