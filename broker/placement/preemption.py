@@ -6,6 +6,11 @@ preemption, Slurm's QoS preemption; the broker only follows what it did), ``brok
 the broker the one that preempts there.  Where the broker owns it, a workload waiting for
 capacity longer than ``after_s`` may withdraw running or queued work at a lower priority
 whose priority is in ``preemptible``, and only work the broker placed, never a local job.
+A workload whose tenant holds less of its GPU class than the policy's ``min_share`` of it
+guarantees (the job included) may also reclaim: it may take preemptible work at its own
+priority or below from tenants holding more than their own guarantee, never so much that
+one of them falls below it.
+
 The victims are taken lowest priority first and, within one priority, the most recently
 started first (the least work lost), until their GPUs with the cluster's idle ones make room
 for the whole job; when all it may take is not enough, it takes nothing.
@@ -51,24 +56,37 @@ class Running:
     priority: str
     gpus: int
     since: datetime  # started, or queued there when it has not started
+    tenant: str = ""
 
 
 def victims(
-    *, rule: Preemption, priority: str, needed_gpus: int, idle_gpus: int, running: Sequence[Running]
+    *,
+    rule: Preemption,
+    priority: str,
+    needed_gpus: int,
+    idle_gpus: int,
+    running: Sequence[Running],
+    reclaim: Mapping[str, int] | None = None,
 ) -> list[Running] | None:
     """The work to preempt so that ``needed_gpus`` fit beside ``idle_gpus``: [] when they fit
     already, else lowest priority and latest started first until they do, or None when all
     it may take is too little (then nothing is preempted: preempting for a job that still
-    does not fit loses work for nothing)."""
+    does not fit loses work for nothing).  ``reclaim``: the waiting tenant is under its
+    minimum share; each other tenant's GPUs above its own guarantee."""
     if idle_gpus >= needed_gpus:
         return []
-    allowed = sorted(
-        (r for r in running if r.priority in rule.preemptible and rank(r.priority) < rank(priority)),
+    above = dict(reclaim or {})
+    ordered = sorted(
+        (r for r in running if r.priority in rule.preemptible and rank(r.priority) <= rank(priority)),
         key=lambda r: (rank(r.priority), -r.since.timestamp(), r.key),
     )
     chosen: list[Running] = []
     room = idle_gpus
-    for r in allowed:
+    for r in ordered:
+        if rank(r.priority) == rank(priority):  # a lower priority goes by priority alone
+            if reclaim is None or above.get(r.tenant, 0) < r.gpus:
+                continue  # the same only by reclaim, and never below the victim's guarantee
+            above[r.tenant] -= r.gpus
         chosen.append(r)
         room += r.gpus
         if room >= needed_gpus:

@@ -4,8 +4,9 @@ Each pass looks at the workloads waiting for capacity longer than the policy's `
 highest priority first, oldest first.  For one of them, a cluster whose preemption the
 broker owns and that its last placement found full (a capacity rule, not policy, hardware
 or residency) is a candidate when the running work there that it may preempt (placed by
-the broker, of its GPU class, at a lower and preemptible priority) would, with the
-cluster's idle GPUs of the class, make room for the whole job.  Each victim's job is
+the broker, of its GPU class, at a lower and preemptible priority; at its own priority too
+when its tenant reclaims its guaranteed minimum share of the class from tenants above
+theirs) would, with the cluster's idle GPUs of the class, make room for the whole job.  Each victim's job is
 cancelled at the cluster first; only once the cluster confirms is the victim moved back to
 placement (its reservation released, ``preemptions`` counted, the audit naming both
 workloads, its owner told).  A cancel that is not confirmed leaves the victim running and
@@ -62,7 +63,7 @@ def broker_preemption_pass(*, now: datetime | None = None) -> int:
             cancel_requested_at__isnull=True,
             created_at__lte=now - timedelta(seconds=rule.after_s),
             gpu_class__isnull=False,
-        ).select_related("gpu_class")
+        ).select_related("gpu_class", "tenant")
     )
     waiting.sort(key=lambda w: (-_rank(w), w.created_at, w.id))
     made = 0
@@ -92,6 +93,7 @@ def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -
             needed_gpus=workload.total_gpus,
             idle_gpus=_idle_gpus(cluster, workload.gpu_class),
             running=_running(cluster, workload.gpu_class),
+            reclaim=_reclaim(workload, workload.gpu_class),
         )
         if not chosen:  # [] fits already (the next pass places it); None: not enough to take
             continue
@@ -129,8 +131,36 @@ def _running(cluster: Cluster, gpu_class: GpuClass) -> list[Running]:
         cancel_requested_at__isnull=True,
     )
     return [
-        Running(key=w.id, priority=_priority(w), gpus=w.total_gpus, since=w.started_at or w.created_at) for w in rows
+        Running(
+            key=w.id, priority=_priority(w), gpus=w.total_gpus, since=w.started_at or w.created_at, tenant=w.tenant.slug
+        )
+        for w in rows.select_related("tenant")
     ]
+
+
+def _reclaim(workload: Workload, gpu_class: GpuClass) -> dict[str, int] | None:
+    """When the workload's tenant, the job included, stays within its guaranteed minimum of
+    the class (the policy's ``min_share`` of the fleet's GPUs of the class): each other
+    tenant's running GPUs of the class above its own guarantee.  Else None: no reclaim."""
+    policy = current_policy().policy
+    fleet = sum(
+        GpuPool.objects.filter(
+            cluster__enabled=True, gpu_model__in=gpu_class.gpu_models, gpu_memory_gb__gte=gpu_class.min_memory_gb
+        ).values_list("gpus_total", flat=True)
+    )
+    held: dict[str, int] = {}
+    for tenant, gpus in Workload.objects.filter(
+        state=WorkloadState.RUNNING, gpu_class=gpu_class, origin=WorkloadOrigin.BROKER
+    ).values_list("tenant__slug", "total_gpus"):
+        held[tenant] = held.get(tenant, 0) + gpus
+
+    def guaranteed(tenant: str) -> int:
+        return int(policy.tenant(tenant).min_share * fleet)
+
+    mine = workload.tenant.slug
+    if not fleet or held.get(mine, 0) + workload.total_gpus > guaranteed(mine):
+        return None
+    return {t: n - guaranteed(t) for t, n in held.items() if t != mine and n > guaranteed(t)}
 
 
 def _preempt(*, victim_id: int, by: Workload, cluster: Cluster) -> bool:

@@ -53,3 +53,18 @@ def test_a_bad_preemption_key_is_named(text, key):
     with pytest.raises(PolicyError) as caught:
         load_policy(text)
     assert caught.value.key == key
+
+
+def test_a_tenant_under_its_minimum_share_reclaims_at_its_own_priority_from_those_above_theirs():
+    running = [Running(key=1, priority="normal", gpus=8, since=T, tenant="biology"),
+               Running(key=2, priority="normal", gpus=8, since=T - timedelta(minutes=9), tenant="biology"),
+               Running(key=3, priority="normal", gpus=4, since=T, tenant="chemistry")]
+    # biology holds 16, guaranteed 4: 12 above; chemistry holds 4, guaranteed 4: nothing above
+    chosen = victims(rule=RULE, priority="normal", needed_gpus=8, idle_gpus=0, running=running,
+                     reclaim={"biology": 12, "chemistry": 0})
+    assert [v.key for v in chosen] == [1]
+    # 16 would take biology below its guarantee, and chemistry has nothing above its own
+    assert victims(rule=RULE, priority="normal", needed_gpus=16, idle_gpus=0, running=running,
+                   reclaim={"biology": 12, "chemistry": 0}) is None
+    # without reclaim (the tenant is not under its share) the same priority is never taken
+    assert victims(rule=RULE, priority="normal", needed_gpus=8, idle_gpus=0, running=running) is None

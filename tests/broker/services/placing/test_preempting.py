@@ -103,3 +103,42 @@ def test_an_unconfirmed_cancel_leaves_the_victim_running_and_is_tried_again(make
         sim.get("owned").set_faults(unreachable=False)
         assert broker_preemption_pass(now=timezone.now()) == 1
     assert Workload.objects.get(id=victim.id).state == "waiting"
+
+
+def _biology_fills_owned(make_cluster, submit, drive, trio, gpu_classes):
+    """'owned' (two nodes of 8, the fleet's 16 a100-80gb) runs two 8-GPU biology jobs at
+    normal priority, the second started later; physics' min_share of 0.25 guarantees it 4."""
+    from broker.models import Quota
+
+    Quota.objects.create(tenant=trio.other_tenant, gpu_class=gpu_classes["a100-80gb"], limit_gpus=64)
+    make_cluster("owned", nodes=[8, 8])
+    started = []
+    for i in range(2):
+        job = drive(submit(name=f"bio-{i}", gpus_per_worker=8, user=trio.outsider, project=trio.other_project))
+        Workload.objects.filter(id=job.id).update(state="running",
+                                                  started_at=timezone.now() - timedelta(minutes=30 - i))
+        started.append(job)
+    return started
+
+
+def test_a_tenant_under_its_minimum_share_reclaims_gpus_from_one_above_its_own(
+        make_cluster, submit, drive, sim, trio, gpu_classes):
+    with owner("owned", preemptible="[low, normal]"):
+        first, later = _biology_fills_owned(make_cluster, submit, drive, trio, gpu_classes)
+        waiting = drive(submit(name="lattice", gpus_per_worker=4))  # normal, as biology's
+        assert waiting.state == "waiting"
+        Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=20))
+        assert broker_preemption_pass(now=timezone.now()) == 1
+        placed = drive(Workload.objects.get(id=waiting.id))
+    assert placed.state in ("queued", "running") and placed.cluster.name == "owned"
+    assert Workload.objects.get(id=later.id).preemptions == 1  # the later-started one
+    assert Workload.objects.get(id=first.id).state == "running"
+
+
+def test_no_reclaim_past_the_guarantee_at_the_same_priority(make_cluster, submit, drive, sim, trio, gpu_classes):
+    with owner("owned", preemptible="[low, normal]"):
+        _biology_fills_owned(make_cluster, submit, drive, trio, gpu_classes)
+        waiting = drive(submit(name="lattice", gpus_per_worker=8))  # 8 > the 4 it is guaranteed
+        Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=20))
+        assert broker_preemption_pass(now=timezone.now()) == 0
+    assert Workload.objects.filter(state="running").count() == 2
