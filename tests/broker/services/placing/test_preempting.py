@@ -142,3 +142,36 @@ def test_no_reclaim_past_the_guarantee_at_the_same_priority(make_cluster, submit
         Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=20))
         assert broker_preemption_pass(now=timezone.now()) == 0
     assert Workload.objects.filter(state="running").count() == 2
+
+
+def test_each_run_of_a_job_the_broker_preempted_is_charged_once(make_cluster, submit, drive, sim):
+    from accounting.models import UsageEntry
+    from accounting.services.usage import usage_collect
+    from broker.services.following.status import cluster_poll_status
+
+    with owner("owned"):
+        cluster = make_cluster("owned", nodes=[8])
+        victim = drive(submit(name="scavenge", gpus_per_worker=8, priority="low", time_limit_minutes=600))
+        first_job = victim.destination_job_id
+        sim.advance(600)
+        cluster_poll_status(cluster_id=cluster.id)
+        assert Workload.objects.get(id=victim.id).state == "running"
+        waiting = drive(submit(name="urgent", gpus_per_worker=8, priority="high", time_limit_minutes=60))
+        Workload.objects.filter(id=waiting.id).update(created_at=timezone.now() - timedelta(minutes=20))
+        assert broker_preemption_pass(now=timezone.now()) == 1
+        drive(Workload.objects.get(id=waiting.id))
+        sim.advance(2 * 3600)  # the urgent job ends
+        cluster_poll_status(cluster_id=cluster.id)
+        cluster_sync_inventory(cluster_id=cluster.id)
+        second = drive(Workload.objects.get(id=victim.id))
+        assert second.state in ("queued", "running") and second.destination_job_id != first_job
+        sim.advance(12 * 3600)  # and the victim's second run
+        cluster_poll_status(cluster_id=cluster.id)
+        usage_collect(cluster_id=cluster.id)
+    assert Workload.objects.get(id=victim.id).state == "completed"
+    entries = {e.job_id: e.gpu_seconds for e in UsageEntry.objects.filter(workload=victim)}
+    assert set(entries) == {first_job, second.destination_job_id}
+    owned = sim.get("owned")
+    ran = {job: owned.job(job).ended_at - owned.job(job).started_at for job in entries}
+    assert ran[first_job] >= 600  # the first run, until the broker's cancel
+    assert entries == {job: round(8 * seconds) for job, seconds in ran.items()}
