@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from portal.tenancy.errors import DomainError
 
 PRIORITIES = ("low", "normal", "high")
+CLASS_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 PARTITIONING_WHOLE = "whole"
 # NVIDIA MIG profile names: "<slices>g.<memory>gb", e.g. 1g.10gb, 3g.40gb, 7g.80gb.
 MIG_PROFILE_RE = re.compile(r"^[1-7]g\.\d{1,3}gb$")
@@ -51,6 +52,9 @@ class WorkloadSpec:
     residency: tuple[str, ...] = ()
     same_interconnect: bool = False
     priority: str = "normal"
+    # a fleet priority class of the policy (``priority_classes``): at submission it sets
+    # ``priority`` to the class's level and names, per control plane, what the job runs at
+    priority_class: str = ""
     checkpointable: bool = False
     off_peak: bool = False  # start only in a site's off-peak window (broker.placement.off_peak)
 
@@ -150,7 +154,17 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
     for extra in sorted(set(data) - known):
         errors.setdefault(extra, []).append("is not a workload spec field.")
     values: dict[str, Any] = {}
-    for name in ("project", "name", "command", "image", "gpu_class", "mig_profile", "data_location", "priority"):
+    for name in (
+        "project",
+        "name",
+        "command",
+        "image",
+        "gpu_class",
+        "mig_profile",
+        "data_location",
+        "priority",
+        "priority_class",
+    ):
         values[name] = _text(name, data.get(name), errors, 4000 if name == "command" else 200)
     for name in _INT_LIMITS:
         if name in data and data[name] not in (None, ""):
@@ -214,6 +228,8 @@ def _check_semantics(values: dict[str, Any], errors: dict[str, list[str]]) -> No
         err("gpus_per_worker", "at most 7 MIG slices fit on one GPU.")
     if values.get("priority") and values["priority"] not in PRIORITIES:
         err("priority", f"must be one of {', '.join(PRIORITIES)}.")
+    if values.get("priority_class") and not CLASS_NAME_RE.match(values["priority_class"]):
+        err("priority_class", "a priority class name: lower-case letters, digits and '-', at most 40 characters.")
     if values.get("same_interconnect") and (values.get("workers") or 1) == 1:
         # harmless, but tell the user it has no effect
         pass

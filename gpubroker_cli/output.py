@@ -34,6 +34,12 @@ def workload_status(w: dict) -> str:
     ):
         if w.get(key) not in (None, ""):
             lines.append(f"  {label}: {w[key]}")
+    spec = w.get("spec") or {}
+    if spec.get("priority"):
+        lines.append(
+            f"  priority: {spec['priority']}"
+            + (f" (class {spec['priority_class']})" if spec.get("priority_class") else "")
+        )
     code = w.get("local_reason") or w.get("reason")
     if w.get("local_reason_text") or code:
         lines.append(f"  why: {w.get('local_reason_text') or code}" + (f" [{code}]" if code else ""))

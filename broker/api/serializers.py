@@ -56,6 +56,9 @@ class WorkloadSpecIn(StrictSerializer):
     residency = serializers.ListField(child=serializers.CharField(), required=False)
     same_interconnect = serializers.BooleanField(required=False)
     priority = serializers.CharField(required=False)
+    priority_class = serializers.CharField(
+        required=False, allow_blank=True, help_text="A fleet priority class of the policy; sets the priority"
+    )
     checkpointable = serializers.BooleanField(required=False)
     off_peak = serializers.BooleanField(
         required=False, help_text="Start only in the off-peak hours of the site it runs at"

@@ -137,6 +137,16 @@ def broker_gpu_classes() -> dict[str, tuple[str, ...]]:
     return {name: tuple(c.models) for name, c in current_policy().policy.gpu_classes.items()}
 
 
+def with_priority_classes(config: dict, key: str, plane: str) -> dict:
+    """The cluster's mapping of priorities (``key``: Slurm's ``qos_by_priority``, Kubernetes'
+    ``priority_classes``) with the policy's fleet priority classes named at that control
+    plane added, so a job submitted at a class runs at the class's QoS or PriorityClass."""
+    named = {n: c.on(plane) for n, c in current_policy().policy.priority_classes.items() if c.on(plane)}
+    if not named:
+        return config
+    return {**config, key: {**(config.get(key) or {}), **named}}
+
+
 def configure_simulated_fleet() -> None:
     """Tell the simulator where a process that was never handed a fleet finds one (a Celery
     worker: GPUBROKER_SIM_AUTOLOAD) and how fast its clock runs; called once at start."""
@@ -153,7 +163,7 @@ def _simulator(cluster) -> Backend:
 def _slurm(cluster) -> Backend:
     return slurm_backend_from_config(
         cluster=cluster.name,
-        config=backend_config(cluster),
+        config=with_priority_classes(backend_config(cluster), "qos_by_priority", "slurm_qos"),
         token=resolve_credentials(cluster.credentials_ref),
         timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S,
         gpu_classes=broker_gpu_classes(),
@@ -161,10 +171,11 @@ def _slurm(cluster) -> Backend:
 
 
 def _kube(cluster) -> Backend:
+    plane = "volcano" if cluster.kind == "volcano" else "kueue"
     return kube_backend_from_config(
         kind=cluster.kind,
         cluster=cluster.name,
-        config=backend_config(cluster),
+        config=with_priority_classes(backend_config(cluster), "priority_classes", plane),
         token=resolve_credentials(cluster.credentials_ref),
         timeout_s=settings.GPUBROKER_BACKEND_TIMEOUT_S,
         gpu_classes=broker_gpu_classes(),

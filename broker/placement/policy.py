@@ -16,6 +16,7 @@ from broker.placement.burst import Burst
 from broker.placement.facts import region_matches
 from broker.placement.off_peak import OffPeak
 from broker.placement.preemption import Preemption
+from broker.placement.priority_classes import PriorityClass
 from broker.spec import PRIORITIES
 
 # The ranking terms, named with their units; weights and breakdowns use these keys.
@@ -113,6 +114,10 @@ class TenantPolicy:
     min_share: float = 0.0  # fraction of the fleet's GPUs this tenant is guaranteed
     burst_gpus: int = 0  # GPUs it may borrow above its global quota (reservation layer)
     priorities: tuple[str, ...] = PRIORITIES  # the priorities its members may submit at
+    priority_classes: tuple[str, ...] = ("*",)  # the fleet priority classes they may submit at
+
+    def allows_priority_class(self, name: str) -> bool:
+        return "*" in self.priority_classes or name in self.priority_classes
 
     def allows_class(self, gpu_class: str) -> bool:
         return "*" in self.gpu_classes or gpu_class in self.gpu_classes
@@ -178,6 +183,7 @@ class Policy:
     burst: Burst = field(default_factory=Burst)  # spend-aware bursting (placement.burst)
     off_peak: OffPeak = field(default_factory=OffPeak)  # off-peak windows (placement.off_peak)
     budgets: tuple[Budget, ...] = ()  # GPU-hour budgets over time (placement.budgets)
+    priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)  # (placement.priority_classes)
     preemption: Preemption = field(default_factory=Preemption)  # its owner per cluster (placement.preemption)
     prefer_location: str | None = None  # None: the preset's location
     # clusters that add nodes on demand: a job too large for them today is not "never"

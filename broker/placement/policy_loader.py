@@ -20,6 +20,7 @@ from broker.placement.budgets import Budget
 from broker.placement.burst import Burst
 from broker.placement.off_peak import OffPeak, Window
 from broker.placement.preemption import OWNERS, Preemption
+from broker.placement.priority_classes import PLANES, PriorityClass
 from broker.placement.policy import (
     PRESETS,
     TERMS,
@@ -51,9 +52,10 @@ _TOP_KEYS = {
     "off_peak",
     "budgets",
     "preemption",
+    "priority_classes",
 }
 _CLASS_KEYS = {"models", "min_memory_gb", "description"}
-_TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "priorities", "description"}
+_TENANT_KEYS = {"gpu_classes", "regions", "min_share", "burst_gpus", "priorities", "priority_classes", "description"}
 
 
 def policy_version(text: str) -> str:
@@ -70,7 +72,8 @@ def load_policy(text: str) -> Policy:
     top = _mapping("(file)", data if data is not None else {})
     _known_keys("", top, _TOP_KEYS)
     classes = _gpu_classes(top.get("gpu_classes", {}))
-    tenants = _tenants(top.get("tenants", {"*": {}}), classes)
+    priority_classes = _priority_classes(top.get("priority_classes", {}))
+    tenants = _tenants(top.get("tenants", {"*": {}}), classes, priority_classes)
     preset = _choice("preset", top.get("preset", "on-prem-first"), tuple(PRESETS))
     prefer = top.get("prefer_location")
     if prefer is not None:
@@ -89,6 +92,7 @@ def load_policy(text: str) -> Policy:
         off_peak=_off_peak(top.get("off_peak", {})),
         budgets=_budgets(top.get("budgets", []), classes),
         preemption=_preemption(top.get("preemption", {})),
+        priority_classes=priority_classes,
         prefer_location=prefer,
         autoscaling=_str_list("autoscaling_clusters", top.get("autoscaling_clusters", [])),
         policy_hold_withdraw_s=_number("policy_hold_withdraw_s", top.get("policy_hold_withdraw_s", 1800), 0),
@@ -117,7 +121,30 @@ def _gpu_classes(raw: object) -> dict[str, GpuClass]:
     return out
 
 
-def _tenants(raw: object, classes: Mapping[str, GpuClass]) -> dict[str, TenantPolicy]:
+def _priority_classes(raw: object) -> dict[str, PriorityClass]:
+    out: dict[str, PriorityClass] = {}
+    for name, body in _mapping("priority_classes", raw).items():
+        path = f"priority_classes.{name}"
+        body = _mapping(path, body if body is not None else {})
+        _known_keys(path, body, {"level", *PLANES, "description"})
+        if "level" not in body:
+            raise PolicyError(f"{path}.level", "is required: low, normal or high")
+        try:
+            out[str(name)] = PriorityClass(
+                name=str(name),
+                level=str(body["level"]),
+                description=str(body.get("description", "")),
+                **{plane: str(body.get(plane, "")) for plane in PLANES},
+            )
+        except ValueError as exc:
+            key, _, message = str(exc).partition(": ")
+            raise PolicyError(f"{path}.{key}", message) from None
+    return out
+
+
+def _tenants(
+    raw: object, classes: Mapping[str, GpuClass], priority_classes: Mapping[str, PriorityClass]
+) -> dict[str, TenantPolicy]:
     out: dict[str, TenantPolicy] = {}
     for name, body in _mapping("tenants", raw).items():
         path = f"tenants.{name}"
@@ -134,8 +161,17 @@ def _tenants(raw: object, classes: Mapping[str, GpuClass]) -> dict[str, TenantPo
             min_share=_number(f"{path}.min_share", body.get("min_share", 0), 0, 1),
             burst_gpus=int(_number(f"{path}.burst_gpus", body.get("burst_gpus", 0), 0)),
             priorities=_priorities(f"{path}.priorities", body.get("priorities", list(PRIORITIES))),
+            priority_classes=_granted_classes(f"{path}.priority_classes", body, priority_classes),
         )
     return out
+
+
+def _granted_classes(path: str, body: Mapping[str, object], known: Mapping[str, PriorityClass]) -> tuple[str, ...]:
+    granted = _str_list(path, body.get("priority_classes", ["*"]))
+    for name in granted:
+        if name != "*" and name not in known:
+            raise PolicyError(path, f"unknown priority class {name!r}; define it in priority_classes")
+    return granted
 
 
 def _priorities(path: str, raw: object) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from django import forms
 
 from broker.models import GpuClass
+from broker.services.fleet.policy import current_policy
 from broker.spec import PRIORITIES
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ class WorkloadForm(forms.Form):
     residency = forms.CharField(required=False, help_text="Allowed regions, comma-separated")
     same_interconnect = forms.BooleanField(required=False)
     priority = forms.ChoiceField(choices=[(p, p) for p in PRIORITIES], initial="normal")
+    priority_class = forms.ChoiceField(
+        required=False,
+        choices=[("", "none: by priority")],
+        help_text="A fleet priority class of the policy: it sets the priority and what the job runs at on each cluster",
+    )
     checkpointable = forms.BooleanField(required=False, help_text="May be resubmitted from its checkpoint")
     off_peak = forms.BooleanField(
         required=False, label="Start off-peak", help_text="Start only in the off-peak hours of the site it runs at"
@@ -46,6 +52,10 @@ class WorkloadForm(forms.Form):
     def __init__(self, *args, projects=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["project"].queryset = projects
+        classes = current_policy().policy.priority_classes
+        field = self.fields["priority_class"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [("", "none: by priority")] + [(n, f"{n} ({c.level})") for n, c in classes.items()]
 
     def spec_data(self) -> dict:
         data = {

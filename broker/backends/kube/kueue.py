@@ -24,6 +24,7 @@ from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
 from broker.backends.json_fields import Fields
+from broker.backends.kube.priority import priority_class_of
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
     PROJECT_LABEL,
@@ -207,8 +208,8 @@ class KueueBackend(KubeJobBackend):
     # ---- the spec mapping -----------------------------------------------------------
     def build_manifest(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> dict[str, Any]:
         extra = {QUEUE_LABEL: self.queue_for(identity)}
-        if spec.priority != "normal" and self.settings.priority_classes.get(spec.priority):
-            extra[PRIORITY_LABEL] = self.settings.priority_classes[spec.priority]
+        if name := priority_class_of(spec, self.settings.priority_classes):
+            extra[PRIORITY_LABEL] = name
         labels = object_labels(spec, workload_id, extra)
         pod = worker_pod_spec(spec, workload_id, self.settings)
         return {

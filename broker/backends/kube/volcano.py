@@ -33,6 +33,7 @@ from broker.backends.base import (
 )
 from broker.backends.kube import inventory as inv
 from broker.backends.json_fields import Fields
+from broker.backends.kube.priority import priority_class_of
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
     PROJECT_LABEL,
@@ -105,7 +106,7 @@ class VolcanoBackend(KubeJobBackend):
         }
         if spec.workers > 1:
             body["spec"]["plugins"] = {"env": [], "svc": []}  # ranks and peer hostnames
-        priority = self.settings.priority_classes.get(spec.priority) if spec.priority != "normal" else None
+        priority = priority_class_of(spec, self.settings.priority_classes)
         if priority:
             body["spec"]["priorityClassName"] = priority
         return body

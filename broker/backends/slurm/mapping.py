@@ -129,7 +129,11 @@ def build_request(
         time_minutes=spec.time_limit_minutes,
         account=identity.slurm_account or config.default_account,
         partition=config.partition_by_gpu_type.get(gtype, "") or config.default_partition,
-        qos=config.qos_by_priority.get(spec.priority, "") or config.default_qos,
+        qos=(
+            config.qos_by_priority.get(spec.priority_class, "")
+            or config.qos_by_priority.get(spec.priority, "")
+            or config.default_qos
+        ),
         workdir=config.workdir,
         output=output_pattern(config),
         hold=config.submit_held,

@@ -26,7 +26,13 @@ from broker.selectors.run_times import runtime_hours_for
 from broker.services.placing.fleet_view import fleet_inputs
 from broker.services.fleet.policy import current_policy
 from broker.services.quota.reservations import QuotaUse, quota_use
-from broker.services.submitting.workloads import check_budgets, check_data_location, check_priority, resolve_gpu_class
+from broker.services.submitting.workloads import (
+    check_budgets,
+    check_data_location,
+    check_priority,
+    resolve_gpu_class,
+    resolve_priority_class,
+)
 from broker.placement.budgets import Standing
 from broker.spec import WorkloadSpec, validate_spec
 from portal.metrics.readings import cloud_spend_month, spend_per_tenant
@@ -90,7 +96,7 @@ def workload_preview(
     user may not submit to), then placement against the fleet as it is now.  Reads only."""
     now = now or runtime.now()
     project = project_get(user=user, project_id=project_id, roles=(Role.RESEARCHER,))
-    spec = validate_spec({**spec_data, "project": project.slug})
+    spec = resolve_priority_class(validate_spec({**spec_data, "project": project.slug}), project.tenant.slug)
     gpu_class = resolve_gpu_class(spec)
     check_data_location(spec)
     check_priority(spec, project.tenant.slug)

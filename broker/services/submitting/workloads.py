@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping
 
 from django.contrib.auth.models import User
@@ -55,6 +56,35 @@ def known_data_locations() -> set[str]:
     return known
 
 
+def resolve_priority_class(spec: WorkloadSpec, tenant: str) -> WorkloadSpec:
+    """A fleet priority class, when the spec names one: it must be the policy's and granted to
+    the tenant, and it sets the spec's priority to its level."""
+    if not spec.priority_class:
+        return spec
+    policy = current_policy().policy
+    chosen = policy.priority_classes.get(spec.priority_class)
+    if chosen is None:
+        known = ", ".join(policy.priority_classes) or "none are defined"
+        raise SpecError(
+            {"priority_class": [f"unknown priority class {spec.priority_class!r}; the policy has {known}."]}
+        )
+    grant = policy.tenant(tenant).priority_classes
+    if not policy.tenant(tenant).allows_priority_class(chosen.name):
+        raise SpecError(
+            {
+                "priority_class": [
+                    f"tenant {tenant} may not submit at priority class {chosen.name}; "
+                    f"the policy grants {', '.join(grant) or 'none'}."
+                ]
+            }
+        )
+    if spec.priority not in ("normal", chosen.level):
+        raise SpecError(
+            {"priority": [f"priority class {chosen.name} is at level {chosen.level}; leave priority out or give that."]}
+        )
+    return replace(spec, priority=chosen.level)
+
+
 def check_priority(spec: WorkloadSpec, tenant: str) -> None:
     """Who may submit at which priority is the policy's grant to each tenant (admins change
     it through a policy release)."""
@@ -103,7 +133,7 @@ def workload_submit(
 def _create(
     *, user: User | None, project: Project, spec_data: Mapping[str, object], resubmit_of: Workload | None
 ) -> Workload:
-    spec = validate_spec({**spec_data, "project": project.slug})
+    spec = resolve_priority_class(validate_spec({**spec_data, "project": project.slug}), project.tenant.slug)
     gpu_class = resolve_gpu_class(spec)
     check_data_location(spec)
     check_priority(spec, project.tenant.slug)

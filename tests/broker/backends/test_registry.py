@@ -43,3 +43,23 @@ def test_a_cluster_config_that_names_its_classes_keeps_them():
     with override_settings(GPUBROKER_ENABLE_SLURM=True):
         assert backend_for(cluster).config.gpu_class_types == {"big": ("H100",)}
 
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("kind, config, mapping_of, own, named", [
+    ("slurm", {"qos_by_priority": {"high": "urgent"}}, lambda b: b.config.qos_by_priority, "urgent", "prod-qos"),
+    ("kueue", {"host": "https://k8s.example:6443", "priority_classes": {"high": "research-high"}},
+     lambda b: b.settings.priority_classes, "research-high", "prod-wpc"),
+    ("volcano", {"host": "https://k8s.example:6443", "priority_classes": {"high": "research-high"}},
+     lambda b: b.settings.priority_classes, "research-high", "prod-pc"),
+])
+def test_a_fleet_priority_class_reaches_each_backend_under_its_name_there(kind, config, mapping_of, own, named):
+    text = DEFAULT_POLICY.read_text().replace(
+        "  production: {level: high,",
+        "  production: {level: high, slurm_qos: prod-qos, kueue: prod-wpc, volcano: prod-pc,", 1)
+    assert text != DEFAULT_POLICY.read_text()
+    cluster = ClusterFactory(kind=kind, config=config)
+    with override_settings(GPUBROKER_ENABLE_SLURM=True, GPUBROKER_ENABLE_KUEUE=True, GPUBROKER_ENABLE_VOLCANO=True), \
+            policy_override(text, "registry test"):
+        mapping = mapping_of(backend_for(cluster))
+    assert mapping["production"] == named and mapping["high"] == own  # the cluster's levels stay

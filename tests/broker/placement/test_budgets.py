@@ -50,7 +50,8 @@ def test_a_hard_budget_refuses_what_would_pass_it_and_says_by_how_much():
 
 
 def test_a_soft_budget_never_refuses_and_both_warn_at_their_share():
-    assert standing(kind="soft", used="99", asked="50").over and not standing(kind="soft", used="99", asked="50").refuses
+    soft = standing(kind="soft", used="99", asked="50")
+    assert soft.over and not soft.refuses
     assert standing(used="70", asked="10").warns and not standing(used="70", asked="9").warns
     assert standing(used="40", warn=0.4).warns
 

@@ -82,11 +82,14 @@ def test_admission_checks_pending_is_waiting(emu, kueue):
 
 
 @pytest.mark.parametrize("priority,label", [("high", "research-high"), ("low", "scavenger"),
-                                            ("normal", None)])
+                                            ("normal", None), (("high", "production"), "prod-wpc"),
+                                            (("normal", "rush"), None)])
 def test_priority_maps_to_workload_priority_class(kueue, spec_factory, priority, label):
     backend = KueueBackend("k8s-1", kueue.backend.kube.config, BackendSettings(
-        priority_classes={"high": "research-high", "low": "scavenger"}))
-    job_id = backend.submit(spec_factory(priority=priority), "wl-p", kueue.identity)
+        priority_classes={"high": "research-high", "low": "scavenger", "production": "prod-wpc"}))
+    # a (level, fleet class) pair: the class's name here wins, else the level's
+    level, named = priority if isinstance(priority, tuple) else (priority, "")
+    job_id = backend.submit(spec_factory(priority=level, priority_class=named), "wl-p", kueue.identity)
     job = kueue.job_objects()[0]
     assert job["metadata"]["labels"].get("kueue.x-k8s.io/priority-class") == label
     assert job["spec"]["suspend"] is True and job["spec"]["completionMode"] == "Indexed"

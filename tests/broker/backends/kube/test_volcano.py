@@ -50,6 +50,13 @@ def test_crd_schema_violation_is_rejected_with_raw_text(volcano, spec_factory, m
     assert "422" in err.value.reason and "minAvailable" in err.value.raw
 
 
+def test_a_fleet_priority_class_named_at_volcano_is_its_priority_class_name(volcano, spec_factory):
+    backend = VolcanoBackend("k8s-1", volcano.backend.kube.config,
+                             BackendSettings(priority_classes={"high": "urgent", "production": "vc-prod"}))
+    body = backend.build_manifest(spec_factory(priority="high", priority_class="production"), "wl-c", volcano.identity)
+    assert body["spec"]["priorityClassName"] == "vc-prod"
+
+
 def test_manifest_shape(volcano, spec_factory):
     backend = VolcanoBackend("k8s-1", volcano.backend.kube.config,
                              BackendSettings(priority_classes={"high": "urgent"}))

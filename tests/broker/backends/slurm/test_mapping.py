@@ -58,6 +58,15 @@ def test_partition_and_qos_from_config():
     assert "--partition=gpu" in args and "--qos=normal" in args
 
 
+def test_a_fleet_priority_class_named_at_slurm_runs_at_its_qos_over_the_levels():
+    cfg = SlurmConfig(default_qos="normal", qos_by_priority={"high": "urgent", "production": "prod"})
+    assert "--qos=prod" in sbatch_args(build_request(spec(priority="high", priority_class="production"), "wl-x",
+                                                     IDENT, cfg))
+    # a class the cluster does not name runs at its level's QoS
+    assert "--qos=urgent" in sbatch_args(build_request(spec(priority="high", priority_class="rush"), "wl-x",
+                                                       IDENT, cfg))
+
+
 def test_workdir_output_hold_extra():
     cfg = SlurmConfig(workdir="/scratch/jobs", output="slurm-%j.out", submit_held=True,
                       extra_sbatch_args=("--export=NONE",))

@@ -4,7 +4,6 @@ warns; the budgets and their burn-down are in the preview, the API and the accou
 from __future__ import annotations
 
 from contextlib import contextmanager
-from datetime import timedelta
 from decimal import Decimal
 
 import pytest
