@@ -82,6 +82,8 @@ MATRIX: dict[str, dict[str, str]] = {
     "api-workload-logs":      {"get": "401 200 200 403 404", "post": "401 405 405 405 405"},
     "api-usage":              {"get": "401 200 200 200 200"},
     "api-chargeback":         {"get": "401 403 403 200 200"},
+    # each caller's own tenants' GPU-hour budgets (an outsider's tenant has none here)
+    "api-budgets":            {"get": "401 200 200 200 200", "post": "401 405 405 405 405"},
     "api-quotas":             {"get": "401 403 200 403 200"},
     "api-reservations":       {"get": "401 403 200 403 200"},
     "api-quota":              {"get": "401 403 200 403 404", "patch": "401 403 200 403 404"},
@@ -116,7 +118,7 @@ MATRIX: dict[str, dict[str, str]] = {
 # Lists and pages an outsider may open: none may show tenant A's work.
 OUTSIDER_BLIND = ("workload-list", "quota-list", "reservation-list", "escalation-list", "usage-mine", "chargeback",
                   "chargeback-export", "bill-list", "api-workloads", "api-quotas", "api-escalations", "fleet",
-                  "reconciliation", "workload-new", "api-projects", "api-usage", "api-chargeback", "api-tokens",
+                  "reconciliation", "workload-new", "api-projects", "api-usage", "api-chargeback", "api-budgets", "api-tokens",
                   "account-tokens", "quota-request-list", "api-quota-requests",
                   "notification-settings", "api-notification-preferences")
 SECRET = "tenant-a-secret"
