@@ -1,13 +1,15 @@
 # Sourced by .ci/run (set -euo pipefail), after slurm.sh: the compose stack (issue 30).
-# Installs podman, podman-compose, mmdebstrap, runc, netavark and aardvark-dns from Debian when missing, builds every image
+# Installs podman, podman-compose, mmdebstrap, runc, netavark, aardvark-dns and iptables from Debian when missing, builds every image
 # from Debian's archive (scripts/images: the base is tagged by the hash of its inputs and made
 # only when they change; the others come from podman's layer cache when nothing changed), and
 # requires the `stack` tests, which the Slurm lane runs at its end (docker-compose.yml brought
 # up unchanged against the real Slurm cluster, then faults under load and a broker outage).
 # netavark and aardvark-dns are only podman's Recommends: without them podman 4.3 falls back to
 # CNI, whose networks resolve no container names (the stack never became healthy: "failed to
-# resolve host 'db'", CI on a fresh machine, 2026-12-05)
-STACK_PACKAGES=(podman podman-compose mmdebstrap runc netavark aardvark-dns)
+# resolve host 'db'", CI on a fresh machine, 2026-12-05). netavark 1.4 sets up each network's
+# NAT with iptables, which it only Recommends: without it every container stays "Created"
+# ("netavark: No such file or directory", a cold CI run on a fresh machine, 2026-12-06)
+STACK_PACKAGES=(podman podman-compose mmdebstrap runc netavark aardvark-dns iptables)
 missing=()
 for pkg in "${STACK_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

@@ -152,7 +152,11 @@ class Stack:
             if done.returncode == 0:
                 return
             time.sleep(1)
-        raise RuntimeError("the stack's PostgreSQL did not get ready")
+        # what it said while not getting ready (a cold CI run, 2026-12-06, gave up with no word)
+        states = run(["podman", "ps", "-a", "--format", "{{.Names}} {{.Status}}",
+                      "--filter", f"label=io.podman.compose.project={self.project}"], check=False).stdout
+        raise RuntimeError(f"the stack's PostgreSQL did not get ready in {timeout:g} s; containers:\n{states}"
+                           f"its log, last lines:\n{self.logs('db')[-3000:]}")
 
     def healthz(self) -> bool:
         return self.served_by() is not None
