@@ -6,7 +6,8 @@ place, dispatch, follow, cancel, collect usage. What each shows: admission of a 
 GPUs each worker holds, its accounting record, a job above the cluster's local quota never
 sent, cancellation reaching the cluster, and a higher-priority local job preempting the
 broker's job, which the broker reports in the cluster's words, queues or places again (not a
-failure) and charges once per run."""
+failure) and charges once per run. And, on Kueue, where the policy makes the broker the owner
+of preemption: the broker cancels its own lower-priority job there for a waiting one."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from broker.services.following.cancel import cancel_propagate
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import workload_place
 from broker.services.submitting.workloads import workload_cancel, workload_submit
-from tests.compat.planes import PREEMPTION_PLANES
+from broker.services.fleet.policy import current_policy, policy_override
+from broker.services.placing.preempting import broker_preemption_pass
+from tests.compat.planes import PLANES, PREEMPTION_PLANES
 from tests.factories import MembershipFactory, ProjectFactory, TenantFactory, UserFactory
 from tests.support.waiting import wait_for
 
@@ -52,10 +55,10 @@ def broker(plane, settings):
     return cluster, user, project
 
 
-def _submit(plane, user, project, *, name: str, workers: int, gpus: int, command: str) -> Workload:
+def _submit(plane, user, project, *, name: str, workers: int, gpus: int, command: str, **extra) -> Workload:
     workload = workload_submit(user=user, project_id=project.id, spec_data={
         "name": name, "command": command, "gpu_class": plane.gpu_class, "gpus_per_worker": gpus, "workers": workers,
-        "cpus_per_worker": 1, "memory_gb_per_worker": 1, "time_limit_minutes": 10})
+        "cpus_per_worker": 1, "memory_gb_per_worker": 1, "time_limit_minutes": 10, **extra})
     return workload_place(workload_id=workload.id)
 
 
@@ -174,3 +177,47 @@ def test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_ag
     assert len(entries) == len(jobs) and all(e.gpu_seconds > 0 for e in entries), list(entries)
     # the second run's 15 s and at least a second of the first, on every GPU
     assert sum(e.gpu_seconds for e in entries) >= plane.nodes * whole * 16, [e.gpu_seconds for e in entries]
+
+
+@pytest.mark.parametrize("plane", [PLANES["kueue"]], indirect=True)
+def test_where_the_broker_owns_preemption_it_cancels_its_own_lower_priority_job_for_a_waiting_one(plane, broker):
+    """On Kueue's compat-limited ClusterQueue (4 GPUs, no preemption of its own: the broker is
+    the one owner): a low-priority job of the broker's fills it, a high-priority one waits at
+    the broker; the broker cancels the low one there (confirmed) and the high one runs."""
+    cluster, user, project = broker
+    limited = project(limited=True)
+    text = current_policy().text + (f"\npreemption:\n  owners: {{{cluster.name}: broker}}\n  after_s: 0\n"
+                                    "  preemptible: [low]\n")
+    with policy_override(text):
+        low = _sent(plane, user, limited, name="scavenger", workers=1, gpus=4, command="sleep 300", priority="low")
+        first_job = low.destination_job_id
+        _followed_until(cluster, low, {"running"})
+        cluster_sync_inventory(cluster_id=cluster.id)
+        high = _submit(plane, user, limited, name="urgent", workers=1, gpus=4, command="sleep 5", priority="high")
+        assert high.state == "waiting" and high.reason == "capacity", high.raw_reason
+        try:
+            # a foreground delete is confirmed once the Job reads 404: until then each pass asks again
+            wait_for(lambda: broker_preemption_pass() == 1 or None, 60, every=2, what="the preemption")
+            assert plane.is_gone(first_job)
+            preempted = Workload.objects.get(id=low.id)
+            assert preempted.preemptions == 1 and preempted.state in ("waiting", "reserved"), preempted.state
+            note = preempted.audit.get(action="workload.preempted")
+            assert note.inputs["for"] == high.uid and "priority high over low" in note.message
+
+            def sent():  # the pass placed it if the freed quota showed already; else the next pass
+                now = Workload.objects.get(id=high.id)
+                if now.state == "waiting":
+                    cluster_sync_inventory(cluster_id=cluster.id)
+                    now = workload_place(workload_id=high.id)
+                if now.state == "reserved":
+                    workload_dispatch(workload_id=high.id)
+                    now.refresh_from_db()
+                return now if now.state in ("queued", "running", "completed") else None
+
+            wait_for(sent, 60, every=2, what="the high-priority job to be sent")
+            done = _followed_until(cluster, high, {"completed"}, 120)
+            assert done.preemptions == 0 and done.cluster_id == cluster.id
+        finally:
+            for workload in Workload.objects.filter(id__in=(low.id, high.id)).exclude(
+                    state__in=("completed", "cancelled", "failed", "rejected")):
+                _cancelled(user, workload)

@@ -39,7 +39,7 @@ from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.fleet.policy import current_policy
 from broker.services.notifying.deliveries import notify_on_commit
 from broker.services.placing.cycle import workload_place
-from broker.services.placing.fleet_view import fleet_snapshots
+from broker.services.placing.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.quota.reservations import reservation_release
 from broker.services.records import moves
 from broker.services.records.audit import audit
@@ -87,12 +87,13 @@ def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -
         if cluster is None or exclusion.rule not in CAPACITY_RULES:
             continue
         assert workload.gpu_class is not None
+        idle, scopes = _room(cluster, workload, workload.gpu_class)
         chosen = victims(
             rule=rule,
             priority=_priority(workload),
             needed_gpus=workload.total_gpus,
-            idle_gpus=_idle_gpus(cluster, workload.gpu_class),
-            running=_running(cluster, workload.gpu_class),
+            idle_gpus=idle,
+            running=_running(cluster, workload.gpu_class, scopes),
             reclaim=_reclaim(workload, workload.gpu_class),
         )
         if not chosen:  # [] fits already (the next pass places it); None: not enough to take
@@ -108,33 +109,44 @@ def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -
     return 0
 
 
-def _idle_gpus(cluster: Cluster, gpu_class: GpuClass) -> int:
-    """The class's free GPUs at the cluster as placement sees them: its last report less
-    what the broker has placed there since."""
+def _room(cluster: Cluster, workload: Workload, gpu_class: GpuClass) -> tuple[int, tuple[str, ...] | None]:
+    """The class's free GPUs at the cluster as placement sees them (its last report less what
+    the broker has placed there since), or, when a local quota of the workload's queue or
+    account leaves less, that quota's headroom and the scopes whose jobs use it (only their
+    GPUs come back to it); None: any job's GPUs make room."""
     pools = list(GpuPool.objects.filter(cluster=cluster))
     if not pools:
-        return 0
+        return 0, None
     [snapshot] = fleet_snapshots({cluster: pools})
-    return sum(
-        p.gpus_free
-        for p in snapshot.pools
-        if p.gpu_model in gpu_class.gpu_models and p.gpu_memory_gb >= gpu_class.min_memory_gb
-    )
+    scopes = identity_scopes(workload.project)
+    free, headroom = 0, None
+    for pool in snapshot.pools:
+        if pool.gpu_model not in gpu_class.gpu_models or pool.gpu_memory_gb < gpu_class.min_memory_gb:
+            continue
+        free += pool.gpus_free
+        for quota in snapshot.limits.quotas_for(pool.name, scopes):
+            if quota.headroom_gpus is not None:
+                headroom = quota.headroom_gpus if headroom is None else min(headroom, quota.headroom_gpus)
+    if headroom is not None and headroom < free:
+        return headroom, scopes
+    return free, None
 
 
-def _running(cluster: Cluster, gpu_class: GpuClass) -> list[Running]:
+def _running(cluster: Cluster, gpu_class: GpuClass, scopes: tuple[str, ...] | None) -> list[Running]:
     rows = Workload.objects.filter(
         cluster=cluster,
         state=WorkloadState.RUNNING,
         origin=WorkloadOrigin.BROKER,
         gpu_class=gpu_class,
         cancel_requested_at__isnull=True,
-    )
+    ).select_related("project", "tenant")
+    if scopes is not None:  # a local quota binds: only the jobs that use it give it back
+        rows = [w for w in rows if identity_scopes(w.project) == scopes]
     return [
         Running(
             key=w.id, priority=_priority(w), gpus=w.total_gpus, since=w.started_at or w.created_at, tenant=w.tenant.slug
         )
-        for w in rows.select_related("tenant")
+        for w in rows
     ]
 
 
