@@ -133,13 +133,15 @@ def _room(cluster: Cluster, workload: Workload, gpu_class: GpuClass) -> tuple[in
 
 
 def _running(cluster: Cluster, gpu_class: GpuClass, scopes: tuple[str, ...] | None) -> list[Running]:
-    rows = Workload.objects.filter(
-        cluster=cluster,
-        state=WorkloadState.RUNNING,
-        origin=WorkloadOrigin.BROKER,
-        gpu_class=gpu_class,
-        cancel_requested_at__isnull=True,
-    ).select_related("project", "tenant")
+    rows = list(
+        Workload.objects.filter(
+            cluster=cluster,
+            state=WorkloadState.RUNNING,
+            origin=WorkloadOrigin.BROKER,
+            gpu_class=gpu_class,
+            cancel_requested_at__isnull=True,
+        ).select_related("project", "tenant")
+    )
     if scopes is not None:  # a local quota binds: only the jobs that use it give it back
         rows = [w for w in rows if identity_scopes(w.project) == scopes]
     return [
