@@ -65,8 +65,9 @@ NOT_REPLAYED = {
     # (a policy with burst.over_tco: stop would need it: the replayed policies warn)
     "cloud-tco": "with burst.over_tco at warn, the replayed policies' setting, it tells and decides nothing",
     "broker-preempt": "the replay refuses a policy where the broker owns preemption on any cluster",
-    # (budgets refuse at submission against the ledger, which the replay does not collect)
-    "budget-check": "it tells and decides nothing; the replay refuses a policy with GPU-hour budgets",
+    # (a hard budget refuses at submission against the ledger, which the replay does not
+    # collect; a soft one only warns)
+    "budget-check": "it tells and decides nothing; the replay refuses a policy with a hard GPU-hour budget",
 }
 # after the last arrival, with nothing left running or queued at any cluster, how long the
 # broker's own waiting workloads are given before the replay ends (they can never start)
@@ -156,8 +157,10 @@ class _Loop:
             raise ValueError("burst.over_tco: the production-loop replay does not run the cloud-TCO check; use warn")
         if policy.preemption.broker_owns_any:  # see NOT_REPLAYED["broker-preempt"]
             raise ValueError("preemption.owners: the production-loop replay leaves preemption to the clusters")
-        if policy.budgets:  # see NOT_REPLAYED["budget-check"]
-            raise ValueError("budgets: the production-loop replay collects no usage ledger to hold budgets against")
+        if any(b.kind == "hard" for b in policy.budgets):  # see NOT_REPLAYED["budget-check"]
+            raise ValueError(
+                "budgets: the production-loop replay collects no usage ledger to hold hard budgets against"
+            )
         self.aging = policy.aging
         interval = self.every["inventory"]
         self.resync_s = max(interval, float(policy.staleness_limit_s) - 2 * interval)

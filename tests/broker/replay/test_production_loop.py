@@ -10,10 +10,12 @@ import pytest
 from django.conf import settings
 
 from broker.fleet_file import parse_fleet
+from broker.models import AuditRecord
 from broker.replay.jobs import ReplayJob
 from broker.replay.local_jobs import mark_local
 from broker.replay.production import BEAT_ORDER, NOT_REPLAYED, Skipping, beat_intervals
 from broker.replay.runner import replay_run
+from broker.services.fleet.policy import current_policy, policy_override
 
 from .conftest import FRAGMENTED_FLEET
 
@@ -74,3 +76,25 @@ def test_a_200_job_smoke_replay_of_the_production_loop_places_every_job_the_brok
     waited = [o for o in run.outcomes.values() if o.start_s > o.job.submit_s]
     assert len(waited) >= 40 and all(o.start_s >= o.dispatched_s for o in run.outcomes.values())
     assert run.extra["local jobs"] == len(run.local_outcomes) > 30
+
+
+def _with_budget(kind: str) -> str:
+    text = current_policy().text
+    start = text.index("\nbudgets:\n")
+    end = text.index("\n\n", start + 1)
+    return (text[:start] + f"\nbudgets:\n  - {{tenant: replay-t0, gpu_class: a100-80gb, gpu_hours: 1, kind: {kind}}}"
+            + text[end:])
+
+
+def test_a_soft_gpu_hour_budget_changes_no_decision_and_a_hard_one_is_refused(transactional_db):
+    # the replay collects no ledger: a soft budget only warns (and its check tells, which the
+    # replay leaves out), so it may run; a hard one would refuse against a ledger it lacks
+    fleet = parse_fleet(FRAGMENTED_FLEET, source="fragmented")
+    jobs = _jobs(40, seed=7)
+    plain = replay_run("default", jobs, fleet, seed=7)
+    with policy_override(_with_budget("soft")):
+        soft = replay_run("default", jobs, fleet, seed=7)
+    assert _decisions(soft) == _decisions(plain)
+    assert AuditRecord.objects.filter(action="budget.warned").exists()  # the budget did apply
+    with policy_override(_with_budget("hard")), pytest.raises(ValueError, match="hard budgets"):
+        replay_run("default", jobs, fleet, seed=7)
