@@ -47,7 +47,7 @@ from django.conf import settings
 from django.db import transaction
 
 from broker.backends.registry import backend_override
-from broker.replay.jobs import ReplayJob
+from broker.replay.jobs import TENANT_PREFIX, ReplayJob
 from broker.replay.local_jobs import inject
 from broker.replay.loop import ESTIMATOR_EXTRAS, ReplayEnv, ReplayRun, collect_run
 from broker.replay.production_broker import ProductionBroker
@@ -65,9 +65,8 @@ NOT_REPLAYED = {
     # (a policy with burst.over_tco: stop would need it: the replayed policies warn)
     "cloud-tco": "with burst.over_tco at warn, the replayed policies' setting, it tells and decides nothing",
     "broker-preempt": "the replay refuses a policy where the broker owns preemption on any cluster",
-    # (a hard budget refuses at submission against the ledger, which the replay does not
-    # collect; a soft one only warns)
-    "budget-check": "it tells and decides nothing; the replay refuses a policy with a hard GPU-hour budget",
+    # (a budget is held at submission against the ledger, which the replay does not collect)
+    "budget-check": "it tells and decides nothing; the replay refuses a budget on any of its tenants",
 }
 # after the last arrival, with nothing left running or queued at any cluster, how long the
 # broker's own waiting workloads are given before the replay ends (they can never start)
@@ -157,10 +156,8 @@ class _Loop:
             raise ValueError("burst.over_tco: the production-loop replay does not run the cloud-TCO check; use warn")
         if policy.preemption.broker_owns_any:  # see NOT_REPLAYED["broker-preempt"]
             raise ValueError("preemption.owners: the production-loop replay leaves preemption to the clusters")
-        if any(b.kind == "hard" for b in policy.budgets):  # see NOT_REPLAYED["budget-check"]
-            raise ValueError(
-                "budgets: the production-loop replay collects no usage ledger to hold hard budgets against"
-            )
+        if any(b.tenant.startswith(TENANT_PREFIX) for b in policy.budgets):  # see NOT_REPLAYED["budget-check"]
+            raise ValueError("budgets: the production-loop replay collects no usage ledger to hold budgets against")
         self.aging = policy.aging
         interval = self.every["inventory"]
         self.resync_s = max(interval, float(policy.staleness_limit_s) - 2 * interval)
