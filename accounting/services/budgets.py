@@ -19,6 +19,7 @@ from django.db import IntegrityError, transaction
 from accounting.chargeback import OnpremRates, build_report
 from accounting.models import BudgetAlert
 from accounting.periods import months_range
+from accounting.services.cloud_tco import finance_and_admin_emails
 from broker import runtime
 from broker.lifecycle import TERMINAL_STATES
 from broker.models import Quota, Workload
@@ -27,7 +28,7 @@ from broker.services.fleet.policy import current_policy
 from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit
 from portal.tenancy.access import AnyUser, tenants_for
-from portal.tenancy.models import Membership, Project, Role, Tenant
+from portal.tenancy.models import Project, Tenant
 
 _CENT = Decimal("0.01")
 
@@ -139,9 +140,7 @@ def _record(*, tenant: Tenant, standing: Standing, level: str, now: datetime) ->
 
 
 def _tell(alert: BudgetAlert, standing: Standing) -> None:
-    members = Membership.objects.filter(
-        tenant_id=alert.tenant_id, role__in=(Role.FINANCE, Role.ADMIN), user__is_active=True
-    ).values_list("user__email", flat=True)
+    members = finance_and_admin_emails(tenant_id=alert.tenant_id)
     owners = Quota.objects.filter(
         tenant_id=alert.tenant_id, gpu_class__slug=standing.budget.gpu_class, owner__is_active=True
     ).values_list("owner__email", flat=True)

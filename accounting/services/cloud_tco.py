@@ -69,16 +69,19 @@ def _record(
     return reading, newly
 
 
-def _tell(reading: CloudTcoReading) -> None:
-    words = crossing_words(reading)
-    told = list(
-        Membership.objects.filter(
-            tenant_id=reading.tenant_id, role__in=(Role.FINANCE, Role.ADMIN), user__is_active=True
-        )
+def finance_and_admin_emails(*, tenant_id: int) -> list[str]:
+    """Who is told of a tenant's money: its active finance and admin members with an address."""
+    return list(
+        Membership.objects.filter(tenant_id=tenant_id, role__in=(Role.FINANCE, Role.ADMIN), user__is_active=True)
         .exclude(user__email="")
         .values_list("user__email", flat=True)
         .distinct()
     )
+
+
+def _tell(reading: CloudTcoReading) -> None:
+    words = crossing_words(reading)
+    told = finance_and_admin_emails(tenant_id=reading.tenant_id)
     audit(
         action="accounting.cloud_tco_crossed",
         tenant_id=reading.tenant_id,

@@ -27,8 +27,6 @@ from django.db import transaction
 from django.db.models import F
 
 from broker import runtime
-from broker.backends.base import Unavailable
-from broker.backends.registry import backend_for
 from broker.lifecycle import WorkloadState
 from broker.models import Cluster, GpuClass, GpuPool, Workload
 from broker.models.workload import LocalReason, WorkloadOrigin
@@ -40,6 +38,7 @@ from broker.services.fleet.policy import current_policy
 from broker.services.notifying.deliveries import notify_on_commit
 from broker.services.placing.cycle import workload_place
 from broker.services.placing.fleet_view import fleet_snapshots, identity_scopes
+from broker.services.placing.withdraw import cancelled_there
 from broker.services.quota.reservations import reservation_release
 from broker.services.records import moves
 from broker.services.records.audit import audit
@@ -179,23 +178,15 @@ def _reclaim(workload: Workload, gpu_class: GpuClass) -> dict[str, int] | None:
 
 def _preempt(*, victim_id: int, by: Workload, cluster: Cluster) -> bool:
     """Cancel the victim's job at the cluster; once confirmed, back to placement."""
-    victim = Workload.objects.get(id=victim_id)
-    if victim.state != WorkloadState.RUNNING or victim.cluster_id != cluster.id:
-        return False
-    try:
-        if victim.destination_job_id and backend_for(cluster).cancel(victim.destination_job_id):
-            return _preempted(victim, by, cluster)
-        why = "the cluster has not confirmed the cancellation yet"
-    except Unavailable as exc:
-        why = str(exc)
-    audit(
-        action="preempt.retrying",
-        workload=victim,
-        cluster=cluster.name,
-        destination_job_id=victim.destination_job_id,
-        message=f"to be preempted for {by.name} ({by.uid}); {why}: it runs on",
+    if not Workload.objects.filter(id=victim_id, cluster=cluster).exists():
+        return False  # moved since it was chosen
+    victim, confirmed = cancelled_there(
+        workload_id=victim_id,
+        retrying="preempt.retrying",
+        message=lambda w, why: f"to be preempted for {by.name} ({by.uid}); {why}: it runs on",
+        state=WorkloadState.RUNNING,
     )
-    return False
+    return confirmed and _preempted(victim, by, cluster)
 
 
 @transaction.atomic

@@ -66,13 +66,18 @@ def policy_holds_withdraw(*, now: datetime | None = None) -> int:
 
 
 def cancelled_there(
-    *, workload_id: int, retrying: str, message: Callable[[Workload, str], str]
+    *,
+    workload_id: int,
+    retrying: str,
+    message: Callable[[Workload, str], str],
+    state: str = WorkloadState.QUEUED,
 ) -> tuple[Workload, bool]:
-    """Cancel a queued workload's job at its destination: the workload, and whether the
-    destination confirmed it (not queued there any more: nothing done; not confirmed:
-    audited as ``retrying`` with ``message(workload, why)``, tried again on the next pass)."""
+    """Cancel the job of a workload in ``state`` (queued, or running for a preemption) at its
+    destination: the workload, and whether the destination confirmed it (no longer in that
+    state: nothing done; not confirmed: audited as ``retrying`` with ``message(workload,
+    why)``, tried again on the next pass)."""
     workload = Workload.objects.select_related("cluster").get(id=workload_id)
-    if workload.state != WorkloadState.QUEUED or workload.cluster is None:
+    if workload.state != state or workload.cluster is None:
         return workload, False
     job_id = workload.destination_job_id
     try:
