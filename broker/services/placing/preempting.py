@@ -1,17 +1,21 @@
 """Preemption where the broker owns it (the policy's ``preemption``, ``broker.placement.preemption``).
 
-Each pass looks at the workloads waiting for capacity longer than the policy's ``after_s``,
-highest priority first, oldest first.  For one of them, a cluster whose preemption the
-broker owns and that its last placement found full (a capacity rule, not policy, hardware
-or residency) is a candidate when the running work there that it may preempt (placed by
-the broker, of its GPU class, at a lower and preemptible priority; at its own priority too
-when its tenant reclaims its guaranteed minimum share of the class from tenants above
-theirs) would, with the cluster's idle GPUs of the class, make room for the whole job.  Each victim's job is
-cancelled at the cluster first; only once the cluster confirms is the victim moved back to
-placement (its reservation released, ``preemptions`` counted, the audit naming both
-workloads, its owner told).  A cancel that is not confirmed leaves the victim running and
-is tried again on the next pass.  Then the cluster's inventory is read again and the waiting
-workload placed, before its victims are placed again (elsewhere, or to wait).
+Each pass looks at the workloads waiting for capacity longer than the policy's ``after_s``
+(at the broker, or in the local queue of a cluster the broker sent them to), highest
+priority first, oldest first.  Where room may be made: for one waiting at the broker, each
+cluster whose preemption the broker owns and that its last placement found full (a
+capacity rule, not policy, hardware or residency); for one queued at a cluster the broker
+owns, that cluster, whose own scheduler then starts it by its priority.  Room is made when
+the running work there that it may preempt (placed by the broker, of its GPU class, at a
+lower and preemptible priority; at its own priority too when its tenant reclaims its
+guaranteed minimum share of the class from tenants above theirs) would, with the cluster's
+idle GPUs of the class, fit the whole job.  Each victim's job is cancelled at the cluster
+first; only once the cluster confirms is the victim moved back to placement (its
+reservation released, ``preemptions`` counted, the audit naming both workloads, its owner
+told).  A cancel that is not confirmed leaves the victim running and is tried again on the
+next pass.  Then the cluster's inventory is read again and the waiting workload placed (a
+queued one is left to its scheduler), before its victims are placed again (elsewhere, or
+to wait).
 
 GPU counts stand for room: the broker does not know which nodes a victim's workers hold, so
 a gang that needs whole nodes may find the freed GPUs split; it then waits for the next
@@ -37,6 +41,7 @@ from broker.services.fleet.inventory import cluster_sync_inventory
 from broker.services.fleet.policy import current_policy
 from broker.services.notifying.deliveries import notify_on_commit
 from broker.services.placing.cycle import workload_place
+from broker.selectors.capacity import promised_gpus
 from broker.services.placing.fleet_view import fleet_snapshots, identity_scopes
 from broker.services.placing.withdraw import cancelled_there
 from broker.services.quota.reservations import reservation_release
@@ -57,12 +62,12 @@ def broker_preemption_pass(*, now: datetime | None = None) -> int:
     owned = {c.name: c for c in Cluster.objects.filter(enabled=True) if rule.owner(c.name) == "broker"}
     waiting = list(
         Workload.objects.filter(
-            state=WorkloadState.WAITING,
+            state__in=(WorkloadState.WAITING, WorkloadState.QUEUED),
             reason=LocalReason.CAPACITY,
             cancel_requested_at__isnull=True,
             created_at__lte=now - timedelta(seconds=rule.after_s),
             gpu_class__isnull=False,
-        ).select_related("gpu_class", "tenant")
+        ).select_related("gpu_class", "tenant", "cluster")
     )
     waiting.sort(key=lambda w: (-_rank(w), w.created_at, w.id))
     made = 0
@@ -79,13 +84,23 @@ def _rank(workload: Workload) -> int:
     return rank(_priority(workload))
 
 
-def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -> int:
+def _candidates(workload: Workload, owned: dict[str, Cluster]) -> list[Cluster]:
+    """Where room may be made: for a job queued at a cluster, that cluster; for one waiting
+    at the broker, each owned cluster its last placement found full."""
+    if workload.state == WorkloadState.QUEUED:
+        there = owned.get(workload.cluster.name) if workload.cluster else None
+        return [there] if there else []
     record = PlacementRecord.from_json(workload.placement)
-    for name, exclusion in sorted(record.excluded.items()):
-        cluster = owned.get(name)
-        if cluster is None or exclusion.rule not in CAPACITY_RULES:
-            continue
-        assert workload.gpu_class is not None
+    return [
+        owned[name]
+        for name, exclusion in sorted(record.excluded.items())
+        if name in owned and exclusion.rule in CAPACITY_RULES
+    ]
+
+
+def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -> int:
+    assert workload.gpu_class is not None
+    for cluster in _candidates(workload, owned):
         idle, scopes = _room(cluster, workload, workload.gpu_class)
         chosen = victims(
             rule=rule,
@@ -101,7 +116,8 @@ def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -
         if len(preempted) < len(chosen):
             return 0  # a cancel not confirmed: the rest is tried on the next pass
         cluster_sync_inventory(cluster_id=cluster.id)
-        workload_place(workload_id=workload.id)
+        if workload.state == WorkloadState.WAITING:  # a queued one starts there by its own scheduler
+            workload_place(workload_id=workload.id)
         for victim_id in preempted:
             workload_place(workload_id=victim_id)
         return 1
@@ -112,20 +128,34 @@ def _room(cluster: Cluster, workload: Workload, gpu_class: GpuClass) -> tuple[in
     """The class's free GPUs at the cluster as placement sees them (its last report less what
     the broker has placed there since), or, when a local quota of the workload's queue or
     account leaves less, that quota's headroom and the scopes whose jobs use it (only their
-    GPUs come back to it); None: any job's GPUs make room."""
+    GPUs come back to it); None: any job's GPUs make room.
+
+    For a job queued there, placement's figure counts the job itself as promised (a poll saw
+    it wait there) and stops at 0: the report's free GPUs less what else is promised since,
+    with its own GPUs back, is the room it would start in; the quota's headroom likewise."""
     pools = list(GpuPool.objects.filter(cluster=cluster))
     if not pools:
         return 0, None
     [snapshot] = fleet_snapshots({cluster: pools})
     scopes = identity_scopes(workload.project)
+    queued = workload.state == WorkloadState.QUEUED
+    promised = promised_gpus(cluster_ids=[cluster.id])[cluster.id] if queued else None
+    stored = {p.name: p for p in pools}
     free, headroom = 0, None
     for pool in snapshot.pools:
         if pool.gpu_model not in gpu_class.gpu_models or pool.gpu_memory_gb < gpu_class.min_memory_gb:
             continue
-        free += pool.gpus_free
+        if promised is not None:
+            row = stored[pool.name]
+            free += row.gpus_allocatable - row.gpus_allocated - promised.pools.get(pool.name, 0)
+        else:
+            free += pool.gpus_free
         for quota in snapshot.limits.quotas_for(pool.name, scopes):
             if quota.headroom_gpus is not None:
                 headroom = quota.headroom_gpus if headroom is None else min(headroom, quota.headroom_gpus)
+    if queued:
+        free = max(0, free + workload.total_gpus)
+        headroom = None if headroom is None else headroom + workload.total_gpus
     if headroom is not None and headroom < free:
         return headroom, scopes
     return free, None

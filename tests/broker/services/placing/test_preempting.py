@@ -12,6 +12,7 @@ from django.utils import timezone
 from broker.backends.base import JobState
 from broker.models import AuditRecord, Reservation, Workload
 from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.following.status import cluster_poll_status
 from broker.services.fleet.policy import current_policy, policy_override
 from broker.services.placing.preempting import broker_preemption_pass
 
@@ -19,9 +20,9 @@ LATER = timedelta(minutes=30)
 
 
 @contextmanager
-def owner(cluster: str, who: str = "broker", preemptible: str = "[low]"):
+def owner(cluster: str, who: str = "broker", preemptible: str = "[low]", extra: str = ""):
     text = current_policy().text + f"\npreemption:\n  owners: {{{cluster}: {who}}}\n  after_s: 600\n" \
-        f"  preemptible: {preemptible}\n"
+        f"  preemptible: {preemptible}\n" + extra
     with policy_override(text):
         yield
 
@@ -56,6 +57,28 @@ def test_a_long_waiting_high_priority_job_preempts_the_low_one_cancel_confirmed_
     assert note.inputs["for"] == waiting.uid and note.inputs["preempted"] == victim.uid
     assert f"preempted by the broker at owned for urgent ({waiting.uid}, priority high over low)" in note.message
     assert AuditRecord.objects.get(workload=waiting, action="preemption.made").inputs["preempted"] == victim.uid
+
+
+def test_a_job_queued_at_an_owned_cluster_gets_room_there_and_its_own_scheduler_starts_it(
+        make_cluster, submit, drive, sim):
+    # a job that fits nowhere queues at once at its destination (queue_after_s: 0)
+    with owner("owned", extra="aging:\n  queue_after_s: 0\n"):
+        cluster = make_cluster("owned", nodes=[8])
+        victim = drive(submit(name="scavenge", gpus_per_worker=8, priority="low"))
+        Workload.objects.filter(id=victim.id).update(state="running", started_at=timezone.now())
+        urgent = drive(submit(name="urgent", gpus_per_worker=8, priority="high"))
+        cluster_poll_status(cluster_id=cluster.id)  # the local queue's reason
+        urgent.refresh_from_db()
+        assert urgent.state == "queued" and urgent.reason == "capacity"
+        queued_job = urgent.destination_job_id
+        Workload.objects.filter(id=urgent.id).update(created_at=timezone.now() - timedelta(minutes=20))
+        assert broker_preemption_pass(now=timezone.now()) == 1
+        sim.advance(1)
+    assert sim.get("owned").job(victim.destination_job_id).state == JobState.CANCELLED
+    assert sim.get("owned").job(queued_job).state == JobState.RUNNING  # the same job: not placed again
+    assert Workload.objects.get(id=urgent.id).destination_job_id == queued_job
+    victim.refresh_from_db()
+    assert victim.preemptions == 1 and victim.destination_job_id != queued_job
 
 
 def test_nothing_is_preempted_where_the_local_control_plane_owns_preemption(make_cluster, submit, drive, sim):
