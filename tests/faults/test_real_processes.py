@@ -201,7 +201,9 @@ def test_broker_outage_jobs_carry_on_submissions_wait_visibly_and_restart_catche
     worker = workers()
     beat.start()
     try:
-        running = [_submit(trio, f"long-{i}", minutes=16) for i in range(2)]      # 8 s each at the journal
+        # 20 s each at the journal: still running after the stop, the outage's submission and
+        # its pages, on a loaded machine too (8 s had ended by then in a CI run)
+        running = [_submit(trio, f"long-{i}", minutes=40) for i in range(2)]
         assert wait_for(lambda: all(_state(w) == "running" for w in running), 60), worker.log_path.read_text()[-3000:]
     finally:
         beat.stop()
@@ -221,7 +223,7 @@ def test_broker_outage_jobs_carry_on_submissions_wait_visibly_and_restart_catche
 
     # the jobs carry on at the destination, and end there, while nobody is watching
     assert all(j["state"] == "running" for w in running for j in _jobs(journal, w.uid))
-    assert wait_for(lambda: all(j["state"] == "completed" for w in running for j in _jobs(journal, w.uid)), 30)
+    assert wait_for(lambda: all(j["state"] == "completed" for w in running for j in _jobs(journal, w.uid)), 60)
     time.sleep(max(0.0, 5.0 - (time.monotonic() - stopped_at)))                   # an outage of 5 s at least
     assert all(_state(w) == "running" for w in running)                          # not charged yet: no one looked
     assert _state(waiting) == "submitted"
