@@ -67,6 +67,8 @@ class ReplayJob:
     # submitted by a local user straight into one cluster's own queue: the broker never
     # sees it, every policy meets it (broker/replay/local_jobs.py)
     local: bool = False
+    # a fleet priority class of the policy ("": none, which is normal; replay/priorities.py)
+    priority_class: str = ""
 
     @property
     def total_gpus(self) -> int:
@@ -93,6 +95,7 @@ class ReplayJob:
             "workers": self.workers,
             "min_gpu_memory_gb": self.min_memory_gb,
             "time_limit_minutes": min(hours * 60, MAX_TIME_LIMIT_MIN),
+            **({"priority_class": self.priority_class} if self.priority_class else {}),
         }
 
 

@@ -31,7 +31,7 @@ def mark_local(jobs: Sequence[ReplayJob], share: float, seed: int) -> list[Repla
     """The jobs with about ``share`` of them marked local (per job, by seed and key)."""
     if not 0.0 <= share < 1.0:
         raise ValueError(f"local_share: from 0 up to (not including) 1, got {share}")
-    return [replace(j, local=_draw(seed, "mark", j.key) < share) for j in jobs]
+    return [replace(j, local=draw(seed, "mark", j.key) < share) for j in jobs]
 
 
 def home_of(view: FleetView, job: ReplayJob, seed: int) -> str | None:
@@ -41,7 +41,7 @@ def home_of(view: FleetView, job: ReplayJob, seed: int) -> str | None:
     if not names:
         return None
     weights = [max(1, view.summed_capacity(n, job)) for n in names]
-    pick = _draw(seed, "home", job.key) * sum(weights)
+    pick = draw(seed, "home", job.key) * sum(weights)
     for name, weight in zip(names, weights, strict=True):
         if pick < weight:
             return name
@@ -72,7 +72,7 @@ def inject(view: FleetView, tracker: Tracker, job: ReplayJob, seed: int, now: fl
     return tracker.dispatched(job.key, home, job_id, now)
 
 
-def _draw(seed: int, what: str, key: str) -> float:
+def draw(seed: int, what: str, key: str) -> float:
     return random.Random(f"{seed}:{what}:{key}").random()
 
 

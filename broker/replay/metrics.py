@@ -65,6 +65,10 @@ class Metrics:
     # the gangs by shape ("2x4": workers x GPUs each), n, mean, p95: which gangs a policy serves
     by_gang_shape: dict[str, tuple[int, float, float]] = field(default_factory=dict)
     estimator: EstimatorReport | None = None  # the broker's presets only
+    # the broker's jobs by fleet priority class, n, mean, p95 (the priority scenario)
+    by_priority: dict[str, tuple[int, float, float]] = field(default_factory=dict)
+    # the broker's jobs by tenant, n, mean, p95 (the minimum shares of the priority scenario)
+    by_tenant: dict[str, tuple[int, float, float]] = field(default_factory=dict)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -146,6 +150,43 @@ def by_group(outcomes: Sequence[Outcome]) -> dict[str, tuple[int, float, float]]
     return {g: (len(v), mean(v), percentile(v, 95)) for g, v in sorted(waits.items())}
 
 
+NO_CLASS = "(none)"  # a job without a fleet priority class
+
+
+def by_priority_class(outcomes: Sequence[Outcome]) -> dict[str, tuple[int, float, float]]:
+    """Per fleet priority class of the broker's jobs: jobs started, mean and p95 wait (s)."""
+    waits: dict[str, list[float]] = {}
+    for o in outcomes:
+        if o.wait_s is not None and not o.job.local:
+            waits.setdefault(o.job.priority_class or NO_CLASS, []).append(o.wait_s)
+    return {c: (len(v), mean(v), percentile(v, 95)) for c, v in sorted(waits.items())}
+
+
+def by_tenant(outcomes: Sequence[Outcome]) -> dict[str, tuple[int, float, float]]:
+    """Per tenant of the broker's jobs: jobs started, mean and p95 wait (s)."""
+    waits: dict[str, list[float]] = {}
+    for o in outcomes:
+        if o.wait_s is not None and not o.job.local:
+            waits.setdefault(o.job.tenant, []).append(o.wait_s)
+    return {t: (len(v), mean(v), percentile(v, 95)) for t, v in sorted(waits.items())}
+
+
+def preemption_cost(outcomes: Sequence[Outcome]) -> dict[str, int]:
+    """What preemption cost the jobs it hit: how many, how many cuts, the GPU-hours their cut
+    runs held (run again from the start: the replay's jobs declare no checkpoint), and the
+    mean and p95 of how much later they ended than had they run at once (s)."""
+    hit = [o for o in outcomes if o.preempted]
+    late = [o.end_s - o.job.submit_s - o.job.duration_s for o in hit if o.end_s is not None]
+    return {
+        "preempted jobs": len(hit),
+        "preemptions": sum(o.preempted for o in hit),
+        "GPU-h lost to preemption": round(sum(o.lost_gpu_s for o in hit) / 3600.0),
+        "preempted mean delay s": round(mean(late)),
+        "preempted p95 delay s": round(percentile(late, 95)),
+        "preempted never ended": sum(o.end_s is None for o in hit),
+    }
+
+
 def utilisation(run: ReplayRun, fleet: FleetDescription, window: tuple[float, float]) -> float:
     start, end = window
     if end <= start:
@@ -189,8 +230,10 @@ def compute(run: ReplayRun, fleet: FleetDescription) -> Metrics:
         p50_wait_s=percentile(waits, 50),
         worst_tenant_slowdown=slowdown,
         worst_tenant=tenant,
-        extra=dict(run.extra),
+        extra={**run.extra, **preemption_cost(outcomes)},
         by_group=by_group(outcomes),
         by_gang_shape=by_gang_shape(outcomes),
         estimator=run.estimator,
+        by_priority=by_priority_class(outcomes),
+        by_tenant=by_tenant(outcomes),
     )

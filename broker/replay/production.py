@@ -27,12 +27,14 @@ a slice both ways and compares every decision, ``bench/`` the 500-job version):
   anyway (``Cluster.capacity_changed_at``), so the looks a skipped pass would have made
   only moved its pause.
 
-Three rules of the broker read the clock, and the harness runs what they need when they need
+Four rules of the broker read the clock, and the harness runs what they need when they need
 it: a big gang past its hold age that holds no pool yet makes every pass run
 (``_gang_past_hold_age``), a job of the broker's that reached its queue-after age since the
-last pass makes the next pass run (``_crossed_queue_age``), and a reservation held unconfirmed
-past its expiry makes the next reconcile run (``_expired``); withdrawing policy holds and moving
-queued jobs run while any of the broker's jobs waits at a destination.
+last pass makes the next pass run (``_crossed_queue_age``), one that reached the policy's
+preemption wait (``preemption.after_s``, where the broker owns preemption) makes the next
+preemption pass run (``_preempt_due``), and a reservation held unconfirmed past its expiry
+makes the next reconcile run (``_expired``); withdrawing policy holds and moving queued jobs
+run while any of the broker's jobs waits at a destination.
 """
 
 from __future__ import annotations
@@ -54,7 +56,15 @@ from broker.replay.production_broker import ProductionBroker
 from broker.services.fleet.policy import current_policy
 
 # the beat entries the replay runs, in the order it runs those due at one instant
-BEAT_ORDER = ("status", "inventory", "withdraw-policy-holds", "move-queued", "reconcile", "place-waiting")
+BEAT_ORDER = (
+    "status",
+    "inventory",
+    "withdraw-policy-holds",
+    "move-queued",
+    "reconcile",
+    "broker-preempt",
+    "place-waiting",
+)
 # the others, with why leaving them out changes no decision (a test keeps this list whole)
 NOT_REPLAYED = {
     "multikueue-dispatch": "a replay fleet has no MultiKueue manager in dispatcher mode",
@@ -64,7 +74,6 @@ NOT_REPLAYED = {
     "notify-long-waits": "notifications decide nothing",
     # (a policy with burst.over_tco: stop would need it: the replayed policies warn)
     "cloud-tco": "with burst.over_tco at warn, the replayed policies' setting, it tells and decides nothing",
-    "broker-preempt": "the replay refuses a policy where the broker owns preemption on any cluster",
     # (a budget is held at submission against the ledger, which the replay does not collect)
     "budget-check": "it tells and decides nothing; the replay refuses a budget on any of its tenants",
 }
@@ -142,6 +151,7 @@ class _Loop:
         self.gen = 0  # bumped whenever something a placement pass reads has changed
         self.pass_gen = self.reconcile_gen = -1
         self.pass_at = -math.inf  # when a placement pass last ran (see _crossed_queue_age)
+        self.preempt_gen, self.preempt_at = -1, -math.inf  # the same for the preemption pass
         names = env.view.names
         self.seen = dict.fromkeys(names, -1)  # cluster version the tracker last looked at
         self.polled = dict.fromkeys(names, -1)
@@ -154,11 +164,11 @@ class _Loop:
         policy = current_policy().policy
         if policy.burst.over_tco != "warn":  # see NOT_REPLAYED["cloud-tco"]
             raise ValueError("burst.over_tco: the production-loop replay does not run the cloud-TCO check; use warn")
-        if policy.preemption.broker_owns_any:  # see NOT_REPLAYED["broker-preempt"]
-            raise ValueError("preemption.owners: the production-loop replay leaves preemption to the clusters")
         if any(b.tenant.startswith(TENANT_PREFIX) for b in policy.budgets):  # see NOT_REPLAYED["budget-check"]
             raise ValueError("budgets: the production-loop replay collects no usage ledger to hold budgets against")
         self.aging = policy.aging
+        # where the broker owns preemption: its pass reads the clock (a wait past after_s)
+        self.preempt_after = policy.preemption.after_s if policy.preemption.broker_owns_any else None
         interval = self.every["inventory"]
         self.resync_s = max(interval, float(policy.staleness_limit_s) - 2 * interval)
         self.due = dict.fromkeys(BEAT_ORDER, 0.0)
@@ -206,7 +216,7 @@ class _Loop:
         event = min(
             (t for t in (c.next_event() for c in self.env.view.clusters.values()) if t is not None), default=math.inf
         )
-        event = min(event, self._next_gang_hold_age(now), self._next_queue_age(now))
+        event = min(event, self._next_gang_hold_age(now), self._next_queue_age(now), self._next_preempt_age(now))
         expiry = self._next_expiry()
         if expiry < math.inf:  # reconcile looks at reservations run out before its tick
             event = min(event, self._tick_at_or_after(expiry, self.every["reconcile"]))
@@ -228,6 +238,7 @@ class _Loop:
             or any(self._version(n) != self.synced[n][0] or self.env.tracker.pending_at(n) for n in self.synced)
             or self.gen != self.pass_gen
             or self.gen != self.reconcile_gen
+            or (self.preempt_after is not None and self.gen != self.preempt_gen)
             or self.env.tracker.pending(local=False) > 0
             or self._gang_past_hold_age(now)
             or self._expired(now)
@@ -268,11 +279,30 @@ class _Loop:
         return first < len(self.submitted) and self.submitted[first] + after <= now
 
     def _next_queue_age(self, now: float) -> float:
-        after = self.aging.queue_after_s
+        return self._next_age(now, self.aging.queue_after_s)
+
+    def _next_age(self, now: float, after: float | None) -> float:
+        """The first instant after ``now`` at which one of the broker's jobs is ``after`` old."""
         if after is None:
             return math.inf
         first = bisect.bisect_right(self.submitted, now - after)
         return self.submitted[first] + after if first < len(self.submitted) else math.inf
+
+    # -- the preemption pass's clock (where the broker owns preemption) --------------------
+    # A workload waiting past ``preemption.after_s`` may preempt, so a pass may decide
+    # something new with nothing changed when one of the broker's jobs reaches that age
+    # (one that started meanwhile runs a pass for nothing).
+    def _preempt_due(self, now: float) -> bool:
+        after = self.preempt_after
+        if after is None:
+            return False
+        if self.gen != self.preempt_gen:
+            return True
+        first = bisect.bisect_right(self.submitted, self.preempt_at - after)
+        return first < len(self.submitted) and self.submitted[first] + after <= now
+
+    def _next_preempt_age(self, now: float) -> float:
+        return self._next_age(now, self.preempt_after)
 
     # -- reconcile's clock: a reservation held unconfirmed past its expiry ---------------
     def _next_expiry(self) -> float:
@@ -359,6 +389,10 @@ class _Loop:
         elif key == "reconcile" and not (self.skip.on and self.gen == self.reconcile_gen and not self._expired(now)):
             self.reconcile_gen = self.gen
             self.gen += int(self.broker.reconcile())
+        elif key == "broker-preempt":
+            if self.preempt_after is not None and (not self.skip.on or self._preempt_due(now)):
+                self.preempt_gen, self.preempt_at = self.gen, now
+                self.gen += int(self.broker.preempt() > 0)
         elif key == "place-waiting" and not (
             self.skip.on
             and self.gen == self.pass_gen
@@ -398,7 +432,7 @@ class _Loop:
         events, self.recorder.events[:] = list(self.recorder.events), []
         for what, cluster, job_id, uid in events:
             if what == "cancel":
-                tracker.forget(cluster, job_id)
+                tracker.forget(cluster, job_id, now)
                 continue
             key = self.keys.get(uid or "")
             if key is None:

@@ -36,6 +36,7 @@ from broker.services.following.reconcile import reconcile_fleet
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.cycle import PassReport, waiting_place_pass
 from broker.services.placing.moving import queued_moves
+from broker.services.placing.preempting import broker_preemption_pass
 from broker.services.placing.withdraw import policy_holds_withdraw
 from broker.services.submitting.workloads import workload_submit
 
@@ -99,6 +100,10 @@ class ProductionBroker:
         if report.left_due:
             self.queue.append(("place_waiting", ()))
         return report
+
+    def preempt(self) -> int:
+        """``preempt_for_waiting``: for how many waiting workloads it made room."""
+        return broker_preemption_pass()
 
     def withdraw_holds(self) -> int:
         return policy_holds_withdraw()

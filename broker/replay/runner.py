@@ -31,6 +31,13 @@ from broker.replay.local_jobs import DEFAULT_LOCAL_SHARE, mark_local
 from broker.replay.loop import ReplayEnv, ReplayRun, Strategy, run_replay
 from broker.replay.metrics import Metrics, compute
 from broker.replay.production import Skipping, run_production
+from broker.replay.priorities import (
+    PREEMPT_VARIANT,
+    PriorityScenario,
+    check_mix,
+    mark_priorities,
+    scenario_policy_text,
+)
 from broker.replay.production_broker import ProductionBroker
 from broker.replay.simview import FleetView
 from broker.replay.synth import SynthOptions, SynthReport, synthesize
@@ -86,12 +93,12 @@ BURST_VARIANT = re.compile(r"^default\+burst(\d+)m$")
 
 
 def known_policies() -> list[str]:
-    return ["default", "default+burst<N>m", *PRESETS, *BASELINES]
+    return ["default", "default+burst<N>m", PREEMPT_VARIANT, *PRESETS, *BASELINES]
 
 
 def is_known(name: str) -> bool:
     name = canonical(name)
-    return name in ("default", *PRESETS, *BASELINES) or bool(BURST_VARIANT.match(name))
+    return name in ("default", PREEMPT_VARIANT, *PRESETS, *BASELINES) or bool(BURST_VARIANT.match(name))
 
 
 def burst_policy_text(minutes: int) -> str:
@@ -100,15 +107,25 @@ def burst_policy_text(minutes: int) -> str:
     return current_policy().text + f"\nburst:\n  min_onprem_wait_s: {minutes * 60}\n"
 
 
-def make_strategy(name: str, fleet: FleetDescription, knobs: Knobs | None = None) -> Strategy:
+def make_strategy(
+    name: str, fleet: FleetDescription, knobs: Knobs | None = None, scenario: PriorityScenario | None = None
+) -> Strategy:
     """'default' (the policy file as it stands, with the tuned ``knobs`` overlaid when
     given), 'default+burst<N>m' (the file with the cloud only after a predicted on-prem
-    wait of N minutes), a preset name, or a baseline."""
-    if name == "default":
-        return BrokerPreset(name, fleet, policy_text=knobs.policy_text(current_policy().text) if knobs else None)
+    wait of N minutes), 'default+preempt' (the file with the broker owning preemption), a
+    preset name, or a baseline.  ``scenario``: the priority scenario's minimum shares and
+    preemptible priorities, set in the policy-file ones (``broker/replay/priorities.py``)."""
     variant = BURST_VARIANT.match(name)
-    if variant:
-        return BrokerPreset(name, fleet, policy_text=burst_policy_text(int(variant.group(1))))
+    if name in ("default", PREEMPT_VARIANT) or variant:
+        if variant:
+            text: str | None = burst_policy_text(int(variant.group(1)))
+        else:
+            text = knobs.policy_text(current_policy().text) if knobs else None
+        if name == PREEMPT_VARIANT or scenario:
+            text = scenario_policy_text(
+                text or current_policy().text, preempt=name == PREEMPT_VARIANT, scenario=scenario or PriorityScenario()
+            )
+        return BrokerPreset(name, fleet, policy_text=text)
     if name in PRESETS:
         return BrokerPreset(name, fleet, preset=name)
     if canonical(name) in BASELINES:
@@ -132,6 +149,9 @@ class ReplayConfig:
     cloud_budget: float | None = None  # each broker tenant's monthly cloud budget (None: none)
     every_tick: bool = False  # the production loop without the harness's shortcuts (slower)
     target_load: float | None = None  # on-prem nodes scaled to this load (target_load.py)
+    # the priority scenario (priorities.py): fleet priority classes drawn over the jobs, the
+    # replay tenants' guaranteed minimum shares, the priorities preemption may take
+    scenario: PriorityScenario = field(default_factory=PriorityScenario)
 
     def __post_init__(self) -> None:
         if self.window not in WINDOWS:
@@ -140,6 +160,10 @@ class ReplayConfig:
             raise ValueError(f"cloud_budget: a sum of money, 0 or more, got {self.cloud_budget}")
         if self.loop not in LOOPS:
             raise ValueError(f"loop: one of {', '.join(LOOPS)}")
+        if self.loop == "instant" and PREEMPT_VARIANT in self.policies:
+            raise ValueError(
+                f"loop: {PREEMPT_VARIANT} needs the production loop (the instant one runs no preemption pass)"
+            )
         if not 0.0 <= self.local_share < 1.0:
             raise ValueError(f"local_share: from 0 up to (not including) 1, got {self.local_share}")
 
@@ -164,7 +188,8 @@ def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, Synt
     policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
     jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
     marked = mark_local(window_of(jobs, config.window), config.local_share, config.synth.seed)
-    return len(rows), marked, skipped, synth
+    check_mix(config.scenario.mix, tuple(policy.priority_classes))
+    return len(rows), mark_priorities(marked, config.scenario.mix, config.synth.seed), skipped, synth
 
 
 def window_of(jobs: Sequence[ReplayJob], window: str) -> list[ReplayJob]:
@@ -201,6 +226,7 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
             loop=config.loop,
             cloud_budget=config.cloud_budget,
             skipping=Skipping(on=not config.every_tick),
+            scenario=config.scenario,
         )
         report.metrics.append(metrics)
         report.seconds[name] = time.perf_counter() - began
@@ -220,9 +246,10 @@ def run_one(
     loop: str = "production",
     cloud_budget: float | None = None,
     skipping: Skipping | None = None,
+    scenario: PriorityScenario | None = None,
 ) -> Metrics:
     """One policy on a fresh simulated fleet (the process-wide one is replaced)."""
-    run = replay_run(name, jobs, fleet, seed, strategy, queueing, knobs, loop, skipping, cloud_budget)
+    run = replay_run(name, jobs, fleet, seed, strategy, queueing, knobs, loop, skipping, cloud_budget, scenario)
     return compute(run, fleet)
 
 
@@ -237,11 +264,12 @@ def replay_run(
     loop: str = "production",
     skipping: Skipping | None = None,
     cloud_budget: float | None = None,
+    scenario: PriorityScenario | None = None,
 ) -> ReplayRun:
     """The raw run (outcomes per job, usage per cluster) behind ``run_one``; the local
     queues backfill unless ``queueing`` is "strict"; ``cloud_budget``: every broker tenant's
     monthly cloud budget (the baselines know none)."""
-    settings = RunSettings(queueing, knobs, loop, skipping, cloud_budget)
+    settings = RunSettings(queueing, knobs, loop, skipping, cloud_budget, scenario)
     run = _replay(name, jobs, fleet, seed, strategy, settings)
     spend = tenant_month_spend(run.outcomes.values(), fleet, ORIGIN)
     run.extra.update(budget_figures(spend, cloud_budget))
@@ -259,6 +287,7 @@ class RunSettings:
     loop: str
     skipping: Skipping | None
     cloud_budget: float | None
+    scenario: PriorityScenario | None = None
 
 
 def _replay(
@@ -275,7 +304,7 @@ def _replay(
         cluster.queueing = settings.queueing
     view = FleetView(sim, fleet)
     env = ReplayEnv(sim=sim, view=view, tracker=Tracker(view), rng=random.Random(seed), seed=seed)
-    strategy = strategy or make_strategy(name, fleet, settings.knobs)
+    strategy = strategy or make_strategy(name, fleet, settings.knobs, settings.scenario)
     cloud_budget = settings.cloud_budget
     budget = None if cloud_budget is None else Decimal(str(cloud_budget)).quantize(Decimal("0.01"))
     if isinstance(strategy, BrokerPreset) and settings.loop == "production":

@@ -7,6 +7,7 @@ from typing import Sequence
 
 from broker.replay.lower_bound import replay_wait_bound_s
 from broker.replay.metrics import Metrics, busy_window, offered_load, whole_gpus
+from broker.replay.priorities import PREEMPT_VARIANT
 from broker.replay.runner import ReplayReport
 
 COLUMNS = (
@@ -46,6 +47,16 @@ def header(report: ReplayReport) -> list[str]:
     start, end = busy_window(report.jobs)
     load = offered_load(report.jobs)
     gpus = whole_gpus(fleet)
+    scenario = []
+    if cfg.scenario:
+        mix = ", ".join(f"{c} {v:.0%}" for c, v in cfg.scenario.mix.items()) or "none"
+        shares = ", ".join(f"{t} {v:.0%}" for t, v in cfg.scenario.min_shares.items()) or "none"
+        takes = ", ".join(cfg.scenario.preemptible) or "the policy file's"
+        scenario = [
+            f"Priority scenario: fleet priority classes drawn over the jobs ({mix}; the rest none, i.e. normal); "
+            f"guaranteed minimum shares: {shares}; preemptible priorities: {takes}; {PREEMPT_VARIANT} is the "
+            "policy file with the broker owning preemption on every cluster (docs/replay.md)."
+        ]
     return [
         f"Trace: {Path(cfg.trace).name}: {len(report.jobs):,} GPU jobs replayed "
         f"({gangs:,} gangs) of {report.rows:,} rows; {report.skipped.describe()}.",
@@ -60,6 +71,7 @@ def header(report: ReplayReport) -> list[str]:
         f"GPU util is measured over it.",
         f"Lower bound on the mean wait of these jobs on this fleet (no policy can beat it; "
         f'docs/replay.md, "The lower bound"): {_minutes(replay_wait_bound_s(report.jobs, fleet))} min.',
+        *scenario,
     ]
 
 
@@ -133,6 +145,38 @@ def breakdown_table(report: ReplayReport, shapes: bool = False) -> str:
     return "\n".join(lines)
 
 
+PREEMPTION_COLUMNS = ("preempted jobs", "preemptions", "GPU-h lost to preemption")
+
+
+def priority_table(report: ReplayReport) -> str:
+    """The priority scenario: the broker's jobs' waits per fleet priority class (n / mean /
+    p95, minutes), and what preemption cost the jobs it hit."""
+    classes = sorted({c for m in report.metrics for c in m.by_priority})
+    tenants = list(report.config.scenario.min_shares)
+    columns = [
+        *(f"{c}: n / mean / p95" for c in classes),
+        *(f"tenant {t} (min share): n / mean / p95" for t in tenants),
+        *PREEMPTION_COLUMNS,
+        "preempted: mean / p95 delay",
+        "never ended",
+    ]
+    lines = ["| policy | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for m in report.metrics:
+        e = m.extra
+        cells = []
+        for c in classes:
+            n, avg, p95 = m.by_priority.get(c, (0, 0.0, 0.0))
+            cells.append(f"{n:,} / {_minutes(avg)} / {_minutes(p95)}")
+        for t in tenants:
+            n, avg, p95 = m.by_tenant.get(t, (0, 0.0, 0.0))
+            cells.append(f"{n:,} / {_minutes(avg)} / {_minutes(p95)}")
+        cells += [f"{e.get(k, 0):,}" for k in PREEMPTION_COLUMNS]
+        cells.append(f"{_minutes(e.get('preempted mean delay s', 0))} / {_minutes(e.get('preempted p95 delay s', 0))}")
+        cells.append(f"{e.get('preempted never ended', 0):,}")
+        lines.append(f"| {m.policy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def render(report: ReplayReport, breakdown: bool = False, calibration: str = "") -> str:
     """``calibration``: which calibration against a real scheduler the simulator passed
     (``calibration_words``), said above the figures that rest on it."""
@@ -140,4 +184,7 @@ def render(report: ReplayReport, breakdown: bool = False, calibration: str = "")
     if breakdown:
         parts += ["", "Waits by GPU class (minutes):", "", breakdown_table(report)]
         parts += ["", "Gang waits by shape, workers x GPUs each (minutes):", "", breakdown_table(report, shapes=True)]
+    if report.config.scenario:
+        parts += ["", "The broker's jobs by priority class, and what preemption cost (minutes):", ""]
+        parts += [priority_table(report)]
     return "\n".join(parts) + "\n"

@@ -36,6 +36,11 @@ class Outcome:
     issues: list[str] = field(default_factory=list)  # why a dispatch did not start at once
     copies: int = 0  # destination jobs created (the race makes several)
     dispatched_s: float | None = None  # when its first destination job was created
+    # cut short by the broker's own preemption (a running job it cancelled), how often, and
+    # the GPU-seconds the cut runs held; end_s: when its last run ends (None: never ran)
+    preempted: int = 0
+    lost_gpu_s: float = 0.0
+    end_s: float | None = None
 
     @property
     def wait_s(self) -> float | None:
@@ -68,6 +73,8 @@ class Tracker:
         # (cluster, job id) of the local users' jobs (broker/replay/local_jobs.py): the
         # harness accepts their starts, and their GPU time is no policy's spend
         self.local_jobs: set[tuple[str, str]] = set()
+        # (cluster, job id) -> (key, start) of the jobs running now that a strategy placed
+        self._running: dict[tuple[str, str], tuple[str, float]] = {}
 
     # -- what strategies report ---------------------------------------------------------
     def arrived(self, job: ReplayJob) -> Outcome:
@@ -98,7 +105,8 @@ class Tracker:
         outcome = self.outcomes[start.key]
         if outcome.start_s is None:
             outcome.start_s, outcome.cluster = start.at, start.cluster
-        end = start.at + outcome.job.duration_s
+        end = outcome.end_s = start.at + outcome.job.duration_s
+        self._running[(start.cluster, start.job_id)] = (start.key, start.at)
         self._seq += 1
         heapq.heappush(self._ends, (end, self._seq, start.cluster, start.job_id))
 
@@ -106,15 +114,25 @@ class Tracker:
         """Cancel a destination job (a race loser); it frees what it held at once."""
         self.view.clusters[cluster].cancel(job_id)
         self._pending[cluster].pop(job_id, None)
+        self._running.pop((cluster, job_id), None)
         if running:
             self._gone.add((cluster, job_id))
         self.view.touch(cluster)
         self._changes[cluster] += 1
 
-    def forget(self, cluster: str, job_id: str) -> None:
+    def forget(self, cluster: str, job_id: str, now: float | None = None) -> None:
         """A destination job the strategy itself cancelled (the broker's withdrawals): it
-        no longer waits there, and a running one has no end to wait for."""
+        no longer waits there, and a running one has no end to wait for.  A running one cut
+        before its end (``now``) was preempted: its job counts the cut and the GPUs' time."""
         self._pending[cluster].pop(job_id, None)
+        running = self._running.pop((cluster, job_id), None)
+        if running is not None and now is not None:
+            key, began = running
+            outcome = self.outcomes[key]
+            if outcome.end_s is not None and now < outcome.end_s:
+                outcome.preempted += 1
+                outcome.lost_gpu_s += (now - began) * outcome.job.total_gpus
+                outcome.end_s = None  # until it runs again
         self._gone.add((cluster, job_id))
         self.view.touch(cluster)
         self._changes[cluster] += 1
@@ -141,6 +159,7 @@ class Tracker:
         touched: set[str] = set()
         while self._ends and self._ends[0][0] <= now:
             _, _, cluster, job_id = heapq.heappop(self._ends)
+            self._running.pop((cluster, job_id), None)
             if (cluster, job_id) not in self._gone:
                 touched.add(cluster)
                 self.view.touch(cluster)

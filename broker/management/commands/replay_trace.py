@@ -22,6 +22,7 @@ from broker.fleet_file import FleetError
 from broker.replay.jobs import TimeOptions
 from broker.replay.knobs import read_knobs
 from broker.replay.local_jobs import DEFAULT_LOCAL_SHARE
+from broker.replay.priorities import PriorityScenario, parse_priorities, parse_shares
 from broker.replay.runner import (
     LOOPS,
     DEFAULT_POLICIES,
@@ -197,6 +198,24 @@ class Command(BaseCommand):
             "(whole nodes, never below the largest gang); a comma list (0.7,0.9,1.1) runs each in turn",
         )
         parser.add_argument(
+            "--priority-mix",
+            default="",
+            help="the priority scenario: shares of the jobs given the policy's fleet priority classes, drawn per job "
+            "from the seed (production=0.1,scavenger=0.3; the rest none, i.e. normal); adds a table by class with "
+            "what preemption cost (compare default with default+preempt)",
+        )
+        parser.add_argument(
+            "--min-share",
+            default="",
+            help="replay tenants' guaranteed minimum shares of the fleet's GPUs (tenant-0=0.3), in the policy-file "
+            "policies (default, default+burst<N>m, default+preempt)",
+        )
+        parser.add_argument(
+            "--preemptible",
+            default="",
+            help="the priorities the broker's preemption may take (low,normal); default: the policy file's",
+        )
+        parser.add_argument(
             "--breakdown", action="store_true", help="also print waits per GPU class, single jobs and gangs apart"
         )
         parser.add_argument("--output", default="", help="also write the table to this file")
@@ -253,6 +272,11 @@ class Command(BaseCommand):
                 loop=opts["loop"],
                 cloud_budget=opts["cloud_budget"],
                 every_tick=opts["every_tick"],
+                scenario=PriorityScenario(
+                    mix=parse_shares(opts["priority_mix"], "--priority-mix"),
+                    min_shares=parse_shares(opts["min_share"], "--min-share"),
+                    preemptible=parse_priorities(opts["preemptible"], "--preemptible"),
+                ),
             )
         except ValueError as exc:
             message = str(exc).replace("local_share:", "--local-share:").replace("cloud_budget:", "--cloud-budget:")
