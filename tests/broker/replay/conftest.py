@@ -7,10 +7,27 @@ from typing import Sequence
 import pytest
 
 from broker.fleet_file import FleetDescription, parse_fleet
+from broker.replay.jobs import ReplayJob
 from broker.replay.trace import COLUMNS
 
 HEADER = ",".join(COLUMNS)
 HERE = Path(__file__).parent
+
+
+def busy_slice(n: int, rng, *, gap_s: int, minutes: tuple[int, int], gang_every: int, gang_gpus, single_gpus
+               ) -> list[ReplayJob]:
+    """``n`` A100-80GB jobs of three tenants arriving every 0-``gap_s`` s, running ``minutes``
+    (low, high), every ``gang_every``-th a 2-worker gang of ``gang_gpus()`` GPUs each."""
+    jobs, at = [], 0.0
+    for i in range(n):
+        at += float(rng.randint(0, gap_s))
+        gang = i % gang_every == gang_every - 1
+        jobs.append(ReplayJob(
+            key=f"j{i:03d}", submit_s=at, tenant=f"t{i % 3}", gpu_class="a100-80gb", min_memory_gb=80,
+            gpus_per_worker=gang_gpus() if gang else single_gpus(), workers=2 if gang else 1,
+            duration_s=float(rng.randint(*minutes) * 60),
+        ))
+    return jobs
 
 
 def pytest_collection_modifyitems(items):

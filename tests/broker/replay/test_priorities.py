@@ -21,7 +21,7 @@ from broker.replay.priorities import (
 from broker.replay.production import Skipping
 from broker.replay.runner import ReplayConfig, replay_run
 
-from .conftest import FRAGMENTED_FLEET
+from .conftest import FRAGMENTED_FLEET, busy_slice
 
 MIX = {"production": 0.15, "scavenger": 0.45}
 
@@ -29,15 +29,8 @@ MIX = {"production": 0.15, "scavenger": 0.45}
 def _jobs(n: int, seed: int, mix: dict[str, float] | None = None, local: float = 0.2) -> list[ReplayJob]:
     """A busy slice on the fragmented fleet: arrivals every 0-60 s, runs of 20-90 minutes."""
     rng = random.Random(seed)
-    jobs, at = [], 0.0
-    for i in range(n):
-        at += float(rng.randint(0, 60))
-        gang = i % 6 == 5
-        jobs.append(ReplayJob(
-            key=f"j{i:03d}", submit_s=at, tenant=f"t{i % 3}", gpu_class="a100-80gb", min_memory_gb=80,
-            gpus_per_worker=2 if gang else rng.choice([1, 2, 4]), workers=2 if gang else 1,
-            duration_s=float(rng.randint(20, 90) * 60),
-        ))
+    jobs = busy_slice(n, rng, gap_s=60, minutes=(20, 90), gang_every=6, gang_gpus=lambda: 2,
+                      single_gpus=lambda: rng.choice([1, 2, 4]))
     return mark_priorities(mark_local(jobs, local, seed), mix or {}, seed)
 
 

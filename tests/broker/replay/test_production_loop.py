@@ -16,21 +16,14 @@ from broker.replay.production import BEAT_ORDER, NOT_REPLAYED, Skipping, beat_in
 from broker.replay.runner import replay_run
 from broker.services.fleet.policy import current_policy, policy_override
 
-from .conftest import FRAGMENTED_FLEET
+from .conftest import FRAGMENTED_FLEET, busy_slice
 
 
 def _jobs(n: int, seed: int = 3) -> list[ReplayJob]:
     """A busy slice: arrivals every 0-90 s, runs of 5-60 minutes, a gang in five."""
     rng = random.Random(seed)
-    jobs, at = [], 0.0
-    for i in range(n):
-        at += float(rng.randint(0, 90))
-        gang = i % 5 == 4
-        jobs.append(ReplayJob(
-            key=f"j{i:03d}", submit_s=at, tenant=f"t{i % 3}", gpu_class="a100-80gb", min_memory_gb=80,
-            gpus_per_worker=rng.choice([2, 4]) if gang else rng.choice([1, 2, 3, 4]), workers=2 if gang else 1,
-            duration_s=float(rng.randint(5, 60) * 60),
-        ))
+    jobs = busy_slice(n, rng, gap_s=90, minutes=(5, 60), gang_every=5, gang_gpus=lambda: rng.choice([2, 4]),
+                      single_gpus=lambda: rng.choice([1, 2, 3, 4]))
     return mark_local(jobs, 0.3, seed)
 
 
