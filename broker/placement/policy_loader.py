@@ -229,7 +229,7 @@ def _off_peak(raw: object) -> OffPeak:
 
 def _preemption(raw: object) -> Preemption:
     body = _mapping("preemption", raw)
-    _known_keys("preemption", body, {"owners", "after_s", "preemptible"})
+    _known_keys("preemption", body, {"owners", "after_s", "preemptible", "max_per_workload"})
     default = Preemption()
     owners = {
         cluster: _choice(f"preemption.owners.{cluster}", owner, OWNERS)
@@ -239,6 +239,9 @@ def _preemption(raw: object) -> Preemption:
         owners=owners,
         after_s=_number("preemption.after_s", body.get("after_s", default.after_s), 0),
         preemptible=_priorities("preemption.preemptible", body.get("preemptible", list(default.preemptible))),
+        max_per_workload=int(
+            _number("preemption.max_per_workload", body.get("max_per_workload", default.max_per_workload), 0)
+        ),
     )
 
 

@@ -107,7 +107,7 @@ def _room_for(workload: Workload, owned: dict[str, Cluster], rule: Preemption) -
             priority=_priority(workload),
             needed_gpus=workload.total_gpus,
             idle_gpus=idle,
-            running=_running(cluster, workload.gpu_class, scopes),
+            running=_running(cluster, workload.gpu_class, scopes, rule),
             reclaim=_reclaim(workload, workload.gpu_class),
         )
         if not chosen:  # [] fits already (the next pass places it); None: not enough to take
@@ -161,11 +161,12 @@ def _room(cluster: Cluster, workload: Workload, gpu_class: GpuClass) -> tuple[in
     return free, None
 
 
-def _running(cluster: Cluster, gpu_class: GpuClass, scopes: tuple[str, ...] | None) -> list[Running]:
+def _running(cluster: Cluster, gpu_class: GpuClass, scopes: tuple[str, ...] | None, rule: Preemption) -> list[Running]:
     rows = list(
         Workload.objects.filter(
             cluster=cluster,
             state=WorkloadState.RUNNING,
+            preemptions__lt=rule.max_per_workload,
             origin=WorkloadOrigin.BROKER,
             gpu_class=gpu_class,
             cancel_requested_at__isnull=True,

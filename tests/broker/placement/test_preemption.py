@@ -41,12 +41,15 @@ def test_the_policy_names_the_owner_of_each_cluster_local_by_default():
     assert policy.preemption.owner("sim-onprem") == "broker" and policy.preemption.owner("hpc") == "local"
     assert policy.preemption.broker_owns_any and policy.preemption.preemptible == ("low",)
     assert not load_policy("").preemption.broker_owns_any
+    assert load_policy("").preemption.max_per_workload == 2
+    assert load_policy("preemption:\n  max_per_workload: 5\n").preemption.max_per_workload == 5
 
 
 @pytest.mark.parametrize("text, key", [
     ("preemption:\n  owners: {hpc: kueue}\n", "preemption.owners.hpc"),
     ("preemption:\n  preemptible: [urgent]\n", "preemption.preemptible"),
     ("preemption:\n  after_s: -1\n", "preemption.after_s"),
+    ("preemption:\n  max_per_workload: -2\n", "preemption.max_per_workload"),
     ("preemption:\n  owner: broker\n", "preemption.owner"),
 ])
 def test_a_bad_preemption_key_is_named(text, key):

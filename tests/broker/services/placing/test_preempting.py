@@ -81,6 +81,15 @@ def test_a_job_queued_at_an_owned_cluster_gets_room_there_and_its_own_scheduler_
     assert victim.preemptions == 1 and victim.destination_job_id != queued_job
 
 
+def test_a_job_already_preempted_twice_runs_on_to_its_end(make_cluster, submit, drive, sim):
+    # the replay's priority scenario preempted scavenger jobs 22 times each on average
+    with owner("owned"):
+        _, victim, _ = _full_of(make_cluster, submit, drive)
+        Workload.objects.filter(id=victim.id).update(preemptions=2)
+        assert broker_preemption_pass(now=timezone.now()) == 0
+    assert Workload.objects.get(id=victim.id).state == "running"
+
+
 def test_nothing_is_preempted_where_the_local_control_plane_owns_preemption(make_cluster, submit, drive, sim):
     with owner("owned", who="local"):
         _, victim, _ = _full_of(make_cluster, submit, drive)
