@@ -65,7 +65,7 @@ def test_bad_scenario_options_are_refused_naming_the_option():
 def test_with_the_broker_owning_preemption_production_work_waits_less_and_only_scavenger_work_pays(
     transactional_db,
 ):
-    fleet, jobs = _fleet(), _jobs(120, seed=5, mix=MIX)
+    fleet, jobs = _fleet(), _jobs(36, seed=5, mix=MIX)
     without = replay_run("default", jobs, fleet, seed=5)
     with_ = replay_run(PREEMPT_VARIANT, jobs, fleet, seed=5)
     assert preemption_cost(list(without.outcomes.values()))["preempted jobs"] == 0
@@ -85,7 +85,7 @@ def test_with_the_broker_owning_preemption_production_work_waits_less_and_only_s
 
 
 def test_skipped_passes_change_no_decision_with_the_broker_preempting(transactional_db):
-    fleet, jobs = _fleet(), _jobs(80, seed=6, mix=MIX)
+    fleet, jobs = _fleet(), _jobs(30, seed=6, mix=MIX)
     every = replay_run(PREEMPT_VARIANT, jobs, fleet, seed=6, skipping=Skipping(on=False))
     skipping = replay_run(PREEMPT_VARIANT, jobs, fleet, seed=6, skipping=Skipping(on=True))
 
@@ -99,7 +99,7 @@ def test_skipped_passes_change_no_decision_with_the_broker_preempting(transactio
 
 def test_a_tenant_under_its_minimum_share_reclaims_from_tenants_above_theirs(transactional_db):
     # every job at the same priority: only the guarantee may preempt (normal made preemptible)
-    fleet, jobs = _fleet(), _jobs(120, seed=7)
+    fleet, jobs = _fleet(), _jobs(36, seed=7)
     scenario = PriorityScenario(min_shares={"t0": 0.5}, preemptible=("low", "normal"))
     without = replay_run("default", jobs, fleet, seed=7, scenario=scenario)
     with_ = replay_run(PREEMPT_VARIANT, jobs, fleet, seed=7, scenario=scenario)
