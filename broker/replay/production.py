@@ -270,12 +270,15 @@ class _Loop:
         """A job of the broker's reached its queue-after age (``aging.queue_after_s``) since
         the last pass ran: a pass now may send it to wait at a destination (the broker's
         ``due`` makes it due whatever its pause)."""
-        after = self.aging.queue_after_s
+        return self._crossed_age(self.aging.queue_after_s, self.pass_at, now)
+
+    def _crossed_age(self, after: float | None, since: float, now: float) -> bool:
+        """One of the broker's jobs became ``after`` old between ``since`` and ``now``."""
         if after is None:
             return False
-        # arrivals are in submission order, so the crossings are sorted: the first after the
-        # last pass decides (a crossing of a job that started meanwhile runs a pass for nothing)
-        first = bisect.bisect_right(self.submitted, self.pass_at - after)
+        # arrivals are in submission order, so the crossings are sorted: the first after
+        # ``since`` decides (a crossing of a job that started meanwhile runs a pass for nothing)
+        first = bisect.bisect_right(self.submitted, since - after)
         return first < len(self.submitted) and self.submitted[first] + after <= now
 
     def _next_queue_age(self, now: float) -> float:
@@ -293,13 +296,9 @@ class _Loop:
     # something new with nothing changed when one of the broker's jobs reaches that age
     # (one that started meanwhile runs a pass for nothing).
     def _preempt_due(self, now: float) -> bool:
-        after = self.preempt_after
-        if after is None:
+        if self.preempt_after is None:
             return False
-        if self.gen != self.preempt_gen:
-            return True
-        first = bisect.bisect_right(self.submitted, self.preempt_at - after)
-        return first < len(self.submitted) and self.submitted[first] + after <= now
+        return self.gen != self.preempt_gen or self._crossed_age(self.preempt_after, self.preempt_at, now)
 
     def _next_preempt_age(self, now: float) -> float:
         return self._next_age(now, self.preempt_after)
