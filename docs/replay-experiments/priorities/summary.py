@@ -34,7 +34,9 @@ def row(seed: int, without: list[list[str]], with_: list[list[str]]) -> str:
         f"{prod_a[2]} / {prod_b[2]}",
         f"{number(prod_b[2]) / number(prod_a[2]):.2f}x",
         f"{prod_a[1]} / {prod_b[1]}",
+        f"{main_a[0]} / {main_b[0]}",
         f"{main_a[1]} / {main_b[1]}",
+        f"{main_a[2]} / {main_b[2]}",
         f"{scav_a[2]} / {scav_b[2]}",
         f"{class_b[3]} ({class_b[4]})",
         class_b[5],
@@ -47,11 +49,12 @@ def row(seed: int, without: list[list[str]], with_: list[list[str]]) -> str:
 
 def main() -> None:
     print(
-        "| seed | production p95, local owner / broker owner | ratio | production mean | all jobs' p95 "
+        "| seed | production p95, local owner / broker owner | ratio | production mean | all jobs' mean "
+        "| all jobs' p95 | gangs' p95 "
         "| scavenger p95 | preempted jobs (cuts) | GPU-h lost | preempted: mean / p95 delay | cloud spend "
         "| local users' p95 |"
     )
-    print("|---:|" + "---:|" * 10)
+    print("|---:|" + "---:|" * 12)
     for seed, (first, second) in SEEDS.items():
         print(row(seed, tables(first)["default"], tables(second)["default+preempt"]))
 
