@@ -95,7 +95,7 @@ def node_from_json(raw: Mapping[str, Any]) -> SlurmNode:
     )
 
 
-def _tres_list(items: list[Fields]) -> dict[str, str]:
+def tres_list(items: list[Fields]) -> dict[str, str]:
     """``[{"type": "gres", "name": "gpu:a100", "count": 2}, ...]`` -> TRES dict."""
     out: dict[str, str] = {}
     for item in items:
@@ -118,8 +118,8 @@ def acct_from_json(raw: Mapping[str, Any]) -> SlurmAcct:
         account=clean(d.value("account")),
         partition=clean(d.value("partition")),
         state=job_state_base(d.obj("state").value("current") if isinstance(state, dict) else state),
-        alloc_tres=_tres_list(tres.objs("allocated")),
-        req_tres=_tres_list(tres.objs("requested")),
+        alloc_tres=tres_list(tres.objs("allocated")),
+        req_tres=tres_list(tres.objs("requested")),
         elapsed_s=_num(t, "elapsed"),
         started_at=_when(t, "start"),
         ended_at=_when(t, "end"),

@@ -215,9 +215,14 @@ def _use(running: Iterable[SlurmJob]) -> Mapping[tuple[str, str], tuple[int, int
 
 
 def read_limits(transport: object, running: Iterable[SlurmJob], default_qos: str = "") -> LocalLimits:
-    """Through a command transport (its bounded ``query``); a transport without one (REST)
-    reports none yet.  Raises Unavailable like any other read."""
+    """Through a command transport (its bounded ``query``), or over REST (its
+    ``limit_rows``: the same limits, no fair share: slurmrestd does not say whether the
+    cluster weighs it).  Raises Unavailable like any other read."""
     query = getattr(transport, "query", None)
+    rows = getattr(transport, "limit_rows", None)
+    if query is None and rows is not None:
+        qos, assocs, parts = rows()
+        return local_limits(qos, assocs, parts, running, default_qos)
     if query is None:
         return LocalLimits()
     weight = fairshare_weight(query(CONFIG_CMD))

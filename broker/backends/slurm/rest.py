@@ -20,8 +20,9 @@ import requests
 
 from broker.backends.base import Rejected, Unavailable
 from broker.backends.slurm import parsers
-from broker.backends.slurm import json_records
+from broker.backends.slurm import json_records, limits_json
 from broker.backends.slurm.commands import since_arg
+from broker.backends.slurm.limits import PartitionRow, Row
 from broker.backends.slurm.mapping import SubmitRequest, rest_job_body
 from broker.backends.slurm.outcome import SlurmEnd, end_from_json
 from broker.backends.slurm.transport import Association, SlurmAcct, SlurmJob, SlurmNode
@@ -261,6 +262,15 @@ class RestTransport:
                     ends[str(job_id)] = found[0]
                     break
         return ends
+
+    def limit_rows(self) -> tuple[list[Row], list[Row], list[PartitionRow]]:
+        """slurmdbd's QoS and associations and slurmctld's partitions (``limits_json``): the
+        REST side of ``limits.read_limits``."""
+        return (
+            limits_json.qos_rows(self._get(self._slurmdb("qos"), ok_codes=(_NOTHING_FOUND,))),
+            limits_json.association_rows(self._get(self._slurmdb("associations"), ok_codes=(_NOTHING_FOUND,))),
+            limits_json.partition_rows(self._get(self._slurm("partitions"))),
+        )
 
     def associations(self, account: str) -> list[Association]:
         payload = self._get(self._slurmdb("associations"), params={"account": account}, ok_codes=(_NOTHING_FOUND,))

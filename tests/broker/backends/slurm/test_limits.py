@@ -2,13 +2,16 @@
 outputs of the test cluster, and (marker slurm) from the running cluster itself."""
 from __future__ import annotations
 
+import json
 import pathlib
 
 import pytest
 
+from broker.backends.json_fields import BadField
 from broker.local_limits import GroupQuota, JobCap, LocalLimits
 from broker.backends.slurm import CommandTransport, SlurmBackend
 from broker.backends.slurm import limits as sl
+from broker.backends.slurm import limits_json
 from broker.backends.slurm.transport import SlurmJob
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -135,3 +138,52 @@ def test_real_cluster_in_the_fairshare_profile_reports_each_accounts_fair_share(
     assert {"fs-heavy", "fs-light", "general", "research"} <= set(shares)
     assert all(0.0 <= points <= 100000.0 for points in shares.values())
     assert backend.inventory().limits.shares == ()  # back in the default profile
+
+
+# --- over REST: the same limits from slurmrestd's replies (limits_json) ---------------------
+
+REST_SAMPLES = sorted((FIXTURES).glob("*/rest-v0.0.*-qos.json"))
+
+
+def _rest_rows(qos_file: pathlib.Path):
+    stem = qos_file.name.removesuffix("-qos.json")
+    def read(kind):
+        return json.loads((qos_file.parent / f"{stem}-{kind}.json").read_text())
+
+    return (limits_json.qos_rows(read("qos")), limits_json.association_rows(read("associations")),
+            limits_json.partition_rows(read("partitions")))
+
+
+def test_every_version_ci_runs_has_captured_limit_replies():
+    assert {p.parent.name for p in REST_SAMPLES} == {"22.05", "24.11", "26.05"}
+
+
+@pytest.mark.parametrize("qos_file", REST_SAMPLES, ids=lambda p: f"{p.parent.name}-{p.name[5:12]}")
+def test_captured_rest_replies_give_the_test_clusters_limits(qos_file):
+    qos, assocs, parts = _rest_rows(qos_file)
+    by_qos = {q.name: q for q in qos}
+    assert by_qos["gpu-small"].max_gpus == 2 and by_qos["normal"].max_gpus is None
+    assert sl.Row("research", grp_gpus=4) in assocs
+    times = {p.name: p.max_time_s for p in parts}
+    assert times["debug"] == 3600.0 and times["gpu"] is None
+    limits = sl.local_limits(qos, assocs, parts, [])
+    assert JobCap("QoS gpu-small (MaxTRESPerJob=gres/gpu=2)", scope="qos:gpu-small", max_gpus=2) in limits.caps
+
+
+def test_rest_limit_rows_name_a_field_of_the_wrong_type():
+    with pytest.raises(BadField, match=r"qos\[0\]\.limits"):
+        limits_json.qos_rows({"qos": [{"name": "normal", "limits": 7}]})
+    assert limits_json.partition_rows({"partitions": [{"name": "p", "maximums": {
+        "time": {"set": True, "infinite": True, "number": 0}, "nodes": 4294967295}}]}) == [sl.PartitionRow("p")]
+
+
+@pytest.mark.slurm
+def test_real_cluster_over_rest_reports_the_limits_its_commands_do(slurm_env):
+    from tests.broker.backends.slurm.test_integration import make_transport
+
+    by_cli = SlurmBackend("ci", CommandTransport(timeout_s=20, bin_dir=slurm_env.get("SLURM_BIN_DIR", "")))
+    by_rest = SlurmBackend("ci", make_transport("rest", slurm_env))
+    cli, rest = by_cli.inventory().limits, by_rest.inventory().limits
+    assert sorted(rest.caps, key=repr) == sorted(cli.caps, key=repr)
+    assert sorted(rest.quotas, key=repr) == sorted(cli.quotas, key=repr)
+    assert "QoS gpu-small (MaxTRESPerJob=gres/gpu=2)" in {c.source for c in rest.caps}
