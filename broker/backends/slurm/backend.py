@@ -26,6 +26,7 @@ from broker.backends.slurm import parsers
 from broker.backends.slurm.limits import read_limits
 from broker.backends.slurm.config import SlurmConfig
 from broker.backends.slurm.mapping import SubmitRequest, build_request
+from broker.backends.slurm.metrics import NodeGpus, NodeMetrics
 from broker.backends.slurm.outcome import outcome as end_outcome
 from broker.backends.slurm.output import OutputReader, output_path, output_pattern
 from broker.backends.slurm.transport import SlurmAcct, SlurmJob, SlurmNode, Transport
@@ -84,11 +85,13 @@ class SlurmBackend:
         transport: Transport,
         config: SlurmConfig | None = None,
         output_reader: OutputReader | None = None,
+        node_metrics: NodeMetrics | None = None,
     ):
         self.cluster = cluster
         self.transport = transport
         self.config = config or SlurmConfig()
         self.output_reader = output_reader  # None: this cluster's output files are out of reach
+        self.node_metrics = node_metrics  # slurmctld's OpenMetrics (config metrics_url), if any
         self._known_types: frozenset[str] | None = None
 
     # ------------------------------------------------------------ conversions
@@ -131,8 +134,9 @@ class SlurmBackend:
         )
 
     # ------------------------------------------------------------ inventory
-    def _node_inventories(self, node: SlurmNode) -> list[tuple[str, NodeInventory]]:
-        """(gres type, NodeInventory) per GPU type on the node."""
+    def _node_inventories(self, node: SlurmNode, counted: NodeGpus | None) -> list[tuple[str, NodeInventory]]:
+        """(gres type, NodeInventory) per GPU type on the node; ``counted``: slurmctld's
+        OpenMetrics figures for it, which give the allocation of a node of one GPU type."""
         healthy, draining = parsers.node_health(node)
         gpus = parsers.gpu_items(node.gres)
         if not gpus:
@@ -154,6 +158,8 @@ class SlurmBackend:
                     used[t] = typed[t]
             if len(by_type) == 1 and not typed:
                 used[next(iter(by_type))] = parsers.tres_gpus(node.alloc_tres)
+        if counted is not None and len(by_type) == 1:
+            used = {next(iter(by_type)): counted.allocated}
         out = []
         for gtype, total in sorted(by_type.items()):
             model, partitioning = _split_type(gtype)
@@ -180,11 +186,12 @@ class SlurmBackend:
     def inventory(self) -> InventorySnapshot:
         taken_at = datetime.now(timezone.utc)
         nodes = self.transport.nodes()
+        counted = self.node_metrics.read() if self.node_metrics else None
         wanted = set(self.config.partitions)
         pools: dict[tuple[str, str], list[NodeInventory]] = defaultdict(list)
         types: set[str] = set()
         for node in nodes:
-            for gtype, inv in self._node_inventories(node):
+            for gtype, inv in self._node_inventories(node, (counted or {}).get(node.name)):
                 types.add(gtype)
                 for partition in node.partitions:
                     if wanted and partition not in wanted:

@@ -7,6 +7,8 @@ Called by broker/backends/registry.py.  Config keys (all optional):
   ``ssh_host`` (shorthand for that prefix), ``remote_shell``, ``bin_dir``.
 - rest: ``rest_url`` (required), ``api_version`` ("auto" by default), ``user_name``
   (default $SLURM_REST_USER or the process user).  The resolved credentials are the JWT.
+- ``metrics_url``: slurmctld's OpenMetrics (25.11+, e.g. "http://slurmctld:6817"): each
+  node's allocated GPUs come from ``/metrics/nodes`` while it answers (metrics.py).
 - job output: read through the cli transport; for rest (slurmrestd serves no files),
   through ``logs_prefix`` (an argument list; [] reads on the broker's machine) or
   ``logs_ssh_host``.
@@ -30,6 +32,7 @@ from broker.backends.base import Unavailable
 from broker.backends.slurm.backend import SlurmBackend
 from broker.backends.slurm.commands import CommandTransport
 from broker.backends.slurm.config import DEFAULT_GPU_MEMORY_GB, SlurmConfig
+from broker.backends.slurm.metrics import NodeMetrics
 from broker.backends.slurm.output import OutputReader, check_pattern
 from broker.backends.slurm.rest import RestTransport
 from broker.backends.slurm.transport import Transport
@@ -45,6 +48,7 @@ _TRANSPORT = {
     "user_name",
     "logs_prefix",
     "logs_ssh_host",
+    "metrics_url",
 }
 _ALIASES = {
     "account": "default_account",
@@ -152,7 +156,8 @@ def slurm_backend_from_config(
         )
     else:
         raise Unavailable(f"cluster {cluster}: unknown transport {kind!r} (cli or rest)")
-    return SlurmBackend(cluster, transport, settings, _output_reader(config, transport, timeout_s))
+    metrics = NodeMetrics(str(config["metrics_url"]), timeout_s) if config.get("metrics_url") else None
+    return SlurmBackend(cluster, transport, settings, _output_reader(config, transport, timeout_s), metrics)
 
 
 def _output_reader(config: Mapping[str, Any], transport: Any, timeout_s: float) -> OutputReader | None:
