@@ -43,3 +43,19 @@ def test_login_and_logout(client, trio):
     assert response.status_code == 302
     assert client.post(reverse("logout")).status_code == 302
     assert client.get(reverse("home")).status_code == 302
+
+
+def test_a_refused_page_says_which_role_it_needs_inside_the_portal(trio, login):
+    response = login(trio.finance).get(reverse("workload-new"))
+    body = response.content.decode()
+    assert response.status_code == 403
+    assert "needs the researcher role" in body and "Your roles and what you can do" in body
+    assert "GPU broker" in body and "Log out" in body  # the portal's own page, signed in
+
+
+def test_a_missing_page_is_the_portals_own_and_names_nothing(trio, login, settings):
+    settings.DEBUG = False
+    response = login(trio.member).get("/no-such-page/")
+    body = response.content.decode()
+    assert response.status_code == 404 and "There is nothing here that you can see." in body
+    assert "Log out" in body
