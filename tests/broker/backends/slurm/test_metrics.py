@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import time
 
 import pytest
 import requests
@@ -14,8 +13,9 @@ from broker.backends.slurm import CommandTransport, SlurmBackend, SlurmConfig
 from broker.backends.slurm.factory import slurm_backend_from_config
 from broker.backends.slurm.metrics import NodeGpus, NodeMetrics, parse_node_gpus
 
-from .support import JOBDIR, read_fixture
+from .support import JOBDIR, read_fixture, sh
 from .test_backend import ReplayTransport
+from .test_integration import wait_for
 
 
 class Answer:
@@ -64,19 +64,13 @@ def test_a_cluster_config_names_the_metrics_url():
 
 @pytest.mark.slurm
 def test_real_cluster_inventory_is_the_same_with_and_without_its_metrics(slurm_env):
-    version = subprocess.run(["sinfo", "--version"], capture_output=True, text=True, timeout=30).stdout.split()[1]
+    version = sh("sinfo", "--version").split()[1]
     metrics = NodeMetrics("http://127.0.0.1:6817", timeout_s=5)
     transport = CommandTransport(timeout_s=20, bin_dir=slurm_env.get("SLURM_BIN_DIR", ""))
-    job = subprocess.run(["sbatch", "--parsable", f"--chdir={JOBDIR}", "--mem=256M", "--account=general",
-                          "-w", "n1", "--gres=gpu:a100:3", "-J", "ext-metrics", "--wrap", "sleep 60"],
-                         capture_output=True, text=True, timeout=30, check=True).stdout.split(";")[0].strip()
+    job = sh("sbatch", "--parsable", f"--chdir={JOBDIR}", "--mem=256M", "--account=general", "-w", "n1",
+             "--gres=gpu:a100:3", "-J", "ext-metrics", "--wrap", "sleep 60").split(";")[0].strip()
     try:
-        for _ in range(60):
-            state = subprocess.run(["squeue", "-h", "-j", job, "-o", "%T"], capture_output=True, text=True,
-                                   timeout=30).stdout.strip()
-            if state == "RUNNING":
-                break
-            time.sleep(0.5)
+        wait_for(lambda: sh("squeue", "-h", "-j", job, "-o", "%T").strip() == "RUNNING", f"job {job} running")
         with_metrics = SlurmBackend("ci", transport, node_metrics=metrics).inventory()
         counted = metrics.read()
         without = SlurmBackend("ci", transport).inventory()
