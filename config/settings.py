@@ -79,6 +79,8 @@ if GPUBROKER_DEV_TOOLS:
 MIDDLEWARE = [
     # first: every answer, a redirect or a refusal included, carries its X-Request-ID
     "config.requestid.RequestIdMiddleware",
+    # a view that met an unreachable database answers 503 with Retry-After, not 500
+    "config.dbdown.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # sign-in and token endpoints: a per-address limit before any work is done
     "portal.security.ratelimit.RateLimitMiddleware",

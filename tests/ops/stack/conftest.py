@@ -65,13 +65,16 @@ def stack():
             pytest.fail(f"slurmrestd is not reachable at {gateway}:{rest_port} from the containers' network: "
                         "start the cluster with SLURM_CI_REST_BIND=0.0.0.0")
         people = [(f"stack-r{n}", secrets.token_urlsafe(12)) for n in range(max(RESEARCHERS, 2))]
-        seed = {"cluster": CLUSTER, "slurm_url": f"http://{gateway}:{rest_port}", "researchers": people,
+        # one researcher the load never uses: what the outage test charges is theirs alone
+        quiet = ("stack-quiet", secrets.token_urlsafe(12))
+        seed = {"cluster": CLUSTER, "slurm_url": f"http://{gateway}:{rest_port}", "researchers": [*people, quiet],
                 "staff": ["stack-finance", secrets.token_urlsafe(12)], "tenants": 1, "quota": 64}
         out = s.manage_shell(open(os.path.join(os.path.dirname(__file__), "seed.py")).read(),
                              STACK_SEED=json.dumps(seed))
         line = next(x for x in out.splitlines() if x.startswith("STACK_SEEDED "))
         s.projects = json.loads(line.split(" ", 1)[1])
         s.people = people
+        s.quiet = quiet
         s.staff = tuple(seed["staff"])
         s.slurm = slurm
         s.cluster = CLUSTER
