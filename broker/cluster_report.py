@@ -29,6 +29,9 @@ class NodeInventory:
     # an elastic pool's node that is not up: "available" (the pool may add it on demand),
     # "requested" (provisioning); "" for a node that is up
     provisioning: str = ""
+    # why some or all of its GPUs take no work, in the control plane's words ("DRAIN: bad
+    # gpu", "not Ready: KubeletNotReady", "2 of 8 GPUs not allocatable"); "" when all do
+    health_reason: str = ""
 
     def to_json(self) -> dict[str, str | int | bool]:
         """As ``GpuPool.nodes`` stores it: the keys rows have always had (and
@@ -48,6 +51,8 @@ class NodeInventory:
         }
         if self.provisioning:
             out["provisioning"] = self.provisioning
+        if self.health_reason:
+            out["reason"] = self.health_reason
         return out
 
     @classmethod
@@ -76,6 +81,7 @@ class NodeInventory:
             partitioning=data.get("partitioning", partitioning),
             healthy=data.get("healthy", True),
             draining=data.get("draining", False),
+            health_reason=data.get("reason", ""),
             interconnect_domain=data.get("domain", ""),
             owner=data.get("owner", owner),
             provisioning=data.get("provisioning", ""),

@@ -33,8 +33,28 @@ def cluster_rows(*, user: AnyUser) -> list[dict]:
                 "age_s": age,
                 "stale": cluster.health == ClusterHealth.STALE,
                 "limits": limit_rows(cluster.local_limits),
+                "nodes_out": nodes_out(pools),
             }
         )
+    return rows
+
+
+def nodes_out(pools: list[GpuPool]) -> list[dict]:
+    """The nodes of the last report whose GPUs take no work, all or some of them, with the
+    reason their control plane gives: none of them counts as idle (``NodeInventory.gpus_free``)."""
+    rows = []
+    for pool in pools:
+        for node in pool.nodes:
+            if node.get("provisioning"):
+                continue  # an elastic pool's node that is not up is not out of service
+            total, allocatable = int(node.get("total", 0)), int(node.get("allocatable", 0))
+            healthy, draining = node.get("healthy", True), node.get("draining", False)
+            if healthy and not draining and allocatable >= total:
+                continue
+            state = "unhealthy" if not healthy else "draining" if draining else "GPUs not allocatable"
+            out = total if not healthy or draining else total - allocatable
+            rows.append({"pool": pool.name, "node": node["name"], "state": state, "gpus": out,
+                         "total": total, "reason": node.get("reason", "")})
     return rows
 
 

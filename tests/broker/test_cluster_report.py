@@ -35,3 +35,12 @@ def test_gpus_ahead_under_fair_share_leave_out_accounts_below_the_jobs_own():
     assert queue.gpus_ahead(points, ("unknown",)) == 30  # no factor: nothing says it goes first
     assert queue.gpus_ahead({}, ("light",)) == 30  # no fair share: submission order
     assert QueueStats(2, 10).gpus_ahead(points, ("light",)) == 10  # not reported per account
+
+
+def test_a_nodes_health_reason_is_stored_and_read_back():
+    node = NodeInventory("n1", "H100", 94, 8, 6, 0, health_reason="2 of 8 GPUs not allocatable")
+    stored = node.to_json()
+    assert stored["reason"] == "2 of 8 GPUs not allocatable"
+    back = NodeInventory.from_json(stored, gpu_model="H100", gpu_memory_gb=94, partitioning="whole", owner="k")
+    assert back.health_reason == "2 of 8 GPUs not allocatable" and back.gpus_free == 6
+    assert "reason" not in NodeInventory("n2", "H100", 94, 8, 8, 0).to_json()  # a healthy node's row is unchanged

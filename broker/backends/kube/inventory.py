@@ -93,6 +93,28 @@ def _draining(node: Fields, settings: BackendSettings) -> bool:
     )
 
 
+def _health_reason(node: Fields, settings: BackendSettings, total: int, allocatable: int) -> str:
+    """Why the node's GPUs of one resource take no work, in Kubernetes' words: its Ready
+    condition, a cordon, a taint that keeps pods off, or GPUs the device plugin no longer
+    offers (allocatable below capacity: what it reports of a GPU it finds unhealthy)."""
+    spec, words = node.obj("spec"), []
+    ready = next((c for c in node.obj("status").objs("conditions") if c.value("type") == "Ready"), None)
+    if ready is None:
+        words.append("never reported Ready")
+    elif ready.value("status") != "True":
+        detail = ": ".join(str(x) for x in (ready.value("reason"), ready.value("message")) if x)
+        words.append(f"not Ready ({detail})" if detail else "not Ready")
+    if spec.value("unschedulable"):
+        words.append("cordoned")
+    for t in spec.objs("taints"):
+        if t.value("effect") in _DRAIN_TAINTS and t.value("key") not in settings.tolerated_taints:
+            value = f"={t.value('value')}" if t.value("value") else ""
+            words.append(f"taint {t.value('key')}{value}:{t.value('effect')}")
+    if allocatable < total:
+        words.append(f"{total - allocatable} of {total} GPUs not allocatable")
+    return "; ".join(words)
+
+
 def node_entries(
     node: Mapping[str, Any] | Fields,
     alloc: Mapping[tuple[str, str], int],
@@ -115,17 +137,19 @@ def node_entries(
             total = max(total, quantity(labels[COUNT_LABEL], labels_at + (COUNT_LABEL,)))
         if total <= 0:
             continue
+        gpus_allocatable = quantity(allocatable.value(resource), allocatable.at(resource))
         out.append(
             NodeInventory(
                 name=prefix + name,
                 gpu_model=settings.model_names.get(product, product),
                 gpu_memory_gb=memory_gb,
                 gpus_total=total,
-                gpus_allocatable=quantity(allocatable.value(resource), allocatable.at(resource)),
+                gpus_allocatable=gpus_allocatable,
                 gpus_allocated=alloc.get((name, resource), 0),
                 partitioning=partitioning,
                 healthy=_healthy(node),
                 draining=_draining(node, settings),
+                health_reason=_health_reason(node, settings, total, gpus_allocatable),
                 interconnect_domain=labels.get(settings.interconnect_label, ""),
                 owner=owner,
             )

@@ -97,6 +97,7 @@ def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
                 partitioning=n.partitioning,
                 healthy=n.healthy,
                 draining=n.draining,
+                health_reason=_health_reason(n.healthy, n.draining),
                 interconnect_domain=n.interconnect_domain,
                 owner=owner,
                 provisioning="" if n.up else ("requested" if n.ready_at is not None else "available"),
@@ -128,3 +129,7 @@ def queue_stats(self: SimulatedCluster) -> QueueStats:
         gpu_hours_per_hour=busy / window if window > 0 else 0.0,
         pending_gpus_by_scope=tuple(sorted((a, g) for a, g in by_account.items() if a)),
     )
+
+
+def _health_reason(healthy: bool, draining: bool) -> str:
+    return "set by the simulator's node lever" if not healthy or draining else ""

@@ -176,6 +176,7 @@ class SlurmBackend:
                         partitioning=partitioning,
                         healthy=healthy,
                         draining=draining,
+                        health_reason=parsers.node_health_reason(node, drained.get(gtype, 0)),
                         interconnect_domain=self.config.interconnect_domain,
                         owner=self.config.owner,
                     ),

@@ -34,6 +34,7 @@ from broker.backends.slurm.states import (  # noqa: F401
     map_job_state,
     map_reason,
     node_health,
+    node_health_reason,
     split_node_state,
 )
 from broker.backends.slurm.transport import GresItem, SlurmAcct, SlurmJob, SlurmNode

@@ -198,3 +198,17 @@ def node_health(node: SlurmNode) -> tuple[bool, bool]:
     healthy = node.state not in UNHEALTHY_BASES and not (node.flags & UNHEALTHY_FLAGS)
     draining = bool(node.flags & DRAINING_FLAGS) or node.state in ("DRAINED", "DRAINING")
     return healthy, draining
+
+
+def node_health_reason(node: SlurmNode, gpus_drained: int = 0) -> str:
+    """Why the node's GPUs take no work, as Slurm says it: its state and flags, then the
+    reason an admin or slurmctld gave ("DRAIN: bad gpu", "DOWN+NOT_RESPONDING: Not
+    responding"); GPUs drained by GresDrain on a node that is otherwise up; "" when none."""
+    healthy, draining = node_health(node)
+    if not healthy or draining:
+        state = "+".join([node.state, *sorted(node.flags & (UNHEALTHY_FLAGS | DRAINING_FLAGS))])
+        reason = node.reason if node.reason and node.reason != "None" else ""
+        return f"{state}: {reason}" if reason else state
+    if gpus_drained:
+        return f"{gpus_drained} GPU{'s' if gpus_drained != 1 else ''} drained (GresDrain)"
+    return ""

@@ -71,3 +71,27 @@ def test_pool_names_from_flavors_and_products():
     pools = build_pools([a, b], [], SETTINGS, "kueue", flavor_namer(flavors))
     assert sorted(p.name for p in pools) == ["xpool/A", "xpool/B"]  # one model per pool
     assert sorted(p.name for p in build_pools([a], [], SETTINGS, "volcano", product_namer)) == ["A"]
+
+
+def test_each_reason_a_node_takes_no_work_is_given_in_kubernetes_words():
+    labels = {"nvidia.com/gpu.product": "P"}
+    gpus = {"nvidia.com/gpu": "8"}
+    fine = node("ok", labels, gpus)
+    assert node_entries(fine, {}, SETTINGS, "k")[0].health_reason == ""
+    down = node("down", labels, gpus, ready="False")
+    down["status"]["conditions"][0].update(reason="KubeletNotReady", message="PLEG is not healthy")
+    assert node_entries(down, {}, SETTINGS, "k")[0].health_reason == "not Ready (KubeletNotReady: PLEG is not healthy)"
+    cordoned = node("c", labels, gpus, unschedulable=True, taints=[
+        {"key": "nvidia.com/gpu.health", "value": "xid-79", "effect": "NoSchedule"}])
+    assert node_entries(cordoned, {}, SETTINGS, "k")[0].health_reason == (
+        "cordoned; taint nvidia.com/gpu.health=xid-79:NoSchedule")
+    assert node_entries(node("never", labels, gpus, ready=None), {}, SETTINGS, "k")[0].health_reason == (
+        "never reported Ready")
+
+
+def test_gpus_the_device_plugin_stopped_offering_are_named_and_not_idle():
+    sick = node("s", {"nvidia.com/gpu.product": "P"}, {"nvidia.com/gpu": "8"})
+    sick["status"]["allocatable"]["nvidia.com/gpu"] = "6"  # two GPUs the plugin found unhealthy
+    [entry] = node_entries(sick, {("s", "nvidia.com/gpu"): 1}, SETTINGS, "kueue")
+    assert entry.health_reason == "2 of 8 GPUs not allocatable"
+    assert entry.healthy and entry.gpus_free == 5  # 6 allocatable - 1 allocated; the 2 are not idle

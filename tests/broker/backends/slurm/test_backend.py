@@ -122,6 +122,20 @@ def test_inventory_mig_and_socket_types():
     assert h100.nodes[0].healthy is False and h100.gpus_free == 0
 
 
+def test_each_node_out_of_service_carries_slurms_state_and_reason():
+    b, _ = backend()  # n2: MIXED+DRAIN, Reason=fixture drain: gpu=0 check [root@...]
+    n1, n2 = b.inventory().pools[1].nodes
+    assert n1.health_reason == ""
+    assert n2.health_reason == "MIXED+DRAIN: fixture drain: gpu=0 check [root@1795994159]"
+    b, t = backend()
+    t._nodes = parsers.parse_scontrol_nodes(
+        "NodeName=g1 Gres=gpu:a100:4 GresDrain=gpu:a100:1 State=IDLE Partitions=p\n"
+        "NodeName=g2 Gres=gpu:a100:8 State=DOWN+NOT_RESPONDING Partitions=p Reason=Not responding\n")
+    g1, g2 = b.inventory().pools[0].nodes
+    assert g1.health_reason == "1 GPU drained (GresDrain)" and g1.gpus_free == 3
+    assert g2.health_reason == "DOWN+NOT_RESPONDING: Not responding" and g2.gpus_free == 0
+
+
 def test_inventory_partition_filter_and_unavailable():
     b, t = backend(config=SlurmConfig(partitions=("gpu",), throughput_window_s=0))
     assert [p.name for p in b.inventory().pools] == ["gpu/a100"]

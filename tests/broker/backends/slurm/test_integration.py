@@ -282,6 +282,8 @@ def test_inventory_shows_drained_node(make_backend):
         pool = wait_for(drained, "n2 draining in the inventory", 20)
         n2 = next(n for n in pool.nodes if n.name == "n2")
         assert n2.gpus_free == 0 and pool.gpus_free <= 8
+        # Slurm's state and the admin's reason, as /clusters/ shows them
+        assert "DRAIN" in n2.health_reason and "ci drain test" in n2.health_reason, n2.health_reason
     finally:
         sh("scontrol", "update", "nodename=n2", "state=resume")
 
