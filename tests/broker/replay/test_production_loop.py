@@ -19,10 +19,10 @@ from broker.services.fleet.policy import current_policy, policy_override
 from .conftest import FRAGMENTED_FLEET, busy_slice
 
 
-def _jobs(n: int, seed: int = 3) -> list[ReplayJob]:
-    """A busy slice: arrivals every 0-90 s, runs of 5-60 minutes, a gang in five."""
+def _jobs(n: int, seed: int = 3, gap_s: int = 90, minutes: tuple[int, int] = (5, 60)) -> list[ReplayJob]:
+    """A busy slice: arrivals every 0-``gap_s`` s (90), runs of ``minutes`` (5-60), a gang in five."""
     rng = random.Random(seed)
-    jobs = busy_slice(n, rng, gap_s=90, minutes=(5, 60), gang_every=5, gang_gpus=lambda: rng.choice([2, 4]),
+    jobs = busy_slice(n, rng, gap_s=gap_s, minutes=minutes, gang_every=5, gang_gpus=lambda: rng.choice([2, 4]),
                       single_gpus=lambda: rng.choice([1, 2, 3, 4]))
     return mark_local(jobs, 0.3, seed)
 
@@ -40,7 +40,9 @@ def test_every_beat_entry_is_either_replayed_or_left_out_with_a_reason():
 def test_skipped_passes_elided_syncs_and_ticks_passed_over_change_no_decision(transactional_db):
     # transactional: the services hand their follow-ups to the worker after a real commit
     fleet = parse_fleet(FRAGMENTED_FLEET, source="fragmented")
-    jobs = _jobs(80)
+    # 50 jobs packed closer and shorter than the smoke's: as contended (25 of the 33 the broker
+    # is sent wait), about 30 s of CPU for both runs; the 500-job version is in bench/
+    jobs = _jobs(50, gap_s=45, minutes=(5, 30))
     every = replay_run("default", jobs, fleet, seed=3, skipping=Skipping(on=False))
     skipping = replay_run("default", jobs, fleet, seed=3, skipping=Skipping(on=True))
     assert _decisions(skipping) == _decisions(every)
