@@ -53,8 +53,16 @@ def nodes_out(pools: list[GpuPool]) -> list[dict]:
                 continue
             state = "unhealthy" if not healthy else "draining" if draining else "GPUs not allocatable"
             out = total if not healthy or draining else total - allocatable
-            rows.append({"pool": pool.name, "node": node["name"], "state": state, "gpus": out,
-                         "total": total, "reason": node.get("reason", "")})
+            rows.append(
+                {
+                    "pool": pool.name,
+                    "node": node["name"],
+                    "state": state,
+                    "gpus": out,
+                    "total": total,
+                    "reason": node.get("reason", ""),
+                }
+            )
     return rows
 
 
