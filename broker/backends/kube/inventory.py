@@ -21,6 +21,9 @@ from broker.backends.kube.common import (
     MIG_RESOURCE_PREFIX,
     MIG_STRATEGY_LABEL,
     PRODUCT_LABEL,
+    SHARED_RESOURCE,
+    SHARED_STRATEGIES,
+    SHARING_LABEL,
     BackendSettings,
     KubeClient,
     gpu_requests,
@@ -63,10 +66,18 @@ def allocated_by_node(pods: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str]
 def _device_kind(resource: str, labels: Mapping[str, str], labels_at: tuple[Key, ...]) -> tuple[str, int, str]:
     """(partitioning, memory GB per device, product) of one GPU resource of a node.
 
+    Shared (time-slicing or MPS replicas): partitioning ``time-slicing`` or ``mps``.
+
     Mixed strategy: ``nvidia.com/mig-<profile>`` resources.  Single strategy: the
     slices are ``nvidia.com/gpu`` and the product label ends in ``-MIG-<profile>``.
     """
     product = labels.get(PRODUCT_LABEL, "unknown")
+    sharing = labels.get(SHARING_LABEL, "")
+    if resource == SHARED_RESOURCE or (not resource.startswith(MIG_RESOURCE_PREFIX) and sharing in SHARED_STRATEGIES):
+        # replicas of whole GPUs, each with the GPU's memory and none of its isolation: a pool
+        # of its own, which a job asking for whole GPUs never matches (filter_partitioning)
+        memory_gb = round(quantity(labels.get(MEMORY_LABEL), labels_at + (MEMORY_LABEL,)) / 1024)
+        return sharing if sharing in SHARED_STRATEGIES else "shared", memory_gb, product.removesuffix("-SHARED")
     profile = resource[len(MIG_RESOURCE_PREFIX) :] if resource.startswith(MIG_RESOURCE_PREFIX) else ""
     if not profile and labels.get(MIG_STRATEGY_LABEL) == "single" and "-MIG-" in product:
         product, profile = product.split("-MIG-", 1)

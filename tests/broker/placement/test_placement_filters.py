@@ -1,6 +1,9 @@
 """One test (or a few) per filter rule; each checks the rule name and the message."""
 from __future__ import annotations
 
+from broker.backends.base import PoolInventory
+from broker.backends.kube.common import BackendSettings
+from broker.backends.kube.inventory import node_entries
 from broker.placement import TenantPolicy
 from broker.placement.filters import filter_freshness
 from broker.placement.results import RULES
@@ -259,3 +262,21 @@ def test_same_owner_in_two_pools_is_not_a_conflict(kit):
 def test_freshness_tolerates_a_naive_timestamp(kit):
     naive = kit.now.replace(tzinfo=None)
     assert filter_freshness(naive, kit.now, 300) is None
+
+
+def test_a_whole_gpu_job_is_never_sent_to_a_time_sliced_pool(kit):
+    # what the device plugin advertises for 2 A100s time-sliced 4 ways: 8 "nvidia.com/gpu"
+    labels = {"nvidia.com/gpu.product": "A100-SHARED", "nvidia.com/gpu.memory": "81920",
+              "nvidia.com/gpu.count": "2", "nvidia.com/gpu.replicas": "4",
+              "nvidia.com/gpu.sharing-strategy": "time-slicing"}
+    ts_node = {"metadata": {"name": "ts-0", "labels": labels}, "spec": {},
+               "status": {"capacity": {"nvidia.com/gpu": "8"}, "allocatable": {"nvidia.com/gpu": "8"},
+                          "conditions": [{"type": "Ready", "status": "True"}]}}
+    entries = node_entries(ts_node, {}, BackendSettings(), "kueue")
+    shared = PoolInventory(name="a100", gpu_model="A100", gpu_memory_gb=80, partitioning=entries[0].partitioning,
+                           owner="kueue", nodes=tuple(entries))
+    fleet = kit.fleet([kit.snap("shared", shared), kit.snap("whole", kit.pool("whole", [2], model=A100_80))])
+    result = kit.place(fleet, kit.spec(gpu_class="a100-80gb", gpus_per_worker=4))
+    assert result.excluded["shared"].rule == "partitioning"  # 8 free "GPUs" there, none whole
+    assert "offers time-slicing GPUs, the job needs whole" in result.excluded["shared"].message
+    assert [c.cluster for c in result.ranked] == []  # the whole-GPU cluster has only 2 free: it waits

@@ -95,3 +95,22 @@ def test_gpus_the_device_plugin_stopped_offering_are_named_and_not_idle():
     [entry] = node_entries(sick, {("s", "nvidia.com/gpu"): 1}, SETTINGS, "kueue")
     assert entry.health_reason == "2 of 8 GPUs not allocatable"
     assert entry.healthy and entry.gpus_free == 5  # 6 allocatable - 1 allocated; the 2 are not idle
+
+
+def test_time_sliced_gpus_are_a_shared_pool_of_replicas_not_whole_gpus():
+    # the device plugin's time-slicing: 4 GPUs advertised as 16 replicas, product renamed -SHARED
+    n = node("ts", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-SHARED", "nvidia.com/gpu.memory": "81920",
+                    "nvidia.com/gpu.count": "4", "nvidia.com/gpu.replicas": "4",
+                    "nvidia.com/gpu.sharing-strategy": "time-slicing"}, {"nvidia.com/gpu": "16"})
+    [entry] = node_entries(n, {("ts", "nvidia.com/gpu"): 3}, SETTINGS, "kueue")
+    assert (entry.partitioning, entry.gpu_model, entry.gpu_memory_gb) == ("time-slicing", "NVIDIA-A100-SXM4-80GB", 80)
+    assert (entry.gpus_total, entry.gpus_allocated) == (16, 3)  # replicas, not the 4 GPUs' count label
+
+
+def test_renamed_shared_resource_and_mps_are_shared_pools_too():
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559",
+              "nvidia.com/gpu.sharing-strategy": "mps", "nvidia.com/gpu.replicas": "2"}
+    [entry] = node_entries(node("mps", labels, {"nvidia.com/gpu.shared": "16"}), {}, SETTINGS, "kueue")
+    assert (entry.partitioning, entry.gpus_total, entry.gpu_model) == ("mps", 16, "NVIDIA-H100-80GB-HBM3")
+    plain = node("p", {"nvidia.com/gpu.product": "P", "nvidia.com/gpu.sharing-strategy": "none"}, {"nvidia.com/gpu": "8"})
+    assert node_entries(plain, {}, SETTINGS, "kueue")[0].partitioning == "whole"
