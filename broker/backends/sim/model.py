@@ -15,6 +15,8 @@ PRIORITY_RANK = {"high": 0, "normal": 1, "low": 2}
 MIG_RE = re.compile(r"^([1-7])g\.(\d{1,3})gb$")
 # How many slices of a profile one A100/H100 holds (NVIDIA's MIG geometry).
 MIG_SLICES = {1: 7, 2: 3, 3: 2, 4: 1, 7: 1}
+# GPUs shared by time-slicing or MPS: each GPU is ``replicas`` units with its whole memory
+SHARED_PARTITIONINGS = ("time-slicing", "mps")
 MAX_SLOW_S = 30.0  # a slow cluster still answers: the delay is bounded
 
 
@@ -111,6 +113,7 @@ class NodeGroup:
     max_count: int | None = None
     provisioning_s: float = 480.0
     idle_release_s: float = 600.0
+    replicas: int = 4  # units per GPU of a shared (time-slicing, MPS) group
 
     @property
     def prefix(self) -> str:
@@ -122,7 +125,9 @@ class NodeGroup:
 
     def build(self, start_index: int = 1) -> list[SimNode]:
         units, memory = self.gpus_per_node, self.gpu_memory_gb
-        if self.partitioning != "whole":
+        if self.partitioning in SHARED_PARTITIONINGS:
+            units = self.gpus_per_node * self.replicas
+        elif self.partitioning != "whole":
             slices, memory = mig_geometry(self.partitioning)
             units = self.gpus_per_node * slices
         return [
