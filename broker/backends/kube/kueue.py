@@ -23,6 +23,7 @@ from broker.backends.kube.limits import kueue_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
+from broker.backends.kube.topology import with_gang_topology
 from broker.backends.json_fields import Fields
 from broker.backends.kube.priority import priority_class_of
 from broker.backends.kube.common import (
@@ -211,7 +212,7 @@ class KueueBackend(KubeJobBackend):
         if name := priority_class_of(spec, self.settings.priority_classes):
             extra[PRIORITY_LABEL] = name
         labels = object_labels(spec, workload_id, extra)
-        pod = worker_pod_spec(spec, workload_id, self.settings)
+        pod = with_gang_topology(worker_pod_spec(spec, workload_id, self.settings), spec, workload_id, self.settings)
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",

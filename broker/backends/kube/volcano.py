@@ -32,6 +32,7 @@ from broker.backends.base import (
     UsageRecord,
 )
 from broker.backends.kube import inventory as inv
+from broker.backends.kube.topology import with_gang_topology
 from broker.backends.json_fields import Fields
 from broker.backends.kube.priority import priority_class_of
 from broker.backends.kube.common import (
@@ -71,7 +72,7 @@ class VolcanoBackend(KubeJobBackend):
     # ---- the spec mapping -----------------------------------------------------------
     def build_manifest(self, spec: WorkloadSpec, workload_id: str, identity: ProjectIdentity) -> dict[str, Any]:
         labels = object_labels(spec, workload_id)
-        pod = worker_pod_spec(spec, workload_id, self.settings)
+        pod = with_gang_topology(worker_pod_spec(spec, workload_id, self.settings), spec, workload_id, self.settings)
         pod["activeDeadlineSeconds"] = spec.time_limit_minutes * 60
         _gpu_requests(pod)
         body: dict[str, Any] = {

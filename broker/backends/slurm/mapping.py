@@ -38,6 +38,9 @@ class SubmitRequest:
     hold: bool = False
     run_as_user: str = ""  # submit as this POSIX user (the project's jobs run as the person)
     run_as_group: str = ""
+    # a gang that must share an interconnect domain: at most this many leaf switches (Slurm's
+    # --switches, which the topology/tree plugin honours and the others ignore); 0: no bound
+    switches: int = 0
     extra_args: tuple[str, ...] = ()
     rest_extra: Mapping[str, Any] = field(default_factory=dict)
     rest_environment: Mapping[str, str] = field(default_factory=dict)
@@ -139,6 +142,7 @@ def build_request(
         hold=config.submit_held,
         run_as_user=identity.run_as_user,
         run_as_group=identity.run_as_group,
+        switches=1 if spec.same_interconnect and spec.workers > 1 else 0,
         extra_args=tuple(config.extra_sbatch_args),
         rest_extra=dict(config.rest_job_extra),
         rest_environment=dict(config.rest_environment),
@@ -172,6 +176,8 @@ def sbatch_args(req: SubmitRequest) -> list[str]:
         args.append(f"--output={req.output}")
     if req.hold:
         args.append("--hold")
+    if req.switches:
+        args.append(f"--switches={req.switches}")  # waits up to the site's max_switch_wait
     # the broker's account must be privileged (root or SlurmUser) for Slurm to accept these
     if req.run_as_user:
         args.append(f"--uid={req.run_as_user}")
@@ -214,6 +220,10 @@ def rest_job_body(req: SubmitRequest, api_version: str) -> dict[str, Any]:
         job["standard_output"] = req.output
     if req.hold:
         job["hold"] = True
+    if req.switches and minor > 38:
+        # v0.0.38 (22.05) refuses the key ("Disabled key: required_switches"): there only
+        # sbatch carries the bound (docs/topology.md)
+        job["required_switches"] = req.switches
     if minor <= 38:
         job.update(
             {

@@ -121,3 +121,13 @@ def test_rest_body_v0041():
     assert job["hold"] is True and job["current_working_directory"] == "/w"
     with pytest.raises(ValueError):
         rest_job_body(req, "latest")
+
+
+def test_a_gang_that_must_share_an_interconnect_asks_slurm_for_one_switch():
+    gang = build_request(spec(workers=2, same_interconnect=True), "wl-g", IDENT, SlurmConfig())
+    assert "--switches=1" in sbatch_args(gang)
+    assert "required_switches" not in rest_job_body(gang, "v0.0.38")["job"]  # 22.05's REST disables the key
+    assert rest_job_body(gang, "v0.0.42")["job"]["required_switches"] == 1
+    loose = build_request(spec(workers=2), "wl-l", IDENT, SlurmConfig())
+    assert not [a for a in sbatch_args(loose) if a.startswith("--switches")]
+    assert "required_switches" not in rest_job_body(loose, "v0.0.42")["job"]

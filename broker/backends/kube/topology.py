@@ -1,0 +1,29 @@
+"""A gang that must share an interconnect domain (``same_interconnect``), as Kubernetes'
+own scheduler understands it: required pod affinity among the job's workers with the
+domain's node label as topology key (``BackendSettings.interconnect_label``, the label the
+inventory reads each node's domain from). The first worker may go to any domain with room
+(a pod that matches its own affinity term is not held back by having no peers yet); every
+later one must join its domain, so the workers never span two. Kueue's quota admission and
+Volcano's gang wait the same way; neither needs a feature of its own for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.backends.kube.common import WORKLOAD_LABEL, BackendSettings, label_value
+from broker.spec import WorkloadSpec
+
+
+def with_gang_topology(
+    pod: dict[str, Any], spec: WorkloadSpec, workload_id: str, settings: BackendSettings
+) -> dict[str, Any]:
+    """The worker pod spec, with the domain requirement added when the gang asks for one."""
+    if not (spec.same_interconnect and spec.workers > 1 and settings.interconnect_label):
+        return pod
+    term = {
+        "labelSelector": {"matchLabels": {WORKLOAD_LABEL: label_value(workload_id)}},
+        "topologyKey": settings.interconnect_label,
+    }
+    affinity = dict(pod.get("affinity") or {})
+    affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    return {**pod, "affinity": affinity}

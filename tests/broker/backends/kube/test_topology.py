@@ -1,0 +1,39 @@
+"""A gang that must share an interconnect domain carries it to Kubernetes' scheduler: required
+pod affinity among its own workers, keyed on the domain's node label."""
+from __future__ import annotations
+
+from broker.backends.base import ProjectIdentity
+from broker.backends.kube import BackendSettings, KubeConfig, KueueBackend, VolcanoBackend
+from broker.spec import WorkloadSpec
+
+IDENT = ProjectIdentity(tenant="t", project="p", k8s_namespace="team")
+
+
+def spec(**kw) -> WorkloadSpec:
+    base = dict(project="p", name="train", command="run", gpus_per_worker=4, workers=2, gpu_models=("A100",))
+    return WorkloadSpec(**{**base, **kw})
+
+
+def _pod(backend, s: WorkloadSpec) -> tuple[dict, dict]:
+    body = backend.build_manifest(s, "wl-1", IDENT)
+    template = body["spec"]["template"] if "template" in body["spec"] else body["spec"]["tasks"][0]["template"]
+    return template, template["spec"]
+
+
+def test_kueue_and_volcano_gangs_keep_their_workers_in_one_domain():
+    settings = BackendSettings(interconnect_label="gpubroker.io/rack")
+    for cls in (KueueBackend, VolcanoBackend):
+        template, pod = _pod(cls("c", KubeConfig(), settings), spec(same_interconnect=True))
+        [term] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "gpubroker.io/rack", cls
+        # the selector matches the job's own pods, whose template carries the label
+        for key, value in term["labelSelector"]["matchLabels"].items():
+            assert template["metadata"]["labels"][key] == value, cls
+
+
+def test_no_requirement_without_the_ask_a_gang_or_the_label():
+    kueue = KueueBackend("c", KubeConfig(), BackendSettings())
+    for s in (spec(), spec(workers=1, same_interconnect=False)):
+        assert "podAffinity" not in _pod(kueue, s)[1].get("affinity", {})
+    unlabelled = KueueBackend("c", KubeConfig(), BackendSettings(interconnect_label=""))
+    assert "podAffinity" not in _pod(unlabelled, spec(same_interconnect=True))[1].get("affinity", {})
