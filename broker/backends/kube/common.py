@@ -36,12 +36,7 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by GPU feature discovery
 COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
-# GPU sharing by the NVIDIA device plugin: each GPU advertised as ``replicas`` units, under
-# ``nvidia.com/gpu`` (the product label then ends in -SHARED) or, renamed, ``nvidia.com/gpu.shared``
-SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"  # time-slicing, mps (none: not shared)
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
-SHARED_RESOURCE = "nvidia.com/gpu.shared"
-SHARED_STRATEGIES = ("time-slicing", "mps")
+SHARED_RESOURCE = "nvidia.com/gpu.shared"  # time-sliced or MPS replicas, renamed (inventory.py)
 WORKLOAD_LABEL = "gpubroker.io/workload-id"
 WORKLOAD_ANNOTATION = "gpubroker.io/workload-id"  # full id when the label had to be shortened
 PROJECT_LABEL = "gpubroker.io/project"

@@ -22,8 +22,6 @@ from broker.backends.kube.common import (
     MIG_STRATEGY_LABEL,
     PRODUCT_LABEL,
     SHARED_RESOURCE,
-    SHARED_STRATEGIES,
-    SHARING_LABEL,
     BackendSettings,
     KubeClient,
     gpu_requests,
@@ -32,6 +30,11 @@ from broker.backends.kube.common import (
 )
 
 _MIG_MEM_RE = re.compile(r"\.(\d+)gb$")
+# GPU sharing by the NVIDIA device plugin: each GPU advertised as ``nvidia.com/gpu.replicas``
+# units, under ``nvidia.com/gpu`` (the product label then ends in -SHARED) or, renamed,
+# ``nvidia.com/gpu.shared``
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"  # time-slicing, mps (none: not shared)
+SHARED_STRATEGIES = ("time-slicing", "mps")
 _DRAIN_TAINTS = ("NoSchedule", "NoExecute")
 PoolNamer = Callable[[Mapping[str, str]], str]
 
