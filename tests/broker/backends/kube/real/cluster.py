@@ -57,6 +57,31 @@ def node(name: str, product: str, gpus: int = 0, memory_mib: int = 81920,
                                     "kubeletVersion": "fake"}}}
 
 
+def delete_nodes(api: client.ApiClient, *names: str) -> None:
+    """Remove nodes a test added (gone already is fine)."""
+    for name in names:
+        try:
+            client.CoreV1Api(api).delete_node(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+
+def pool_of(backend: Any, node_name: str) -> Any:
+    """The inventory's pool holding ``node_name``, once the backend reports it, else None."""
+    return next((p for p in backend.inventory().pools if any(n.name == node_name for n in p.nodes)), None)
+
+
+def add_node_and_read(api: client.ApiClient, backend: Any, doc: dict[str, Any]) -> tuple[Any, Any]:
+    """Add the node ``doc`` (in place of one of its name) and wait until ``backend`` reports
+    it: (its pool, its NodeInventory)."""
+    name = doc["metadata"]["name"]
+    delete_nodes(api, name)
+    apply(api, doc)
+    pool = wait_for(lambda: pool_of(backend, name), 60, what=f"{name} in the inventory")
+    return pool, next(n for n in pool.nodes if n.name == name)
+
+
 def kueue_nodes() -> list[dict[str, Any]]:
     return [node("a100-0", A100, 4), node("a100-1", A100, 4), node("h100-0", H100, 8),
             node("mig-0", A100_40, 0, memory_mib=40960, mig={MIG: 7})]

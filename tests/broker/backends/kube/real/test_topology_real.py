@@ -23,14 +23,6 @@ def _rack_node(name: str, rack: str) -> dict:
     return node
 
 
-def _delete_nodes(api: client.ApiClient, *names: str) -> None:
-    for name in names:
-        try:
-            client.CoreV1Api(api).delete_node(name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
 
 def _pods_nodes(api: client.ApiClient, job_id: str) -> list[str | None]:
     namespace, name = job_id.split("/")
@@ -39,7 +31,7 @@ def _pods_nodes(api: client.ApiClient, job_id: str) -> list[str | None]:
 
 
 def test_a_gang_waits_for_room_in_one_domain_then_starts_there(kueue_backend, main_api):
-    _delete_nodes(main_api, "rack-a-0", "rack-a-1", "rack-b-0")
+    c.delete_nodes(main_api, "rack-a-0", "rack-a-1", "rack-b-0")
     # racks fragmented: one 4-GPU node in rack a, one in rack b, besides the unlabelled a100-0/1
     c.apply(main_api, _rack_node("rack-a-0", "rack-a"), _rack_node("rack-b-0", "rack-b"))
     try:
@@ -60,7 +52,7 @@ def test_a_gang_waits_for_room_in_one_domain_then_starts_there(kueue_backend, ma
         kueue_backend.cancel(gang)
     finally:
         c.delete_jobs(main_api)
-        _delete_nodes(main_api, "rack-a-0", "rack-a-1", "rack-b-0", "rack-b-1")
+        c.delete_nodes(main_api, "rack-a-0", "rack-a-1", "rack-b-0", "rack-b-1")
 
 
 def _blocker(node: str) -> dict:
@@ -72,7 +64,7 @@ def _blocker(node: str) -> dict:
 
 
 def test_without_the_requirement_the_same_gang_spans_domains_at_once(kueue_backend, main_api):
-    _delete_nodes(main_api, "rack-a-0", "rack-b-0")
+    c.delete_nodes(main_api, "rack-a-0", "rack-b-0")
     c.apply(main_api, _rack_node("rack-a-0", "rack-a"), _rack_node("rack-b-0", "rack-b"))
     core = client.CoreV1Api(main_api)
     try:
@@ -93,4 +85,4 @@ def test_without_the_requirement_the_same_gang_spans_domains_at_once(kueue_backe
         c.wait_for(lambda: not [p for p in core.list_namespaced_pod(c.NAMESPACE).items
                                 if p.metadata.name.startswith("blocker-")], 60, what="the blockers gone")
         c.delete_jobs(main_api)
-        _delete_nodes(main_api, "rack-a-0", "rack-b-0")
+        c.delete_nodes(main_api, "rack-a-0", "rack-b-0")

@@ -7,7 +7,6 @@ import time
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from . import cluster as c
 from .test_volcano_real import GANG_QUEUE, identity, spec
@@ -23,14 +22,6 @@ def _rack_node(name: str, rack: str) -> dict:
     return node
 
 
-def _delete_nodes(api: client.ApiClient) -> None:
-    for name in NODES:
-        try:
-            client.CoreV1Api(api).delete_node(name)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
 
 def _pods_nodes(api: client.ApiClient, job_id: str) -> list[str]:
     namespace, name = job_id.split("/")
@@ -39,7 +30,7 @@ def _pods_nodes(api: client.ApiClient, job_id: str) -> list[str]:
 
 
 def test_a_volcano_gang_waits_whole_then_starts_in_one_rack(volcano_backend, main_api):
-    _delete_nodes(main_api)
+    c.delete_nodes(main_api, *NODES)
     c.apply(main_api, _rack_node("vrack-a-0", "rack-a"), _rack_node("vrack-b-0", "rack-b"), c.volcano_queue(GANG_QUEUE))
     core = client.CoreV1Api(main_api)
     held = [n.metadata.name for n in core.list_node(label_selector="gpubroker.test/pool=volcano").items]
@@ -55,4 +46,4 @@ def test_a_volcano_gang_waits_whole_then_starts_in_one_rack(volcano_backend, mai
         assert both == ["vrack-a-0", "vrack-a-1"], both
     finally:
         c.delete_jobs(main_api)
-        _delete_nodes(main_api)
+        c.delete_nodes(main_api, *NODES)
