@@ -85,6 +85,7 @@ class BackendSettings:
     node_selector: str = ""  # label selector of the nodes this scheduler owns
     tolerated_taints: tuple[str, ...] = ("nvidia.com/gpu",)  # not a sign of draining
     interconnect_label: str = "nvidia.com/gpu.clique"
+    kueue_topology: bool = False  # Kueue TAS: the interconnect label is a level of the flavors' Topology
 
 
 class KubeRejected(Rejected):
@@ -326,9 +327,6 @@ def job_ref(obj: Mapping[str, Any]) -> str:
 def split_ref(job_id: str, default_namespace: str) -> tuple[str, str]:
     ns, _, name = job_id.rpartition("/")
     return (ns or default_namespace, name)
-
-
-# ---- time and quantities ------------------------------------------------------------
 
 
 def parse_time(value: str | None) -> datetime | None:

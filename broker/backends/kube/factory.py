@@ -9,7 +9,9 @@ Config keys (all optional unless said):
   ({node product label: broker model name}), ``gpu_classes`` ({class: [models]};
   default: the classes the broker passes in, those of the policy in force),
   ``node_selector``, ``tolerated_taints``,
-  ``interconnect_label``, ``kueue_api_version`` (v1beta2, the default, or v1beta1 for a
+  ``interconnect_label``, ``kueue_topology`` (true where Kueue's Topology-Aware Scheduling
+  has the interconnect label as a level: a gang that must share a domain asks Kueue for it),
+  ``kueue_api_version`` (v1beta2, the default, or v1beta1 for a
   Kueue before v0.15; Kueue v0.20 serves v1beta2 only).
 - MultiKueue: ``workers`` ({worker name: {kubeconfig, context} or {host, ca_cert}}),
   read-only access used for inventory only; ``multikueue_config`` (one config name).
@@ -37,6 +39,7 @@ _SETTINGS = {
     "node_selector": "node_selector",
     "tolerated_taints": "tolerated_taints",
     "interconnect_label": "interconnect_label",
+    "kueue_topology": "kueue_topology",
 }
 _OTHER = {"kueue_api_version", "workers", "multikueue_config"}
 
@@ -64,6 +67,8 @@ def backend_settings(
     for key, attr in _SETTINGS.items():
         if key in config:
             values[attr] = config[key]
+    if not isinstance(values.get("kueue_topology", False), bool):
+        raise Unavailable(f"kueue_topology must be true or false, not {values['kueue_topology']!r}")
     if "tolerated_taints" in values:
         values["tolerated_taints"] = tuple(values["tolerated_taints"])
     if "gpu_classes" not in values:

@@ -23,12 +23,13 @@ from broker.backends.kube.limits import kueue_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
-from broker.backends.kube.topology import with_gang_topology
+from broker.backends.kube.topology import kueue_pod_annotations, with_gang_topology
 from broker.backends.json_fields import Fields
 from broker.backends.kube.priority import priority_class_of
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
     PROJECT_LABEL,
+    BackendSettings,
     condition_fields,
     dns_name,
     is_gpu_resource,
@@ -229,7 +230,7 @@ class KueueBackend(KubeJobBackend):
                 "completions": spec.workers,
                 "backoffLimit": 0,  # the broker decides about reruns
                 "activeDeadlineSeconds": spec.time_limit_minutes * 60,
-                "template": {"metadata": {"labels": dict(labels)}, "spec": pod},
+                "template": {"metadata": {"labels": dict(labels), **_annotations(spec, self.settings)}, "spec": pod},
             },
         }
 
@@ -463,3 +464,8 @@ def _earlier_runs_s(wl: Mapping[str, Any]) -> int:
     return max(
         status.whole("accumulatedPastExecutionTimeSeconds"), status.whole("accumulatedPastExexcutionTimeSeconds")
     )
+
+
+def _annotations(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any]:
+    tas = kueue_pod_annotations(spec, settings)
+    return {"annotations": tas} if tas else {}

@@ -4,7 +4,12 @@ domain's node label as topology key (``BackendSettings.interconnect_label``, the
 inventory reads each node's domain from). The first worker may go to any domain with room
 (a pod that matches its own affinity term is not held back by having no peers yet); every
 later one must join its domain, so the workers never span two. Kueue's quota admission and
-Volcano's gang wait the same way; neither needs a feature of its own for it."""
+Volcano's gang wait the same way; neither needs a feature of its own for it.
+
+Where a Kueue site runs Topology-Aware Scheduling with the interconnect label as a level of
+its flavors' ``Topology`` (``kueue_topology: true``), the pod set also asks Kueue for that
+level, so Kueue admits the gang only when one domain has room for all of it, rather than
+admitting it by quota for its pods to wait at the scheduler."""
 
 from __future__ import annotations
 
@@ -27,3 +32,13 @@ def with_gang_topology(
     affinity = dict(pod.get("affinity") or {})
     affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     return {**pod, "affinity": affinity}
+
+
+TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+
+
+def kueue_pod_annotations(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, str]:
+    """The pod template's annotations for Kueue's Topology-Aware Scheduling, where the site has it."""
+    if spec.same_interconnect and spec.workers > 1 and settings.kueue_topology and settings.interconnect_label:
+        return {TAS_REQUIRED: settings.interconnect_label}
+    return {}

@@ -2,8 +2,11 @@
 pod affinity among its own workers, keyed on the domain's node label."""
 from __future__ import annotations
 
-from broker.backends.base import ProjectIdentity
+import pytest
+
+from broker.backends.base import ProjectIdentity, Unavailable
 from broker.backends.kube import BackendSettings, KubeConfig, KueueBackend, VolcanoBackend
+from broker.backends.kube.factory import backend_settings
 from broker.spec import WorkloadSpec
 
 IDENT = ProjectIdentity(tenant="t", project="p", k8s_namespace="team")
@@ -37,3 +40,18 @@ def test_no_requirement_without_the_ask_a_gang_or_the_label():
         assert "podAffinity" not in _pod(kueue, s)[1].get("affinity", {})
     unlabelled = KueueBackend("c", KubeConfig(), BackendSettings(interconnect_label=""))
     assert "podAffinity" not in _pod(unlabelled, spec(same_interconnect=True))[1].get("affinity", {})
+
+
+def test_where_kueue_has_topology_aware_scheduling_the_gang_asks_it_for_the_domain():
+    tas = KueueBackend("c", KubeConfig(), BackendSettings(interconnect_label="gpubroker.io/rack", kueue_topology=True))
+    template, _ = _pod(tas, spec(same_interconnect=True))
+    assert template["metadata"]["annotations"] == {"kueue.x-k8s.io/podset-required-topology": "gpubroker.io/rack"}
+    assert "annotations" not in _pod(tas, spec())[0]["metadata"]  # no ask, no annotation
+    plain = KueueBackend("c", KubeConfig(), BackendSettings(interconnect_label="gpubroker.io/rack"))
+    assert "annotations" not in _pod(plain, spec(same_interconnect=True))[0]["metadata"]
+
+
+def test_kueue_topology_in_a_clusters_config_must_be_true_or_false():
+    assert backend_settings({"kueue_topology": True}).kueue_topology is True
+    with pytest.raises(Unavailable, match="kueue_topology must be true or false"):
+        backend_settings({"kueue_topology": "yes"})

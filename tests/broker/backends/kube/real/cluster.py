@@ -57,6 +57,21 @@ def node(name: str, product: str, gpus: int = 0, memory_mib: int = 81920,
                                     "kubeletVersion": "fake"}}}
 
 
+def rack_node(name: str, rack: str, *, pool: str, product: str = A100, gpus: int = 4, **kw: Any) -> dict[str, Any]:
+    """A GPU node in a rack: its interconnect label (the broker's default,
+    nvidia.com/gpu.clique) says which."""
+    doc = node(name, product, gpus, pool=pool, **kw)
+    doc["metadata"]["labels"]["nvidia.com/gpu.clique"] = rack
+    return doc
+
+
+def pods_nodes(api: client.ApiClient, job_id: str, label: str = "job-name") -> list[str]:
+    """The nodes the job's pods are bound to, sorted ("" for a pod not bound yet)."""
+    namespace, name = job_id.split("/")
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"{label}={name}").items
+    return sorted((p.spec.node_name or "") for p in pods)
+
+
 def delete_nodes(api: client.ApiClient, *names: str) -> None:
     """Remove nodes a test added (gone already is fine)."""
     for name in names:
@@ -65,6 +80,13 @@ def delete_nodes(api: client.ApiClient, *names: str) -> None:
         except ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+def ready_nodes(api: client.ApiClient, pool: str) -> int:
+    """How many of the pool's kwok nodes report Ready."""
+    nodes = client.CoreV1Api(api).list_node(label_selector=f"gpubroker.test/pool={pool}").items
+    return sum(1 for n in nodes for cond in (n.status.conditions or [])
+               if cond.type == "Ready" and cond.status == "True")
 
 
 def pool_of(backend: Any, node_name: str) -> Any:

@@ -14,38 +14,27 @@ from .conftest import IDENTITY
 from .test_kueue_real import spec, wait_state
 
 pytestmark = pytest.mark.k8s
-DOMAIN_LABEL = "nvidia.com/gpu.clique"  # BackendSettings.interconnect_label's default
-
-
-def _rack_node(name: str, rack: str) -> dict:
-    node = c.node(name, c.A100, 4, pool="topology")
-    node["metadata"]["labels"][DOMAIN_LABEL] = rack
-    return node
 
 
 
-def _pods_nodes(api: client.ApiClient, job_id: str) -> list[str | None]:
-    namespace, name = job_id.split("/")
-    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
-    return sorted((p.spec.node_name or "") for p in pods)
 
 
 def test_a_gang_waits_for_room_in_one_domain_then_starts_there(kueue_backend, main_api):
     c.delete_nodes(main_api, "rack-a-0", "rack-a-1", "rack-b-0")
     # racks fragmented: one 4-GPU node in rack a, one in rack b, besides the unlabelled a100-0/1
-    c.apply(main_api, _rack_node("rack-a-0", "rack-a"), _rack_node("rack-b-0", "rack-b"))
+    c.apply(main_api, *(c.rack_node(f"{r}-0", r, pool="topology") for r in ("rack-a", "rack-b")))
     try:
         gang = kueue_backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True),
                                     "wl-rack", IDENTITY)
         # one worker starts in a rack (only labelled nodes qualify), the other cannot join it
-        placed = c.wait_for(lambda: (n := _pods_nodes(main_api, gang)) and len([x for x in n if x]) == 1 and n,
+        placed = c.wait_for(lambda: (n := c.pods_nodes(main_api, gang)) and len([x for x in n if x]) == 1 and n,
                             60, what="one worker placed, one waiting")
         first = next(x for x in placed if x)
         assert first in ("rack-a-0", "rack-b-0"), placed
         # room in the first worker's rack: the second joins it there
         rack = "rack-a" if first == "rack-a-0" else "rack-b"
-        c.apply(main_api, _rack_node(f"{rack}-1", rack))
-        both = c.wait_for(lambda: (n := _pods_nodes(main_api, gang)) and all(n) and len(n) == 2 and n,
+        c.apply(main_api, c.rack_node(f"{rack}-1", rack, pool="topology"))
+        both = c.wait_for(lambda: (n := c.pods_nodes(main_api, gang)) and all(n) and len(n) == 2 and n,
                           60, what="both workers placed")
         assert both == sorted([first, f"{rack}-1"]), both
         wait_state(kueue_backend, gang, JobState.RUNNING, JobState.COMPLETED)
@@ -65,14 +54,14 @@ def _blocker(node: str) -> dict:
 
 def test_without_the_requirement_the_same_gang_spans_domains_at_once(kueue_backend, main_api):
     c.delete_nodes(main_api, "rack-a-0", "rack-b-0")
-    c.apply(main_api, _rack_node("rack-a-0", "rack-a"), _rack_node("rack-b-0", "rack-b"))
+    c.apply(main_api, *(c.rack_node(f"{r}-0", r, pool="topology") for r in ("rack-a", "rack-b")))
     core = client.CoreV1Api(main_api)
     try:
         # the control: a100-0 and a100-1 held by pods outside Kueue, so only the racks have room
         for node in ("a100-0", "a100-1"):
             core.create_namespaced_pod(c.NAMESPACE, _blocker(node))
         loose = kueue_backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30"), "wl-loose", IDENTITY)
-        nodes = c.wait_for(lambda: (n := _pods_nodes(main_api, loose)) and all(n) and len(n) == 2 and n, 60,
+        nodes = c.wait_for(lambda: (n := c.pods_nodes(main_api, loose)) and all(n) and len(n) == 2 and n, 60,
                            what="both workers placed")
         assert nodes == ["rack-a-0", "rack-b-0"], nodes  # one in each rack, at once
     finally:

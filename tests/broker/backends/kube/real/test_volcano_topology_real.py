@@ -12,37 +12,33 @@ from . import cluster as c
 from .test_volcano_real import GANG_QUEUE, identity, spec
 
 pytestmark = [pytest.mark.k8s, pytest.mark.volcano]
-DOMAIN_LABEL = "nvidia.com/gpu.clique"
 NODES = ("vrack-a-0", "vrack-a-1", "vrack-b-0")
 
 
-def _rack_node(name: str, rack: str) -> dict:
-    node = c.node(name, c.L40S, 2, memory_mib=46068, pool="volcano-topology")
-    node["metadata"]["labels"][DOMAIN_LABEL] = rack
-    return node
 
 
 
-def _pods_nodes(api: client.ApiClient, job_id: str) -> list[str]:
-    namespace, name = job_id.split("/")
-    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={name}").items
-    return sorted((p.spec.node_name or "") for p in pods)
+def _l40s(name: str, rack: str) -> dict:
+    return c.rack_node(name, rack, pool="volcano-topology", product=c.L40S, gpus=2, memory_mib=46068)
 
 
 def test_a_volcano_gang_waits_whole_then_starts_in_one_rack(volcano_backend, main_api):
     c.delete_nodes(main_api, *NODES)
-    c.apply(main_api, _rack_node("vrack-a-0", "rack-a"), _rack_node("vrack-b-0", "rack-b"), c.volcano_queue(GANG_QUEUE))
+    c.apply(main_api, _l40s("vrack-a-0", "rack-a"), _l40s("vrack-b-0", "rack-b"), c.volcano_queue(GANG_QUEUE))
     core = client.CoreV1Api(main_api)
     held = [n.metadata.name for n in core.list_node(label_selector="gpubroker.test/pool=volcano").items]
     try:
         # every other L40S node is unlabelled, so only the racks' nodes qualify: one per rack
         job_id = volcano_backend.submit(spec(workers=2, gpus_per_worker=2, command="sleep 30", same_interconnect=True),
                                         "wl-vrack", identity(GANG_QUEUE))
-        c.wait_for(lambda: len(_pods_nodes(main_api, job_id)) == 2, 60, what="the gang's pods created")
+
+        def nodes() -> list[str]:
+            return c.pods_nodes(main_api, job_id, "volcano.sh/job-name")
+        c.wait_for(lambda: len(nodes()) == 2, 60, what="the gang's pods created")
         time.sleep(8)  # several of Volcano's scheduling cycles
-        assert _pods_nodes(main_api, job_id) == ["", ""], held  # all or none: none, though each rack has room for one
-        c.apply(main_api, _rack_node("vrack-a-1", "rack-a"))
-        both = c.wait_for(lambda: (n := _pods_nodes(main_api, job_id)) and all(n) and n, 60, what="both placed")
+        assert nodes() == ["", ""], held  # all or none: none, though each rack has room for one
+        c.apply(main_api, _l40s("vrack-a-1", "rack-a"))
+        both = c.wait_for(lambda: all(n := nodes()) and n, 60, what="both placed")
         assert both == ["vrack-a-0", "vrack-a-1"], both
     finally:
         c.delete_jobs(main_api)

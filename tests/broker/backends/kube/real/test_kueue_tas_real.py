@@ -1,0 +1,59 @@
+"""Kueue's Topology-Aware Scheduling on real Kueue over kwok nodes (a ``Topology`` whose levels
+are the interconnect label and the host, a flavor that names it): a gang that must share an
+interconnect domain, from a backend with ``kueue_topology`` on, asks Kueue for the level, so
+Kueue admits it only once one rack has room for every worker, and assigns it there."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from broker.backends.base import JobState, ProjectIdentity
+from broker.backends.kube import KubeConfig, KueueBackend
+
+from . import cluster as c
+from .conftest import settings
+from .test_kueue_real import spec, wait_state, workload_of_job
+
+pytestmark = pytest.mark.k8s
+LEVEL = "nvidia.com/gpu.clique"  # BackendSettings.interconnect_label's default
+POOL = "tas"
+NODES = ("tas-a-0", "tas-a-1", "tas-b-0")
+IDENTITY = ProjectIdentity(tenant="acme", project="proj", k8s_namespace=c.NAMESPACE, queue="tas-lq")
+
+
+def _tas_objects() -> list[dict[str, Any]]:
+    topology = {"apiVersion": c.KV, "kind": "Topology", "metadata": {"name": "rack-topology"},
+                "spec": {"levels": [{"nodeLabel": LEVEL}, {"nodeLabel": "kubernetes.io/hostname"}]}}
+    flavor = {"apiVersion": c.KV, "kind": "ResourceFlavor", "metadata": {"name": "tas-a100"},
+              "spec": {"nodeLabels": {"gpubroker.test/pool": POOL}, "topologyName": "rack-topology"}}
+    queue = {"apiVersion": c.KV, "kind": "ClusterQueue", "metadata": {"name": "tas-cq"},
+             "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                 "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                 "flavors": [{"name": "tas-a100", "resources": [
+                     {"name": "cpu", "nominalQuota": 1000}, {"name": "memory", "nominalQuota": "8Ti"},
+                     {"name": "nvidia.com/gpu", "nominalQuota": 16}]}]}]}}
+    return [topology, flavor, queue, c.local_queue("tas-lq", "tas-cq")]
+
+
+
+
+def test_kueue_admits_the_gang_only_when_one_rack_has_room_and_places_it_there(k8s_env, kueue_cluster, main_api):
+    backend = KueueBackend("k8s-main", KubeConfig(kubeconfig=k8s_env["K8S_MAIN_KUBECONFIG"]),
+                           settings(kueue_topology=True))
+    c.delete_nodes(main_api, *NODES)
+    c.apply(main_api, *_tas_objects(), *(c.rack_node(f"tas-{r}-0", f"rack-{r}", pool=POOL) for r in "ab"))
+    try:
+        c.wait_for(lambda: c.ready_nodes(main_api, POOL) == 2, 60, what="the racks' nodes Ready")
+        job_id = backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True),
+                                "wl-tas", IDENTITY)
+        wl = c.wait_for(lambda: workload_of_job(main_api, job_id), 30, what="the Workload")
+        assert wl["spec"]["podSets"][0]["topologyRequest"]["required"] == LEVEL, wl["spec"]["podSets"][0]
+        pending = wait_state(backend, job_id, JobState.PENDING)
+        assert c.pods_nodes(main_api, job_id) in ([], ["", ""]), "admitted though no rack has room"
+        c.apply(main_api, c.rack_node("tas-a-1", "rack-a", pool=POOL))
+        running = wait_state(backend, job_id, JobState.RUNNING, JobState.COMPLETED)
+        assert sorted(running.nodes) == ["tas-a-0", "tas-a-1"], (running, pending)
+    finally:
+        c.delete_jobs(main_api)
+        c.delete_nodes(main_api, *NODES)
