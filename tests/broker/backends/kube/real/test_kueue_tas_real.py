@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import JobState, ProjectIdentity
 from broker.backends.kube import KubeConfig, KueueBackend
@@ -57,3 +59,24 @@ def test_kueue_admits_the_gang_only_when_one_rack_has_room_and_places_it_there(k
     finally:
         c.delete_jobs(main_api)
         c.delete_nodes(main_api, *NODES)
+        _delete_tas_objects(main_api)  # other tests read every ClusterQueue's limits
+
+
+def _delete_tas_objects(api: client.ApiClient) -> None:
+    custom = client.CustomObjectsApi(api)
+    group = ("kueue.x-k8s.io", "v1beta2")
+    for doc in reversed(_tas_objects()):
+        plural, meta = doc["kind"].lower() + "s", doc["metadata"]
+        try:
+            if "namespace" in meta:
+                custom.delete_namespaced_custom_object(*group, meta["namespace"], plural, meta["name"])
+            else:
+                custom.delete_cluster_custom_object(*group, plural, meta["name"])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def gone() -> bool:
+        queues = custom.list_cluster_custom_object(*group, "clusterqueues")["items"]
+        return not [q for q in queues if q["metadata"]["name"] == "tas-cq"]
+    c.wait_for(gone, 60, what="tas-cq gone")
