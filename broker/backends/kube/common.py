@@ -85,6 +85,7 @@ class BackendSettings:
     node_selector: str = ""  # label selector of the nodes this scheduler owns
     tolerated_taints: tuple[str, ...] = ("nvidia.com/gpu",)  # not a sign of draining
     interconnect_label: str = "nvidia.com/gpu.clique"
+    interconnect_affinity: bool = False  # every GPU node carries interconnect_label (topology.py)
     kueue_topology: bool = False  # Kueue TAS: the interconnect label is a level of the flavors' Topology
 
 

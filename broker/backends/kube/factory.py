@@ -9,8 +9,10 @@ Config keys (all optional unless said):
   ({node product label: broker model name}), ``gpu_classes`` ({class: [models]};
   default: the classes the broker passes in, those of the policy in force),
   ``node_selector``, ``tolerated_taints``,
-  ``interconnect_label``, ``kueue_topology`` (true where Kueue's Topology-Aware Scheduling
-  has the interconnect label as a level: a gang that must share a domain asks Kueue for it),
+  ``interconnect_label``, ``interconnect_affinity`` (true where every GPU node carries that
+  label: a gang that must share a domain carries pod affinity on it), ``kueue_topology``
+  (true where Kueue's Topology-Aware Scheduling has the interconnect label as a level: a gang
+  that must share a domain asks Kueue for it),
   ``kueue_api_version`` (v1beta2, the default, or v1beta1 for a
   Kueue before v0.15; Kueue v0.20 serves v1beta2 only).
 - MultiKueue: ``workers`` ({worker name: {kubeconfig, context} or {host, ca_cert}}),
@@ -40,6 +42,7 @@ _SETTINGS = {
     "tolerated_taints": "tolerated_taints",
     "interconnect_label": "interconnect_label",
     "kueue_topology": "kueue_topology",
+    "interconnect_affinity": "interconnect_affinity",
 }
 _OTHER = {"kueue_api_version", "workers", "multikueue_config"}
 
@@ -67,8 +70,9 @@ def backend_settings(
     for key, attr in _SETTINGS.items():
         if key in config:
             values[attr] = config[key]
-    if not isinstance(values.get("kueue_topology", False), bool):
-        raise Unavailable(f"kueue_topology must be true or false, not {values['kueue_topology']!r}")
+    for flag in ("kueue_topology", "interconnect_affinity"):
+        if not isinstance(values.get(flag, False), bool):
+            raise Unavailable(f"{flag} must be true or false, not {values[flag]!r}")
     if "tolerated_taints" in values:
         values["tolerated_taints"] = tuple(values["tolerated_taints"])
     if "gpu_classes" not in values:

@@ -6,6 +6,11 @@ inventory reads each node's domain from). The first worker may go to any domain 
 later one must join its domain, so the workers never span two. Kueue's quota admission and
 Volcano's gang wait the same way; neither needs a feature of its own for it.
 
+Only where the site says every GPU node carries the label (``interconnect_affinity: true``):
+the scheduler never places a pod with such a term on a node without the label, while
+placement counts an unlabelled node as a domain of its own (``PoolIndex``), so on unlabelled
+nodes the requirement would hold a gang the broker placed on one node pending for good.
+
 Where a Kueue site runs Topology-Aware Scheduling with the interconnect label as a level of
 its flavors' ``Topology`` (``kueue_topology: true``), the pod set also asks Kueue for that
 level, so Kueue admits the gang only when one domain has room for all of it, rather than
@@ -24,6 +29,8 @@ def with_gang_topology(
 ) -> dict[str, Any]:
     """The worker pod spec, with the domain requirement added when the gang asks for one."""
     if not (spec.same_interconnect and spec.workers > 1 and settings.interconnect_label):
+        return pod
+    if not settings.interconnect_affinity:
         return pod
     term = {
         "labelSelector": {"matchLabels": {WORKLOAD_LABEL: label_value(workload_id)}},

@@ -24,7 +24,7 @@ def _pod(backend, s: WorkloadSpec) -> tuple[dict, dict]:
 
 
 def test_kueue_and_volcano_gangs_keep_their_workers_in_one_domain():
-    settings = BackendSettings(interconnect_label="gpubroker.io/rack")
+    settings = BackendSettings(interconnect_label="gpubroker.io/rack", interconnect_affinity=True)
     for cls in (KueueBackend, VolcanoBackend):
         template, pod = _pod(cls("c", KubeConfig(), settings), spec(same_interconnect=True))
         [term] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
@@ -34,12 +34,16 @@ def test_kueue_and_volcano_gangs_keep_their_workers_in_one_domain():
             assert template["metadata"]["labels"][key] == value, cls
 
 
-def test_no_requirement_without_the_ask_a_gang_or_the_label():
-    kueue = KueueBackend("c", KubeConfig(), BackendSettings())
-    for s in (spec(), spec(workers=1, same_interconnect=False)):
+def test_no_requirement_without_the_ask_a_gang_the_label_or_the_sites_word():
+    kueue = KueueBackend("c", KubeConfig(), BackendSettings(interconnect_affinity=True))
+    for s in (spec(), spec(workers=1, same_interconnect=True)):
         assert "podAffinity" not in _pod(kueue, s)[1].get("affinity", {})
-    unlabelled = KueueBackend("c", KubeConfig(), BackendSettings(interconnect_label=""))
+    unlabelled = KueueBackend("c", KubeConfig(), BackendSettings(interconnect_label="", interconnect_affinity=True))
     assert "podAffinity" not in _pod(unlabelled, spec(same_interconnect=True))[1].get("affinity", {})
+    # by default the site has not said that every GPU node carries the label: an unlabelled
+    # node would take no worker of such a gang, though placement may have put it on one node
+    default = KueueBackend("c", KubeConfig(), BackendSettings())
+    assert "podAffinity" not in _pod(default, spec(same_interconnect=True))[1].get("affinity", {})
 
 
 def test_where_kueue_has_topology_aware_scheduling_the_gang_asks_it_for_the_domain():
@@ -51,7 +55,9 @@ def test_where_kueue_has_topology_aware_scheduling_the_gang_asks_it_for_the_doma
     assert "annotations" not in _pod(plain, spec(same_interconnect=True))[0]["metadata"]
 
 
-def test_kueue_topology_in_a_clusters_config_must_be_true_or_false():
+def test_the_topology_flags_in_a_clusters_config_must_be_true_or_false():
     assert backend_settings({"kueue_topology": True}).kueue_topology is True
     with pytest.raises(Unavailable, match="kueue_topology must be true or false"):
         backend_settings({"kueue_topology": "yes"})
+    with pytest.raises(Unavailable, match="interconnect_affinity must be true or false"):
+        backend_settings({"interconnect_affinity": 1})

@@ -9,22 +9,31 @@ from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import JobState
 
+from broker.backends.kube import KubeConfig, KueueBackend
+
 from . import cluster as c
-from .conftest import IDENTITY
+from .conftest import IDENTITY, settings
 from .test_kueue_real import spec, wait_state
 
 pytestmark = pytest.mark.k8s
 
 
+@pytest.fixture
+def racked(k8s_env, kueue_cluster) -> KueueBackend:
+    """The Kueue backend of a site whose GPU nodes all carry the interconnect label."""
+    return KueueBackend("k8s-main", KubeConfig(kubeconfig=k8s_env["K8S_MAIN_KUBECONFIG"]),
+                        settings(interconnect_affinity=True))
 
 
 
-def test_a_gang_waits_for_room_in_one_domain_then_starts_there(kueue_backend, main_api):
+
+
+def test_a_gang_waits_for_room_in_one_domain_then_starts_there(racked, main_api):
     c.delete_nodes(main_api, "rack-a-0", "rack-a-1", "rack-b-0")
     # racks fragmented: one 4-GPU node in rack a, one in rack b, besides the unlabelled a100-0/1
     c.apply(main_api, *(c.rack_node(f"{r}-0", r, pool="topology") for r in ("rack-a", "rack-b")))
     try:
-        gang = kueue_backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True),
+        gang = racked.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True),
                                     "wl-rack", IDENTITY)
         # one worker starts in a rack (only labelled nodes qualify), the other cannot join it
         placed = c.wait_for(lambda: (n := c.pods_nodes(main_api, gang)) and len([x for x in n if x]) == 1 and n,
@@ -37,8 +46,8 @@ def test_a_gang_waits_for_room_in_one_domain_then_starts_there(kueue_backend, ma
         both = c.wait_for(lambda: (n := c.pods_nodes(main_api, gang)) and all(n) and len(n) == 2 and n,
                           60, what="both workers placed")
         assert both == sorted([first, f"{rack}-1"]), both
-        wait_state(kueue_backend, gang, JobState.RUNNING, JobState.COMPLETED)
-        kueue_backend.cancel(gang)
+        wait_state(racked, gang, JobState.RUNNING, JobState.COMPLETED)
+        racked.cancel(gang)
     finally:
         c.delete_jobs(main_api)
         c.delete_nodes(main_api, "rack-a-0", "rack-a-1", "rack-b-0", "rack-b-1")
@@ -52,7 +61,7 @@ def _blocker(node: str) -> dict:
                  "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
 
 
-def test_without_the_requirement_the_same_gang_spans_domains_at_once(kueue_backend, main_api):
+def test_without_the_requirement_the_same_gang_spans_domains_at_once(racked, main_api):
     c.delete_nodes(main_api, "rack-a-0", "rack-b-0")
     c.apply(main_api, *(c.rack_node(f"{r}-0", r, pool="topology") for r in ("rack-a", "rack-b")))
     core = client.CoreV1Api(main_api)
@@ -60,7 +69,7 @@ def test_without_the_requirement_the_same_gang_spans_domains_at_once(kueue_backe
         # the control: a100-0 and a100-1 held by pods outside Kueue, so only the racks have room
         for node in ("a100-0", "a100-1"):
             core.create_namespaced_pod(c.NAMESPACE, _blocker(node))
-        loose = kueue_backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30"), "wl-loose", IDENTITY)
+        loose = racked.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30"), "wl-loose", IDENTITY)
         nodes = c.wait_for(lambda: (n := c.pods_nodes(main_api, loose)) and all(n) and len(n) == 2 and n, 60,
                            what="both workers placed")
         assert nodes == ["rack-a-0", "rack-b-0"], nodes  # one in each rack, at once

@@ -8,7 +8,10 @@ import time
 import pytest
 from kubernetes import client
 
+from broker.backends.kube import KubeConfig, VolcanoBackend
+
 from . import cluster as c
+from .conftest import settings
 from .test_volcano_real import GANG_QUEUE, identity, spec
 
 pytestmark = [pytest.mark.k8s, pytest.mark.volcano]
@@ -22,7 +25,9 @@ def _l40s(name: str, rack: str) -> dict:
     return c.rack_node(name, rack, pool="volcano-topology", product=c.L40S, gpus=2, memory_mib=46068)
 
 
-def test_a_volcano_gang_waits_whole_then_starts_in_one_rack(volcano_backend, main_api):
+def test_a_volcano_gang_waits_whole_then_starts_in_one_rack(k8s_env, kueue_cluster, main_api):
+    volcano_backend = VolcanoBackend("k8s-main", KubeConfig(kubeconfig=k8s_env["K8S_MAIN_KUBECONFIG"]),
+                                     settings(interconnect_affinity=True))
     c.delete_nodes(main_api, *NODES)
     c.apply(main_api, _l40s("vrack-a-0", "rack-a"), _l40s("vrack-b-0", "rack-b"), c.volcano_queue(GANG_QUEUE))
     core = client.CoreV1Api(main_api)
