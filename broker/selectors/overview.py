@@ -8,6 +8,7 @@ from statistics import mean
 from typing import cast
 
 
+from broker.cluster_report import NodeInventory
 from broker.lifecycle import WAITING_STATES
 from broker.elastic_pools import registered_pools
 from broker.models import AuditRecord, Cluster, ClusterHealth, GpuPool, ReconcileRun
@@ -44,23 +45,29 @@ def nodes_out(pools: list[GpuPool]) -> list[dict]:
     reason their control plane gives: none of them counts as idle (``NodeInventory.gpus_free``)."""
     rows = []
     for pool in pools:
-        for node in pool.nodes:
-            if node.get("provisioning"):
+        for stored in pool.nodes:
+            node = NodeInventory.from_json(
+                stored,
+                gpu_model=pool.gpu_model,
+                gpu_memory_gb=pool.gpu_memory_gb,
+                partitioning=pool.partitioning,
+                owner=pool.owner,
+            )
+            if node.provisioning:
                 continue  # an elastic pool's node that is not up is not out of service
-            total, allocatable = int(node.get("total", 0)), int(node.get("allocatable", 0))
-            healthy, draining = node.get("healthy", True), node.get("draining", False)
-            if healthy and not draining and allocatable >= total:
+            out_of_service = not node.healthy or node.draining
+            if not out_of_service and node.gpus_allocatable >= node.gpus_total:
                 continue
-            state = "unhealthy" if not healthy else "draining" if draining else "GPUs not allocatable"
-            out = total if not healthy or draining else total - allocatable
+            state = "unhealthy" if not node.healthy else "draining" if node.draining else "GPUs not allocatable"
+            gpus = node.gpus_total if out_of_service else node.gpus_total - node.gpus_allocatable
             rows.append(
                 {
                     "pool": pool.name,
-                    "node": node["name"],
+                    "node": node.name,
                     "state": state,
-                    "gpus": out,
-                    "total": total,
-                    "reason": node.get("reason", ""),
+                    "gpus": gpus,
+                    "total": node.gpus_total,
+                    "reason": node.health_reason,
                 }
             )
     return rows

@@ -90,40 +90,44 @@ def _device_kind(resource: str, labels: Mapping[str, str], labels_at: tuple[Key,
     return "whole", round(quantity(labels.get(MEMORY_LABEL), labels_at + (MEMORY_LABEL,)) / 1024), product
 
 
+def _ready(node: Fields) -> Fields | None:
+    return next((c for c in node.obj("status").objs("conditions") if c.value("type") == "Ready"), None)
+
+
 def _healthy(node: Fields) -> bool:
-    for cond in node.obj("status").objs("conditions"):
-        if cond.value("type") == "Ready":
-            return cond.value("status") == "True"
-    return False  # a node that never reported Ready is not trusted with work
+    ready = _ready(node)
+    return ready is not None and ready.value("status") == "True"  # never Ready: not trusted with work
+
+
+def _blocking_taints(node: Fields, settings: BackendSettings) -> list[Fields]:
+    """The taints that keep the broker's pods off the node."""
+    return [
+        t
+        for t in node.obj("spec").objs("taints")
+        if t.value("effect") in _DRAIN_TAINTS and t.value("key") not in settings.tolerated_taints
+    ]
 
 
 def _draining(node: Fields, settings: BackendSettings) -> bool:
-    spec = node.obj("spec")
-    if spec.value("unschedulable"):
-        return True
-    return any(
-        t.value("effect") in _DRAIN_TAINTS and t.value("key") not in settings.tolerated_taints
-        for t in spec.objs("taints")
-    )
+    return bool(node.obj("spec").value("unschedulable")) or bool(_blocking_taints(node, settings))
 
 
 def _health_reason(node: Fields, settings: BackendSettings, total: int, allocatable: int) -> str:
     """Why the node's GPUs of one resource take no work, in Kubernetes' words: its Ready
     condition, a cordon, a taint that keeps pods off, or GPUs the device plugin no longer
     offers (allocatable below capacity: what it reports of a GPU it finds unhealthy)."""
-    spec, words = node.obj("spec"), []
-    ready = next((c for c in node.obj("status").objs("conditions") if c.value("type") == "Ready"), None)
+    words = []
+    ready = _ready(node)
     if ready is None:
         words.append("never reported Ready")
     elif ready.value("status") != "True":
         detail = ": ".join(str(x) for x in (ready.value("reason"), ready.value("message")) if x)
         words.append(f"not Ready ({detail})" if detail else "not Ready")
-    if spec.value("unschedulable"):
+    if node.obj("spec").value("unschedulable"):
         words.append("cordoned")
-    for t in spec.objs("taints"):
-        if t.value("effect") in _DRAIN_TAINTS and t.value("key") not in settings.tolerated_taints:
-            value = f"={t.value('value')}" if t.value("value") else ""
-            words.append(f"taint {t.value('key')}{value}:{t.value('effect')}")
+    for t in _blocking_taints(node, settings):
+        value = f"={t.value('value')}" if t.value("value") else ""
+        words.append(f"taint {t.value('key')}{value}:{t.value('effect')}")
     if allocatable < total:
         words.append(f"{total - allocatable} of {total} GPUs not allocatable")
     return "; ".join(words)

@@ -28,9 +28,8 @@ def with_gang_topology(
     pod: dict[str, Any], spec: WorkloadSpec, workload_id: str, settings: BackendSettings
 ) -> dict[str, Any]:
     """The worker pod spec, with the domain requirement added when the gang asks for one."""
-    if not (spec.same_interconnect and spec.workers > 1 and settings.interconnect_label):
-        return pod
-    if not settings.interconnect_affinity:
+    gang = spec.same_interconnect and spec.workers > 1 and bool(settings.interconnect_label)
+    if not (gang and settings.interconnect_affinity):
         return pod
     term = {
         "labelSelector": {"matchLabels": {WORKLOAD_LABEL: label_value(workload_id)}},
