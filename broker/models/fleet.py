@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Mapping
 
 from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Value
+
+from broker.cluster_report import NodeInventory
 
 credentials_ref_validator = RegexValidator(
     r"^(|env:[A-Z_][A-Z0-9_]*|file:/\S+)$",
@@ -153,6 +156,21 @@ class GpuPool(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster.name}/{self.name} {self.gpu_model} ({self.partitioning})"
+
+    def node_inventories(self, promised: Mapping[str, int] | None = None) -> tuple[NodeInventory, ...]:
+        """The stored nodes as the report gave them (what an older row lacks, from the pool);
+        ``promised``: GPUs sent to each node since, counted as allocated."""
+        return tuple(
+            NodeInventory.from_json(
+                n,
+                gpu_model=self.gpu_model,
+                gpu_memory_gb=self.gpu_memory_gb,
+                partitioning=self.partitioning,
+                owner=self.owner,
+                promised=promised,
+            )
+            for n in self.nodes or ()
+        )
 
 
 class BeatLease(models.Model):

@@ -18,7 +18,6 @@ from django.conf import settings
 
 from broker.backends.base import JobState
 from broker.backends.sim.model import NodeGroup, Partition
-from broker.cluster_report import NodeInventory
 from broker.fleet_file import ClusterDescription, FleetDescription, FleetError, load_fleet
 from broker.models import Cluster, Workload, WorkloadState
 from broker.replay.jobs import MAX_TIME_LIMIT_MIN, TENANT_PREFIX, ReplayJob
@@ -85,14 +84,7 @@ def _from_inventory(cluster: Cluster) -> ClusterDescription | None:
     flavor = _FLAVOR.get(cluster.kind) or simulated
     groups: Counter = Counter()
     for pool in cluster.pools.all():
-        for stored in pool.nodes or []:
-            node = NodeInventory.from_json(
-                stored,
-                gpu_model=pool.gpu_model,
-                gpu_memory_gb=pool.gpu_memory_gb,
-                partitioning=pool.partitioning,
-                owner=pool.owner,
-            )
+        for node in pool.node_inventories():
             if node.healthy and node.gpus_total:
                 groups[
                     (

@@ -29,17 +29,7 @@ def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) 
     taken_at = min(p.taken_at for p in pools)
     out = []
     for pool in pools:
-        nodes = tuple(
-            NodeInventory.from_json(
-                n,
-                gpu_model=pool.gpu_model,
-                gpu_memory_gb=pool.gpu_memory_gb,
-                partitioning=pool.partitioning,
-                owner=pool.owner,
-                promised=promised.nodes,
-            )
-            for n in pool.nodes
-        ) + provisionable(cluster, pool)
+        nodes = pool.node_inventories(promised.nodes) + provisionable(cluster, pool)
         out.append(
             PoolInventory(
                 name=pool.name,
