@@ -32,11 +32,15 @@ class NodeInventory:
     # why some or all of its GPUs take no work, in the control plane's words ("DRAIN: bad
     # gpu", "not Ready: KubeletNotReady", "2 of 8 GPUs not allocatable"); "" when all do
     health_reason: str = ""
+    # where the node sits in its control plane's topology, widest level first: (level,
+    # domain) pairs such as (("block", "b1"), ("rack", "r3")); level names are the control
+    # plane's own (a Kueue Topology's node labels, Volcano HyperNode tiers, Slurm switches)
+    topology: tuple[tuple[str, str], ...] = ()
 
-    def to_json(self) -> dict[str, str | int | bool]:
+    def to_json(self) -> dict[str, str | int | bool | list[list[str]]]:
         """As ``GpuPool.nodes`` stores it: the keys rows have always had (and
         ``provisioning`` where it is set)."""
-        out: dict[str, str | int | bool] = {
+        out: dict[str, str | int | bool | list[list[str]]] = {
             "name": self.name,
             "gpu_model": self.gpu_model,
             "gpu_memory_gb": self.gpu_memory_gb,
@@ -53,6 +57,8 @@ class NodeInventory:
             out["provisioning"] = self.provisioning
         if self.health_reason:
             out["reason"] = self.health_reason
+        if self.topology:
+            out["topology"] = [[level, domain] for level, domain in self.topology]
         return out
 
     @classmethod
@@ -85,6 +91,7 @@ class NodeInventory:
             interconnect_domain=data.get("domain", ""),
             owner=data.get("owner", owner),
             provisioning=data.get("provisioning", ""),
+            topology=tuple((str(level), str(domain)) for level, domain in data.get("topology", ())),
         )
 
     @property

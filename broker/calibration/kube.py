@@ -23,7 +23,8 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, Unavailable
-from broker.backends.kube.common import BackendSettings, condition_fields, job_ref, parse_time
+from broker.backends.kube.common import condition_fields, job_ref, parse_time
+from broker.backends.kube.settings import BackendSettings
 from broker.calibration.jobs import CalibrationJob, JobList
 from broker.calibration.pace import Clock, Pace, Sleep, keep_pace
 from broker.calibration.played import Observed, Played

@@ -8,7 +8,6 @@ from statistics import mean
 from typing import cast
 
 
-from broker.cluster_report import NodeInventory
 from broker.lifecycle import WAITING_STATES
 from broker.elastic_pools import registered_pools
 from broker.models import AuditRecord, Cluster, ClusterHealth, GpuPool, ReconcileRun
@@ -35,6 +34,7 @@ def cluster_rows(*, user: AnyUser) -> list[dict]:
                 "stale": cluster.health == ClusterHealth.STALE,
                 "limits": limit_rows(cluster.local_limits),
                 "nodes_out": nodes_out(pools),
+                "topology": topology_rows(pools),
             }
         )
     return rows
@@ -45,14 +45,7 @@ def nodes_out(pools: list[GpuPool]) -> list[dict]:
     reason their control plane gives: none of them counts as idle (``NodeInventory.gpus_free``)."""
     rows = []
     for pool in pools:
-        for stored in pool.nodes:
-            node = NodeInventory.from_json(
-                stored,
-                gpu_model=pool.gpu_model,
-                gpu_memory_gb=pool.gpu_memory_gb,
-                partitioning=pool.partitioning,
-                owner=pool.owner,
-            )
+        for node in pool.node_inventories():
             if node.provisioning:
                 continue  # an elastic pool's node that is not up is not out of service
             out_of_service = not node.healthy or node.draining
@@ -70,6 +63,44 @@ def nodes_out(pools: list[GpuPool]) -> list[dict]:
                     "reason": node.health_reason,
                 }
             )
+    return rows
+
+
+def topology_rows(pools: list[GpuPool]) -> list[dict]:
+    """The cluster's topology levels as its control plane describes them, the widest first:
+    per level, each domain with its nodes and its whole GPUs free of their total (a level
+    whose domains are one node each, such as the host, is one row)."""
+    order: dict[str, int] = {}
+    domains: dict[str, dict[str, dict]] = defaultdict(dict)
+    for pool in pools:
+        for node in pool.node_inventories():
+            if node.provisioning:
+                continue
+            for depth, (level, domain) in enumerate(node.topology):
+                order[level] = min(order.get(level, depth), depth)
+                row = domains[level].setdefault(domain, {"nodes": set(), "free": 0, "total": 0})
+                row["nodes"].add(node.name)
+                if node.partitioning == "whole":
+                    row["free"] += node.gpus_free
+                    row["total"] += node.gpus_total
+    rows = []
+    for level in sorted(order, key=lambda lv: (order[lv], lv)):
+        found = domains[level]
+        if all(len(d["nodes"]) == 1 for d in found.values()) and len(found) > 1:
+            rows.append(
+                {
+                    "level": level,
+                    "domain": f"each node its own ({len(found)})",
+                    "nodes": len(found),
+                    "free": sum(d["free"] for d in found.values()),
+                    "total": sum(d["total"] for d in found.values()),
+                }
+            )
+            continue
+        rows += [
+            {"level": level, "domain": name, "nodes": len(d["nodes"]), "free": d["free"], "total": d["total"]}
+            for name, d in sorted(found.items())
+        ]
     return rows
 
 

@@ -60,7 +60,7 @@ def _named(where: list, prefix: tuple = ()) -> list[str]:
 @given(st.data())
 @example(data=None)
 def test_kubernetes_nodes_and_pods_give_pools_or_fail_clearly(data):
-    from broker.backends.kube.common import BackendSettings
+    from broker.backends.kube.settings import BackendSettings
     from broker.backends.kube.inventory import build_pools, product_namer
 
     def entries(pools):

@@ -15,7 +15,7 @@ import json
 import math
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import ProjectIdentity, Rejected, Unavailable
 from broker.backends.kube.discovery import missing_api_text, served_versions
+from broker.backends.kube.settings import BackendSettings
 from broker.backends.json_fields import BadField, Fields, Key
 from broker.spec import WorkloadSpec
 
@@ -65,28 +66,6 @@ class KubeConfig:
     read_timeout_s: float = 15.0
     token: str = ""  # bearer token for ``host`` (never logged)
     ca_cert: str = ""  # CA bundle path for ``host`` over https
-
-
-@dataclass(frozen=True)
-class BackendSettings:
-    """Site conventions shared by the Kubernetes backends (all have defaults)."""
-
-    default_namespace: str = "default"
-    default_queue: str = "default"
-    default_image: str = "nvcr.io/nvidia/pytorch:24.05-py3"
-    # broker priority -> Kueue WorkloadPriorityClass / Kubernetes PriorityClass name
-    priority_classes: Mapping[str, str] = field(
-        default_factory=lambda: {"low": "gpubroker-low", "high": "gpubroker-high"}
-    )
-    # node label value of nvidia.com/gpu.product -> the broker's model name
-    model_names: Mapping[str, str] = field(default_factory=dict)
-    # broker GPU class -> accepted model names (used when a spec lists no models)
-    gpu_classes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    node_selector: str = ""  # label selector of the nodes this scheduler owns
-    tolerated_taints: tuple[str, ...] = ("nvidia.com/gpu",)  # not a sign of draining
-    interconnect_label: str = "nvidia.com/gpu.clique"
-    interconnect_affinity: bool = False  # every GPU node carries interconnect_label (topology.py)
-    kueue_topology: bool = False  # Kueue TAS: the interconnect label is a level of the flavors' Topology
 
 
 class KubeRejected(Rejected):

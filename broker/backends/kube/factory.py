@@ -12,7 +12,10 @@ Config keys (all optional unless said):
   ``interconnect_label``, ``interconnect_affinity`` (true where every GPU node carries that
   label: a gang that must share a domain carries pod affinity on it), ``kueue_topology``
   (true where Kueue's Topology-Aware Scheduling has the interconnect label as a level: a gang
-  that must share a domain asks Kueue for it),
+  that must share a domain asks Kueue for it), ``volcano_network_tier`` (Volcano only: the
+  HyperNode tier that is the interconnect domain, a whole number from 1; nodes are placed by
+  the tier's HyperNode holding them, and a gang that must share a domain carries
+  ``networkTopology`` hard at that tier),
   ``kueue_api_version`` (v1beta2, the default, or v1beta1 for a
   Kueue before v0.15; Kueue v0.20 serves v1beta2 only).
 - MultiKueue: ``workers`` ({worker name: {kubeconfig, context} or {host, ca_cert}}),
@@ -24,7 +27,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from broker.backends.base import Backend, Unavailable
-from broker.backends.kube.common import BackendSettings, KubeConfig
+from broker.backends.kube.common import KubeConfig
+from broker.backends.kube.settings import BackendSettings
 from broker.backends.kube.discovery import KUEUE_API_VERSIONS
 from broker.backends.kube.kueue import KueueBackend
 from broker.backends.kube.multikueue import MultiKueueBackend
@@ -43,6 +47,7 @@ _SETTINGS = {
     "interconnect_label": "interconnect_label",
     "kueue_topology": "kueue_topology",
     "interconnect_affinity": "interconnect_affinity",
+    "volcano_network_tier": "volcano_network_tier",
 }
 _OTHER = {"kueue_api_version", "workers", "multikueue_config"}
 
@@ -73,6 +78,9 @@ def backend_settings(
     for flag in ("kueue_topology", "interconnect_affinity"):
         if not isinstance(values.get(flag, False), bool):
             raise Unavailable(f"{flag} must be true or false, not {values[flag]!r}")
+    tier = values.get("volcano_network_tier", 0)
+    if isinstance(tier, bool) or not isinstance(tier, int) or tier < 0:
+        raise Unavailable(f"volcano_network_tier must be a whole number from 1 (0: none), not {tier!r}")
     if "tolerated_taints" in values:
         values["tolerated_taints"] = tuple(values["tolerated_taints"])
     if "gpu_classes" not in values:
@@ -104,6 +112,10 @@ def kube_backend_from_config(
         raise Unavailable(
             f"cluster {cluster}: invalid config: kueue_api_version {api_version!r} is not one of "
             f"{', '.join(KUEUE_API_VERSIONS)}"
+        )
+    if settings.volcano_network_tier and kind != "volcano":
+        raise Unavailable(
+            f"cluster {cluster}: invalid config: volcano_network_tier is for a Volcano cluster, not {kind}"
         )
     if kind == "kueue":
         return KueueBackend(cluster, connection, settings, api_version=api_version)

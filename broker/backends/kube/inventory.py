@@ -22,12 +22,13 @@ from broker.backends.kube.common import (
     MIG_STRATEGY_LABEL,
     PRODUCT_LABEL,
     SHARED_RESOURCE,
-    BackendSettings,
     KubeClient,
     gpu_requests,
     is_gpu_resource,
     quantity,
 )
+from broker.backends.kube.settings import BackendSettings
+from broker.backends.kube.topology_levels import tier_level
 
 _MIG_MEM_RE = re.compile(r"\.(\d+)gb$")
 # GPU sharing by the NVIDIA device plugin: each GPU advertised as ``nvidia.com/gpu.replicas``
@@ -139,8 +140,10 @@ def node_entries(
     settings: BackendSettings,
     owner: str,
     prefix: str = "",
+    topology: tuple[tuple[str, str], ...] = (),
 ) -> list[NodeInventory]:
-    """One NodeInventory per GPU resource (whole GPUs, each MIG profile) of the node."""
+    """One NodeInventory per GPU resource (whole GPUs, each MIG profile) of the node;
+    ``topology``: its levels (``topology_levels``)."""
     node = node if isinstance(node, Fields) else Fields(node)
     meta, status = node.obj("metadata"), node.obj("status")
     labels, name = meta.texts("labels"), meta.text("name")
@@ -168,11 +171,22 @@ def node_entries(
                 healthy=_healthy(node),
                 draining=_draining(node, settings),
                 health_reason=_health_reason(node, settings, total, gpus_allocatable),
-                interconnect_domain=labels.get(settings.interconnect_label, ""),
+                interconnect_domain=_interconnect_domain(labels, topology, settings),
                 owner=owner,
+                topology=topology,
             )
         )
     return out
+
+
+def _interconnect_domain(
+    labels: Mapping[str, str], topology: tuple[tuple[str, str], ...], settings: BackendSettings
+) -> str:
+    """The node's label, or where a Volcano site names its HyperNode tier, the tier's
+    HyperNode holding the node ("" where none does)."""
+    if settings.volcano_network_tier:
+        return dict(topology).get(tier_level(settings.volcano_network_tier), "")
+    return labels.get(settings.interconnect_label, "")
 
 
 def flavor_namer(flavors: Iterable[Mapping[str, Any]]) -> PoolNamer:
@@ -201,14 +215,17 @@ def build_pools(
     owner: str,
     namer: PoolNamer,
     prefix: str = "",
+    topology: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
 ) -> list[PoolInventory]:
-    """Group node entries into pools named "<base>[/<mig profile>][/<model>]"."""
+    """Group node entries into pools named "<base>[/<mig profile>][/<model>]";
+    ``topology``: each node's levels, by node name."""
     alloc = allocated_by_node(pods)
     groups: dict[tuple[str, str, str], list[NodeInventory]] = defaultdict(list)
     for i, raw in enumerate(nodes):
         node = Fields(raw, (f"nodes[{i}]",))
         base = prefix + namer(node.obj("metadata").texts("labels"))
-        for entry in node_entries(node, alloc, settings, owner, prefix):
+        levels = (topology or {}).get(node.obj("metadata").text("name"), ())
+        for entry in node_entries(node, alloc, settings, owner, prefix, levels):
             groups[(base, entry.partitioning, entry.gpu_model)].append(entry)
     models_per_base: dict[tuple[str, str], set[str]] = defaultdict(set)
     for base, part, model in groups:

@@ -29,7 +29,6 @@ from broker.backends.kube import inventory as inv
 from broker.backends.kube import pods
 from broker.backends.kube.common import (
     WORKLOAD_LABEL,
-    BackendSettings,
     KubeClient,
     KubeConfig,
     KubeRejected,
@@ -40,6 +39,7 @@ from broker.backends.kube.common import (
     split_ref,
     workload_of,
 )
+from broker.backends.kube.settings import BackendSettings
 from broker.spec import WorkloadSpec
 
 
@@ -88,6 +88,10 @@ class KubeJobBackend:
     def queue_stats(self) -> QueueStats:
         raise NotImplementedError
 
+    def node_topology(self, nodes: list[dict[str, Any]]) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Each node's topology levels, as the queueing layer describes them (none here)."""
+        return {}
+
     def local_limits(self) -> LocalLimits:
         """What the queueing layer admits (ClusterQueue quota, Queue capability)."""
         return LocalLimits()
@@ -96,7 +100,9 @@ class KubeJobBackend:
         taken_at = now_utc()
         nodes = inv.read_nodes(self.kube, self.settings)
         pods = inv.read_gpu_pods(self.kube)
-        pools = inv.build_pools(nodes, pods, self.settings, self.kind, self.pool_namer())
+        pools = inv.build_pools(
+            nodes, pods, self.settings, self.kind, self.pool_namer(), topology=self.node_topology(nodes)
+        )
         return InventorySnapshot(
             cluster=self.cluster,
             taken_at=taken_at,

@@ -23,13 +23,13 @@ from broker.backends.kube.limits import kueue_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
 from broker.backends.kube import inventory as inv
+from broker.backends.kube import topology_levels
 from broker.backends.kube.topology import kueue_pod_annotations, with_gang_topology
 from broker.backends.json_fields import Fields
 from broker.backends.kube.priority import priority_class_of
 from broker.backends.kube.common import (
     PRODUCT_LABEL,
     PROJECT_LABEL,
-    BackendSettings,
     condition_fields,
     dns_name,
     is_gpu_resource,
@@ -44,6 +44,7 @@ from broker.backends.kube.common import (
     worker_pod_spec,
     workload_of,
 )
+from broker.backends.kube.settings import BackendSettings
 from broker.backends.kube.jobs import KubeJobBackend, note_deleting, seconds_between
 from broker.spec import WorkloadSpec
 
@@ -338,6 +339,18 @@ class KueueBackend(KubeJobBackend):
     # ---- inventory and accounting ---------------------------------------------------
     def pool_namer(self) -> Callable[..., str]:
         return inv.flavor_namer(self._custom("resourceflavors"))
+
+    def node_topology(self, nodes: list[dict[str, Any]]) -> dict[str, tuple[tuple[str, str], ...]]:
+        """The levels of the Topology each node's flavor names (none where Kueue serves no
+        Topology: a release before Topology-Aware Scheduling)."""
+        custom = self.kube.custom()
+        found = self.kube.call(
+            custom.list_cluster_custom_object, KUEUE_GROUP, self.api_version, "topologies", missing_ok=True
+        )
+        topologies = list((found or {}).get("items") or [])
+        if not topologies:
+            return {}
+        return topology_levels.kueue_levels(topologies, self._custom("resourceflavors"), nodes)
 
     def queue_stats(self) -> QueueStats:
         """ClusterQueue pendingWorkloads, plus the GPUs those pending Workloads ask for."""

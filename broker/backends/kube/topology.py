@@ -14,13 +14,20 @@ nodes the requirement would hold a gang the broker placed on one node pending fo
 Where a Kueue site runs Topology-Aware Scheduling with the interconnect label as a level of
 its flavors' ``Topology`` (``kueue_topology: true``), the pod set also asks Kueue for that
 level, so Kueue admits the gang only when one domain has room for all of it, rather than
-admitting it by quota for its pods to wait at the scheduler."""
+admitting it by quota for its pods to wait at the scheduler.
+
+Where a Volcano site names the HyperNode tier that is its interconnect domain
+(``volcano_network_tier: N``), each node's domain is the tier-N HyperNode holding it
+(``inventory.node_entries``) and the gang carries ``networkTopology: {mode: hard,
+highestTierAllowed: N}``: Volcano starts it only inside one such HyperNode."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from broker.backends.kube.common import WORKLOAD_LABEL, BackendSettings, label_value
+from broker.backends.kube.common import WORKLOAD_LABEL, label_value
+
+from broker.backends.kube.settings import BackendSettings
 from broker.spec import WorkloadSpec
 
 
@@ -48,3 +55,11 @@ def kueue_pod_annotations(spec: WorkloadSpec, settings: BackendSettings) -> dict
     if spec.same_interconnect and spec.workers > 1 and settings.kueue_topology and settings.interconnect_label:
         return {TAS_REQUIRED: settings.interconnect_label}
     return {}
+
+
+def volcano_network_topology(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any] | None:
+    """The vcjob's ``networkTopology`` for a gang that must share a domain, where the site
+    names its HyperNode tier; None otherwise."""
+    if spec.same_interconnect and spec.workers > 1 and settings.volcano_network_tier:
+        return {"mode": "hard", "highestTierAllowed": settings.volcano_network_tier}
+    return None

@@ -32,7 +32,8 @@ from broker.backends.base import (
     UsageRecord,
 )
 from broker.backends.kube import inventory as inv
-from broker.backends.kube.topology import with_gang_topology
+from broker.backends.kube import topology_levels
+from broker.backends.kube.topology import volcano_network_topology, with_gang_topology
 from broker.backends.json_fields import Fields
 from broker.backends.kube.priority import priority_class_of
 from broker.backends.kube.common import (
@@ -61,6 +62,7 @@ from broker.spec import WorkloadSpec
 BATCH = ("batch.volcano.sh", "v1alpha1", "jobs")
 PODGROUPS = ("scheduling.volcano.sh", "v1beta1", "podgroups")
 QUEUES = ("scheduling.volcano.sh", "v1beta1", "queues")
+HYPERNODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
 
 
 class VolcanoBackend(KubeJobBackend):
@@ -107,6 +109,9 @@ class VolcanoBackend(KubeJobBackend):
         }
         if spec.workers > 1:
             body["spec"]["plugins"] = {"env": [], "svc": []}  # ranks and peer hostnames
+        network = volcano_network_topology(spec, self.settings)
+        if network:
+            body["spec"]["networkTopology"] = network
         priority = priority_class_of(spec, self.settings.priority_classes)
         if priority:
             body["spec"]["priorityClassName"] = priority
@@ -297,6 +302,12 @@ class VolcanoBackend(KubeJobBackend):
     # ---- inventory and accounting ---------------------------------------------------
     def pool_namer(self) -> Callable[..., str]:
         return inv.product_namer
+
+    def node_topology(self, nodes: list[dict[str, Any]]) -> dict[str, tuple[tuple[str, str], ...]]:
+        """The HyperNodes holding each node (none where Volcano serves no HyperNode: a
+        release before 1.12)."""
+        found = self.kube.call(self.kube.custom().list_cluster_custom_object, *HYPERNODES, missing_ok=True)
+        return topology_levels.volcano_levels(list((found or {}).get("items") or []), nodes)
 
     def local_limits(self) -> LocalLimits:
         """Each Queue's GPU capability against what it has allocated."""

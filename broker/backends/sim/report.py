@@ -99,6 +99,8 @@ def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
                 draining=n.draining,
                 health_reason=_health_reason(n.healthy, n.draining),
                 interconnect_domain=n.interconnect_domain,
+                # the simulator's one level: the interconnect domain its node group names
+                topology=(("interconnect", n.interconnect_domain),) if n.interconnect_domain else (),
                 owner=owner,
                 provisioning="" if n.up else ("requested" if n.ready_at is not None else "available"),
             )

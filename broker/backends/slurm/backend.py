@@ -134,9 +134,12 @@ class SlurmBackend:
         )
 
     # ------------------------------------------------------------ inventory
-    def _node_inventories(self, node: SlurmNode, counted: NodeGpus | None) -> list[tuple[str, NodeInventory]]:
+    def _node_inventories(
+        self, node: SlurmNode, counted: NodeGpus | None, topology: tuple[tuple[str, str], ...] = ()
+    ) -> list[tuple[str, NodeInventory]]:
         """(gres type, NodeInventory) per GPU type on the node; ``counted``: slurmctld's
-        OpenMetrics figures for it, which give the allocation of a node of one GPU type."""
+        OpenMetrics figures for it, which give the allocation of a node of one GPU type;
+        ``topology``: its switches or block (``scontrol show topology``)."""
         healthy, draining = parsers.node_health(node)
         gpus = parsers.gpu_items(node.gres)
         if not gpus:
@@ -179,6 +182,7 @@ class SlurmBackend:
                         health_reason=parsers.node_health_reason(node, drained.get(gtype, 0)),
                         interconnect_domain=self.config.interconnect_domain,
                         owner=self.config.owner,
+                        topology=topology,
                     ),
                 )
             )
@@ -187,12 +191,13 @@ class SlurmBackend:
     def inventory(self) -> InventorySnapshot:
         taken_at = datetime.now(timezone.utc)
         nodes = self.transport.nodes()
+        topology = self.transport.topology()
         counted = self.node_metrics.read() if self.node_metrics else None
         wanted = set(self.config.partitions)
         pools: dict[tuple[str, str], list[NodeInventory]] = defaultdict(list)
         types: set[str] = set()
         for node in nodes:
-            for gtype, inv in self._node_inventories(node, (counted or {}).get(node.name)):
+            for gtype, inv in self._node_inventories(node, (counted or {}).get(node.name), topology.get(node.name, ())):
                 types.add(gtype)
                 for partition in node.partitions:
                     if wanted and partition not in wanted:

@@ -20,6 +20,7 @@ from typing import Iterable, Iterator, Sequence
 
 from broker.backends.base import Rejected, Unavailable
 from broker.backends.slurm import parsers
+from broker.backends.slurm.topology_levels import parse_topology
 from broker.backends.slurm.mapping import SubmitRequest, sbatch_args
 from broker.backends.slurm.outcome import SlurmEnd, parse_sacct_ends, sacct_end_args
 from broker.backends.slurm.transport import Association, SlurmAcct, SlurmJob, SlurmNode
@@ -229,6 +230,9 @@ class CommandTransport:
     def nodes(self) -> list[SlurmNode]:
         out = self.query(["scontrol", "--details", "--oneliner", "show", "node"])
         return parsers.parse_scontrol_nodes(out)
+
+    def topology(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        return parse_topology(self.query(["scontrol", "show", "topology"]))
 
     def sacct_cmd(
         self,

@@ -212,6 +212,11 @@ class RestTransport:
         payload = self._get(self._slurm("nodes"))
         return [json_records.node_from_json(n) for n in payload.get("nodes") or ()]
 
+    def topology(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """Not read over REST: the backend reads topology with ``scontrol show topology``
+        only, so a cluster reached over REST alone shows no levels (docs/topology.md)."""
+        return {}
+
     def accounting(
         self,
         *,

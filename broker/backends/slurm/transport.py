@@ -121,6 +121,11 @@ class Transport(Protocol):
 
     def nodes(self) -> list[SlurmNode]: ...
 
+    def topology(self) -> dict[str, tuple[tuple[str, str], ...]]:
+        """node -> its (level, domain) pairs, the widest first; {} where the cluster has no
+        topology plugin or the transport cannot read it."""
+        ...
+
     def accounting(
         self,
         *,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from broker.backends.base import PoolInventory
-from broker.backends.kube.common import BackendSettings
+from broker.backends.kube.settings import BackendSettings
 from broker.backends.kube.inventory import node_entries
 from broker.placement import TenantPolicy
 from broker.placement.filters import filter_freshness

@@ -34,6 +34,18 @@ def test_bad_config_is_unavailable_with_the_key():
         kube_backend_from_config("slurm", "c1", {})
 
 
+@pytest.mark.parametrize("tier", ["1", -1, 1.5, True])
+def test_a_network_tier_that_is_no_whole_number_is_refused_naming_the_key(tier):
+    with pytest.raises(Unavailable, match="volcano_network_tier must be a whole number"):
+        kube_backend_from_config("volcano", "c1", {"volcano_network_tier": tier})
+
+
+def test_a_network_tier_is_for_volcano_only():
+    assert kube_backend_from_config("volcano", "c1", {"volcano_network_tier": 2}).settings.volcano_network_tier == 2
+    with pytest.raises(Unavailable, match="volcano_network_tier is for a Volcano cluster, not kueue"):
+        kube_backend_from_config("kueue", "c1", {"volcano_network_tier": 1})
+
+
 def test_class_only_spec_selects_the_class_models(kueue, spec_factory, emu):
     emu.add_node("t4-a", product="Tesla-T4", gpus=4, memory_mib=15360)
     policy = load_policy_file(str(DEMO_FLEET_PATH.parents[1] / "policy" / "default.yaml"))

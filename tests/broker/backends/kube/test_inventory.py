@@ -1,7 +1,7 @@
 """Node -> NodeInventory parsing and pool grouping (pure functions, no server)."""
 from __future__ import annotations
 
-from broker.backends.kube.common import BackendSettings
+from broker.backends.kube.settings import BackendSettings
 from broker.backends.kube.inventory import (
     allocated_by_node, build_pools, flavor_namer, node_entries, product_namer)
 

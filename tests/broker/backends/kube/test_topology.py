@@ -7,6 +7,7 @@ import pytest
 from broker.backends.base import ProjectIdentity, Unavailable
 from broker.backends.kube import BackendSettings, KubeConfig, KueueBackend, VolcanoBackend
 from broker.backends.kube.factory import backend_settings
+from broker.backends.kube.inventory import node_entries
 from broker.spec import WorkloadSpec
 
 IDENT = ProjectIdentity(tenant="t", project="p", k8s_namespace="team")
@@ -61,3 +62,26 @@ def test_the_topology_flags_in_a_clusters_config_must_be_true_or_false():
         backend_settings({"kueue_topology": "yes"})
     with pytest.raises(Unavailable, match="interconnect_affinity must be true or false"):
         backend_settings({"interconnect_affinity": 1})
+
+
+def test_where_volcano_names_its_hypernode_tier_the_gang_carries_network_topology_hard():
+    volcano = VolcanoBackend("c", KubeConfig(), BackendSettings(volcano_network_tier=1))
+    body = volcano.build_manifest(spec(same_interconnect=True), "wl-1", IDENT)
+    assert body["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    # no ask, a single worker, or a site without a tier: none
+    for backend, s in ((volcano, spec()), (volcano, spec(workers=1, same_interconnect=True)),
+                       (VolcanoBackend("c", KubeConfig(), BackendSettings()), spec(same_interconnect=True))):
+        assert "networkTopology" not in backend.build_manifest(s, "wl-1", IDENT)["spec"]
+
+
+def test_where_volcano_names_its_tier_a_nodes_domain_is_the_hypernode_holding_it():
+    node = {"metadata": {"name": "n-0", "labels": {"nvidia.com/gpu.product": "NVIDIA-L40S",
+                                                   "nvidia.com/gpu.clique": "label-domain"}},
+            "status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"},
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+    levels = (("tier 2", "spine"), ("tier 1", "rack-a"))
+    [tiered] = node_entries(node, {}, BackendSettings(volcano_network_tier=1), "volcano", topology=levels)
+    [labelled] = node_entries(node, {}, BackendSettings(), "volcano", topology=levels)
+    assert (tiered.interconnect_domain, labelled.interconnect_domain) == ("rack-a", "label-domain")
+    [outside] = node_entries(node, {}, BackendSettings(volcano_network_tier=3), "volcano", topology=levels)
+    assert outside.interconnect_domain == ""

@@ -26,6 +26,7 @@ class ReplayTransport:
         self.cancelled = []
         self.down = False
         self.assocs = [Association("research", ""), Association("research", "root")]
+        self.levels = {}
 
     def _check(self):
         if self.down:
@@ -50,6 +51,9 @@ class ReplayTransport:
     def nodes(self):
         self._check()
         return list(self._nodes)
+
+    def topology(self):
+        return dict(self.levels)
 
     def accounting(self, *, since=None, job_ids=None, names=None, every_run=False):
         out = self._acct

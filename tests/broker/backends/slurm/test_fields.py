@@ -99,6 +99,9 @@ class _NodesTransport:
     def nodes(self):
         return parsers.parse_scontrol_nodes(self.line)
 
+    def topology(self):
+        return {}
+
     def jobs(self, **kw):
         return []
 

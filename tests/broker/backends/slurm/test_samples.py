@@ -187,6 +187,9 @@ class VersionReplay:
     def nodes(self):
         return list(self._nodes)
 
+    def topology(self):
+        return {}
+
     def jobs(self, *, job_ids=None, names=None, states=None):
         return [j for j in self._jobs if (job_ids is None or j.job_id in job_ids)
                 and (not names or j.name in names) and (not states or j.state in states)]

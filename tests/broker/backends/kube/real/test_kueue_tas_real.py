@@ -47,6 +47,9 @@ def test_kueue_admits_the_gang_only_when_one_rack_has_room_and_places_it_there(k
     c.apply(main_api, *_tas_objects(), *(c.rack_node(f"tas-{r}-0", f"rack-{r}", pool=POOL) for r in "ab"))
     try:
         c.wait_for(lambda: c.ready_nodes(main_api, POOL) == 2, 60, what="the racks' nodes Ready")
+        # the inventory reads each node's place in the Topology its flavor names
+        nodes = {n.name: (p.name, n) for p in backend.inventory().pools for n in p.nodes if n.name in NODES}
+        assert nodes["tas-b-0"][1].topology == ((LEVEL, "rack-b"), ("kubernetes.io/hostname", "tas-b-0")), nodes
         job_id = backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True),
                                 "wl-tas", IDENTITY)
         wl = c.wait_for(lambda: workload_of_job(main_api, job_id), 30, what="the Workload")

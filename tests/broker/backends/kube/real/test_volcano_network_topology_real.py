@@ -1,0 +1,120 @@
+"""Volcano's own topology on real Volcano over kwok nodes: HyperNodes (two tier-1 racks under a
+tier-2 spine) and a backend told that tier 1 is the interconnect domain
+(``volcano_network_tier: 1``). With each rack holding one 2-GPU node, a 2 x 2-GPU gang without
+the requirement spans both racks (the control); with it, the vcjob carries ``networkTopology``
+hard at tier 1, the broker's placement finds no rack for it (and says so), Volcano holds the
+whole gang, and once rack a gains a node both workers start there."""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from broker.backends.kube import BackendSettings, KubeConfig, VolcanoBackend
+from broker.placement.filters import filter_topology
+from broker.placement.packing import PoolIndex
+
+from . import cluster as c
+from .conftest import MODEL_NAMES
+from .test_volcano_real import GANG_QUEUE, identity, spec
+
+pytestmark = [pytest.mark.k8s, pytest.mark.volcano]
+B200 = "NVIDIA-B200"  # a product no other test's node has: only the racks' nodes qualify
+POOL = "nt-topology"
+NODES = ("nt-a-0", "nt-a-1", "nt-b-0")
+HN = ("topology.volcano.sh", "v1alpha1", "hypernodes")
+
+
+def _hypernode(name: str, tier: int, kind: str, selector: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": tier, "members": [{"type": kind, "selector": selector}]}}
+
+
+HYPERNODES = (
+    _hypernode("nt-rack-a", 1, "Node", {"regexMatch": {"pattern": "^nt-a-"}}),
+    _hypernode("nt-rack-b", 1, "Node", {"exactMatch": {"name": "nt-b-0"}}),
+    _hypernode("nt-spine", 2, "HyperNode", {"regexMatch": {"pattern": "^nt-rack-"}}),
+)
+
+
+def _node(name: str) -> dict[str, Any]:
+    return c.node(name, B200, 2, pool=POOL)
+
+
+@pytest.fixture
+def racks(main_api: client.ApiClient) -> Iterator[None]:
+    c.delete_nodes(main_api, *NODES)
+    c.apply(main_api, _node("nt-a-0"), _node("nt-b-0"), *HYPERNODES, c.volcano_queue(GANG_QUEUE))
+    c.wait_for(lambda: c.ready_nodes(main_api, POOL) == 2, 60, what="the racks' nodes Ready")
+    yield
+    c.delete_jobs(main_api)
+    custom = client.CustomObjectsApi(main_api)
+    for doc in reversed(HYPERNODES):
+        try:
+            custom.delete_cluster_custom_object(*HN, doc["metadata"]["name"])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+    c.delete_nodes(main_api, *NODES)
+
+
+def _backend(k8s_env) -> VolcanoBackend:
+    settings = BackendSettings(default_namespace=c.NAMESPACE, model_names={**MODEL_NAMES, B200: "B200"},
+                               volcano_network_tier=1)
+    return VolcanoBackend("k8s-main", KubeConfig(kubeconfig=k8s_env["K8S_MAIN_KUBECONFIG"]), settings)
+
+
+def _gang(same: bool):
+    return spec(workers=2, gpus_per_worker=2, gpu_models=("B200",), command="sleep 60", same_interconnect=same)
+
+
+def _placement(backend: VolcanoBackend, same: bool) -> tuple[str, list[str]]:
+    """What the broker's placement makes of the pool now: why the gang does not fit, or
+    the nodes it would take."""
+    [pool] = [p for p in backend.inventory().pools if p.gpu_model == "B200"]
+    index = PoolIndex([n.name for n in pool.nodes], [n.gpus_free for n in pool.nodes],
+                      [n.interconnect_domain for n in pool.nodes])
+    exclusion = filter_topology(pool.name, index, idle_capacity=len(pool.nodes), spec=_gang(same))
+    if exclusion is not None:
+        return f"{exclusion.rule}: {exclusion.message}", []
+    return "", sorted(index.names[i] for i in index.assign(2, 2, same) or [])
+
+
+def test_a_gang_held_to_one_hypernode_waits_whole_then_starts_in_one_rack(k8s_env, kueue_cluster, main_api, racks):
+    backend = _backend(k8s_env)
+    try:
+        domains = {n.name: n.interconnect_domain for p in backend.inventory().pools for n in p.nodes if n.name in NODES}
+        assert domains == {"nt-a-0": "nt-rack-a", "nt-b-0": "nt-rack-b"}, domains
+
+        # the control: without the requirement the gang takes one node in each rack
+        loose = backend.submit(_gang(False), "wl-nt-loose", identity(GANG_QUEUE))
+        both = c.wait_for(lambda: all(n := c.pods_nodes(main_api, loose, "volcano.sh/job-name")) and n, 60,
+                          what="the control's workers placed")
+        assert both == ["nt-a-0", "nt-b-0"], both
+        c.delete_jobs(main_api)
+
+        reason, _ = _placement(backend, same=True)
+        fits = "topology: pool NVIDIA-B200: 1 of 2 workers of 2 GPUs fit in one interconnect domain now"
+        assert reason.startswith(fits), reason
+        job_id = backend.submit(_gang(True), "wl-nt", identity(GANG_QUEUE))
+        namespace, name = job_id.split("/")
+        body = client.CustomObjectsApi(main_api).get_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
+        assert body["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}, body["spec"]
+
+        def nodes() -> list[str]:
+            return c.pods_nodes(main_api, job_id, "volcano.sh/job-name")
+        c.wait_for(lambda: len(nodes()) == 2, 60, what="the gang's pods created")
+        time.sleep(8)  # several of Volcano's scheduling cycles, each rack with room for one worker
+        assert nodes() == ["", ""], nodes()
+
+        c.apply(main_api, _node("nt-a-1"))
+        c.wait_for(lambda: c.ready_nodes(main_api, POOL) == 3, 60, what="rack a's second node Ready")
+        assert _placement(backend, same=True) == ("", ["nt-a-0", "nt-a-1"])
+        placed = c.wait_for(lambda: all(n := nodes()) and n, 90, what="the gang placed in one rack")
+        assert placed == ["nt-a-0", "nt-a-1"], placed
+    finally:
+        backend.close()
