@@ -231,3 +231,18 @@ def capture(name: str, obj: Any) -> None:
     with open(os.path.join(target, f"{name}.json"), "w", encoding="utf-8") as fh:
         json.dump(obj, fh, indent=1, sort_keys=True)
         fh.write("\n")
+
+
+def placement_of(pool: Any, spec: Any) -> tuple[str, list[str]]:
+    """What the broker's placement makes of one reported pool for a gang now: the rule and
+    the words of why it does not fit, or the nodes it would take."""
+    from broker.placement.filters import filter_topology
+    from broker.placement.packing import PoolIndex
+
+    index = PoolIndex([n.name for n in pool.nodes], [n.gpus_free for n in pool.nodes],
+                      [n.interconnect_domain for n in pool.nodes])
+    exclusion = filter_topology(pool.name, index, idle_capacity=len(pool.nodes), spec=spec)
+    if exclusion is not None:
+        return f"{exclusion.rule}: {exclusion.message}", []
+    same = spec.same_interconnect and spec.workers > 1
+    return "", sorted(index.names[i] for i in index.assign(spec.gpus_per_worker, spec.workers, same) or [])

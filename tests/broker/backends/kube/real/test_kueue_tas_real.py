@@ -4,13 +4,14 @@ interconnect domain, from a backend with ``kueue_topology`` on, asks Kueue for t
 Kueue admits it only once one rack has room for every worker, and assigns it there."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from broker.backends.base import JobState, ProjectIdentity
+from broker.backends.base import JobState, PoolInventory, ProjectIdentity
 from broker.backends.kube import KubeConfig, KueueBackend
 
 from . import cluster as c
@@ -48,21 +49,40 @@ def test_kueue_admits_the_gang_only_when_one_rack_has_room_and_places_it_there(k
     try:
         c.wait_for(lambda: c.ready_nodes(main_api, POOL) == 2, 60, what="the racks' nodes Ready")
         # the inventory reads each node's place in the Topology its flavor names
-        nodes = {n.name: (p.name, n) for p in backend.inventory().pools for n in p.nodes if n.name in NODES}
-        assert nodes["tas-b-0"][1].topology == ((LEVEL, "rack-b"), ("kubernetes.io/hostname", "tas-b-0")), nodes
-        job_id = backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True),
-                                "wl-tas", IDENTITY)
+        pool = _tas_pool(backend)
+        nodes = {n.name: n for n in pool.nodes}
+        assert nodes["tas-b-0"].topology == ((LEVEL, "rack-b"), ("kubernetes.io/hostname", "tas-b-0")), nodes
+
+        # the control: without the requirement the gang takes one node in each rack
+        loose = backend.submit(spec(gpus_per_worker=4, workers=2, command="sleep 30"), "wl-tas-loose", IDENTITY)
+        both = c.wait_for(lambda: all(n := c.pods_nodes(main_api, loose)) and n, 60, what="the control placed")
+        assert both == ["tas-a-0", "tas-b-0"], both
+        c.delete_jobs(main_api)
+
+        gang = spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True)
+        reason, _ = c.placement_of(pool, gang)
+        fits = f"topology: pool {pool.name}: 1 of 2 workers of 4 GPUs fit in one interconnect domain now"
+        assert reason.startswith(fits), reason
+        job_id = backend.submit(gang, "wl-tas", IDENTITY)
         wl = c.wait_for(lambda: workload_of_job(main_api, job_id), 30, what="the Workload")
         assert wl["spec"]["podSets"][0]["topologyRequest"]["required"] == LEVEL, wl["spec"]["podSets"][0]
         pending = wait_state(backend, job_id, JobState.PENDING)
         assert c.pods_nodes(main_api, job_id) in ([], ["", ""]), "admitted though no rack has room"
         c.apply(main_api, c.rack_node("tas-a-1", "rack-a", pool=POOL))
+        c.wait_for(lambda: c.ready_nodes(main_api, POOL) == 3, 60, what="rack a's second node Ready")
+        assert c.placement_of(_tas_pool(backend), gang) == ("", ["tas-a-0", "tas-a-1"])
         running = wait_state(backend, job_id, JobState.RUNNING, JobState.COMPLETED)
         assert sorted(running.nodes) == ["tas-a-0", "tas-a-1"], (running, pending)
     finally:
         c.delete_jobs(main_api)
         c.delete_nodes(main_api, *NODES)
         _delete_tas_objects(main_api)  # other tests read every ClusterQueue's limits
+
+
+def _tas_pool(backend: KueueBackend) -> PoolInventory:
+    """The reported pool of the racks' nodes, with those nodes only."""
+    [pool] = [p for p in backend.inventory().pools if any(n.name in NODES for n in p.nodes)]
+    return replace(pool, nodes=tuple(n for n in pool.nodes if n.name in NODES))
 
 
 def _delete_tas_objects(api: client.ApiClient) -> None:

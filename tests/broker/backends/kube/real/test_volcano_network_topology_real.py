@@ -14,8 +14,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from broker.backends.kube import BackendSettings, KubeConfig, VolcanoBackend
-from broker.placement.filters import filter_topology
-from broker.placement.packing import PoolIndex
 
 from . import cluster as c
 from .conftest import MODEL_NAMES
@@ -72,15 +70,8 @@ def _gang(same: bool):
 
 
 def _placement(backend: VolcanoBackend, same: bool) -> tuple[str, list[str]]:
-    """What the broker's placement makes of the pool now: why the gang does not fit, or
-    the nodes it would take."""
     [pool] = [p for p in backend.inventory().pools if p.gpu_model == "B200"]
-    index = PoolIndex([n.name for n in pool.nodes], [n.gpus_free for n in pool.nodes],
-                      [n.interconnect_domain for n in pool.nodes])
-    exclusion = filter_topology(pool.name, index, idle_capacity=len(pool.nodes), spec=_gang(same))
-    if exclusion is not None:
-        return f"{exclusion.rule}: {exclusion.message}", []
-    return "", sorted(index.names[i] for i in index.assign(2, 2, same) or [])
+    return c.placement_of(pool, _gang(same))
 
 
 def test_a_gang_held_to_one_hypernode_waits_whole_then_starts_in_one_rack(k8s_env, kueue_cluster, main_api, racks):
