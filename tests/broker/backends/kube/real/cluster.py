@@ -246,3 +246,24 @@ def placement_of(pool: Any, spec: Any) -> tuple[str, list[str]]:
         return f"{exclusion.rule}: {exclusion.message}", []
     same = spec.same_interconnect and spec.workers > 1
     return "", sorted(index.names[i] for i in index.assign(spec.gpus_per_worker, spec.workers, same) or [])
+
+
+HYPERNODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
+
+
+def hypernode(name: str, tier: int, *members: dict[str, Any]) -> dict[str, Any]:
+    """A Volcano HyperNode of ``tier`` holding ``members`` ({"type": Node|HyperNode, "selector": ...})."""
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": tier, "members": list(members)}}
+
+
+def delete_hypernodes(api: client.ApiClient, *docs: dict[str, Any]) -> None:
+    """Remove HyperNodes a test added, the widest first (gone already is fine): Volcano's
+    scheduler places by every HyperNode it sees."""
+    custom = client.CustomObjectsApi(api)
+    for doc in reversed(docs):
+        try:
+            custom.delete_cluster_custom_object(*HYPERNODES, doc["metadata"]["name"])
+        except ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -11,7 +11,6 @@ from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from broker.backends.kube import BackendSettings, KubeConfig, VolcanoBackend
 
@@ -23,18 +22,10 @@ pytestmark = [pytest.mark.k8s, pytest.mark.volcano]
 B200 = "NVIDIA-B200"  # a product no other test's node has: only the racks' nodes qualify
 POOL = "nt-topology"
 NODES = ("nt-a-0", "nt-a-1", "nt-b-0")
-HN = ("topology.volcano.sh", "v1alpha1", "hypernodes")
-
-
-def _hypernode(name: str, tier: int, kind: str, selector: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
-            "spec": {"tier": tier, "members": [{"type": kind, "selector": selector}]}}
-
-
 HYPERNODES = (
-    _hypernode("nt-rack-a", 1, "Node", {"regexMatch": {"pattern": "^nt-a-"}}),
-    _hypernode("nt-rack-b", 1, "Node", {"exactMatch": {"name": "nt-b-0"}}),
-    _hypernode("nt-spine", 2, "HyperNode", {"regexMatch": {"pattern": "^nt-rack-"}}),
+    c.hypernode("nt-rack-a", 1, {"type": "Node", "selector": {"regexMatch": {"pattern": "^nt-a-"}}}),
+    c.hypernode("nt-rack-b", 1, {"type": "Node", "selector": {"exactMatch": {"name": "nt-b-0"}}}),
+    c.hypernode("nt-spine", 2, {"type": "HyperNode", "selector": {"regexMatch": {"pattern": "^nt-rack-"}}}),
 )
 
 
@@ -49,13 +40,7 @@ def racks(main_api: client.ApiClient) -> Iterator[None]:
     c.wait_for(lambda: c.ready_nodes(main_api, POOL) == 2, 60, what="the racks' nodes Ready")
     yield
     c.delete_jobs(main_api)
-    custom = client.CustomObjectsApi(main_api)
-    for doc in reversed(HYPERNODES):
-        try:
-            custom.delete_cluster_custom_object(*HN, doc["metadata"]["name"])
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+    c.delete_hypernodes(main_api, *HYPERNODES)
     c.delete_nodes(main_api, *NODES)
 
 
