@@ -2,11 +2,10 @@
 racks (tier 1, one naming its nodes by pattern, one by exact name) under a spine (tier 2)."""
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from broker.backends.kube import KubeConfig, VolcanoBackend
 
@@ -15,19 +14,11 @@ from .conftest import settings
 
 pytestmark = [pytest.mark.k8s, pytest.mark.volcano]
 NODES = ("hn-a-0", "hn-a-1", "hn-b-0")
-HN = ("topology.volcano.sh", "v1alpha1", "hypernodes")
-
-
-def _hypernode(name: str, tier: int, *members: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
-            "spec": {"tier": tier, "members": list(members)}}
-
-
 HYPERNODES = (
-    _hypernode("hn-rack-a", 1, {"type": "Node", "selector": {"regexMatch": {"pattern": "^hn-a-"}}}),
-    _hypernode("hn-rack-b", 1, {"type": "Node", "selector": {"exactMatch": {"name": "hn-b-0"}}}),
-    _hypernode("hn-spine", 2, {"type": "HyperNode", "selector": {"exactMatch": {"name": "hn-rack-a"}}},
-               {"type": "HyperNode", "selector": {"exactMatch": {"name": "hn-rack-b"}}}),
+    c.hypernode("hn-rack-a", 1, {"type": "Node", "selector": {"regexMatch": {"pattern": "^hn-a-"}}}),
+    c.hypernode("hn-rack-b", 1, {"type": "Node", "selector": {"exactMatch": {"name": "hn-b-0"}}}),
+    c.hypernode("hn-spine", 2, {"type": "HyperNode", "selector": {"exactMatch": {"name": "hn-rack-a"}}},
+                {"type": "HyperNode", "selector": {"exactMatch": {"name": "hn-rack-b"}}}),
 )
 
 
@@ -36,13 +27,7 @@ def racks(main_api: client.ApiClient) -> Iterator[None]:
     c.delete_nodes(main_api, *NODES)
     c.apply(main_api, *(c.node(n, c.L40S, 2, memory_mib=46068, pool="hn-topology") for n in NODES), *HYPERNODES)
     yield
-    custom = client.CustomObjectsApi(main_api)
-    for doc in reversed(HYPERNODES):
-        try:
-            custom.delete_cluster_custom_object(*HN, doc["metadata"]["name"])
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+    c.delete_hypernodes(main_api, *HYPERNODES)
     c.delete_nodes(main_api, *NODES)
 
 
