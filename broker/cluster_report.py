@@ -13,6 +13,12 @@ from typing import Any, Iterable, Mapping
 from broker.local_limits import NO_LIMITS, LocalLimits
 
 
+# where a node sits in its control plane's topology, widest level first: (level, domain) pairs
+Levels = tuple[tuple[str, str], ...]
+# each node's levels, by node name, as a backend reads them
+NodeLevels = dict[str, Levels]
+
+
 @dataclass(frozen=True)
 class NodeInventory:
     name: str
@@ -35,7 +41,7 @@ class NodeInventory:
     # where the node sits in its control plane's topology, widest level first: (level,
     # domain) pairs such as (("block", "b1"), ("rack", "r3")); level names are the control
     # plane's own (a Kueue Topology's node labels, Volcano HyperNode tiers, Slurm switches)
-    topology: tuple[tuple[str, str], ...] = ()
+    topology: Levels = ()
 
     def to_json(self) -> dict[str, str | int | bool | list[list[str]]]:
         """As ``GpuPool.nodes`` stores it: the keys rows have always had (and

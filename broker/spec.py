@@ -63,6 +63,11 @@ class WorkloadSpec:
         return self.gpus_per_worker * self.workers
 
     @property
+    def one_domain(self) -> bool:
+        """The workers must share one interconnect domain (a single worker always does)."""
+        return self.same_interconnect and self.workers > 1
+
+    @property
     def partitioning(self) -> str:
         return self.mig_profile or PARTITIONING_WHOLE
 

@@ -207,7 +207,7 @@ def _fit(
     """Split statically eligible pools into those the gang fits now and the rest (per
     cluster with no fitting pool: its pools, closest to fitting first)."""
     g, w = spec.gpus_per_worker, spec.workers
-    same = spec.same_interconnect and w > 1
+    same = spec.one_domain
     fitting: dict[str, list[Entry]] = {}
     misfits: dict[str, list[tuple[int, Entry]]] = {}
     for entry in entries:
@@ -270,7 +270,7 @@ def _candidate(
 ) -> Candidate:
     prepared = entry.prepared
     index = prepared.index
-    same = spec.same_interconnect and spec.workers > 1
+    same = spec.one_domain
     # a job sent to wait in the destination's queue has no nodes yet: its scheduler picks them
     nodes = index.assign(spec.gpus_per_worker, spec.workers, same) if assign else []
     assert nodes is not None, "a fitting pool must pack"  # capacity table says it fits

@@ -76,7 +76,7 @@ def hold_target(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, now: date
     """The eligible, fresh, unheld pool closest to fitting the gang (most workers fit
     now, then most free GPUs) among those that could hold it once idle: (cluster, pool),
     or None when no pool could ever hold it."""
-    same = spec.same_interconnect and spec.workers > 1
+    same = spec.one_domain
     stale = fleet.stale(now)
     best: tuple[int, int, str, str] | None = None
     for entry in fleet.static_for(spec, tenant).entries:

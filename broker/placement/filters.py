@@ -196,7 +196,7 @@ def filter_topology(
     could host if all its allocatable GPUs were free (tells 'wait' from 'never');
     ``ever_capacity``: the same with every node back in service.  Only a gang larger than
     that is 'never_fits' (the job is rejected): nodes that are down may come back."""
-    g, w, same = spec.gpus_per_worker, spec.workers, spec.same_interconnect and spec.workers > 1
+    g, w, same = spec.gpus_per_worker, spec.workers, spec.one_domain
     if blocked_by:
         return Exclusion("topology", f"pool {pool_name} is held for waiting gang {blocked_by}")
     fits = index.capacity(g, same)

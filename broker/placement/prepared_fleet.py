@@ -45,13 +45,13 @@ class PreparedPool:
     def idle_capacity(self, spec: WorkloadSpec) -> int:
         if not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
             return 0
-        same = spec.same_interconnect and spec.workers > 1
+        same = spec.one_domain
         return (self.idle_cap_same if same else self.idle_cap)[spec.gpus_per_worker]
 
     def ever_capacity(self, spec: WorkloadSpec) -> int:
         if not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
             return 0
-        same = spec.same_interconnect and spec.workers > 1
+        same = spec.one_domain
         return (self.ever_cap_same if same else self.ever_cap)[spec.gpus_per_worker]
 
 

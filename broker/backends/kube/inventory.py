@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
+from broker.cluster_report import Levels
 from broker.backends.base import NodeInventory, PoolInventory
 from broker.backends.json_fields import Fields, Key
 from broker.backends.kube.common import (
@@ -140,7 +141,7 @@ def node_entries(
     settings: BackendSettings,
     owner: str,
     prefix: str = "",
-    topology: tuple[tuple[str, str], ...] = (),
+    topology: Levels = (),
 ) -> list[NodeInventory]:
     """One NodeInventory per GPU resource (whole GPUs, each MIG profile) of the node;
     ``topology``: its levels (``topology_levels``)."""
@@ -179,9 +180,7 @@ def node_entries(
     return out
 
 
-def _interconnect_domain(
-    labels: Mapping[str, str], topology: tuple[tuple[str, str], ...], settings: BackendSettings
-) -> str:
+def _interconnect_domain(labels: Mapping[str, str], topology: Levels, settings: BackendSettings) -> str:
     """The node's label, or where a Volcano site names its HyperNode tier, the tier's
     HyperNode holding the node ("" where none does)."""
     if settings.volcano_network_tier:
@@ -215,7 +214,7 @@ def build_pools(
     owner: str,
     namer: PoolNamer,
     prefix: str = "",
-    topology: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
+    topology: Mapping[str, Levels] | None = None,
 ) -> list[PoolInventory]:
     """Group node entries into pools named "<base>[/<mig profile>][/<model>]";
     ``topology``: each node's levels, by node name."""

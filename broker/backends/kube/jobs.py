@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Sequence
 
+from broker.cluster_report import NodeLevels
 from broker.local_limits import LocalLimits
 from broker.backends.base import (
     DestinationJob,
@@ -88,7 +89,7 @@ class KubeJobBackend:
     def queue_stats(self) -> QueueStats:
         raise NotImplementedError
 
-    def node_topology(self, nodes: list[dict[str, Any]]) -> dict[str, tuple[tuple[str, str], ...]]:
+    def node_topology(self, nodes: list[dict[str, Any]]) -> NodeLevels:
         """Each node's topology levels, as the queueing layer describes them (none here)."""
         return {}
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
+from broker.cluster_report import NodeLevels
 from broker.backends.kube.limits import kueue_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
@@ -340,7 +341,7 @@ class KueueBackend(KubeJobBackend):
     def pool_namer(self) -> Callable[..., str]:
         return inv.flavor_namer(self._custom("resourceflavors"))
 
-    def node_topology(self, nodes: list[dict[str, Any]]) -> dict[str, tuple[tuple[str, str], ...]]:
+    def node_topology(self, nodes: list[dict[str, Any]]) -> NodeLevels:
         """The levels of the Topology each node's flavor names (none where Kueue serves no
         Topology: a release before Topology-Aware Scheduling)."""
         custom = self.kube.custom()

@@ -35,7 +35,7 @@ def with_gang_topology(
     pod: dict[str, Any], spec: WorkloadSpec, workload_id: str, settings: BackendSettings
 ) -> dict[str, Any]:
     """The worker pod spec, with the domain requirement added when the gang asks for one."""
-    gang = spec.same_interconnect and spec.workers > 1 and bool(settings.interconnect_label)
+    gang = spec.one_domain and bool(settings.interconnect_label)
     if not (gang and settings.interconnect_affinity):
         return pod
     term = {
@@ -52,7 +52,7 @@ TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 
 def kueue_pod_annotations(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, str]:
     """The pod template's annotations for Kueue's Topology-Aware Scheduling, where the site has it."""
-    if spec.same_interconnect and spec.workers > 1 and settings.kueue_topology and settings.interconnect_label:
+    if spec.one_domain and settings.kueue_topology and settings.interconnect_label:
         return {TAS_REQUIRED: settings.interconnect_label}
     return {}
 
@@ -60,6 +60,6 @@ def kueue_pod_annotations(spec: WorkloadSpec, settings: BackendSettings) -> dict
 def volcano_network_topology(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any] | None:
     """The vcjob's ``networkTopology`` for a gang that must share a domain, where the site
     names its HyperNode tier; None otherwise."""
-    if spec.same_interconnect and spec.workers > 1 and settings.volcano_network_tier:
+    if spec.one_domain and settings.volcano_network_tier:
         return {"mode": "hard", "highestTierAllowed": settings.volcano_network_tier}
     return None

@@ -21,8 +21,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from broker.backends.json_fields import Fields
-
-NodeLevels = dict[str, tuple[tuple[str, str], ...]]
+from broker.cluster_report import NodeLevels
 
 
 def kueue_levels(

@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Iterator, Mapping
 
+from broker.cluster_report import NodeLevels
 from broker.backends.kube.limits import volcano_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import (
@@ -303,7 +304,7 @@ class VolcanoBackend(KubeJobBackend):
     def pool_namer(self) -> Callable[..., str]:
         return inv.product_namer
 
-    def node_topology(self, nodes: list[dict[str, Any]]) -> dict[str, tuple[tuple[str, str], ...]]:
+    def node_topology(self, nodes: list[dict[str, Any]]) -> NodeLevels:
         """The HyperNodes holding each node (none where Volcano serves no HyperNode: a
         release before 1.12)."""
         found = self.kube.call(self.kube.custom().list_cluster_custom_object, *HYPERNODES, missing_ok=True)

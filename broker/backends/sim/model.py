@@ -178,6 +178,11 @@ class JobRequest:
     one_per_node: bool = False
 
     @property
+    def one_domain(self) -> bool:
+        """The workers must share one interconnect domain (as ``WorkloadSpec.one_domain``)."""
+        return self.same_interconnect and self.workers > 1
+
+    @property
     def total_gpus(self) -> int:
         return self.gpus_per_worker * self.workers
 

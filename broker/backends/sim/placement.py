@@ -96,7 +96,7 @@ def _pack_single(nodes: Sequence[SimNode], gpus: int, free: FreeFn) -> Placement
 
 def pack(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> Placement | None:
     """One (node, gpus) entry per worker, or None when the whole gang does not fit."""
-    for group in _domains(nodes, req.same_interconnect and req.workers > 1):
+    for group in _domains(nodes, req.one_domain):
         placement = _pack_one(group, req, free)
         if placement is not None:
             return placement
@@ -106,6 +106,6 @@ def pack(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> 
 def placeable_workers(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> int:
     """How many workers of the gang would fit now (for 'k/n tasks unschedulable')."""
     best = 0
-    for group in _domains(nodes, req.same_interconnect and req.workers > 1):
+    for group in _domains(nodes, req.one_domain):
         best = max(best, sum(_workers_on(free(n), req) for n in group))
     return min(best, req.workers)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Iterator, Sequence
 
+from broker.cluster_report import Levels
 from broker.backends.base import (
     BackendError,
     DestinationJob,
@@ -135,7 +136,7 @@ class SlurmBackend:
 
     # ------------------------------------------------------------ inventory
     def _node_inventories(
-        self, node: SlurmNode, counted: NodeGpus | None, topology: tuple[tuple[str, str], ...] = ()
+        self, node: SlurmNode, counted: NodeGpus | None, topology: Levels = ()
     ) -> list[tuple[str, NodeInventory]]:
         """(gres type, NodeInventory) per GPU type on the node; ``counted``: slurmctld's
         OpenMetrics figures for it, which give the allocation of a node of one GPU type;

@@ -18,6 +18,7 @@ import threading
 from datetime import datetime, timezone
 from typing import Iterable, Iterator, Sequence
 
+from broker.cluster_report import NodeLevels
 from broker.backends.base import Rejected, Unavailable
 from broker.backends.slurm import parsers
 from broker.backends.slurm.topology_levels import parse_topology
@@ -231,7 +232,7 @@ class CommandTransport:
         out = self.query(["scontrol", "--details", "--oneliner", "show", "node"])
         return parsers.parse_scontrol_nodes(out)
 
-    def topology(self) -> dict[str, tuple[tuple[str, str], ...]]:
+    def topology(self) -> NodeLevels:
         return parse_topology(self.query(["scontrol", "show", "topology"]))
 
     def sacct_cmd(

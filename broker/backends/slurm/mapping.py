@@ -142,7 +142,7 @@ def build_request(
         hold=config.submit_held,
         run_as_user=identity.run_as_user,
         run_as_group=identity.run_as_group,
-        switches=1 if spec.same_interconnect and spec.workers > 1 else 0,
+        switches=1 if spec.one_domain else 0,
         extra_args=tuple(config.extra_sbatch_args),
         rest_extra=dict(config.rest_job_extra),
         rest_environment=dict(config.rest_environment),

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import requests
 
+from broker.cluster_report import NodeLevels
 from broker.backends.base import Rejected, Unavailable
 from broker.backends.slurm import parsers
 from broker.backends.slurm import json_records, limits_json
@@ -212,7 +213,7 @@ class RestTransport:
         payload = self._get(self._slurm("nodes"))
         return [json_records.node_from_json(n) for n in payload.get("nodes") or ()]
 
-    def topology(self) -> dict[str, tuple[tuple[str, str], ...]]:
+    def topology(self) -> NodeLevels:
         """Not read over REST: the backend reads topology with ``scontrol show topology``
         only, so a cluster reached over REST alone shows no levels (docs/topology.md)."""
         return {}

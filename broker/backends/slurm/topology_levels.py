@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from broker.backends.slurm import parsers
-
-NodeLevels = dict[str, tuple[tuple[str, str], ...]]
+from broker.backends.slurm.values import number
+from broker.cluster_report import NodeLevels
 
 
 def parse_topology(text: str) -> NodeLevels:
@@ -26,7 +26,7 @@ def parse_topology(text: str) -> NodeLevels:
     for line in text.splitlines():
         kv = parsers.parse_kv_line(line)
         if "SwitchName" in kv:
-            level = _level(kv.get("Level", "0"))
+            level = number(kv.get("Level"))
             switches[kv["SwitchName"]] = (level, parsers.expand_hostlist(kv.get("Nodes", "")))
             for child in parsers.expand_hostlist(kv.get("Switches", "")):
                 parents[child] = kv["SwitchName"]
@@ -57,10 +57,3 @@ def _add(
         level = switches.get(switch, (0, ()))[0]
         found[node].append((level, f"switch level {level}", switch))
         switch = parents.get(switch, "")
-
-
-def _level(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return 0

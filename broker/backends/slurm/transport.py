@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Iterable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
+from broker.cluster_report import NodeLevels
+
 if TYPE_CHECKING:  # pragma: no cover
     from broker.backends.slurm.mapping import SubmitRequest
 
@@ -121,7 +123,7 @@ class Transport(Protocol):
 
     def nodes(self) -> list[SlurmNode]: ...
 
-    def topology(self) -> dict[str, tuple[tuple[str, str], ...]]:
+    def topology(self) -> NodeLevels:
         """node -> its (level, domain) pairs, the widest first; {} where the cluster has no
         topology plugin or the transport cannot read it."""
         ...
