@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from broker.topology_names import LEVEL_RE, MODES
 from portal.tenancy.errors import DomainError
 
 PRIORITIES = ("low", "normal", "high")
@@ -51,6 +52,11 @@ class WorkloadSpec:
     data_size_gb: float = 0.0
     residency: tuple[str, ...] = ()
     same_interconnect: bool = False
+    # a topology level the gang's workers share (``broker.topology_names``): ``host``, ``rack``,
+    # ``block`` or a cluster's own level name; ``topology_mode`` says whether a cluster where
+    # they cannot is ruled out ("required") or ranked after those where they can ("preferred")
+    topology_level: str = ""
+    topology_mode: str = ""
     priority: str = "normal"
     # a fleet priority class of the policy (``priority_classes``): at submission it sets
     # ``priority`` to the class's level and names, per control plane, what the job runs at
@@ -66,6 +72,17 @@ class WorkloadSpec:
     def one_domain(self) -> bool:
         """The workers must share one interconnect domain (a single worker always does)."""
         return self.same_interconnect and self.workers > 1
+
+    @property
+    def level_required(self) -> str:
+        """The topology level every worker must share, or "" (a single worker always does)."""
+        required = self.topology_mode in ("", "required")  # a level named alone is required
+        return self.topology_level if required and self.workers > 1 else ""
+
+    @property
+    def level_preferred(self) -> str:
+        """The topology level the workers should share where a cluster can keep them so, or ""."""
+        return self.topology_level if self.topology_mode == "preferred" and self.workers > 1 else ""
 
     @property
     def partitioning(self) -> str:
@@ -169,6 +186,8 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
         "data_location",
         "priority",
         "priority_class",
+        "topology_level",
+        "topology_mode",
     ):
         values[name] = _text(name, data.get(name), errors, 4000 if name == "command" else 200)
     for name in _INT_LIMITS:
@@ -235,6 +254,22 @@ def _check_semantics(values: dict[str, Any], errors: dict[str, list[str]]) -> No
         err("priority", f"must be one of {', '.join(PRIORITIES)}.")
     if values.get("priority_class") and not CLASS_NAME_RE.match(values["priority_class"]):
         err("priority_class", "a priority class name: lower-case letters, digits and '-', at most 40 characters.")
-    if values.get("same_interconnect") and (values.get("workers") or 1) == 1:
-        # harmless, but tell the user it has no effect
-        pass
+    _check_topology(values, err)
+
+
+def _check_topology(values: dict[str, Any], err: Callable[[str, str], None]) -> None:
+    level, mode = values.get("topology_level", ""), values.get("topology_mode", "")
+    if mode and mode not in MODES:
+        err("topology_mode", f"must be one of {', '.join(MODES)}.")
+    if not level:
+        if mode:
+            err("topology_mode", "name the level too (topology_level: host, rack, block or the cluster's own).")
+        return
+    if not LEVEL_RE.match(level):
+        err("topology_level", "a level name: host, rack, block, or a cluster's own such as tier 2 or a node label.")
+    elif (values.get("workers") or 1) < 2:
+        err("topology_level", "a single worker always shares every level with itself: ask it of a gang of 2 or more.")
+    elif values.get("same_interconnect"):
+        err("topology_level", "ask for one interconnect domain (same_interconnect) or a topology level, not both.")
+    if not mode:
+        values["topology_mode"] = "required"

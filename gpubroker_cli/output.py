@@ -111,6 +111,7 @@ def preview(p: dict) -> str:
         f"{b.get('asked_hours')} this job of {b.get('gpu_hours')} GPU-h ({b.get('kind')})"
         for b in p.get("budgets") or []
     ]
+    topology = any(d.get("topology") for d in p.get("destinations") or [])
     rows = [
         [
             d.get("rank"),
@@ -124,15 +125,12 @@ def preview(p: dict) -> str:
             d.get("egress_cost"),
             d.get("expected_cost"),
         ]
+        + ([d.get("topology")] if topology else [])
         for d in p.get("destinations") or []
     ]
     if rows:
-        parts += [
-            "",
-            table(
-                ["#", "cluster", "pool", "score", "expected start", "wait s", "GPU-h", "rate", "egress", "cost"], rows
-            ),
-        ]
+        head = ["#", "cluster", "pool", "score", "expected start", "wait s", "GPU-h", "rate", "egress", "cost"]
+        parts += ["", table(head + (["preferred level"] if topology else []), rows)]
     excluded = p.get("excluded") or []
     if excluded:
         parts += [

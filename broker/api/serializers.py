@@ -55,6 +55,14 @@ class WorkloadSpecIn(StrictSerializer):
     data_size_gb = serializers.FloatField(required=False)
     residency = serializers.ListField(child=serializers.CharField(), required=False)
     same_interconnect = serializers.BooleanField(required=False)
+    topology_level = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="A topology level every worker shares: host, rack, block, or a cluster's own level name",
+    )
+    topology_mode = serializers.CharField(
+        required=False, allow_blank=True, help_text="required (the default) or preferred"
+    )
     priority = serializers.CharField(required=False)
     priority_class = serializers.CharField(
         required=False, allow_blank=True, help_text="A fleet priority class of the policy; sets the priority"

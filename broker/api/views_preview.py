@@ -32,6 +32,9 @@ class DestinationOut(serializers.Serializer):
     egress_cost = serializers.DecimalField(max_digits=14, decimal_places=2)
     expected_cost = serializers.DecimalField(max_digits=14, decimal_places=2)
     budget_warning = serializers.CharField()
+    topology = serializers.CharField(
+        help_text="Where the job prefers a topology level: 'in one rack' or why not; empty otherwise"
+    )
 
 
 class QuotaLeftOut(serializers.Serializer):

@@ -14,7 +14,7 @@ from broker.placement import admission
 from broker.placement import filters as f
 from broker.placement import terms
 from broker.placement.facts import ClusterFacts
-from broker.placement.prepared_fleet import Entry, PreparedFleet
+from broker.placement.prepared_fleet import Entry, PreparedFleet, PreparedPool
 from broker.placement.policy import TERMS, Policy
 from broker.placement.results import RULE_RANK, Candidate, Exclusion, PlacementResult, no_fit_reason
 from broker.spec import WorkloadSpec
@@ -180,6 +180,7 @@ def _misfit(fleet: PreparedFleet, group: list[Entry], spec: WorkloadSpec, holder
             prepared.held_by if prepared.held_by != holder else "",
             len(prepared.conflicted),
             prepared.ever_capacity(spec),
+            prepared.grouping(spec),
         )
         if exc is not None:
             found.append(exc)
@@ -207,7 +208,6 @@ def _fit(
     """Split statically eligible pools into those the gang fits now and the rest (per
     cluster with no fitting pool: its pools, closest to fitting first)."""
     g, w = spec.gpus_per_worker, spec.workers
-    same = spec.one_domain
     fitting: dict[str, list[Entry]] = {}
     misfits: dict[str, list[tuple[int, Entry]]] = {}
     for entry in entries:
@@ -215,8 +215,9 @@ def _fit(
         if name in stale:
             continue
         prepared = entry.prepared
-        index = prepared.index
-        cap = index.capacity(g, same)  # 0 beyond the largest worker the tables describe
+        want = prepared.grouping(spec)
+        # 0 beyond the largest worker the tables describe, or where the level is not described
+        cap = prepared.index.capacity(g, *want) if want is not None else 0
         if prepared.held_by and prepared.held_by != holder:
             cap = -1
         if cap >= w:
@@ -259,7 +260,11 @@ def _rank(
         for e in entries
     ]
     scored = terms.combine(rows, weights)
-    order = sorted(range(len(entries)), key=lambda i: (scored[i][0], entries[i].cluster, entries[i].prepared.pool.name))
+    # a preferred level ranks the pools that hold the gang within one of its domains first
+    apart = [not _keeps_preferred(e.prepared, spec) for e in entries] if spec.level_preferred else [False] * len(rows)
+    order = sorted(
+        range(len(entries)), key=lambda i: (apart[i], scored[i][0], entries[i].cluster, entries[i].prepared.pool.name)
+    )
     if limit is not None:
         order = order[:limit]
     return [_candidate(entries[i], rows[i], scored[i], spec, assign) for i in order]
@@ -270,9 +275,8 @@ def _candidate(
 ) -> Candidate:
     prepared = entry.prepared
     index = prepared.index
-    same = spec.one_domain
     # a job sent to wait in the destination's queue has no nodes yet: its scheduler picks them
-    nodes = index.assign(spec.gpus_per_worker, spec.workers, same) if assign else []
+    nodes = index.assign(spec.gpus_per_worker, spec.workers, *_packing(prepared, spec)) if assign else []
     assert nodes is not None, "a fitting pool must pack"  # capacity table says it fits
     return Candidate(
         cluster=entry.cluster,
@@ -286,8 +290,32 @@ def _candidate(
     )
 
 
+def _keeps_preferred(prepared: PreparedPool, spec: WorkloadSpec) -> bool:
+    """The pool holds the gang within one domain of the level the spec prefers, now."""
+    preferred = prepared.preferred_level(spec)
+    return bool(preferred) and prepared.index.capacity(spec.gpus_per_worker, False, preferred) >= spec.workers
+
+
+def _packing(prepared: PreparedPool, spec: WorkloadSpec) -> tuple[bool, str]:
+    """What the gang is packed within: the required grouping, or the preferred level where
+    this pool holds the gang in one of its domains now."""
+    same, level = prepared.grouping(spec) or (False, "")
+    if _keeps_preferred(prepared, spec):
+        return same, prepared.preferred_level(spec)
+    return same, level
+
+
 def _detail(entry: Entry, spec: WorkloadSpec) -> dict[str, float | str]:
     out: dict[str, float | str] = {}
+    if spec.level_preferred:
+        own = entry.prepared.preferred_level(spec)
+        name = spec.level_preferred if own in ("", spec.level_preferred) else f"{spec.level_preferred} ({own})"
+        kept = _keeps_preferred(entry.prepared, spec)
+        out["topology"] = (
+            f"in one {name}"
+            if kept
+            else f"not in one {name}: " + ("no such level here" if not own else "no domain holds the gang now")
+        )
     if spec.data_size_gb and entry.remote:
         out.update(
             staging_s=round(spec.data_size_gb * entry.stage_per_gb, 1),

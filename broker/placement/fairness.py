@@ -76,7 +76,6 @@ def hold_target(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, now: date
     """The eligible, fresh, unheld pool closest to fitting the gang (most workers fit
     now, then most free GPUs) among those that could hold it once idle: (cluster, pool),
     or None when no pool could ever hold it."""
-    same = spec.one_domain
     stale = fleet.stale(now)
     best: tuple[int, int, str, str] | None = None
     for entry in fleet.static_for(spec, tenant).entries:
@@ -85,7 +84,8 @@ def hold_target(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, now: date
             continue
         if prepared.idle_capacity(spec) < spec.workers:
             continue
-        cap = prepared.index.capacity(spec.gpus_per_worker, same)
+        want = prepared.grouping(spec)
+        cap = prepared.index.capacity(spec.gpus_per_worker, *want) if want is not None else 0
         key = (-cap, -prepared.index.all.cap[1], entry.cluster, prepared.pool.name)
         if best is None or key < best:
             best = key

@@ -190,19 +190,37 @@ def filter_topology(
     blocked_by: str = "",
     conflicted: int = 0,
     ever_capacity: int | None = None,
+    want: tuple[bool, str] | None = (False, ""),
 ) -> Exclusion | None:
     """The whole gang fits in this pool now, each worker on one node (and one
-    interconnect domain when asked).  ``idle_capacity``: workers of this shape the pool
-    could host if all its allocatable GPUs were free (tells 'wait' from 'never');
-    ``ever_capacity``: the same with every node back in service.  Only a gang larger than
-    that is 'never_fits' (the job is rejected): nodes that are down may come back."""
-    g, w, same = spec.gpus_per_worker, spec.workers, spec.one_domain
+    interconnect domain, or one domain of the level it requires, when asked).
+    ``idle_capacity``: workers of this shape the pool could host if all its allocatable
+    GPUs were free (tells 'wait' from 'never'); ``ever_capacity``: the same with every node
+    back in service.  Only a gang larger than that is 'never_fits' (the job is rejected):
+    nodes that are down may come back.  ``want``: ``PreparedPool.grouping``; None where the
+    cluster describes no level of the name the spec requires."""
+    g, w = spec.gpus_per_worker, spec.workers
     if blocked_by:
         return Exclusion("topology", f"pool {pool_name} is held for waiting gang {blocked_by}")
-    fits = index.capacity(g, same)
+    if want is None:
+        known = ", ".join(sorted(index.level_domains))
+        return Exclusion(
+            "never_fits",
+            f"pool {pool_name}: the cluster describes no {spec.level_required} level (its levels: {known})",
+        )
+    same, level = want
+    if not level:
+        same = same or spec.one_domain
+    fits = index.capacity(g, same, level)
     if fits >= w:
         return None
-    where = "in one interconnect domain " if same else ""
+    where = (
+        f"in one {_level_words(spec.level_required, level)} "
+        if level
+        else "in one interconnect domain "
+        if same
+        else ""
+    )
     note = f"; {conflicted} node(s) left out, claimed by two schedulers" if conflicted else ""
     if idle_capacity < w:
         ever = idle_capacity if ever_capacity is None else ever_capacity
@@ -218,3 +236,8 @@ def filter_topology(
         "topology",
         f"pool {pool_name}: {fits} of {w} workers of {g} GPUs fit {where}now ({free} GPUs free{split}{note})",
     )
+
+
+def _level_words(asked: str, own: str) -> str:
+    """'rack', or 'rack (tier 1)' where the cluster's own name for it differs."""
+    return asked if asked == own else f"{asked} ({own})"

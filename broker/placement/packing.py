@@ -18,7 +18,9 @@ nodes have room; ``nodes_with[g]`` keeps the count (``PoolIndex(one_per_node=Tru
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
+
+from broker.topology_names import HOST
 
 MAX_GPUS_PER_WORKER = 16  # WorkloadSpec limit; the capacity tables are sized by it
 _GS = range(1, MAX_GPUS_PER_WORKER + 1)
@@ -114,13 +116,20 @@ class PoolIndex:
     """Free GPUs of one pool's usable nodes, indexed for O(1) gang-fit checks.
 
     Nodes without an interconnect domain count as a domain of their own: a gang that
-    needs one interconnect can share such a node but never span two of them.
+    needs one interconnect can share such a node but never span two of them.  ``levels``:
+    each topology level's domain per node (``NodeInventory.topology``), indexed the same way
+    the first time a gang asks for that level; ``host`` (each node its own) is always there.
     """
 
-    __slots__ = ("names", "free", "domains", "all", "by_domain", "one_per_node", "_best", "_dirty")
+    __slots__ = ("names", "free", "domains", "all", "by_domain", "one_per_node", "level_domains", "_by_level", "_best")
 
     def __init__(
-        self, names: Sequence[str], free: Sequence[int], domains: Sequence[str], one_per_node: bool = False
+        self,
+        names: Sequence[str],
+        free: Sequence[int],
+        domains: Sequence[str],
+        one_per_node: bool = False,
+        levels: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.one_per_node = one_per_node  # Slurm: a node per worker
         self.names = tuple(names)
@@ -131,42 +140,60 @@ class PoolIndex:
         for i, f in enumerate(self.free):
             self.all.add(i, f)
             self.by_domain.setdefault(self.domains[i], CapacityIndex()).add(i, f)
-        self._best: list[int] = []
-        self._dirty = True
+        self.level_domains: dict[str, tuple[str, ...]] = {HOST: self.names}
+        for level, of_nodes in (levels or {}).items():
+            self.level_domains[level] = tuple(d or f"\0node:{n}" for n, d in zip(names, of_nodes, strict=True))
+        self._by_level: dict[str, dict[str, CapacityIndex]] = {}
+        self._best: dict[str, list[int]] = {}  # per grouping ("" = interconnect), per g
 
-    def best_domain_cap(self) -> list[int]:
-        """Per g, the most workers any single interconnect domain can host."""
-        if self._dirty:
-            caps = [self.table(d) for d in self.by_domain.values()]
-            self._best = [max((c[g] for c in caps), default=0) for g in range(MAX_GPUS_PER_WORKER + 1)]
-            self._dirty = False
-        return self._best
+    def _groups(self, level: str) -> dict[str, CapacityIndex]:
+        """The nodes grouped by their domain at ``level`` ("": the interconnect domain)."""
+        if not level:
+            return self.by_domain
+        groups = self._by_level.get(level)
+        if groups is None:
+            of_nodes = self.level_domains[level]
+            groups = self._by_level[level] = {}
+            for i, f in enumerate(self.free):
+                groups.setdefault(of_nodes[i], CapacityIndex()).add(i, f)
+        return groups
+
+    def best_domain_cap(self, level: str = "") -> list[int]:
+        """Per g, the most workers any single domain (of ``level``; "": interconnect) can host."""
+        best = self._best.get(level)
+        if best is None:
+            caps = [self.table(d) for d in self._groups(level).values()]
+            best = self._best[level] = [max((c[g] for c in caps), default=0) for g in range(MAX_GPUS_PER_WORKER + 1)]
+        return best
 
     def table(self, index: CapacityIndex) -> list[int]:
         """Per g, the workers of g GPUs ``index``'s nodes host, as this pool places them."""
         return index.nodes_with if self.one_per_node else index.cap
 
-    def capacity(self, gpus_per_worker: int, same_domain: bool) -> int:
+    def capacity(self, gpus_per_worker: int, same_domain: bool, level: str = "") -> int:
+        """Workers of ``gpus_per_worker`` GPUs the pool hosts now: in all, within one
+        interconnect domain (``same_domain``) or within one domain of ``level``."""
         if not 1 <= gpus_per_worker <= MAX_GPUS_PER_WORKER:
             return 0
-        if same_domain:
-            return self.best_domain_cap()[gpus_per_worker]
+        if level or same_domain:
+            return self.best_domain_cap(level)[gpus_per_worker]
         return self.table(self.all)[gpus_per_worker]
 
-    def assign(self, gpus_per_worker: int, workers: int, same_domain: bool) -> list[int] | None:
-        if self.capacity(gpus_per_worker, same_domain) < workers:
+    def assign(self, gpus_per_worker: int, workers: int, same_domain: bool, level: str = "") -> list[int] | None:
+        if self.capacity(gpus_per_worker, same_domain, level) < workers:
             return None
-        if not same_domain or workers == 1:
+        if not (same_domain or level) or workers == 1:
             return self.all.assign(gpus_per_worker, workers, self.one_per_node)
         # best-fit over domains too: the smallest domain that holds the whole gang
+        groups = self._groups(level)
         fitting = [
             (self.table(idx)[gpus_per_worker], name)
-            for name, idx in self.by_domain.items()
+            for name, idx in groups.items()
             if self.table(idx)[gpus_per_worker] >= workers
         ]
         if not fitting:
             return None
-        return self.by_domain[min(fitting)[1]].assign(gpus_per_worker, workers, self.one_per_node)
+        return groups[min(fitting)[1]].assign(gpus_per_worker, workers, self.one_per_node)
 
     def take(self, nodes: Iterable[int], gpus_per_worker: int) -> None:
         """Mark GPUs as used (a placement made in this pass), keeping the indexes exact."""
@@ -177,10 +204,14 @@ class PoolIndex:
         old = self.free[node]
         if new_free < 0:
             raise ValueError(f"node {self.names[node]} would have {new_free} free GPUs")
-        domain = self.by_domain[self.domains[node]]
         self.all.remove(node, old)
-        domain.remove(node, old)
-        self.free[node] = new_free
         self.all.add(node, new_free)
+        domain = self.by_domain[self.domains[node]]
+        domain.remove(node, old)
         domain.add(node, new_free)
-        self._dirty = True
+        for level, groups in self._by_level.items():
+            group = groups[self.level_domains[level][node]]
+            group.remove(node, old)
+            group.add(node, new_free)
+        self.free[node] = new_free
+        self._best.clear()

@@ -23,6 +23,7 @@ from broker.placement.packing import MAX_GPUS_PER_WORKER, PoolIndex, workers_on
 from broker.placement.policy import Policy, QueueModel
 from broker.placement.results import RULE_RANK, Candidate, Exclusion
 from broker.spec import WorkloadSpec
+from broker.topology_names import resolve_level
 
 _CACHE_LIMIT = 4096  # request shapes; a pending queue has far fewer
 
@@ -41,18 +42,46 @@ class PreparedPool:
     classes: tuple[str, ...]
     price: float
     held_by: str = ""  # a waiting gang this pool is held for
+    idle_gpus: tuple[int, ...] = ()  # per usable node: GPUs it would have free when idle
+    ever_gpus: tuple[int, ...] = ()  # the same with the node back in service
+    _level_caps: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
+
+    def grouping(self, spec: WorkloadSpec) -> tuple[bool, str] | None:
+        """What the gang's workers must share here: (one interconnect domain, this pool's
+        own name for the level the spec requires, or ""); None where the cluster describes
+        no such level (``broker.topology_names``)."""
+        if not spec.level_required:
+            return spec.one_domain, ""
+        level = resolve_level(spec.level_required, self.index.level_domains)
+        return None if level is None else (False, level)
+
+    def preferred_level(self, spec: WorkloadSpec) -> str:
+        """This pool's own name for the level the spec prefers, or "" where it has none."""
+        if not spec.level_preferred:
+            return ""
+        return resolve_level(spec.level_preferred, self.index.level_domains) or ""
 
     def idle_capacity(self, spec: WorkloadSpec) -> int:
-        if not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
-            return 0
-        same = spec.one_domain
-        return (self.idle_cap_same if same else self.idle_cap)[spec.gpus_per_worker]
+        return self._capacity(spec, ever=False)
 
     def ever_capacity(self, spec: WorkloadSpec) -> int:
-        if not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
+        return self._capacity(spec, ever=True)
+
+    def _capacity(self, spec: WorkloadSpec, *, ever: bool) -> int:
+        want = self.grouping(spec)
+        if want is None or not 1 <= spec.gpus_per_worker <= MAX_GPUS_PER_WORKER:
             return 0
-        same = spec.one_domain
-        return (self.ever_cap_same if same else self.ever_cap)[spec.gpus_per_worker]
+        same, level = want
+        if level:
+            tables = self._level_caps.get(f"{ever}{level}")
+            if tables is None:
+                gpus = self.ever_gpus if ever else self.idle_gpus
+                domains = self.index.level_domains[level]
+                tables = self._level_caps[f"{ever}{level}"] = _capacity_tables(domains, gpus, self.index.one_per_node)
+            return tables[1][spec.gpus_per_worker]
+        if ever:
+            return (self.ever_cap_same if same else self.ever_cap)[spec.gpus_per_worker]
+        return (self.idle_cap_same if same else self.idle_cap)[spec.gpus_per_worker]
 
 
 @dataclass(eq=False)
@@ -181,9 +210,10 @@ class PreparedFleet:
         for node in sorted(pool.nodes, key=lambda n: n.name):
             (conflicted if (domain, node.name) in self.conflicts else usable).append(node)
         one = facts.one_worker_per_node if facts else False
-        index = PoolIndex(
-            [n.name for n in usable], [n.gpus_free for n in usable], [n.interconnect_domain for n in usable], one
-        )
+        names = [n.name for n in usable]
+        of_nodes = [dict(n.topology) for n in usable]
+        levels = {level: [t.get(level, "") for t in of_nodes] for level in {k for t in of_nodes for k in t}}
+        index = PoolIndex(names, [n.gpus_free for n in usable], [n.interconnect_domain for n in usable], one, levels)
         idle = [n.gpus_allocatable if n.healthy and not n.draining else 0 for n in usable]
         ever = [max(n.gpus_allocatable, n.gpus_total) for n in usable]
         idle_cap, idle_cap_same = _capacity_tables(index.domains, idle, one)
@@ -200,6 +230,8 @@ class PreparedFleet:
             conflicted=tuple(n.name for n in conflicted),
             classes=self.policy.classes_of(pool.gpu_model, pool.gpu_memory_gb),
             price=facts.price_for(pool.name) if facts else 0.0,
+            idle_gpus=tuple(idle),
+            ever_gpus=tuple(ever),
         )
 
     # -- the static filters, cached per request shape ------------------------------

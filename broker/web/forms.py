@@ -37,6 +37,18 @@ class WorkloadForm(forms.Form):
     data_size_gb = forms.FloatField(required=False, min_value=0, initial=0, label="Data size (GB)")
     residency = forms.CharField(required=False, help_text="Allowed regions, comma-separated")
     same_interconnect = forms.BooleanField(required=False)
+    topology_level = forms.CharField(
+        required=False,
+        max_length=63,
+        label="Workers share a",
+        help_text="Topology level for a gang: host, rack, block, or a cluster's own (tier 2, a node label)",
+    )
+    topology_mode = forms.ChoiceField(
+        required=False,
+        choices=[("required", "required: only where one holds the whole gang"), ("preferred", "preferred")],
+        initial="required",
+        label="Topology level is",
+    )
     priority = forms.ChoiceField(choices=[(p, p) for p in PRIORITIES], initial="normal")
     priority_class = forms.ChoiceField(
         required=False,
@@ -63,6 +75,8 @@ class WorkloadForm(forms.Form):
         }
         if self.cleaned_data.get("gpu_class"):
             data["gpu_class"] = self.cleaned_data["gpu_class"].slug
+        if not data.get("topology_level"):
+            data.pop("topology_mode", None)  # the select always sends one
         return data
 
 

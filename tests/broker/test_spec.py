@@ -52,3 +52,28 @@ def test_a_yes_or_no_field_refuses_words_it_cannot_read_and_names_the_field():
     with pytest.raises(SpecError) as exc:
         validate_spec({**VALID, "off_peak": "tonight", "checkpointable": 2})
     assert exc.value.errors == {"off_peak": ["must be true or false."], "checkpointable": ["must be true or false."]}
+
+
+def test_a_gang_may_require_or_prefer_a_topology_level_and_a_level_named_alone_is_required():
+    required = WorkloadSpec.from_dict(dict(VALID, workers=2, topology_level="rack"))
+    assert (required.topology_mode, required.level_required, required.level_preferred) == ("required", "rack", "")
+    preferred = WorkloadSpec.from_dict(dict(VALID, workers=2, topology_level="tier 2", topology_mode="preferred"))
+    assert (preferred.level_required, preferred.level_preferred) == ("", "tier 2")
+    assert WorkloadSpec.from_dict(preferred.to_dict()) == preferred
+
+
+@pytest.mark.parametrize(
+    "extra, field, words",
+    [
+        (dict(workers=1, topology_level="rack"), "topology_level", "gang of 2 or more"),
+        (dict(workers=2, topology_level="rack", topology_mode="always"), "topology_mode", "required, preferred"),
+        (dict(workers=2, topology_mode="preferred"), "topology_mode", "name the level too"),
+        (dict(workers=2, topology_level="rack;rm -rf"), "topology_level", "a level name"),
+        (dict(workers=2, topology_level="rack", same_interconnect=True), "topology_level", "not both"),
+    ],
+)
+def test_a_topology_level_the_spec_cannot_keep_is_refused_naming_the_field(extra, field, words):
+    with pytest.raises(SpecError) as err:
+        WorkloadSpec.from_dict(dict(VALID, **extra))
+    assert list(err.value.errors) == [field]
+    assert words in " ".join(err.value.errors[field])

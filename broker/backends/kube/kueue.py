@@ -45,7 +45,6 @@ from broker.backends.kube.common import (
     worker_pod_spec,
     workload_of,
 )
-from broker.backends.kube.settings import BackendSettings
 from broker.backends.kube.jobs import KubeJobBackend, note_deleting, seconds_between
 from broker.spec import WorkloadSpec
 
@@ -232,9 +231,23 @@ class KueueBackend(KubeJobBackend):
                 "completions": spec.workers,
                 "backoffLimit": 0,  # the broker decides about reruns
                 "activeDeadlineSeconds": spec.time_limit_minutes * 60,
-                "template": {"metadata": {"labels": dict(labels), **_annotations(spec, self.settings)}, "spec": pod},
+                "template": {"metadata": {"labels": dict(labels), **self._annotations(spec)}, "spec": pod},
             },
         }
+
+    def _annotations(self, spec: WorkloadSpec) -> dict[str, Any]:
+        """Topology-Aware Scheduling's pod set annotation; a job naming a level reads the
+        cluster's Topology levels to find that level's node label."""
+        asked = spec.level_required or spec.level_preferred
+        levels = self._topology_labels() if asked and self.settings.kueue_topology else ()
+        tas = kueue_pod_annotations(spec, self.settings, levels)
+        return {"annotations": tas} if tas else {}
+
+    def _topology_labels(self) -> tuple[str, ...]:
+        found = self.kube.call(
+            self.kube.custom().list_cluster_custom_object, KUEUE_GROUP, self.api_version, "topologies", missing_ok=True
+        )
+        return topology_levels.topology_labels(list((found or {}).get("items") or []))
 
     # ---- object access --------------------------------------------------------------
     def _create(self, namespace: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -478,8 +491,3 @@ def _earlier_runs_s(wl: Mapping[str, Any]) -> int:
     return max(
         status.whole("accumulatedPastExecutionTimeSeconds"), status.whole("accumulatedPastExexcutionTimeSeconds")
     )
-
-
-def _annotations(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any]:
-    tas = kueue_pod_annotations(spec, settings)
-    return {"annotations": tas} if tas else {}

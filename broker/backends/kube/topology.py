@@ -23,43 +23,81 @@ highestTierAllowed: N}``: Volcano starts it only inside one such HyperNode."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from broker.backends.kube.common import WORKLOAD_LABEL, label_value
-
 from broker.backends.kube.settings import BackendSettings
 from broker.spec import WorkloadSpec
+from broker.topology_names import HOST, generic_name, resolve_level
 
 
 def with_gang_topology(
     pod: dict[str, Any], spec: WorkloadSpec, workload_id: str, settings: BackendSettings
 ) -> dict[str, Any]:
-    """The worker pod spec, with the domain requirement added when the gang asks for one."""
-    gang = spec.one_domain and bool(settings.interconnect_label)
-    if not (gang and settings.interconnect_affinity):
+    """The worker pod spec, with the domain requirement added when the gang asks for one:
+    one interconnect domain (where the site says every GPU node carries its label), or one
+    host (``topology_level: host``; every node carries ``kubernetes.io/hostname``), required
+    or preferred."""
+    selector = {"matchLabels": {WORKLOAD_LABEL: label_value(workload_id)}}
+    required, preferred = [], []
+    if spec.one_domain and settings.interconnect_label and settings.interconnect_affinity:
+        required.append({"labelSelector": selector, "topologyKey": settings.interconnect_label})
+    if spec.level_required == HOST:
+        required.append({"labelSelector": selector, "topologyKey": HOSTNAME_LABEL})
+    if spec.level_preferred == HOST:
+        term = {"labelSelector": selector, "topologyKey": HOSTNAME_LABEL}
+        preferred.append({"weight": 100, "podAffinityTerm": term})
+    if not (required or preferred):
         return pod
-    term = {
-        "labelSelector": {"matchLabels": {WORKLOAD_LABEL: label_value(workload_id)}},
-        "topologyKey": settings.interconnect_label,
-    }
     affinity = dict(pod.get("affinity") or {})
-    affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    terms: dict[str, Any] = {}
+    if required:
+        terms["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    if preferred:
+        terms["preferredDuringSchedulingIgnoredDuringExecution"] = preferred
+    affinity["podAffinity"] = terms
     return {**pod, "affinity": affinity}
 
 
 TAS_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TAS_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def kueue_pod_annotations(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, str]:
-    """The pod template's annotations for Kueue's Topology-Aware Scheduling, where the site has it."""
-    if spec.one_domain and settings.kueue_topology and settings.interconnect_label:
+def kueue_pod_annotations(spec: WorkloadSpec, settings: BackendSettings, levels: Sequence[str] = ()) -> dict[str, str]:
+    """The pod template's annotations for Kueue's Topology-Aware Scheduling, where the site
+    has it: the interconnect label for ``same_interconnect``; for ``topology_level``, the
+    node label of the level it names among ``levels`` (the labels of the cluster's
+    ``Topology`` objects; ``host`` is ``kubernetes.io/hostname`` where a Topology lists it)."""
+    if not settings.kueue_topology:
+        return {}
+    if spec.one_domain and settings.interconnect_label:
         return {TAS_REQUIRED: settings.interconnect_label}
+    for asked, key in ((spec.level_required, TAS_REQUIRED), (spec.level_preferred, TAS_PREFERRED)):
+        label = resolve_level(asked, levels) if asked else None
+        if label == HOST:
+            label = HOSTNAME_LABEL if HOSTNAME_LABEL in levels else None
+        if label:
+            return {key: label}
     return {}
 
 
 def volcano_network_topology(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any] | None:
-    """The vcjob's ``networkTopology`` for a gang that must share a domain, where the site
-    names its HyperNode tier; None otherwise."""
+    """The vcjob's ``networkTopology``: for a gang that must share a domain, where the site
+    names its HyperNode tier (``hard`` at that tier); for ``topology_level``, the tier it
+    names (``tier 2``, or ``rack``: tier 1), ``hard`` where required and ``soft`` where
+    preferred; None otherwise."""
     if spec.one_domain and settings.volcano_network_tier:
         return {"mode": "hard", "highestTierAllowed": settings.volcano_network_tier}
+    for asked, mode in ((spec.level_required, "hard"), (spec.level_preferred, "soft")):
+        tier = _tier(asked) if asked else 0
+        if tier:
+            return {"mode": mode, "highestTierAllowed": tier}
     return None
+
+
+def _tier(asked: str) -> int:
+    """The HyperNode tier a job's level names: ``tier N`` itself, or the tier ``rack`` means."""
+    own = asked if asked.startswith("tier ") else next((t for t in ("tier 1",) if generic_name(t) == asked), "")
+    number = own.removeprefix("tier ")
+    return int(number) if number.isdigit() and int(number) > 0 else 0

@@ -24,6 +24,15 @@ from broker.backends.json_fields import Fields
 from broker.cluster_report import NodeLevels
 
 
+def topology_labels(topologies: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """Every node label the cluster's Kueue ``Topology`` objects use as a level."""
+    out: dict[str, None] = {}
+    for i, raw in enumerate(topologies):
+        for lv in Fields(raw, (f"topologies[{i}]",)).obj("spec").objs("levels"):
+            out[lv.text("nodeLabel")] = None
+    return tuple(out)
+
+
 def kueue_levels(
     topologies: Iterable[Mapping[str, Any]], flavors: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
 ) -> NodeLevels:

@@ -35,4 +35,5 @@ def shape_of(job: SimJob) -> tuple:
         r.gpu_class,
         r.min_gpu_memory_gb,
         r.same_interconnect,
+        r.same_host,
     )

@@ -26,6 +26,7 @@ from broker.backends.sim import admission, backfill, elastic, levers, queues, re
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.live import LiveJobs
 from broker.backends.sim.model import (
+    SIM_LEVEL,
     FLAVORS,
     OWNER,
     Faults,
@@ -39,6 +40,7 @@ from broker.backends.sim.outcome import TIMEOUT_RAW, log_page
 from broker.backends.sim.plan import Plan
 from broker.backends.sim.runtime import Runtimes
 from broker.spec import WorkloadSpec
+from broker.topology_names import HOST
 
 
 def request_from_spec(spec: WorkloadSpec, *, one_per_node: bool = False) -> JobRequest:
@@ -51,7 +53,9 @@ def request_from_spec(spec: WorkloadSpec, *, one_per_node: bool = False) -> JobR
         gpu_models=tuple(spec.gpu_models),
         gpu_class=spec.gpu_class,
         min_gpu_memory_gb=spec.min_gpu_memory_gb,
-        same_interconnect=spec.same_interconnect,
+        # the simulator's one level is its node groups' interconnect domain
+        same_interconnect=spec.same_interconnect or spec.level_required == SIM_LEVEL,
+        same_host=spec.level_required == HOST,
         priority=spec.priority,
         time_limit_s=spec.time_limit_minutes * 60.0,
     )

@@ -45,6 +45,9 @@ def gpu_resource(partitioning: str) -> str:
 _POOL_INPUTS = frozenset({"gpu_model", "gpu_memory_gb", "partitioning", "flavor"})
 
 
+SIM_LEVEL = "interconnect"  # the one topology level simulated nodes report (their group's domain)
+
+
 @dataclass
 class SimNode:
     """One node.  ``gpus`` counts allocatable units: whole GPUs, or MIG slices."""
@@ -171,6 +174,7 @@ class JobRequest:
     gpu_class: str = ""
     min_gpu_memory_gb: int = 0
     same_interconnect: bool = False
+    same_host: bool = False  # every worker on one node (the spec's topology_level "host")
     priority: str = "normal"
     time_limit_s: float | None = None
     # Slurm: each worker on a node of its own (the backend asks --nodes=workers with one

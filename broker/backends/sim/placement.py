@@ -52,8 +52,10 @@ def matching_pools(nodes: Iterable[SimNode], req: JobRequest) -> list[str]:
     return [p for p, _ in cands]
 
 
-def _domains(nodes: Sequence[SimNode], same_interconnect: bool) -> list[list[SimNode]]:
-    if not same_interconnect:
+def _domains(nodes: Sequence[SimNode], req: JobRequest) -> list[list[SimNode]]:
+    if req.same_host and req.workers > 1:
+        return [[node] for node in nodes]
+    if not req.one_domain:
         return [list(nodes)]
     groups: dict[str, list[SimNode]] = {}
     for node in nodes:
@@ -96,7 +98,7 @@ def _pack_single(nodes: Sequence[SimNode], gpus: int, free: FreeFn) -> Placement
 
 def pack(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> Placement | None:
     """One (node, gpus) entry per worker, or None when the whole gang does not fit."""
-    for group in _domains(nodes, req.one_domain):
+    for group in _domains(nodes, req):
         placement = _pack_one(group, req, free)
         if placement is not None:
             return placement
@@ -106,6 +108,6 @@ def pack(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> 
 def placeable_workers(nodes: Sequence[SimNode], req: JobRequest, free: FreeFn = free_now) -> int:
     """How many workers of the gang would fit now (for 'k/n tasks unschedulable')."""
     best = 0
-    for group in _domains(nodes, req.one_domain):
+    for group in _domains(nodes, req):
         best = max(best, sum(_workers_on(free(n), req) for n in group))
     return min(best, req.workers)

@@ -15,7 +15,7 @@ from broker.backends.base import (
     Reason,
     UsageRecord,
 )
-from broker.backends.sim.model import SimJob, SimNode
+from broker.backends.sim.model import SIM_LEVEL, SimJob, SimNode
 from broker.backends.sim.outcome import outcome
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
                 health_reason=_health_reason(n.healthy, n.draining),
                 interconnect_domain=n.interconnect_domain,
                 # the simulator's one level: the interconnect domain its node group names
-                topology=(("interconnect", n.interconnect_domain),) if n.interconnect_domain else (),
+                topology=((SIM_LEVEL, n.interconnect_domain),) if n.interconnect_domain else (),
                 owner=owner,
                 provisioning="" if n.up else ("requested" if n.ready_at is not None else "available"),
             )

@@ -142,7 +142,7 @@ def build_request(
         hold=config.submit_held,
         run_as_user=identity.run_as_user,
         run_as_group=identity.run_as_group,
-        switches=1 if spec.one_domain else 0,
+        switches=1 if spec.one_domain or _under_one_switch(spec.level_required) else 0,
         extra_args=tuple(config.extra_sbatch_args),
         rest_extra=dict(config.rest_job_extra),
         rest_environment=dict(config.rest_environment),
@@ -252,3 +252,11 @@ def rest_job_body(req: SubmitRequest, api_version: str) -> dict[str, Any]:
     )
     job.update(req.rest_extra)
     return {"job": job}
+
+
+def _under_one_switch(level: str) -> bool:
+    """A required level Slurm keeps with ``--switches=1``: a leaf switch (``rack``, ``switch
+    level 0``), or a wider switch level, which one leaf switch satisfies the stricter way
+    (Slurm has no bound for a subtree above the leaves). ``host``: never more than one
+    worker a node here, so placement sends no such gang; ``block``: not passed on yet."""
+    return level == "rack" or level.startswith("switch level ")

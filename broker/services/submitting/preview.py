@@ -59,6 +59,8 @@ class Destination:
     gpu_cost: Decimal
     egress_cost: Decimal
     budget_warning: str = ""
+    # where the spec prefers a topology level: whether this pool keeps the gang in one of it
+    topology: str = ""
 
     @property
     def expected_cost(self) -> Decimal:
@@ -203,4 +205,5 @@ def _destination(
         gpu_cost=gpu_cost,
         egress_cost=egress,
         budget_warning=warning,
+        topology=str(candidate.detail.get("topology", "")),
     )

@@ -40,13 +40,15 @@ class Kit:
     def pool(cluster: str, free: Sequence[int], *, name: str = "gpu", model: str = H100,
              memory: int = 80, part: str = "whole", total: int = 8, owner: str = "slurm",
              domains: Sequence[str] | None = None,
-             node_names: Sequence[str] | None = None) -> PoolInventory:
+             node_names: Sequence[str] | None = None,
+             levels: Sequence[tuple[tuple[str, str], ...]] | None = None) -> PoolInventory:
         nodes = tuple(
             NodeInventory(
                 name=node_names[i] if node_names else f"{cluster}-{name}-n{i}",
                 gpu_model=model, gpu_memory_gb=memory, gpus_total=total,
                 gpus_allocatable=total, gpus_allocated=total - f, partitioning=part,
-                interconnect_domain=domains[i] if domains else "", owner=owner)
+                interconnect_domain=domains[i] if domains else "", owner=owner,
+                topology=levels[i] if levels else ())
             for i, f in enumerate(free))
         return PoolInventory(name, model, memory, part, owner, nodes)
 

@@ -85,3 +85,43 @@ def test_where_volcano_names_its_tier_a_nodes_domain_is_the_hypernode_holding_it
     assert (tiered.interconnect_domain, labelled.interconnect_domain) == ("rack-a", "label-domain")
     [outside] = node_entries(node, {}, BackendSettings(volcano_network_tier=3), "volcano", topology=levels)
     assert outside.interconnect_domain == ""
+
+
+def test_a_required_or_preferred_level_becomes_kueues_pod_set_annotation_with_the_levels_label():
+    from broker.backends.kube.topology import kueue_pod_annotations
+
+    tas = BackendSettings(kueue_topology=True)
+    labels = ("cloud.example.com/block", "cloud.example.com/rack", "kubernetes.io/hostname")
+    assert kueue_pod_annotations(spec(topology_level="rack"), tas, labels) == {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.example.com/rack"}
+    assert kueue_pod_annotations(spec(topology_level="block", topology_mode="preferred"), tas, labels) == {
+        "kueue.x-k8s.io/podset-preferred-topology": "cloud.example.com/block"}
+    assert kueue_pod_annotations(spec(topology_level="host"), tas, labels) == {
+        "kueue.x-k8s.io/podset-required-topology": "kubernetes.io/hostname"}
+    # a level the cluster's Topology lacks, a site without TAS, a single worker: no annotation
+    assert kueue_pod_annotations(spec(topology_level="host"), tas, labels[:2]) == {}
+    assert kueue_pod_annotations(spec(topology_level="rack"), BackendSettings(), labels) == {}
+    assert kueue_pod_annotations(spec(topology_level="rack", workers=1), tas, labels) == {}
+
+
+def test_a_gang_on_one_host_asks_kubernetes_for_affinity_on_the_hostname_required_or_preferred():
+    for cls in (KueueBackend, VolcanoBackend):
+        backend = cls("c", KubeConfig(), BackendSettings())
+        _, pod = _pod(backend, spec(topology_level="host"))
+        [term] = pod["affinity"]["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname", cls
+        _, pod = _pod(backend, spec(topology_level="host", topology_mode="preferred"))
+        [soft] = pod["affinity"]["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert soft["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname", cls
+        assert "requiredDuringSchedulingIgnoredDuringExecution" not in pod["affinity"]["podAffinity"]
+
+
+def test_a_level_becomes_volcanos_network_topology_hard_when_required_and_soft_when_preferred():
+    volcano = VolcanoBackend("c", KubeConfig(), BackendSettings())
+    def network(s):
+        return volcano.build_manifest(s, "wl-1", IDENT)["spec"].get("networkTopology")
+    assert network(spec(topology_level="rack")) == {"mode": "hard", "highestTierAllowed": 1}
+    assert network(spec(topology_level="tier 2", topology_mode="preferred")) == {"mode": "soft", "highestTierAllowed": 2}
+    # levels that name no tier: Volcano is not told (placement sends no required gang there)
+    assert network(spec(topology_level="block")) is None
+    assert network(spec(topology_level="cloud.example.com/rack")) is None

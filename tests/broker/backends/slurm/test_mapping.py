@@ -131,3 +131,14 @@ def test_a_gang_that_must_share_an_interconnect_asks_slurm_for_one_switch():
     loose = build_request(spec(workers=2), "wl-l", IDENT, SlurmConfig())
     assert not [a for a in sbatch_args(loose) if a.startswith("--switches")]
     assert "required_switches" not in rest_job_body(loose, "v0.0.42")["job"]
+
+
+@pytest.mark.parametrize("level, switches", [("rack", True), ("switch level 0", True), ("switch level 1", True),
+                                             ("block", False), ("host", False)])
+def test_a_required_switch_level_asks_slurm_for_one_leaf_switch(level, switches):
+    req = build_request(spec(workers=2, topology_level=level), "wl-g", IDENT, SlurmConfig())
+    assert ("--switches=1" in sbatch_args(req)) is switches
+    preferred = build_request(spec(workers=2, topology_level=level, topology_mode="preferred"), "wl-p", IDENT,
+                              SlurmConfig())
+    # topology/tree already picks the fewest switches that fit: a preference needs no flag
+    assert not [a for a in sbatch_args(preferred) if a.startswith("--switches")]
