@@ -35,3 +35,21 @@ def test_dry_run_and_budgets_show_the_gpu_hour_budget_the_job_counts_against(ser
     header, _rule, row = out.splitlines()[:3]
     assert "remaining" in header and "forecast" in header
     assert row.startswith("physics a100-80gb per month") and "20000.00" in row
+
+
+def test_dry_run_of_a_gang_preferring_one_host_says_per_destination_whether_it_keeps_it(server, gpubroker, tmp_path):
+    login(gpubroker, server)
+    path = tmp_path / "cli-host.yaml"
+    path.write_text("name: cli-host\ncommand: python train.py\ngpu_class: a100-80gb\ngpus_per_worker: 2\n"
+                    "workers: 2\ntopology_level: host\ntopology_mode: preferred\n")
+    rc, out, err = gpubroker("submit", str(path), "--project", "lattice-qcd", "--dry-run")
+    assert rc == OK, err
+    assert "preferred level" in out
+    assert "in one host" in out
+
+
+def test_a_topology_mode_the_broker_does_not_know_is_refused_naming_the_field(server, gpubroker, tmp_path):
+    login(gpubroker, server)
+    rc, out, err = gpubroker("submit", spec_file(tmp_path, "cli-mode", extra="topology_level: rack\ntopology_mode: soon\n"),
+                             "--project", "lattice-qcd", "--dry-run")
+    assert rc == API_ERROR and "topology_mode" in err

@@ -57,3 +57,29 @@ def test_the_preview_says_when_its_destinations_are_queues_to_wait_in(trio, quot
     assert body["reason"] == "capacity"
     outsider = api(trio.outsider).post(reverse("api-workload-preview"), {"project": trio.project.id, **SPEC})
     assert outsider.status_code == 404
+
+
+def test_a_gang_that_prefers_one_host_is_ranked_where_one_host_holds_it(trio, quota, make_cluster, api):
+    make_cluster("spread", flavor="kueue", nodes=[2, 2], price="1.0")
+    make_cluster("one-host", flavor="kueue", nodes=[4], price="3.0")
+    ask = {"project": trio.project.id, **SPEC, "topology_level": "host", "topology_mode": "preferred"}
+    body = api(trio.member).post(reverse("api-workload-preview"), ask).json()
+    assert [d["cluster"] for d in body["destinations"]] == ["one-host", "spread"]
+    assert [d["topology"] for d in body["destinations"]] == [
+        "in one host", "not in one host: no domain holds the gang now"]
+
+
+def test_a_gang_that_requires_one_host_leaves_out_the_cluster_with_the_rule_and_numbers(trio, quota, make_cluster,
+                                                                                       api):
+    make_cluster("spread", flavor="kueue", nodes=[2, 2])
+    ask = {"project": trio.project.id, **SPEC, "topology_level": "host"}
+    body = api(trio.member).post(reverse("api-workload-preview"), ask).json()
+    assert body["destinations"] == []
+    [left_out] = [e for e in body["excluded"] if e["cluster"] == "spread"]
+    assert "can never hold 2 x 2 GPUs in one host" in left_out["detail"], left_out
+
+
+def test_a_topology_level_on_a_single_worker_is_a_400_naming_the_field(trio, quota, cluster, api):
+    ask = {"project": trio.project.id, **SPEC, "workers": 1, "topology_level": "rack"}
+    response = api(trio.member).post(reverse("api-workloads"), ask)
+    assert response.status_code == 400 and "topology_level" in response.json()["error"]["fields"]

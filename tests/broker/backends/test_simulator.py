@@ -556,3 +556,19 @@ def test_trace_replay_with_absolute_times(fleet):
     starts = {wid: (jobs[jid].started_at - ORIGIN).total_seconds() for wid, jid in ids.items()}
     # strict FIFO: c waits behind b; each starts one Volcano session after its room is there
     assert starts == {"wl-a": 1, "wl-b": 501, "wl-c": 701}
+
+
+def test_a_gang_that_must_share_a_host_runs_on_one_node_or_waits(fleet):
+    # best fit alone would put one worker on the 2-GPU node and one on the 4-GPU node
+    sim, backend = cluster(fleet, "kueue", a100(count=1, gpus=2), a100(count=1, gpus=4))
+    together = submit(backend, "wl-1", spec(gpus=2, workers=2, topology_level="host"))
+    fleet.advance(60)
+    assert backend.status([together])[together].state is JobState.RUNNING
+    assert [gpus for _, gpus in sim.job(together).placement] == [2, 2]
+    assert len({node for node, _ in sim.job(together).placement}) == 1
+    backend.cancel(together)
+    # 2 x 2 GPUs on the 2-GPU node and 2 x 4 anywhere: no node holds either gang whole now
+    fleet.advance(60)
+    spread = submit(backend, "wl-2", spec(gpus=4, workers=2, topology_level="host"))
+    fleet.advance(60)
+    assert backend.status([spread])[spread].state is JobState.PENDING

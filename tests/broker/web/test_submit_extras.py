@@ -94,3 +94,28 @@ def test_outsider_cannot_run_again_or_prefill_from_another_tenants_workload(trio
     assert client.post(reverse("workload-run-again", args=[ended.id])).status_code == 404
     assert client.get(reverse("workload-new"), {"from": ended.id}).status_code == 404
     assert Workload.objects.count() == 1
+
+
+def test_the_form_asks_for_a_topology_level_and_the_preview_says_where_the_gang_keeps_it(trio, quota, make_cluster,
+                                                                                         login):
+    make_cluster("spread", flavor="kueue", nodes=[2, 2])
+    make_cluster("one-host", flavor="kueue", nodes=[4])
+    client = login(trio.member)
+    assert 'name="topology_level"' in client.get(reverse("workload-new")).content.decode()
+    ask = {"project": trio.project.id, **FORM, "topology_level": "host", "topology_mode": "preferred"}
+    body = client.post(reverse("workload-preview"), ask, **HTMX).content.decode()
+    assert "<th>Preferred level</th>" in body
+    assert "<td data-topology>in one host</td>" in body
+    assert "<td data-topology>not in one host: no domain holds the gang now</td>" in body
+    # without a level the select's default is not sent on as a mode with no level
+    plain = client.post(reverse("workload-preview"), {"project": trio.project.id, **FORM,
+                                                      "topology_mode": "required"}, **HTMX).content.decode()
+    assert 'data-preview="ok"' in plain and "Preferred level" not in plain
+
+
+def test_a_submitted_gang_shows_its_topology_level_on_its_page(trio, quota, make_cluster, login, submit):
+    make_cluster("one-host", flavor="kueue", nodes=[4])
+    workload = submit(workers=2, topology_level="host")
+    body = login(trio.member).get(reverse("workload-detail", args=[workload.id])).content.decode()
+    assert '<span id="topology-level">workers in one host (required)</span>' in body
+    assert login(trio.outsider).get(reverse("workload-detail", args=[workload.id])).status_code == 404
