@@ -234,18 +234,25 @@ def capture(name: str, obj: Any) -> None:
 
 
 def placement_of(pool: Any, spec: Any) -> tuple[str, list[str]]:
-    """What the broker's placement makes of one reported pool for a gang now: the rule and
-    the words of why it does not fit, or the nodes it would take."""
-    from broker.placement.filters import filter_topology
-    from broker.placement.packing import PoolIndex
+    """What the broker's placement makes of one reported pool for a gang now (the pool alone,
+    as a cluster of its own): the rule and the words of why it does not fit, or the nodes it
+    would take."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
 
-    index = PoolIndex([n.name for n in pool.nodes], [n.gpus_free for n in pool.nodes],
-                      [n.interconnect_domain for n in pool.nodes])
-    exclusion = filter_topology(pool.name, index, idle_capacity=len(pool.nodes), spec=spec)
-    if exclusion is not None:
+    from broker.cluster_report import InventorySnapshot, QueueStats
+    from broker.placement import ClusterFacts, Policy, PreparedFleet
+    from broker.placement.engine import place_prepared
+
+    now = datetime.now(timezone.utc)
+    fleet = PreparedFleet([InventorySnapshot("real", now, (pool,), QueueStats())],
+                          [ClusterFacts(name="real", kind="kube", region="r")], Policy())
+    asked = replace(spec, gpu_class="", gpu_models=(pool.gpu_model,))
+    result = place_prepared(fleet, asked, tenant="t", quota_remaining=10_000, now=now)
+    if result.best is None:
+        exclusion = result.excluded["real"]
         return f"{exclusion.rule}: {exclusion.message}", []
-    same = spec.same_interconnect and spec.workers > 1
-    return "", sorted(index.names[i] for i in index.assign(spec.gpus_per_worker, spec.workers, same) or [])
+    return "", sorted(result.best.assignment)
 
 
 HYPERNODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")

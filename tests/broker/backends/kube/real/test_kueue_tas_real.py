@@ -1,7 +1,8 @@
 """Kueue's Topology-Aware Scheduling on real Kueue over kwok nodes (a ``Topology`` whose levels
-are the interconnect label and the host, a flavor that names it): a gang that must share an
-interconnect domain, from a backend with ``kueue_topology`` on, asks Kueue for the level, so
-Kueue admits it only once one rack has room for every worker, and assigns it there."""
+are the interconnect label and the host, a flavor that names it): a gang that requires that
+level (``topology_level``), from a backend with ``kueue_topology`` on, asks Kueue for it, so
+Kueue admits it only once one rack has room for every worker, and assigns it there; one that
+only prefers it is admitted at once, spread over the racks."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -59,10 +60,22 @@ def test_kueue_admits_the_gang_only_when_one_rack_has_room_and_places_it_there(k
         assert both == ["tas-a-0", "tas-b-0"], both
         c.delete_jobs(main_api)
 
-        gang = spec(gpus_per_worker=4, workers=2, command="sleep 30", same_interconnect=True)
+        # preferred, where no rack holds the gang: Kueue admits it all the same, spread
+        soft = spec(gpus_per_worker=4, workers=2, command="sleep 30", topology_level=LEVEL, topology_mode="preferred")
+        assert c.placement_of(pool, soft) == ("", ["tas-a-0", "tas-b-0"])
+        soft_id = backend.submit(soft, "wl-tas-soft", IDENTITY)
+        wl = c.wait_for(lambda: workload_of_job(main_api, soft_id), 30, what="the preferring Workload")
+        assert wl["spec"]["podSets"][0]["topologyRequest"]["preferred"] == LEVEL, wl["spec"]["podSets"][0]
+        spread = c.wait_for(lambda: all(n := c.pods_nodes(main_api, soft_id)) and n, 60, what="the preferring gang")
+        assert spread == ["tas-a-0", "tas-b-0"], spread
+        c.delete_jobs(main_api)
+
+        # required, by the cluster's own name for the level (the backend reads it in the Topology)
+        gang = spec(gpus_per_worker=4, workers=2, command="sleep 30", topology_level=LEVEL)
         reason, _ = c.placement_of(pool, gang)
-        fits = f"topology: pool {pool.name}: 1 of 2 workers of 4 GPUs fit in one interconnect domain now"
-        assert reason.startswith(fits), reason
+        # each rack a 4-GPU node: no rack holds the gang even idle, as these nodes stand
+        never = f"never_fits: pool {pool.name} can never hold 2 x 4 GPUs in one {LEVEL} (at most 1 workers even when idle)"
+        assert reason == never, reason
         job_id = backend.submit(gang, "wl-tas", IDENTITY)
         wl = c.wait_for(lambda: workload_of_job(main_api, job_id), 30, what="the Workload")
         assert wl["spec"]["podSets"][0]["topologyRequest"]["required"] == LEVEL, wl["spec"]["podSets"][0]
