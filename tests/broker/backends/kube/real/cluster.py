@@ -234,25 +234,11 @@ def capture(name: str, obj: Any) -> None:
 
 
 def placement_of(pool: Any, spec: Any) -> tuple[str, list[str]]:
-    """What the broker's placement makes of one reported pool for a gang now (the pool alone,
-    as a cluster of its own): the rule and the words of why it does not fit, or the nodes it
-    would take."""
-    from dataclasses import replace
-    from datetime import datetime, timezone
+    """What the broker's placement makes of one reported pool for a gang now
+    (``tests.broker.backends.placement_probe``; Kubernetes packs pods, several a node)."""
+    from tests.broker.backends.placement_probe import placement_of as probe
 
-    from broker.cluster_report import InventorySnapshot, QueueStats
-    from broker.placement import ClusterFacts, Policy, PreparedFleet
-    from broker.placement.engine import place_prepared
-
-    now = datetime.now(timezone.utc)
-    fleet = PreparedFleet([InventorySnapshot("real", now, (pool,), QueueStats())],
-                          [ClusterFacts(name="real", kind="kube", region="r")], Policy())
-    asked = replace(spec, gpu_class="", gpu_models=(pool.gpu_model,))
-    result = place_prepared(fleet, asked, tenant="t", quota_remaining=10_000, now=now)
-    if result.best is None:
-        exclusion = result.excluded["real"]
-        return f"{exclusion.rule}: {exclusion.message}", []
-    return "", sorted(result.best.assignment)
+    return probe(pool, spec)
 
 
 HYPERNODES = ("topology.volcano.sh", "v1alpha1", "hypernodes")
