@@ -8,10 +8,10 @@ level three ways, matched in this order:
 - a cluster's own level name, exactly (``cloud.example.com/rack``, ``tier 2``, ``switch level 1``);
 - ``rack`` or ``block``, which mean, on each cluster, the one level named as below.
 
-| asked | Kueue (a node label) | Volcano | Slurm |
-|---|---|---|---|
-| ``rack`` | a label whose last part is ``rack`` or ends in ``-rack`` | ``tier 1`` | ``switch level 0`` (a leaf switch) |
-| ``block`` | a label whose last part is ``block`` or ends in ``-block`` | none: name the tier | ``block`` (topology/block) |
+- ``rack``: on Kueue, a node label whose last part is ``rack`` or ends in ``-rack``; on
+  Volcano, ``tier 1``; on Slurm, ``switch level 0`` (a leaf switch);
+- ``block``: on Kueue, a label whose last part is ``block`` or ends in ``-block``; on Slurm,
+  ``block`` (topology/block); on Volcano none (name the tier).
 
 A cluster that describes no such level has none: a gang that requires it does not go there.
 Plain data: placement and the backends both read it, so dispatch passes on the level
