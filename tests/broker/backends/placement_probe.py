@@ -12,7 +12,9 @@ from broker.placement.engine import place_prepared
 from broker.spec import WorkloadSpec
 
 
-def placement_of(pool: PoolInventory, spec: WorkloadSpec, *, one_worker_per_node: bool = False) -> tuple[str, list[str]]:
+def placement_of(
+    pool: PoolInventory, spec: WorkloadSpec, *, one_worker_per_node: bool = False
+) -> tuple[str, list[str]]:
     """The rule and the words of why the gang does not fit now, or the nodes it would take
     (``one_worker_per_node``: a Slurm cluster, where each worker takes a node)."""
     now = datetime.now(timezone.utc)

@@ -121,7 +121,8 @@ def test_a_level_becomes_volcanos_network_topology_hard_when_required_and_soft_w
     def network(s):
         return volcano.build_manifest(s, "wl-1", IDENT)["spec"].get("networkTopology")
     assert network(spec(topology_level="rack")) == {"mode": "hard", "highestTierAllowed": 1}
-    assert network(spec(topology_level="tier 2", topology_mode="preferred")) == {"mode": "soft", "highestTierAllowed": 2}
+    soft = network(spec(topology_level="tier 2", topology_mode="preferred"))
+    assert soft == {"mode": "soft", "highestTierAllowed": 2}
     # levels that name no tier: Volcano is not told (placement sends no required gang there)
     assert network(spec(topology_level="block")) is None
     assert network(spec(topology_level="cloud.example.com/rack")) is None
