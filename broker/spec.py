@@ -62,6 +62,10 @@ class WorkloadSpec:
     # ``priority`` to the class's level and names, per control plane, what the job runs at
     priority_class: str = ""
     checkpointable: bool = False
+    # a pre-flight check on every worker before the command (``broker.preflight``): the count
+    # of GPUs the worker sees, or ``gpu_check_command``; a failure places the job again
+    gpu_check: bool = False
+    gpu_check_command: str = ""
     off_peak: bool = False  # start only in a site's off-peak window (broker.placement.off_peak)
 
     @property
@@ -188,14 +192,15 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
         "priority_class",
         "topology_level",
         "topology_mode",
+        "gpu_check_command",
     ):
-        values[name] = _text(name, data.get(name), errors, 4000 if name == "command" else 200)
+        values[name] = _text(name, data.get(name), errors, 4000 if name in ("command", "gpu_check_command") else 200)
     for name in _INT_LIMITS:
         if name in data and data[name] not in (None, ""):
             values[name] = _as_int(name, data[name], errors)
     values["gpu_models"] = _as_str_tuple("gpu_models", data.get("gpu_models"), errors)
     values["residency"] = _as_str_tuple("residency", data.get("residency"), errors)
-    for name in ("same_interconnect", "checkpointable", "off_peak"):
+    for name in ("same_interconnect", "checkpointable", "off_peak", "gpu_check"):
         values[name] = _as_bool(name, data.get(name, False), errors)
     values["data_size_gb"] = _data_size(data.get("data_size_gb"), errors)
     _check_semantics(values, errors)
@@ -255,6 +260,8 @@ def _check_semantics(values: dict[str, Any], errors: dict[str, list[str]]) -> No
     if values.get("priority_class") and not CLASS_NAME_RE.match(values["priority_class"]):
         err("priority_class", "a priority class name: lower-case letters, digits and '-', at most 40 characters.")
     _check_topology(values, err)
+    if values.get("gpu_check_command") and not values.get("gpu_check"):
+        err("gpu_check_command", "runs only as the pre-flight check: set gpu_check too.")
 
 
 def _check_topology(values: dict[str, Any], err: Callable[[str, str], None]) -> None:

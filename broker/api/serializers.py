@@ -71,6 +71,12 @@ class WorkloadSpecIn(StrictSerializer):
     off_peak = serializers.BooleanField(
         required=False, help_text="Start only in the off-peak hours of the site it runs at"
     )
+    gpu_check = serializers.BooleanField(
+        required=False, help_text="Check on every worker that it sees its GPUs before the command runs"
+    )
+    gpu_check_command = serializers.CharField(
+        required=False, allow_blank=True, help_text="A shell command to run as that check instead"
+    )
 
 
 class OutcomeOut(serializers.Serializer):

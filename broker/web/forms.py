@@ -56,6 +56,17 @@ class WorkloadForm(forms.Form):
         help_text="A fleet priority class of the policy: it sets the priority and what the job runs at on each cluster",
     )
     checkpointable = forms.BooleanField(required=False, help_text="May be resubmitted from its checkpoint")
+    gpu_check = forms.BooleanField(
+        required=False,
+        label="Check the GPUs first",
+        help_text="Before the command, each worker checks it sees its GPUs; a failure places the job again elsewhere",
+    )
+    gpu_check_command = forms.CharField(
+        required=False,
+        max_length=4000,
+        label="GPU check command",
+        help_text="Your own check instead (a shell command; non-zero exit fails it)",
+    )
     off_peak = forms.BooleanField(
         required=False, label="Start off-peak", help_text="Start only in the off-peak hours of the site it runs at"
     )

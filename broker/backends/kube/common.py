@@ -27,6 +27,7 @@ from kubernetes.client.exceptions import ApiException
 
 from broker.backends.base import ProjectIdentity, Rejected, Unavailable
 from broker.backends.kube.discovery import missing_api_text, served_versions
+from broker.backends.kube.gpu_check import gpu_check_container
 from broker.backends.kube.settings import BackendSettings
 from broker.backends.json_fields import BadField, Fields, Key
 from broker.spec import WorkloadSpec
@@ -454,6 +455,9 @@ def worker_pod_spec(
         "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
     }
     pod.update(placement(spec, settings))
+    check = gpu_check_container(spec, container)
+    if check:
+        pod["initContainers"] = [check]
     return pod
 
 

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from broker import preflight
 from broker.backends.base import JobOutcome, LogPage, LogsGone, Unavailable, exit_words
 from broker.backends.kube.common import KubeClient, condition, translate_api_exception, transport_text
 
@@ -33,6 +34,18 @@ def worker_of(pod: Mapping[str, Any]) -> str:
                 return str(source[key])
     match = _TRAILING_NUMBER.search(str(meta.get("name", "")))
     return match.group(1) if match else str(meta.get("name", ""))
+
+
+def _check_failed(pod: Mapping[str, Any]) -> bool:
+    """The pod's pre-flight GPU check (``broker.preflight``'s init container) failed."""
+    for status in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if status.get("name") != preflight.INIT_CONTAINER:
+            continue
+        for key in ("state", "lastState"):
+            end = (status.get(key) or {}).get("terminated")
+            if isinstance(end, Mapping) and end.get("exitCode") == preflight.CHECK_FAILED_EXIT:
+                return True
+    return False
 
 
 def _terminated(pod: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -63,6 +76,20 @@ def _order(worker: str) -> tuple[int, str]:
 def job_outcome(
     pods: Iterable[Mapping[str, Any]], word: str, deadline_words: Iterable[str] = ("DeadlineExceeded",)
 ) -> JobOutcome:
+    pods = list(pods)
+    checked = sorted(
+        ((worker_of(p), (p.get("spec") or {}).get("nodeName") or "") for p in pods if _check_failed(p)),
+        key=lambda e: _order(e[0]),
+    )
+    if checked:
+        worker, node = checked[0]
+        return JobOutcome(
+            summary=preflight.summary(worker, node),
+            end_reason=preflight.END_REASON,
+            exit_code=preflight.CHECK_FAILED_EXIT,
+            worker=worker,
+            detail=word,
+        )
     ends = sorted(
         (
             (worker_of(p), (p.get("spec") or {}).get("nodeName") or "", t)

@@ -26,7 +26,7 @@ from broker.backends.sim import admission, backfill, elastic, levers, queues, re
 from broker.backends.sim.clock import SimClock
 from broker.backends.sim.live import LiveJobs
 from broker.backends.sim.model import (
-    SIM_LEVEL,
+    request_from_spec,
     FLAVORS,
     OWNER,
     Faults,
@@ -36,29 +36,10 @@ from broker.backends.sim.model import (
     SimJob,
     SimNode,
 )
-from broker.backends.sim.outcome import TIMEOUT_RAW, log_page
+from broker.backends.sim.outcome import GPU_CHECK_S, TIMEOUT_RAW, gpu_check_fails, log_page
 from broker.backends.sim.plan import Plan
 from broker.backends.sim.runtime import Runtimes
 from broker.spec import WorkloadSpec
-from broker.topology_names import HOST
-
-
-def request_from_spec(spec: WorkloadSpec, *, one_per_node: bool = False) -> JobRequest:
-    return JobRequest(
-        one_per_node=one_per_node,
-        name=spec.name,
-        gpus_per_worker=spec.gpus_per_worker,
-        workers=spec.workers,
-        partitioning=spec.partitioning,
-        gpu_models=tuple(spec.gpu_models),
-        gpu_class=spec.gpu_class,
-        min_gpu_memory_gb=spec.min_gpu_memory_gb,
-        # the simulator's one level is its node groups' interconnect domain
-        same_interconnect=spec.same_interconnect or spec.level_required == SIM_LEVEL,
-        same_host=spec.level_required == HOST,
-        priority=spec.priority,
-        time_limit_s=spec.time_limit_minutes * 60.0,
-    )
 
 
 class SimulatedCluster:
@@ -446,6 +427,7 @@ class SimulatedCluster:
             self._live.started(job, verdict.pool)
             return
         job.gpu_model = self.node(job.placement[0][0]).gpu_model
+        gpu_check_fails(job, {n.name for n in self._nodes if n.gpus_broken}, self.clock.scaled(GPU_CHECK_S))
         self._live.started(job, self.node(job.placement[0][0]).pool)
 
     def _release(self, job: SimJob) -> None:
@@ -478,6 +460,7 @@ class SimulatedCluster:
     kill_for_memory = levers.kill_for_memory
     claim_node_by = levers.claim_node_by
     set_node = levers.set_node
+    break_gpus = levers.break_gpus
     set_quota = levers.set_quota
     inject_foreign_job = levers.inject_foreign_job
     billed_node_seconds = levers.billed_node_seconds

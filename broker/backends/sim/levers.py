@@ -51,6 +51,14 @@ def set_node(
         self._schedule()
 
 
+def break_gpus(self: SimulatedCluster, node_name: str, broken: bool = True) -> None:
+    """The node's GPUs fail a pre-flight check from now on (or work again), while the
+    scheduler still counts them healthy: only a job that checks finds out."""
+    with self._lock:
+        self._catch_up()
+        self.node(node_name).gpus_broken = broken
+
+
 def set_quota(self: SimulatedCluster, flavor: str, gpus: int) -> None:
     """Kueue nominal quota of a flavor (pool name such as ``a100-80gb``)."""
     with self._lock:

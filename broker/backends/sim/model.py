@@ -7,6 +7,8 @@ import re
 from dataclasses import dataclass, field, fields
 
 from broker.backends.base import JobState, Reason
+from broker.spec import WorkloadSpec
+from broker.topology_names import HOST
 
 FLAVORS = ("slurm", "kueue", "volcano")
 # The scheduler that owns a flavor's GPUs, as reported in inventory (NodeInventory.owner).
@@ -61,6 +63,9 @@ class SimNode:
     partition: str = ""  # Slurm partition; unused by the Kubernetes flavors
     healthy: bool = True
     draining: bool = False
+    # its GPUs fail a job's pre-flight check while the scheduler takes them as healthy (the
+    # lever ``break_gpus``): what only a check on the node itself finds
+    gpus_broken: bool = False
     allocated: int = 0
     extra_owners: list[str] = field(default_factory=list)  # claim_node_by(): a conflict
     # the pool's name where a real cluster's inventory names it (a Kueue ResourceFlavor
@@ -175,6 +180,7 @@ class JobRequest:
     min_gpu_memory_gb: int = 0
     same_interconnect: bool = False
     same_host: bool = False  # every worker on one node (the spec's topology_level "host")
+    gpu_check: bool = False  # the pre-flight GPU check runs on every worker first (broker.preflight)
     priority: str = "normal"
     time_limit_s: float | None = None
     # Slurm: each worker on a node of its own (the backend asks --nodes=workers with one
@@ -265,3 +271,22 @@ class Faults:
             if key == "slow_s":
                 value = min(max(0.0, float(value)), MAX_SLOW_S)  # type: ignore[arg-type]
             setattr(self, key, value)
+
+
+def request_from_spec(spec: WorkloadSpec, *, one_per_node: bool = False) -> JobRequest:
+    return JobRequest(
+        one_per_node=one_per_node,
+        name=spec.name,
+        gpus_per_worker=spec.gpus_per_worker,
+        workers=spec.workers,
+        partitioning=spec.partitioning,
+        gpu_models=tuple(spec.gpu_models),
+        gpu_class=spec.gpu_class,
+        min_gpu_memory_gb=spec.min_gpu_memory_gb,
+        # the simulator's one level is its node groups' interconnect domain
+        same_interconnect=spec.same_interconnect or spec.level_required == SIM_LEVEL,
+        same_host=spec.level_required == HOST,
+        gpu_check=spec.gpu_check,
+        priority=spec.priority,
+        time_limit_s=spec.time_limit_minutes * 60.0,
+    )

@@ -9,6 +9,7 @@ tail and follow have something real to page through.
 
 from __future__ import annotations
 
+from broker import preflight
 from broker.backends.base import JobOutcome, JobState, LogPage, exit_words
 from broker.backends.sim.model import SimJob
 
@@ -16,6 +17,19 @@ TIMEOUT_RAW = {"slurm": "TIMEOUT", "kueue": "DeadlineExceeded", "volcano": "Dead
 OOM_RAW = {"slurm": "OUT_OF_MEMORY", "kueue": "OOMKilled", "volcano": "OOMKilled"}
 OOM_EXIT_CODE = 137  # 128 + SIGKILL, as the kernel's OOM killer leaves it
 MAX_LINES = 100_000  # a simulated job prints at most this many lines per worker
+GPU_CHECK_S = 5.0  # nominal seconds a failing pre-flight check runs before the gang ends
+
+
+def gpu_check_fails(job: SimJob, broken: set[str], check_s: float) -> None:
+    """A job that asked for the pre-flight check and was started on a node whose GPUs are
+    broken ends, after the check's seconds, failed by the first such worker's check."""
+    if not job.request.gpu_check or not broken:
+        return
+    for worker in range(job.request.workers):
+        if worker_node(job, worker) in broken:
+            job.run_s, job.final_state = min(job.run_s, check_s), JobState.FAILED
+            job.end_raw, job.end_worker, job.exit_code = preflight.END_REASON, str(worker), preflight.CHECK_FAILED_EXIT
+            return
 
 
 def worker_node(job: SimJob, worker: int) -> str:
@@ -35,6 +49,14 @@ def outcome(job: SimJob, flavor: str) -> JobOutcome | None:
         return JobOutcome(summary="preempted by another job", end_reason=job.end_raw or "PREEMPTED")
     if job.end_raw == TIMEOUT_RAW[flavor]:
         return JobOutcome(summary=f"stopped at its time limit ({job.end_raw})", end_reason=job.end_raw)
+    if job.end_raw == preflight.END_REASON:
+        worker = job.end_worker
+        return JobOutcome(
+            summary=preflight.summary(worker, worker_node(job, int(worker))),
+            end_reason=preflight.END_REASON,
+            exit_code=preflight.CHECK_FAILED_EXIT,
+            worker=worker,
+        )
     if job.end_raw == OOM_RAW[flavor]:
         node = worker_node(job, int(job.end_worker))
         where = f"worker {job.end_worker}" + (f" (node {node})" if node else "")

@@ -14,6 +14,7 @@ from typing import Any, Collection, Mapping
 from broker.backends.base import ProjectIdentity, Rejected
 from broker.backends.slurm.config import SlurmConfig
 from broker.backends.slurm.output import output_pattern
+from broker import preflight
 from broker.spec import MIG_PROFILE_RE, WorkloadSpec
 
 _SAFE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
@@ -93,7 +94,10 @@ def gpu_type_for(spec: WorkloadSpec, config: SlurmConfig, known_types: Collectio
 
 
 def batch_script(spec: WorkloadSpec, workload_id: str, config: SlurmConfig) -> str:
-    command = spec.command.replace("\r\n", "\n")
+    # the pre-flight check first, on each worker's node: SLURM_NODEID is the worker's rank
+    # (one task a node), SLURMD_NODENAME the node Slurm calls it
+    check = preflight.prelude(spec, rank="${SLURM_NODEID:-0}", node="${SLURMD_NODENAME:-$(hostname)}")
+    command = check + spec.command.replace("\r\n", "\n")
     lines = ["#!/bin/bash", f"# gpubroker workload {workload_id}"]
     if spec.workers > 1 and config.multi_node_launch == "srun":
         # one copy of the command per worker node, inside the allocation
