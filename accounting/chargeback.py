@@ -184,7 +184,7 @@ def build_report(*, months: list[date], tenant_ids: set[int] | None, project_id:
     start, stop = month_bounds(months[0])[0], month_bounds(months[-1])[1]
     rows: dict[tuple, ChargebackRow] = {}
     names = _Names()
-    usage = _scoped(UsageEntry.objects.filter(end__gte=start, end__lt=stop), tenant_ids, project_id)
+    usage = _scoped(UsageEntry.objects.filter(end__gte=start, end__lt=stop, waived=False), tenant_ids, project_id)
     _add_usage(rows, names, usage)
     billed = _scoped(BillLine.objects.filter(usage_start__gte=start, usage_start__lt=stop), tenant_ids, project_id)
     _add_bills(rows, names, billed)

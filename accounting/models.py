@@ -66,6 +66,9 @@ class UsageEntry(models.Model):
     end = models.DateTimeField(null=True, blank=True, help_text="Empty: still running when last read")
     gpu_seconds = models.BigIntegerField(validators=[MinValueValidator(0)])
     state = models.CharField(max_length=40, blank=True)
+    # charged to nobody (``UsageWaiver``): a job whose pre-flight GPU check failed; the raw
+    # insert of the ingest leaves it to the database's default
+    waived = models.BooleanField(default=False, db_default=False)
     ingested_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -83,6 +86,22 @@ class UsageEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source}:{self.cluster_id}:{self.job_id}"
+
+
+class UsageWaiver(models.Model):
+    """A scheduler job the broker charges to nobody, whether its usage is read before or
+    after: one that ended because its pre-flight GPU check failed on a node."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.PROTECT, related_name="usage_waivers")
+    job_id = models.CharField(max_length=200)
+    reason = models.CharField(max_length=300)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["cluster", "job_id"], name="usage_waiver_unique_job")]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}:{self.job_id}"
 
 
 class UsageWatermark(models.Model):

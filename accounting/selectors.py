@@ -105,7 +105,7 @@ def usage_mine(*, user: AnyUser, month: date) -> list[UsageLine]:
     classes = dict(GpuClass.objects.values_list("id", "slug"))
     in_month = Q(end__gte=start, end__lt=stop) | Q(end__isnull=True, start__lt=stop)
     groups = (
-        UsageEntry.objects.filter(in_month, project_id__in=projects)
+        UsageEntry.objects.filter(in_month, project_id__in=projects, waived=False)
         .values("project_id", "gpu_class_id", running=ExpressionWrapper(Q(end__isnull=True), BooleanField()))
         .annotate(secs=Sum("gpu_seconds"), n=Count("id"))
         .order_by()

@@ -111,6 +111,10 @@ class TransitionReason(models.TextChoices):
         "preempted_by_broker",
         "Preempted by the broker for a higher-priority workload where it owns preemption: placed again",
     )
+    GPU_CHECK_FAILED = (
+        "gpu_check_failed",
+        "Its pre-flight GPU check failed on a node: placed again, not there, and not charged",
+    )
     DECLARED_DEAD = "declared_dead", "An admin declared the run dead"
     WORKLOAD_ENDED = "workload_ended", "The workload ended"
     WITHDRAWN = "withdrawn", "Held at its destination by a local policy too long: cancelled there, placed again"

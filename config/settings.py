@@ -284,6 +284,9 @@ GPUBROKER_METRICS_TOKEN = env_secret("GPUBROKER_METRICS_TOKEN", min_length=16)
 GPUBROKER_METRICS_ALLOW = env_networks("GPUBROKER_METRICS_ALLOW", ["127.0.0.1", "::1"])
 # Fleet figures sampled for the charts, and how long the samples are kept.
 GPUBROKER_SAMPLE_INTERVAL_S = env_int("GPUBROKER_SAMPLE_INTERVAL_S", 300, minimum=1)
+# how long a node whose GPUs failed a job's pre-flight check takes no job (an admin may clear
+# it sooner by resolving its escalation); a later failure there starts the block again
+GPUBROKER_GPU_CHECK_BLOCK_S = env_int("GPUBROKER_GPU_CHECK_BLOCK_S", 86_400, minimum=60)
 GPUBROKER_SAMPLE_KEEP_DAYS = env_int("GPUBROKER_SAMPLE_KEEP_DAYS", 400, minimum=1)
 # Notifications: the wait after which a "long wait" is told, unless a user chose another time;
 # webhooks to loopback are refused (request forgery) unless allowed here, for the tests or a

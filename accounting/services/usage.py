@@ -18,7 +18,7 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 
 from accounting.conf import chunk_size, setting
-from accounting.models import UsageEntry, UsageWatermark
+from accounting.models import UsageEntry, UsageWaiver, UsageWatermark
 from accounting.resolve import GpuClassResolver, PersonResolver, ProjectResolver
 from broker.backends.base import Unavailable, UsageRecord
 from broker.backends.registry import backend_for
@@ -123,7 +123,21 @@ def _write_chunk(ctx: _Context, chunk: list[UsageRecord]) -> None:
     _update_running(ctx, latest, existing)
     if fresh:
         ctx.report.created += _insert(_new_rows(ctx, fresh))
+        _apply_waivers(ctx.cluster, [r.job_id for r in fresh])
     _advance_watermark(ctx, chunk)
+
+
+def usage_waive(*, cluster: Cluster, job_id: str, reason: str) -> None:
+    """Charge nobody for one scheduler job, whether its usage is in the ledger yet or not (a
+    job that ended because its pre-flight GPU check failed)."""
+    UsageWaiver.objects.get_or_create(cluster=cluster, job_id=job_id, defaults={"reason": reason[:300]})
+    UsageEntry.objects.filter(cluster=cluster, job_id=job_id).update(waived=True)
+
+
+def _apply_waivers(cluster: Cluster, job_ids: list[str]) -> None:
+    waived = UsageWaiver.objects.filter(cluster=cluster, job_id__in=job_ids).values_list("job_id", flat=True)
+    if waived:
+        UsageEntry.objects.filter(cluster=cluster, job_id__in=list(waived)).update(waived=True)
 
 
 def _dedupe(chunk: list[UsageRecord]) -> dict[tuple[str, str], UsageRecord]:

@@ -176,6 +176,7 @@ class EscalationKind(models.TextChoices):
     ORPHAN_JOB = "orphan_job", "Destination job with no broker record"
     DOUBLE_CLAIM = "double_claim", "GPU node claimed by two schedulers"
     LOST_JOB = "lost_job", "Running job its cluster no longer reports"
+    GPU_CHECK = "gpu_check", "A node's GPUs failed a job's pre-flight check: blocked"
     UNCLEAR = "unclear", "Other unclear allocation"
 
 

@@ -13,6 +13,7 @@ from broker.elastic_pools import registered_pools
 from broker.models import AuditRecord, Cluster, ClusterHealth, GpuPool, ReconcileRun
 from broker.selectors.workloads import calibration_list, cluster_list, replay_estimate_list, workload_list
 from broker.selectors.run_times import run_seconds_of
+from broker.selectors.node_blocks import blocked_nodes
 from broker.placement.wait_estimator import ErrorSummary, EstimatorReport
 from broker.selectors.waits import wait_estimate_report
 from portal.tenancy.access import AnyUser
@@ -21,6 +22,7 @@ from broker import runtime
 
 def cluster_rows(*, user: AnyUser) -> list[dict]:
     now = runtime.now()
+    blocked = blocked_nodes(now=now)
     rows = []
     for cluster in cluster_list(user=user):
         age = (now - cluster.last_inventory_at).total_seconds() if cluster.last_inventory_at else None
@@ -35,6 +37,7 @@ def cluster_rows(*, user: AnyUser) -> list[dict]:
                 "limits": limit_rows(cluster.local_limits),
                 "nodes_out": nodes_out(pools),
                 "topology": topology_rows(pools),
+                "blocked": sorted(blocked.get(cluster.id, {}).values(), key=lambda b: b.node),
             }
         )
     return rows

@@ -9,11 +9,13 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Iterator, Sequence
 
+from broker import preflight
 from broker.cluster_report import Levels
 from broker.backends.base import (
     BackendError,
     DestinationJob,
     InventorySnapshot,
+    JobOutcome,
     LogPage,
     NodeInventory,
     PoolInventory,
@@ -347,9 +349,26 @@ class SlurmBackend:
             return
         for job_id, end in ends.items():
             if job_id in found and end.state and parsers.map_job_state(end.state).ended:
-                found[job_id] = replace(
-                    found[job_id], outcome=end_outcome(end.state, end.exit_code, end.signal, end.reason)
-                )
+                said = end_outcome(end.state, end.exit_code, end.signal, end.reason)
+                if end.exit_code == preflight.CHECK_FAILED_EXIT:
+                    said = self._checked(job_id, said)
+                found[job_id] = replace(found[job_id], outcome=said)
+
+    def _checked(self, job_id: str, said: JobOutcome) -> JobOutcome:
+        """A job that ended with the pre-flight check's exit code: the worker and node its
+        output names (every worker writes to the one output file), when that file is read
+        here; as Slurm said it otherwise."""
+        try:
+            tail = self.logs(job_id, tail=50).lines
+        except BackendError:
+            return said
+        found = preflight.failed_worker("\n".join(tail))
+        if found is None:
+            return said
+        worker, node, what = found
+        return replace(
+            said, summary=preflight.summary(worker, node), end_reason=preflight.END_REASON, worker=worker, detail=what
+        )
 
     def logs(
         self, job_id: str, *, worker: str = "", offset: int | None = None, limit: int = 200, tail: int | None = None

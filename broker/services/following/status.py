@@ -21,6 +21,7 @@ from broker.services.records import moves
 from broker.services.records.audit import audit
 from broker.services.notifying.deliveries import ENDED_EVENTS, notify_on_commit
 from broker.services.following.escalations import escalation_open
+from broker.services.following.gpu_check import failed_check, workload_gpu_check_failed
 from broker.services.fleet.inventory import cluster_mark_stale
 from broker.services.quota.reservations import reservation_release
 from broker.services.records.transitions import Note
@@ -108,6 +109,9 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
         return _preempted(workload, job, fields, requeued_there=False)
     if job.state is JobState.PENDING and workload.state == WorkloadState.RUNNING:
         return _preempted(workload, job, fields, requeued_there=True)
+    check = failed_check(job) if workload.state != WorkloadState.CANCELLING else None
+    if check is not None:  # its GPUs failed the job's own check: placed again, not charged
+        return workload_gpu_check_failed(workload=workload, job=job, fields=fields, worker=check[0], node=check[1])
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)

@@ -5,6 +5,7 @@ local quotas' use, and the cluster's local limits."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from typing import Mapping, Sequence
 
@@ -12,6 +13,7 @@ from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory
 from broker.elastic_pools import registered_pools
 from broker.local_limits import LocalLimits, add_use
 from broker.selectors.capacity import Promised, promised_gpus
+from broker.selectors.node_blocks import NodeBlock, blocked_nodes
 from broker.models import Cluster, ClusterHealth, GpuPool
 from broker.placement import ClusterFacts, Exclusion
 from portal.tenancy.models import Project
@@ -22,14 +24,19 @@ def fleet_snapshots(pools_by_cluster: Mapping[Cluster, Sequence[GpuPool]]) -> li
     clusters = [c for c, pools in pools_by_cluster.items() if pools]
     taken = {(c.id, p.name): p.taken_at for c in clusters for p in pools_by_cluster[c]}
     promised = promised_gpus(cluster_ids=[c.id for c in clusters], taken_at=taken)
-    return [snapshot_of(c, pools_by_cluster[c], promised[c.id]) for c in clusters]
+    blocked = blocked_nodes()
+    return [snapshot_of(c, pools_by_cluster[c], promised[c.id], blocked.get(c.id, {})) for c in clusters]
 
 
-def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) -> InventorySnapshot:
+def snapshot_of(
+    cluster: Cluster, pools: Sequence[GpuPool], promised: Promised, blocked: Mapping[str, NodeBlock] | None = None
+) -> InventorySnapshot:
+    """``blocked``: nodes the broker holds back (``selectors.node_blocks``), out of service here."""
     taken_at = min(p.taken_at for p in pools)
     out = []
     for pool in pools:
-        nodes = pool.node_inventories(promised.nodes) + provisionable(cluster, pool)
+        nodes = tuple(_unless_blocked(n, blocked or {}) for n in pool.node_inventories(promised.nodes))
+        nodes += provisionable(cluster, pool)
         out.append(
             PoolInventory(
                 name=pool.name,
@@ -48,6 +55,15 @@ def snapshot_of(cluster: Cluster, pools: Sequence[GpuPool], promised: Promised) 
     )
     limits = add_use(LocalLimits.from_json(cluster.local_limits), dict(promised.pools), promised.jobs)
     return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue, limits=limits)
+
+
+def _unless_blocked(node: NodeInventory, blocked: Mapping[str, NodeBlock]) -> NodeInventory:
+    block = blocked.get(node.name)
+    if block is None:
+        return node
+    why = f"blocked by the broker until {block.until:%Y-%m-%d %H:%M} UTC: {block.reason}"
+    why += f" (escalation {block.escalation_id})"
+    return replace(node, healthy=False, health_reason=why)
 
 
 def provisionable(cluster: Cluster, pool: GpuPool) -> tuple[NodeInventory, ...]:

@@ -144,6 +144,12 @@ def requeue_preempted(**rows: Unpack[Rows]) -> int:
     return _write(Workload, W.WAITING, Why.PREEMPTED_AT_DESTINATION, (W.QUEUED, W.RUNNING), rows)
 
 
+def requeue_gpu_check(**rows: Unpack[Rows]) -> int:
+    """Its pre-flight GPU check failed on a worker, which ended the job there: back to
+    placement, for a new job on other nodes (``broker.services.following.gpu_check``)."""
+    return _write(Workload, W.WAITING, Why.GPU_CHECK_FAILED, (W.QUEUED, W.RUNNING), rows)
+
+
 def preempt_by_broker(**rows: Unpack[Rows]) -> int:
     """Preempted by the broker, where the policy makes it preemption's owner, for a waiting
     workload of a higher priority; its job cancelled there (confirmed): back to placement."""
