@@ -77,3 +77,11 @@ def test_a_topology_level_the_spec_cannot_keep_is_refused_naming_the_field(extra
         WorkloadSpec.from_dict(dict(VALID, **extra))
     assert list(err.value.errors) == [field]
     assert words in " ".join(err.value.errors[field])
+
+
+def test_a_gpu_check_command_alone_is_refused_naming_it_and_with_the_check_is_kept():
+    with pytest.raises(SpecError) as err:
+        WorkloadSpec.from_dict(dict(VALID, gpu_check_command="nvidia-smi"))
+    assert list(err.value.errors) == ["gpu_check_command"] and "gpu_check" in err.value.errors["gpu_check_command"][0]
+    spec = WorkloadSpec.from_dict(dict(VALID, gpu_check=True, gpu_check_command="nvidia-smi"))
+    assert (spec.gpu_check, spec.gpu_check_command) == (True, "nvidia-smi")

@@ -572,3 +572,18 @@ def test_a_gang_that_must_share_a_host_runs_on_one_node_or_waits(fleet):
     spread = submit(backend, "wl-2", spec(gpus=4, workers=2, topology_level="host"))
     fleet.advance(60)
     assert backend.status([spread])[spread].state is JobState.PENDING
+
+
+def test_broken_gpus_fail_a_checking_job_on_that_node_and_go_unseen_by_one_that_does_not_check(fleet):
+    sim, backend = cluster(fleet, "kueue", a100(count=1, gpus=8))
+    node = sim.nodes[0].name
+    sim.break_gpus(node)
+    checked = submit(backend, "wl-1", spec(gpus=4, workers=2, gpu_check=True), seconds=600)
+    fleet.advance(30)
+    job = backend.status([checked])[checked]
+    assert job.state is JobState.FAILED
+    assert job.outcome.summary == f"GPU check failed on worker 0 (node {node})"
+    assert (job.outcome.end_reason, job.outcome.exit_code) == ("GPU_CHECK", 86)
+    plain = submit(backend, "wl-3", spec(gpus=4, workers=2), seconds=600)
+    fleet.advance(30)
+    assert backend.status([plain])[plain].state is JobState.RUNNING  # its scheduler counts the node healthy

@@ -142,3 +142,12 @@ def test_a_required_switch_level_asks_slurm_for_one_leaf_switch(level, switches)
                               SlurmConfig())
     # topology/tree already picks the fewest switches that fit: a preference needs no flag
     assert not [a for a in sbatch_args(preferred) if a.startswith("--switches")]
+
+
+def test_the_gpu_check_runs_in_each_worker_before_the_command_and_only_when_asked():
+    checked = build_request(spec(workers=2, gpu_check=True), "wl-c", IDENT, SlurmConfig()).script
+    srun_line = [line for line in checked.splitlines() if line.startswith("srun ")]
+    assert srun_line and "GPU check failed on worker ${SLURM_NODEID:-0}" in checked
+    assert checked.index("exit 86") < checked.index("python train.py")  # the check first, inside srun
+    plain = build_request(spec(workers=2), "wl-p", IDENT, SlurmConfig()).script
+    assert "GPU check" not in plain
