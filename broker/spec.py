@@ -18,6 +18,7 @@ CLASS_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 PARTITIONING_WHOLE = "whole"
 # NVIDIA MIG profile names: "<slices>g.<memory>gb", e.g. 1g.10gb, 3g.40gb, 7g.80gb.
 MIG_PROFILE_RE = re.compile(r"^[1-7]g\.\d{1,3}gb$")
+BROKER_FIELDS = frozenset({"exclude_nodes"})  # dispatch fills them in; a job may not
 NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,50}[a-z0-9])?$")
 
 
@@ -67,6 +68,9 @@ class WorkloadSpec:
     gpu_check: bool = False
     gpu_check_command: str = ""
     off_peak: bool = False  # start only in a site's off-peak window (broker.placement.off_peak)
+    # set by the broker at dispatch, never by a job: nodes of the destination it holds back
+    # (``selectors.node_blocks``), which the backend tells the scheduler to avoid
+    exclude_nodes: tuple[str, ...] = ()
 
     @property
     def total_gpus(self) -> int:
@@ -179,6 +183,9 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
     known = {f.name for f in fields(WorkloadSpec)}
     for extra in sorted(set(data) - known):
         errors.setdefault(extra, []).append("is not a workload spec field.")
+    for name in sorted(set(data) & BROKER_FIELDS):
+        if data[name] not in (None, "", [], ()):
+            errors.setdefault(name, []).append("is set by the broker at dispatch, not by a job.")
     values: dict[str, Any] = {}
     for name in (
         "project",

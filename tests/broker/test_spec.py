@@ -85,3 +85,10 @@ def test_a_gpu_check_command_alone_is_refused_naming_it_and_with_the_check_is_ke
     assert list(err.value.errors) == ["gpu_check_command"] and "gpu_check" in err.value.errors["gpu_check_command"][0]
     spec = WorkloadSpec.from_dict(dict(VALID, gpu_check=True, gpu_check_command="nvidia-smi"))
     assert (spec.gpu_check, spec.gpu_check_command) == (True, "nvidia-smi")
+
+
+def test_the_nodes_to_avoid_are_the_brokers_to_set_and_a_job_that_sets_them_is_told_so():
+    with pytest.raises(SpecError) as err:
+        WorkloadSpec.from_dict(dict(VALID, exclude_nodes=["n1"]))
+    assert err.value.errors == {"exclude_nodes": ["is set by the broker at dispatch, not by a job."]}
+    assert WorkloadSpec.from_dict(dict(VALID, exclude_nodes=[])).exclude_nodes == ()

@@ -409,7 +409,8 @@ def accepted_products(spec: WorkloadSpec, settings: BackendSettings) -> list[str
 
 
 def placement(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any]:
-    """nodeSelector for one GPU model; required node affinity for several or a memory floor."""
+    """nodeSelector for one GPU model; required node affinity for several, a memory floor or
+    nodes to avoid."""
     products = accepted_products(spec, settings)
     exprs: list[dict[str, Any]] = []
     if len(products) > 1:
@@ -417,6 +418,8 @@ def placement(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any]:
     if spec.min_gpu_memory_gb and not spec.mig_profile:
         floor = spec.min_gpu_memory_gb * 1024 - 1  # label is MiB; Gt is strict
         exprs.append({"key": MEMORY_LABEL, "operator": "Gt", "values": [str(floor)]})
+    if spec.exclude_nodes:  # the nodes the broker holds back
+        exprs.append({"key": "kubernetes.io/hostname", "operator": "NotIn", "values": list(spec.exclude_nodes)})
     out: dict[str, Any] = {}
     if len(products) == 1:
         out["nodeSelector"] = {PRODUCT_LABEL: products[0]}

@@ -181,6 +181,7 @@ class JobRequest:
     same_interconnect: bool = False
     same_host: bool = False  # every worker on one node (the spec's topology_level "host")
     gpu_check: bool = False  # the pre-flight GPU check runs on every worker first (broker.preflight)
+    exclude_nodes: tuple[str, ...] = ()  # nodes it may not run on (the spec's, set at dispatch)
     priority: str = "normal"
     time_limit_s: float | None = None
     # Slurm: each worker on a node of its own (the backend asks --nodes=workers with one
@@ -287,6 +288,7 @@ def request_from_spec(spec: WorkloadSpec, *, one_per_node: bool = False) -> JobR
         same_interconnect=spec.same_interconnect or spec.level_required == SIM_LEVEL,
         same_host=spec.level_required == HOST,
         gpu_check=spec.gpu_check,
+        exclude_nodes=tuple(spec.exclude_nodes),
         priority=spec.priority,
         time_limit_s=spec.time_limit_minutes * 60.0,
     )

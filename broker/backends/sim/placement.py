@@ -53,6 +53,8 @@ def matching_pools(nodes: Iterable[SimNode], req: JobRequest) -> list[str]:
 
 
 def _domains(nodes: Sequence[SimNode], req: JobRequest) -> list[list[SimNode]]:
+    if req.exclude_nodes:
+        nodes = [n for n in nodes if n.name not in req.exclude_nodes]
     if req.same_host and req.workers > 1:
         return [[node] for node in nodes]
     if not req.one_domain:

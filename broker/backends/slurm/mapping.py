@@ -42,6 +42,8 @@ class SubmitRequest:
     # a gang that must share an interconnect domain: at most this many leaf switches (Slurm's
     # --switches, which the topology/tree plugin honours and the others ignore); 0: no bound
     switches: int = 0
+    # nodes the broker holds back (their GPUs failed a job's pre-flight check): --exclude
+    exclude: tuple[str, ...] = ()
     extra_args: tuple[str, ...] = ()
     rest_extra: Mapping[str, Any] = field(default_factory=dict)
     rest_environment: Mapping[str, str] = field(default_factory=dict)
@@ -147,6 +149,7 @@ def build_request(
         run_as_user=identity.run_as_user,
         run_as_group=identity.run_as_group,
         switches=1 if spec.one_domain or _under_one_switch(spec.level_required) else 0,
+        exclude=tuple(spec.exclude_nodes),
         extra_args=tuple(config.extra_sbatch_args),
         rest_extra=dict(config.rest_job_extra),
         rest_environment=dict(config.rest_environment),
@@ -182,6 +185,8 @@ def sbatch_args(req: SubmitRequest) -> list[str]:
         args.append("--hold")
     if req.switches:
         args.append(f"--switches={req.switches}")  # waits up to the site's max_switch_wait
+    if req.exclude:
+        args.append("--exclude=" + ",".join(req.exclude))
     # the broker's account must be privileged (root or SlurmUser) for Slurm to accept these
     if req.run_as_user:
         args.append(f"--uid={req.run_as_user}")
@@ -228,6 +233,10 @@ def rest_job_body(req: SubmitRequest, api_version: str) -> dict[str, Any]:
         # v0.0.38 (22.05) refuses the key ("Disabled key: required_switches"): there only
         # sbatch carries the bound (docs/topology.md)
         job["required_switches"] = req.switches
+    if req.exclude and minor >= 40:
+        # a list from v0.0.40 on (a comma-separated CSV_STRING); v0.0.38 and v0.0.39 are not
+        # told: placement still keeps the node out (docs/topology.md)
+        job["excluded_nodes"] = list(req.exclude)
     if minor <= 38:
         job.update(
             {

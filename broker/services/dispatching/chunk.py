@@ -64,6 +64,7 @@ from broker.services.dispatching.send import (
 )
 from broker.services.records.bulk_moves import per_row
 from broker.services.records.transitions import Note, moved_record
+from broker.selectors.node_blocks import blocked_nodes
 from broker import runtime
 
 log = logging.getLogger(__name__)
@@ -165,6 +166,7 @@ def _claims(attempts: list[DispatchAttempt], earlier: Mapping[int, list[Dispatch
         ).values_list("cluster_id", "name", "gpu_model")
     }
     identities: dict[tuple[int, int | None], ProjectIdentity] = {}
+    blocked = blocked_nodes()
     claims = []
     for attempt in attempts:
         w = attempt.workload
@@ -180,6 +182,7 @@ def _claims(attempts: list[DispatchAttempt], earlier: Mapping[int, list[Dispatch
             reserved=w.id in reserved,
             gpu_model=models.get((w.placed_cluster.id, getattr(w, "chosen_pool", None) or ""), ""),
             identity=identities[key],
+            avoid_nodes=tuple(sorted(blocked.get(w.placed_cluster.id, {}))),
         )
         claims.append(Claim(w, attempt, known))
     return claims

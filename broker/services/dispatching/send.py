@@ -28,6 +28,7 @@ from broker.services.records import tasks_bridge
 from broker.services.records.audit import audit, audit_link_destination
 from broker.services.quota.reservations import reservation_confirm, reservation_release
 from broker.services.records.transitions import Note
+from broker.selectors.node_blocks import blocked_nodes
 from broker.spec import WorkloadSpec, validate_spec
 from broker import runtime
 from broker.services.placing.cycle import workload_retry_elsewhere
@@ -108,8 +109,10 @@ def chosen_pool(workload: Workload) -> str:
     return chosen.pool if chosen else ""
 
 
-def _targeted(spec: WorkloadSpec, model: str) -> WorkloadSpec:
-    return replace(spec, gpu_models=(model,)) if model else spec
+def _targeted(spec: WorkloadSpec, model: str, avoid: tuple[str, ...] = ()) -> WorkloadSpec:
+    """The spec as sent: the model placement chose, and the nodes the broker holds back there."""
+    spec = replace(spec, gpu_models=(model,)) if model else spec
+    return replace(spec, exclude_nodes=avoid) if avoid else spec
 
 
 def workload_adopt(*, workload_id: int, found: DestinationJob) -> Workload:
@@ -142,6 +145,7 @@ class Known:
     gpu_model: str  # the model of the pool placement chose ('' when that pool is gone)
     identity: ProjectIdentity
     backend: Backend | None = None  # the cluster's backend, built once per chunk
+    avoid_nodes: tuple[str, ...] = ()  # the destination's nodes the broker holds back (node_blocks)
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,7 @@ def known_for(workload: Workload, attempt: DispatchAttempt) -> Known:
         reserved=_reserved(workload),
         gpu_model=_chosen_model(workload),
         identity=identity_for(workload.project, workload.submitted_by),
+        avoid_nodes=tuple(sorted(blocked_nodes().get(workload.cluster_id or 0, {}))),
     )
 
 
@@ -187,7 +192,7 @@ def attempt_send(workload: Workload, attempt: DispatchAttempt, known: Known) -> 
             return Sent(_finish_attempt_nothing_sent(workload, attempt))
         if not known.reserved:
             return Sent(_unreserved(workload, attempt))
-        spec = _targeted(validate_spec(workload.spec), known.gpu_model)
+        spec = _targeted(validate_spec(workload.spec), known.gpu_model, known.avoid_nodes)
         failpoint("dispatch.after_attempt_written")  # what is read is read: next comes the cluster call
         job_id = backend.submit(spec, workload.uid, known.identity)
         failpoint("dispatch.after_submit")

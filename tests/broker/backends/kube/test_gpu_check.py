@@ -51,3 +51,10 @@ def test_a_pod_whose_check_failed_ends_the_job_as_a_failed_gpu_check_on_that_wor
     # an init container of another name, or another exit code, is not the check
     other = job_outcome([_pod_status("0", "kw-a", 1)], "BackoffLimitExceeded")
     assert other.end_reason != "GPU_CHECK"
+
+
+def test_nodes_the_broker_holds_back_are_kept_out_by_required_node_affinity():
+    for cls in (KueueBackend, VolcanoBackend):
+        pod = _pod(cls("c", KubeConfig(), BackendSettings()), spec(exclude_nodes=("kw-b",)))
+        [term] = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": ["kw-b"]} in term["matchExpressions"]

@@ -151,3 +151,11 @@ def test_the_gpu_check_runs_in_each_worker_before_the_command_and_only_when_aske
     assert checked.index("exit 86") < checked.index("python train.py")  # the check first, inside srun
     plain = build_request(spec(workers=2), "wl-p", IDENT, SlurmConfig()).script
     assert "GPU check" not in plain
+
+
+def test_nodes_the_broker_holds_back_are_excluded_in_sbatch_and_over_rest_from_v0040():
+    req = build_request(spec(exclude_nodes=("n2", "n3")), "wl-x", IDENT, SlurmConfig())
+    assert "--exclude=n2,n3" in sbatch_args(req)
+    assert rest_job_body(req, "v0.0.41")["job"]["excluded_nodes"] == ["n2", "n3"]
+    assert "excluded_nodes" not in rest_job_body(req, "v0.0.38")["job"]
+    assert not [a for a in sbatch_args(build_request(spec(), "wl-y", IDENT, SlurmConfig())) if "exclude" in a]

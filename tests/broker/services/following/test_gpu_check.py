@@ -13,7 +13,7 @@ from accounting.chargeback import build_report
 from accounting.models import UsageEntry
 from accounting.services.usage import usage_collect
 from broker import runtime
-from broker.models import AuditRecord, Escalation, Reservation
+from broker.models import AuditRecord, Escalation, Reservation, Workload
 from broker.selectors.node_blocks import blocked_nodes
 from broker.services.following.gpu_check import node_block
 
@@ -38,7 +38,8 @@ def test_a_failed_gpu_check_places_the_job_again_elsewhere_uncharged_with_the_no
     poll(cheap)
     workload.refresh_from_db()
     assert workload.state == "waiting", (workload.state, workload.raw_reason)
-    said = f"GPU check failed on worker 0 (node {bad}) at cheap: placed again, not on {bad}; this attempt is not charged"
+    said = (f"GPU check failed on worker 0 (node {bad}) at cheap: placed again, not on {bad}; "
+            "this attempt is not charged")
     assert workload.raw_reason == said
     assert workload.destination_job_id == ""
     assert not Reservation.objects.filter(workload=workload, state__in=("active", "confirmed")).exists()
@@ -98,3 +99,24 @@ def test_a_repeat_failure_folds_into_the_nodes_escalation_and_the_block_expires(
     assert again.evidence["failures"] == 2 and again.evidence["last"]["job"] == "j-2"
     assert node in blocked_nodes()[cluster.id]
     assert blocked_nodes(now=runtime.now() + timedelta(seconds=601)) == {}
+
+
+def test_placed_again_on_the_same_cluster_its_scheduler_is_told_to_avoid_the_blocked_node(
+        make_cluster, submit, drive, sim, poll):
+    cluster = make_cluster("c1", flavor="kueue", nodes=[8, 16])
+    tight, roomy = (n.name for n in sim.get("c1").nodes)
+    sim.get("c1").break_gpus(tight)  # the scheduler's best fit for 8 GPUs: the 8-GPU node
+    workload = submit(gpus_per_worker=8, gpu_check=True)
+    sim.set_duration(workload.uid, 600)
+    workload = drive(workload)
+    poll(cluster)
+    assert [n for n, _ in sim.get("c1").job(workload.destination_job_id).placement] == [tight]
+    sim.advance(10)
+    poll(cluster)
+    workload = drive(Workload.objects.get(id=workload.id))
+    poll(cluster)
+    workload.refresh_from_db()
+    assert workload.state == "running", (workload.state, workload.raw_reason)
+    job = sim.get("c1").job(workload.destination_job_id)
+    assert job.request.exclude_nodes == (tight,)
+    assert [n for n, _ in job.placement] == [roomy]
