@@ -143,3 +143,23 @@ def test_priority_class_label_sets_the_workload_priority(kueue_backend, main_api
     assert wl["spec"]["priority"] == 1000
     assert "gpubroker-high" in str(wl["spec"].get("priorityClassRef") or
                                    wl["spec"].get("priorityClassName"))
+
+
+def test_a_gang_that_checks_its_gpus_is_accepted_admitted_and_started_with_its_check_rendered(
+        kueue_backend, main_api):
+    # kwok runs no container, so the check itself cannot fail here: what shows is the real API
+    # server and Kueue taking the init container (the worker's GPUs, the node from the
+    # downward API) and the gang admitted and placed as before
+    job_id = kueue_backend.submit(spec(gpus_per_worker=2, workers=2, command="sleep 6", gpu_check=True),
+                                  "wl-check", IDENTITY)
+    ns, name = job_id.split("/")
+    template = client.BatchV1Api(main_api).read_namespaced_job(name, ns).spec.template.spec
+    [check] = template.init_containers
+    assert check.name == "gpu-check" and check.resources.limits["nvidia.com/gpu"] == "2"
+    node = [e.value_from.field_ref.field_path for e in check.env if e.name == "GPUBROKER_NODE"]
+    assert node == ["spec.nodeName"]
+    wl = c.wait_for(lambda: workload_of_job(main_api, job_id), 30, what="the Workload")
+    limits = wl["spec"]["podSets"][0]["template"]["spec"]["initContainers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == "2", limits
+    running = wait_state(kueue_backend, job_id, JobState.RUNNING, JobState.COMPLETED)
+    assert running.state in (JobState.RUNNING, JobState.COMPLETED)
