@@ -93,6 +93,11 @@ class KubeJobBackend:
         """Each node's topology levels, as the queueing layer describes them (none here)."""
         return {}
 
+    def pools_and_levels(self, nodes: list[dict[str, Any]]) -> tuple[Callable[..., str], NodeLevels]:
+        """``pool_namer`` and ``node_topology`` for one inventory read (a backend whose two
+        read the same objects reads them once)."""
+        return self.pool_namer(), self.node_topology(nodes)
+
     def local_limits(self) -> LocalLimits:
         """What the queueing layer admits (ClusterQueue quota, Queue capability)."""
         return LocalLimits()
@@ -101,9 +106,8 @@ class KubeJobBackend:
         taken_at = now_utc()
         nodes = inv.read_nodes(self.kube, self.settings)
         pods = inv.read_gpu_pods(self.kube)
-        pools = inv.build_pools(
-            nodes, pods, self.settings, self.kind, self.pool_namer(), topology=self.node_topology(nodes)
-        )
+        namer, topology = self.pools_and_levels(nodes)
+        pools = inv.build_pools(nodes, pods, self.settings, self.kind, namer, topology=topology)
         return InventorySnapshot(
             cluster=self.cluster,
             taken_at=taken_at,

@@ -354,9 +354,14 @@ class KueueBackend(KubeJobBackend):
     def pool_namer(self) -> Callable[..., str]:
         return inv.flavor_namer(self._custom("resourceflavors"))
 
-    def node_topology(self, nodes: list[dict[str, Any]]) -> NodeLevels:
-        """The levels of the Topology each node's flavor names (none where Kueue serves no
-        Topology: a release before Topology-Aware Scheduling)."""
+    def pools_and_levels(self, nodes: list[dict[str, Any]]) -> tuple[Callable[..., str], NodeLevels]:
+        """The ResourceFlavors read once for both: pools are named by them, and they name the
+        Topology of their nodes (no levels where Kueue serves no Topology: a release before
+        Topology-Aware Scheduling)."""
+        flavors = self._custom("resourceflavors")
+        return inv.flavor_namer(flavors), self._levels(nodes, flavors)
+
+    def _levels(self, nodes: list[dict[str, Any]], flavors: list[dict[str, Any]]) -> NodeLevels:
         custom = self.kube.custom()
         found = self.kube.call(
             custom.list_cluster_custom_object, KUEUE_GROUP, self.api_version, "topologies", missing_ok=True
@@ -364,7 +369,7 @@ class KueueBackend(KubeJobBackend):
         topologies = list((found or {}).get("items") or [])
         if not topologies:
             return {}
-        return topology_levels.kueue_levels(topologies, self._custom("resourceflavors"), nodes)
+        return topology_levels.kueue_levels(topologies, flavors, nodes)
 
     def queue_stats(self) -> QueueStats:
         """ClusterQueue pendingWorkloads, plus the GPUs those pending Workloads ask for."""
