@@ -23,19 +23,9 @@ from broker.services.placing.cycle import workload_place
 from broker.services.submitting.workloads import workload_cancel, workload_submit
 
 from .support import JOBDIR
-from .test_broker_path import _wait, researcher_project  # noqa: F401  (a fixture)
+from .test_broker_path import _wait, real_slurm, researcher_project  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def real_slurm(db, settings, slurm_env):
-    settings.GPUBROKER_ENABLE_SLURM = True
-    settings.GPUBROKER_ENABLE_SIMULATOR = False
-    return Cluster.objects.create(
-        name="ci-check", kind="slurm", region="eu-west", location="onprem",
-        config={"transport": "cli", "partition": "gpu", "submit_user": "root", "image_pull_s": 0,
-                "workdir": str(JOBDIR), "output_dir": str(JOBDIR / "out")})
 
 
 def _sh(*argv: str) -> str:
@@ -50,6 +40,8 @@ def test_a_check_that_fails_on_n2_places_the_job_again_on_n1_uncharged_with_n2_b
         real_slurm, researcher_project):  # noqa: F811
     project, user = researcher_project
     (JOBDIR / "out").mkdir(parents=True, exist_ok=True)
+    # the jobs' output where the backend reads it: the check names its worker and node there
+    Cluster.objects.filter(id=real_slurm.id).update(config={**real_slurm.config, "output_dir": str(JOBDIR / "out")})
     slurm_accounts_ensure(create=True)
     blocker = _sh("sbatch", "--parsable", "-p", "gpu", "-w", "n1", "-N1", "--gres=gpu:8", "-t", "5",
                   "-A", "general", "-D", "/tmp", "-o", "/dev/null", "--wrap", "sleep 300").strip()
@@ -71,7 +63,7 @@ def test_a_check_that_fails_on_n2_places_the_job_again_on_n1_uncharged_with_n2_b
 
         assert _wait(placed_again, 60), Workload.objects.filter(id=workload.id).values_list("state", "raw_reason")[0]
         held = Workload.objects.get(id=workload.id)
-        assert held.raw_reason.startswith("GPU check failed on worker 0 (node n2) at ci-check: placed again, not on n2")
+        assert held.raw_reason.startswith("GPU check failed on worker 0 (node n2) at ci-slurm: placed again, not on n2")
         [escalation] = Escalation.objects.filter(kind="gpu_check", cluster=real_slurm)
         assert escalation.evidence["node"] == "n2" and escalation.destination_job_id == first_job
         assert set(blocked_nodes()[real_slurm.id]) == {"n2"}
