@@ -260,18 +260,25 @@ def _rank(
         for e in entries
     ]
     scored = terms.combine(rows, weights)
-    # a preferred level ranks the pools that hold the gang within one of its domains first
-    apart = [not _keeps_preferred(e.prepared, spec) for e in entries] if spec.level_preferred else [False] * len(rows)
-    order = sorted(
-        range(len(entries)), key=lambda i: (apart[i], scored[i][0], entries[i].cluster, entries[i].prepared.pool.name)
-    )
+    penalty = preference_penalty(weights) if spec.level_preferred else 0.0
+    if penalty:  # a pool that cannot keep the preferred level scores one term worse
+        scored = [
+            (s + penalty, w) if not _keeps_preferred(e.prepared, spec) else (s, w)
+            for (s, w), e in zip(scored, entries, strict=True)
+        ]
+    order = sorted(range(len(entries)), key=lambda i: (scored[i][0], entries[i].cluster, entries[i].prepared.pool.name))
     if limit is not None:
         order = order[:limit]
-    return [_candidate(entries[i], rows[i], scored[i], spec, assign) for i in order]
+    return [_candidate(entries[i], rows[i], scored[i], spec, assign, penalty) for i in order]
 
 
 def _candidate(
-    entry: Entry, row: tuple[float, ...], scored: tuple[float, tuple[float, ...]], spec: WorkloadSpec, assign: bool
+    entry: Entry,
+    row: tuple[float, ...],
+    scored: tuple[float, tuple[float, ...]],
+    spec: WorkloadSpec,
+    assign: bool,
+    penalty: float = 0.0,
 ) -> Candidate:
     prepared = entry.prepared
     index = prepared.index
@@ -286,8 +293,15 @@ def _candidate(
         weighted=dict(zip(TERMS, scored[1], strict=True)),
         assignment=tuple(map(index.names.__getitem__, nodes)),
         gpus_per_worker=spec.gpus_per_worker,
-        detail=_detail(entry, spec),
+        detail=_detail(entry, spec, penalty),
     )
+
+
+def preference_penalty(weights: Mapping[str, float]) -> float:
+    """What a pool that cannot keep a preferred topology level adds to its score: as much as
+    the heaviest term can (each term is normalised to 0..1 across the candidates, times its
+    weight), so the preference outweighs any one term's difference but not all of them."""
+    return max(weights.values(), default=1.0)
 
 
 def _keeps_preferred(prepared: PreparedPool, spec: WorkloadSpec) -> bool:
@@ -305,7 +319,7 @@ def _packing(prepared: PreparedPool, spec: WorkloadSpec) -> tuple[bool, str]:
     return same, level
 
 
-def _detail(entry: Entry, spec: WorkloadSpec) -> dict[str, float | str]:
+def _detail(entry: Entry, spec: WorkloadSpec, penalty: float = 0.0) -> dict[str, float | str]:
     out: dict[str, float | str] = {}
     if spec.level_preferred:
         own = entry.prepared.preferred_level(spec)
@@ -314,7 +328,9 @@ def _detail(entry: Entry, spec: WorkloadSpec) -> dict[str, float | str]:
         out["topology"] = (
             f"in one {name}"
             if kept
-            else f"not in one {name}: " + ("no such level here" if not own else "no domain holds the gang now")
+            else f"not in one {name}: "
+            + ("no such level here" if not own else "no domain holds the gang now")
+            + f" (score +{penalty:g})"
         )
     if spec.data_size_gb and entry.remote:
         out.update(

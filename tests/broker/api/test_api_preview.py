@@ -66,7 +66,7 @@ def test_a_gang_that_prefers_one_host_is_ranked_where_one_host_holds_it(trio, qu
     body = api(trio.member).post(reverse("api-workload-preview"), ask).json()
     assert [d["cluster"] for d in body["destinations"]] == ["one-host", "spread"]
     assert [d["topology"] for d in body["destinations"]] == [
-        "in one host", "not in one host: no domain holds the gang now"]
+        "in one host", "not in one host: no domain holds the gang now (score +4)"]
 
 
 def test_a_gang_that_requires_one_host_leaves_out_the_cluster_with_the_rule_and_numbers(trio, quota, make_cluster,

@@ -94,7 +94,9 @@ def test_a_preferred_rack_ranks_the_cluster_that_keeps_it_first_and_packs_within
     assert [c.cluster for c in result.ranked] == ["b", "a"]
     assert sorted(result.best.assignment) == ["b-gpu-n1", "b-gpu-n2"]
     assert result.best.detail["topology"] == f"in one rack ({RACK})"
-    assert result.ranked[1].detail["topology"] == f"not in one rack ({RACK}): no domain holds the gang now"
+    assert result.ranked[1].detail["topology"] == f"not in one rack ({RACK}): no domain holds the gang now (score +4)"
+    # the heaviest weight of the preset (on-prem-first: location, 4) is what the preference weighs
+    assert result.ranked[1].score - result.best.score > 3
 
 
 def test_a_preferred_level_no_cluster_keeps_still_places_the_gang(kit):
@@ -103,7 +105,20 @@ def test_a_preferred_level_no_cluster_keeps_still_places_the_gang(kit):
                                                                   topology_level="rack",
                                                                   topology_mode="preferred"))
     assert sorted(result.best.assignment) == ["a-gpu-n0", "a-gpu-n1"]
-    assert result.best.detail["topology"] == "not in one rack: no such level here"
+    assert result.best.detail["topology"] == "not in one rack: no such level here (score +4)"
+
+
+def test_a_preference_weighs_one_term_so_a_cluster_better_on_several_still_wins(kit):
+    keeps = kit.pool("cloud", [8], levels=_racks("r1"))
+    spreads = kit.pool("onprem", [4, 4], levels=_racks("r1", "r2"))
+    # the cloud keeps the rack, but the policy's location term (4) and its price count against it
+    fleet = kit.fleet([kit.snap("cloud", keeps), kit.snap("onprem", spreads)],
+                      [kit.facts("cloud", location="cloud", price_per_gpu_hour=4.0),
+                       kit.facts("onprem", price_per_gpu_hour=1.0)])
+    result = kit.place(fleet, kit.spec(gpus_per_worker=4, workers=2, topology_level="rack",
+                                       topology_mode="preferred"))
+    assert [c.cluster for c in result.ranked] == ["onprem", "cloud"]
+    assert result.best.detail["topology"].startswith("not in one rack")
 
 
 def test_placements_in_one_pass_keep_the_level_indexes_exact(kit):

@@ -106,7 +106,7 @@ def test_the_form_asks_for_a_topology_level_and_the_preview_says_where_the_gang_
     body = client.post(reverse("workload-preview"), ask, **HTMX).content.decode()
     assert "<th>Preferred level</th>" in body
     assert "<td data-topology>in one host</td>" in body
-    assert "<td data-topology>not in one host: no domain holds the gang now</td>" in body
+    assert "<td data-topology>not in one host: no domain holds the gang now (score +4)</td>" in body
     # without a level the select's default is not sent on as a mode with no level
     plain = client.post(reverse("workload-preview"), {"project": trio.project.id, **FORM,
                                                       "topology_mode": "required"}, **HTMX).content.decode()
