@@ -66,7 +66,7 @@ def workload_gpu_check_failed(
 def node_block(*, cluster: Cluster, node: str, reason: str, workload: Workload | None, job_id: str) -> Escalation:
     """Block ``node`` for ``GPUBROKER_GPU_CHECK_BLOCK_S`` from now: its escalation opened, or
     the open one counting one failure more with its block started again."""
-    now = runtime.now()
+    now = runtime.now().replace(microsecond=0)
     until = (now + timedelta(seconds=settings.GPUBROKER_GPU_CHECK_BLOCK_S)).isoformat()
     key = f"gpu-check:{cluster.name}:{node}"
     last = {"workload": workload.uid if workload else "", "job": job_id, "at": now.isoformat()}
