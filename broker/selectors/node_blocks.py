@@ -5,9 +5,11 @@ clusters page read them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Mapping
 
+from broker.cluster_report import NodeInventory
 from broker.lifecycle import UNRESOLVED_ESCALATION_STATES
 from broker.models import Escalation, EscalationKind
 from broker import runtime
@@ -47,3 +49,14 @@ def _block(esc: Escalation) -> NodeBlock | None:
         )
     except (KeyError, TypeError, ValueError):
         return None  # an escalation written by hand without a block: nothing is blocked
+
+
+def held_back(node: NodeInventory, blocks: Mapping[str, NodeBlock]) -> NodeInventory:
+    """The node as the broker takes it: out of service, with the block's words, while blocked
+    (its GPUs then count nowhere as idle: the stored pools, ``/clusters/``, ``/fleet/``,
+    placement)."""
+    block = blocks.get(node.name)
+    if block is None:
+        return node
+    why = f"blocked by the broker until {block.until:%Y-%m-%d %H:%M} UTC: {block.reason}"
+    return replace(node, healthy=False, health_reason=f"{why} (escalation {block.escalation_id})")

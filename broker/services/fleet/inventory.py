@@ -7,12 +7,15 @@ their last numbers and their taken_at, and placement refuses them for age.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
+from typing import Mapping
 
 from django.db import transaction
 
 from broker.backends.base import InventorySnapshot, Unavailable
 from broker.backends.registry import backend_for
 from broker.selectors.capacity import promised_gpus
+from broker.selectors.node_blocks import NodeBlock, blocked_nodes, held_back
 from broker.models import Cluster, ClusterHealth, EscalationKind, GpuPool
 from broker.services.records.audit import audit
 from broker import runtime
@@ -50,6 +53,7 @@ def cluster_mark_stale(*, cluster: Cluster, error: str) -> None:
 
 @transaction.atomic
 def inventory_store(*, cluster: Cluster, snapshot: InventorySnapshot) -> None:
+    snapshot = _with_blocks(snapshot, blocked_nodes().get(cluster.id, {}))
     # what the broker promised since this report was taken: the same read placement uses
     promised = promised_gpus(
         cluster_ids=[cluster.id], taken_at={(cluster.id, p.name): snapshot.taken_at for p in snapshot.pools}
@@ -134,3 +138,11 @@ def _escalate_double_claims(cluster: Cluster, snapshot: InventorySnapshot) -> No
                     "taken_at": snapshot.taken_at.isoformat(),
                 },
             )
+
+
+def _with_blocks(snapshot: InventorySnapshot, blocks: Mapping[str, NodeBlock]) -> InventorySnapshot:
+    """The report with the nodes the broker holds back out of service (``node_blocks``)."""
+    if not blocks:
+        return snapshot
+    pools = tuple(replace(p, nodes=tuple(held_back(n, blocks) for n in p.nodes)) for p in snapshot.pools)
+    return replace(snapshot, pools=pools)

@@ -5,7 +5,6 @@ local quotas' use, and the cluster's local limits."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import replace
 from datetime import datetime
 from typing import Mapping, Sequence
 
@@ -13,7 +12,7 @@ from broker.backends.base import InventorySnapshot, NodeInventory, PoolInventory
 from broker.elastic_pools import registered_pools
 from broker.local_limits import LocalLimits, add_use
 from broker.selectors.capacity import Promised, promised_gpus
-from broker.selectors.node_blocks import NodeBlock, blocked_nodes
+from broker.selectors.node_blocks import NodeBlock, blocked_nodes, held_back
 from broker.models import Cluster, ClusterHealth, GpuPool
 from broker.placement import ClusterFacts, Exclusion
 from portal.tenancy.models import Project
@@ -35,7 +34,7 @@ def snapshot_of(
     taken_at = min(p.taken_at for p in pools)
     out = []
     for pool in pools:
-        nodes = tuple(_unless_blocked(n, blocked or {}) for n in pool.node_inventories(promised.nodes))
+        nodes = tuple(held_back(n, blocked or {}) for n in pool.node_inventories(promised.nodes))
         nodes += provisionable(cluster, pool)
         out.append(
             PoolInventory(
@@ -55,15 +54,6 @@ def snapshot_of(
     )
     limits = add_use(LocalLimits.from_json(cluster.local_limits), dict(promised.pools), promised.jobs)
     return InventorySnapshot(cluster=cluster.name, taken_at=taken_at, pools=tuple(out), queue=queue, limits=limits)
-
-
-def _unless_blocked(node: NodeInventory, blocked: Mapping[str, NodeBlock]) -> NodeInventory:
-    block = blocked.get(node.name)
-    if block is None:
-        return node
-    why = f"blocked by the broker until {block.until:%Y-%m-%d %H:%M} UTC: {block.reason}"
-    why += f" (escalation {block.escalation_id})"
-    return replace(node, healthy=False, health_reason=why)
 
 
 def provisionable(cluster: Cluster, pool: GpuPool) -> tuple[NodeInventory, ...]:

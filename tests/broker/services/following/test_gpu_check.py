@@ -120,3 +120,21 @@ def test_placed_again_on_the_same_cluster_its_scheduler_is_told_to_avoid_the_blo
     job = sim.get("c1").job(workload.destination_job_id)
     assert job.request.exclude_nodes == (tight,)
     assert [n for n, _ in job.placement] == [roomy]
+
+
+def test_a_blocked_nodes_gpus_are_not_counted_idle_from_the_next_report_on(make_cluster, sim, trio, login, submit):
+    from broker.models import GpuPool
+    from broker.services.fleet.inventory import cluster_sync_inventory
+
+    cluster = make_cluster("c1", flavor="kueue", nodes=[8, 8])
+    node = _first_node(sim, "c1")
+    assert sum(p.gpus_idle for p in GpuPool.objects.filter(cluster=cluster)) == 16
+    escalation = node_block(cluster=cluster, node=node, reason=f"GPU check failed on worker 0 (node {node})",
+                            workload=submit(gpus_per_worker=1, gpu_check=True), job_id="j-1")
+    cluster_sync_inventory(cluster_id=cluster.id)
+    assert sum(p.gpus_idle for p in GpuPool.objects.filter(cluster=cluster)) == 8
+    body = login(trio.member).get(reverse("cluster-list")).content.decode()
+    assert 'data-nodes-out="c1"' in body and "blocked by the broker until" in body
+    login(trio.owner).post(reverse("escalation-action", args=[escalation.id, "resolve"]), {"outcome": "reseated"})
+    cluster_sync_inventory(cluster_id=cluster.id)
+    assert sum(p.gpus_idle for p in GpuPool.objects.filter(cluster=cluster)) == 16
