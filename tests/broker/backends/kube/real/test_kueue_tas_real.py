@@ -74,7 +74,8 @@ def test_kueue_admits_the_gang_only_when_one_rack_has_room_and_places_it_there(k
         gang = spec(gpus_per_worker=4, workers=2, command="sleep 30", topology_level=LEVEL)
         reason, _ = c.placement_of(pool, gang)
         # each rack a 4-GPU node: no rack holds the gang even idle, as these nodes stand
-        never = f"never_fits: pool {pool.name} can never hold 2 x 4 GPUs in one {LEVEL} (at most 1 workers even when idle)"
+        never = (f"never_fits: pool {pool.name} can never hold 2 x 4 GPUs in one {LEVEL} "
+                 "(at most 1 workers even when idle)")
         assert reason == never, reason
         job_id = backend.submit(gang, "wl-tas", IDENTITY)
         wl = c.wait_for(lambda: workload_of_job(main_api, job_id), 30, what="the Workload")

@@ -2,8 +2,10 @@
 tier-2 spine) and a backend told that tier 1 is the interconnect domain
 (``volcano_network_tier: 1``). With each rack holding one 2-GPU node, a 2 x 2-GPU gang without
 the requirement spans both racks (the control); with it (``topology_level: rack``, which on
-Volcano is tier 1), the vcjob carries ``networkTopology`` hard at tier 1, the broker's placement finds no rack for it (and says so), Volcano holds the
-whole gang, and once rack a gains a node both workers start there."""
+Volcano is tier 1), the vcjob carries ``networkTopology`` hard at tier 1, the broker's
+placement finds no rack for it (and says so), Volcano holds the whole gang, and once rack a
+gains a node both workers start there. Only preferring the rack (soft), the gang starts at
+once, spread."""
 from __future__ import annotations
 
 import time
@@ -50,9 +52,9 @@ def _backend(k8s_env) -> VolcanoBackend:
     return VolcanoBackend("k8s-main", KubeConfig(kubeconfig=k8s_env["K8S_MAIN_KUBECONFIG"]), settings)
 
 
-def _gang(same: bool):
-    """The gang, required to share a rack (the spec's generic level, tier 1 here) or not."""
-    level = {"topology_level": "rack"} if same else {}
+def _gang(same: bool, mode: str = "required"):
+    """The gang, asking to share a rack (the spec's generic level, tier 1 here) or not."""
+    level = {"topology_level": "rack", "topology_mode": mode} if same else {}
     return spec(workers=2, gpus_per_worker=2, gpu_models=("B200",), command="sleep 60", **level)
 
 
@@ -74,9 +76,21 @@ def test_a_gang_held_to_one_hypernode_waits_whole_then_starts_in_one_rack(k8s_en
         assert both == ["nt-a-0", "nt-b-0"], both
         c.delete_jobs(main_api)
 
+        # preferred: soft at tier 1, and with no rack to hold it Volcano starts it spread at once
+        soft = backend.submit(_gang(True, "preferred"), "wl-nt-soft", identity(GANG_QUEUE))
+        namespace, name = soft.split("/")
+        body = client.CustomObjectsApi(main_api).get_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", name)
+        assert body["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}, body["spec"]
+        spread = c.wait_for(lambda: all(n := c.pods_nodes(main_api, soft, "volcano.sh/job-name")) and n, 60,
+                            what="the preferring gang's workers placed")
+        assert spread == ["nt-a-0", "nt-b-0"], spread
+        c.delete_jobs(main_api)
+
         reason, _ = _placement(backend, same=True)
         # each rack one 2-GPU node: no rack holds the gang even idle, as these nodes stand
-        never = "never_fits: pool NVIDIA-B200 can never hold 2 x 2 GPUs in one rack (tier 1) (at most 1 workers even when idle)"
+        never = ("never_fits: pool NVIDIA-B200 can never hold 2 x 2 GPUs in one rack (tier 1) "
+                 "(at most 1 workers even when idle)")
         assert reason == never, reason
         job_id = backend.submit(_gang(True), "wl-nt", identity(GANG_QUEUE))
         namespace, name = job_id.split("/")
