@@ -26,3 +26,16 @@ def placement_of(
         exclusion = result.excluded["real"]
         return f"{exclusion.rule}: {exclusion.message}", []
     return "", sorted(result.best.assignment)
+
+
+def placement_among(pools: dict[str, PoolInventory], spec: WorkloadSpec) -> tuple[str, dict[str, str]]:
+    """Several reported pools, each as a cluster of its own (named by the keys): the cluster
+    placement chooses ("" for none) and the words of why each other one is left out."""
+    now = datetime.now(timezone.utc)
+    snaps = [InventorySnapshot(name, now, (pool,), QueueStats()) for name, pool in pools.items()]
+    fleet = PreparedFleet(snaps, [ClusterFacts(name=name, region="r") for name in pools], Policy())
+    models = tuple(dict.fromkeys(p.gpu_model for p in pools.values()))
+    result = place_prepared(fleet, replace(spec, gpu_class="", gpu_models=models), tenant="t",
+                            quota_remaining=10_000, now=now)
+    chosen = result.best.cluster if result.best else ""
+    return chosen, {name: f"{e.rule}: {e.message}" for name, e in result.excluded.items()}

@@ -15,6 +15,8 @@ from kubernetes.client.exceptions import ApiException
 from broker.backends.base import JobState, PoolInventory, ProjectIdentity
 from broker.backends.kube import KubeConfig, KueueBackend
 
+from tests.broker.backends.placement_probe import placement_among
+
 from . import cluster as c
 from .conftest import settings
 from .test_kueue_real import spec, wait_state, workload_of_job
@@ -89,7 +91,15 @@ def test_kueue_admits_the_gang_only_when_one_rack_has_room_and_places_it_there(k
         # the broker's placement on the same three nodes, idle again: Kueue may admit the gang
         # before an inventory read taken between the node's arrival and the admission
         c.delete_jobs(main_api)
-        assert c.placement_of(_tas_pool(backend), gang) == ("", ["tas-a-0", "tas-a-1"])
+        tas_pool = _tas_pool(backend)
+        assert c.placement_of(tas_pool, gang) == ("", ["tas-a-0", "tas-a-1"])
+        # and between clusters: the racks' pool and another reported pool, whose flavor names
+        # no Topology, each taken as a cluster: placement picks the one where the level fits
+        [plain] = [p for p in backend.inventory().pools
+                   if p.partitioning == "whole" and not any(n.name in NODES for n in p.nodes)][:1]
+        chosen, left_out = placement_among({"racks": tas_pool, "plain": plain}, gang)
+        assert chosen == "racks", left_out
+        assert left_out["plain"].startswith(f"never_fits: pool {plain.name}: the cluster describes no {LEVEL} level")
     finally:
         c.delete_jobs(main_api)
         c.delete_nodes(main_api, *NODES)

@@ -16,6 +16,8 @@ from kubernetes import client
 
 from broker.backends.kube import BackendSettings, KubeConfig, VolcanoBackend
 
+from tests.broker.backends.placement_probe import placement_among
+
 from . import cluster as c
 from .conftest import MODEL_NAMES
 from .test_volcano_real import GANG_QUEUE, identity, spec
@@ -112,5 +114,13 @@ def test_a_gang_held_to_one_hypernode_waits_whole_then_starts_in_one_rack(k8s_en
         # before an inventory read taken between the node's arrival and the start
         c.delete_jobs(main_api)
         assert _placement(backend, same=True) == ("", ["nt-a-0", "nt-a-1"])
+        # and between clusters: the racks' pool and another reported pool outside every
+        # HyperNode, each taken as a cluster: placement picks the one with a rack for the gang
+        pools = backend.inventory().pools
+        [racks] = [p for p in pools if p.gpu_model == "B200"]
+        [plain] = [p for p in pools if p.partitioning == "whole" and p.gpu_model != "B200"][:1]
+        chosen, left_out = placement_among({"racks": racks, "plain": plain}, _gang(True))
+        assert chosen == "racks", left_out
+        assert left_out["plain"].startswith(f"never_fits: pool {plain.name}: the cluster describes no rack level")
     finally:
         backend.close()
