@@ -180,7 +180,7 @@ def _misfit(fleet: PreparedFleet, group: list[Entry], spec: WorkloadSpec, holder
             prepared.held_by if prepared.held_by != holder else "",
             len(prepared.conflicted),
             prepared.ever_capacity(spec),
-            prepared.grouping(spec),
+            want=prepared.grouping(spec),
         )
         if exc is not None:
             found.append(exc)
@@ -207,7 +207,7 @@ def _fit(
 ) -> tuple[dict[str, list[Entry]], dict[str, list[Entry]]]:
     """Split statically eligible pools into those the gang fits now and the rest (per
     cluster with no fitting pool: its pools, closest to fitting first)."""
-    g, w = spec.gpus_per_worker, spec.workers
+    w = spec.workers
     fitting: dict[str, list[Entry]] = {}
     misfits: dict[str, list[tuple[int, Entry]]] = {}
     for entry in entries:
@@ -215,9 +215,7 @@ def _fit(
         if name in stale:
             continue
         prepared = entry.prepared
-        want = prepared.grouping(spec)
-        # 0 beyond the largest worker the tables describe, or where the level is not described
-        cap = prepared.index.capacity(g, *want) if want is not None else 0
+        cap = prepared.capacity_now(spec)  # 0 beyond the largest worker the tables describe
         if prepared.held_by and prepared.held_by != holder:
             cap = -1
         if cap >= w:

@@ -84,8 +84,7 @@ def hold_target(fleet: PreparedFleet, spec: WorkloadSpec, tenant: str, now: date
             continue
         if prepared.idle_capacity(spec) < spec.workers:
             continue
-        want = prepared.grouping(spec)
-        cap = prepared.index.capacity(spec.gpus_per_worker, *want) if want is not None else 0
+        cap = prepared.capacity_now(spec)
         key = (-cap, -prepared.index.all.cap[1], entry.cluster, prepared.pool.name)
         if best is None or key < best:
             best = key

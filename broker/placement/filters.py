@@ -190,7 +190,8 @@ def filter_topology(
     blocked_by: str = "",
     conflicted: int = 0,
     ever_capacity: int | None = None,
-    want: tuple[bool, str] | None = (False, ""),
+    *,
+    want: tuple[bool, str] | None,
 ) -> Exclusion | None:
     """The whole gang fits in this pool now, each worker on one node (and one
     interconnect domain, or one domain of the level it requires, when asked).
@@ -209,8 +210,6 @@ def filter_topology(
             f"pool {pool_name}: the cluster describes no {spec.level_required} level (its levels: {known})",
         )
     same, level = want
-    if not level:
-        same = same or spec.one_domain
     fits = index.capacity(g, same, level)
     if fits >= w:
         return None

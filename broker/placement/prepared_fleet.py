@@ -55,6 +55,12 @@ class PreparedPool:
         level = resolve_level(spec.level_required, self.index.level_domains)
         return None if level is None else (False, level)
 
+    def capacity_now(self, spec: WorkloadSpec) -> int:
+        """Workers of the spec's shape the pool hosts now, within what the spec requires them
+        to share; 0 where the cluster describes no such level."""
+        want = self.grouping(spec)
+        return 0 if want is None else self.index.capacity(spec.gpus_per_worker, *want)
+
     def preferred_level(self, spec: WorkloadSpec) -> str:
         """This pool's own name for the level the spec prefers, or "" where it has none."""
         if not spec.level_preferred:
