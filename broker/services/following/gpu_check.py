@@ -35,9 +35,7 @@ def failed_check(job: DestinationJob) -> tuple[str, str] | None:
     return (found[0], found[1]) if found else None
 
 
-def workload_gpu_check_failed(
-    *, workload: Workload, job: DestinationJob, fields: dict[str, str], worker: str, node: str
-) -> int:
+def workload_gpu_check_failed(*, workload: Workload, fields: dict[str, str], worker: str, node: str) -> int:
     """Place the workload again, not charged for this job, and block the node."""
     cluster = workload.placed_cluster
     job_id = workload.destination_job_id

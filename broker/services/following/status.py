@@ -111,7 +111,7 @@ def workload_apply_status(*, workload: Workload, job: DestinationJob) -> int:
         return _preempted(workload, job, fields, requeued_there=True)
     check = failed_check(job) if workload.state != WorkloadState.CANCELLING else None
     if check is not None:  # its GPUs failed the job's own check: placed again, not charged
-        return workload_gpu_check_failed(workload=workload, job=job, fields=fields, worker=check[0], node=check[1])
+        return workload_gpu_check_failed(workload=workload, fields=fields, worker=check[0], node=check[1])
     if job.state in _ENDED:
         new_state = _ENDED[job.state]
         ended = _not_before(job.ended_at or now, started or workload.created_at)
