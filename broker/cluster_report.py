@@ -27,7 +27,10 @@ class NodeInventory:
     gpus_total: int
     gpus_allocatable: int
     gpus_allocated: int
-    partitioning: str = "whole"  # "whole" or a MIG profile such as "1g.10gb"
+    partitioning: str = "whole"  # "whole", a MIG profile such as "1g.10gb", or a kind of share
+    # a shared node's units per GPU (time-slicing or MPS replicas, Slurm shards): what one unit
+    # of its GPUs is charged as a share of; 1 for whole GPUs and MIG slices
+    units_per_gpu: int = 1
     healthy: bool = True
     draining: bool = False
     interconnect_domain: str = ""
@@ -61,6 +64,8 @@ class NodeInventory:
         }
         if self.provisioning:
             out["provisioning"] = self.provisioning
+        if self.units_per_gpu != 1:
+            out["units_per_gpu"] = self.units_per_gpu
         if self.health_reason:
             out["reason"] = self.health_reason
         if self.topology:
@@ -91,6 +96,7 @@ class NodeInventory:
             gpus_allocatable=allocatable,
             gpus_allocated=min(allocatable, data["allocated"] + extra),
             partitioning=data.get("partitioning", partitioning),
+            units_per_gpu=data.get("units_per_gpu", 1),
             healthy=data.get("healthy", True),
             draining=data.get("draining", False),
             health_reason=data.get("reason", ""),
@@ -139,6 +145,12 @@ class PoolInventory:
     @property
     def gpus_free(self) -> int:
         return sum(n.gpus_free for n in self.up)
+
+    @property
+    def units_per_gpu(self) -> int:
+        """Units one GPU of the pool is split into (shares); 1 for whole GPUs and MIG slices,
+        whose charge is the slice as a unit."""
+        return max((n.units_per_gpu for n in self.nodes), default=1)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.models import Workload, WorkloadState
+from broker.placement.record import PlacementRecord
 from broker.selectors.run_times import run_seconds_of
 
 # What an ended workload says when its backend could not tell more (or never ran it).
@@ -32,5 +33,12 @@ def workload_outcome(workload: Workload) -> dict[str, Any] | None:
         "worker": stored.get("worker", ""),
         "detail": stored.get("detail", ""),
         "run_seconds": None if run_s is None else round(run_s, 1),
-        "gpu_hours": None if run_s is None else round(run_s * workload.total_gpus / 3600, 4),
+        "gpu_hours": None if run_s is None else round(run_s * charged_gpus(workload) / 3600, 4),
     }
+
+
+def charged_gpus(workload: Workload) -> float:
+    """The GPUs a workload is charged for: its GPUs, or for a job of GPU shares the share of a
+    GPU its units are in the pool it was placed on (4 shares of a pool of 8 per GPU: 0.5)."""
+    chosen = PlacementRecord.from_json(workload.placement).chosen
+    return workload.total_gpus / (chosen.units_per_gpu if chosen else 1)

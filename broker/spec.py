@@ -16,6 +16,19 @@ from portal.tenancy.errors import DomainError
 PRIORITIES = ("low", "normal", "high")
 CLASS_NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
 PARTITIONING_WHOLE = "whole"
+# what a job asking for GPU shares (``gpu_share``) matches: a pool whose units are shares of a
+# GPU (Kubernetes time-slicing or MPS replicas, Slurm gres/shard), never whole GPUs or MIG
+PARTITIONING_SHARED = "shared"
+SHARED_PARTITIONINGS = ("time-slicing", "mps", "shard", "shared")
+
+
+def partitioning_serves(offered: str, asked: str) -> bool:
+    """A pool of ``offered`` units serves a job asking for ``asked`` (``spec.partitioning``):
+    the same MIG profile, whole GPUs for whole GPUs, any kind of share for a share."""
+    offered, asked = offered.lower(), asked.lower()
+    return offered == asked or (asked == PARTITIONING_SHARED and offered in SHARED_PARTITIONINGS)
+
+
 # NVIDIA MIG profile names: "<slices>g.<memory>gb", e.g. 1g.10gb, 3g.40gb, 7g.80gb.
 MIG_PROFILE_RE = re.compile(r"^[1-7]g\.\d{1,3}gb$")
 BROKER_FIELDS = frozenset({"exclude_nodes"})  # dispatch fills them in; a job may not
@@ -46,6 +59,9 @@ class WorkloadSpec:
     image: str = ""
     min_gpu_memory_gb: int = 0
     mig_profile: str = ""
+    # each of gpus_per_worker is then a share of a GPU, not a whole one: a time-slicing or MPS
+    # replica on Kubernetes, a gres/shard on Slurm; charged the share (a pool's units per GPU)
+    gpu_share: bool = False
     cpus_per_worker: int = 4
     memory_gb_per_worker: int = 16
     time_limit_minutes: int = 60
@@ -94,7 +110,7 @@ class WorkloadSpec:
 
     @property
     def partitioning(self) -> str:
-        return self.mig_profile or PARTITIONING_WHOLE
+        return PARTITIONING_SHARED if self.gpu_share else self.mig_profile or PARTITIONING_WHOLE
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -207,7 +223,7 @@ def validate_spec(data: Mapping[str, Any]) -> WorkloadSpec:
             values[name] = _as_int(name, data[name], errors)
     values["gpu_models"] = _as_str_tuple("gpu_models", data.get("gpu_models"), errors)
     values["residency"] = _as_str_tuple("residency", data.get("residency"), errors)
-    for name in ("same_interconnect", "checkpointable", "off_peak", "gpu_check"):
+    for name in ("same_interconnect", "checkpointable", "off_peak", "gpu_check", "gpu_share"):
         values[name] = _as_bool(name, data.get(name, False), errors)
     values["data_size_gb"] = _data_size(data.get("data_size_gb"), errors)
     _check_semantics(values, errors)
@@ -262,6 +278,8 @@ def _check_semantics(values: dict[str, Any], errors: dict[str, list[str]]) -> No
         err("mig_profile", "must be a MIG profile such as 1g.10gb or 3g.40gb, or empty for whole GPUs.")
     if mig and (values.get("gpus_per_worker") or 1) > 7:
         err("gpus_per_worker", "at most 7 MIG slices fit on one GPU.")
+    if mig and values.get("gpu_share"):
+        err("gpu_share", "a share of a GPU or a MIG slice, not both: clear mig_profile or gpu_share.")
     if values.get("priority") and values["priority"] not in PRIORITIES:
         err("priority", f"must be one of {', '.join(PRIORITIES)}.")
     if values.get("priority_class") and not CLASS_NAME_RE.match(values["priority_class"]):

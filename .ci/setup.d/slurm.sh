@@ -72,7 +72,8 @@ slurm_ci_other_version() {
   # scenario tests that wait on real time run on the oldest and the newest only (issue 28:
   # "calibration, topology, preemption may run on the oldest and newest Slurm only"): a job
   # past its time limit (84 s a version), preemption by a local job (21 s) and topology/tree's
-  # profile (a restart into it and out again, a gang held for one leaf switch: 28 s)
+  # profile (a restart into it and out again, a gang held for one leaf switch: 28 s), and the
+  # shard profile's (a restart into it and out again, a job of shares run and charged: 18 s)
   local skip="--deselect tests/broker/backends/slurm/test_calibration_real.py" last=${SLURM_CI_OTHER_VERSIONS##* }
   if [ "$v" != "$last" ]; then
     # and the outage scenarios: the fault harness (tests/faults: slurmctld stopped, orphans
@@ -83,6 +84,7 @@ slurm_ci_other_version() {
     skip+=" --deselect tests/broker/backends/slurm/test_outcome_real.py::test_a_job_past_its_time_limit_says_timeout_in_plain_words"
     skip+=" --deselect tests/compat/test_compat.py::test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_again_and_charged_once"
     skip+=" --deselect tests/broker/backends/slurm/test_topology_real.py"
+    skip+=" --deselect tests/broker/backends/slurm/test_shards_real.py"
   fi
   make test PYTEST_ARGS="-m slurm -p no:cacheprovider --junitxml=test-artifacts/junit-slurm-$v.xml $skip" || rc=$?
   [ "$rc" -ne 5 ] || { echo "no slurm-marked test ran on Slurm $v" >&2; rc=1; }

@@ -18,6 +18,7 @@ from accounting.conf import tolerance as default_tolerance
 from accounting.models import BillLine, Discrepancy, DiscrepancyKind as K, ReconciliationRun, UsageEntry
 from accounting.periods import month_bounds, month_start
 from broker.models import Cluster, ClusterHealth, Workload
+from broker.outcomes import charged_gpus
 from broker.services.records.audit import audit
 from broker import runtime
 
@@ -58,7 +59,7 @@ def broker_seconds(w: Workload) -> int:
         if w.run_seconds is not None
         else (cast(datetime, w.ended_at) - cast(datetime, w.started_at)).total_seconds()
     )
-    return int(ran) * w.total_gpus
+    return int(int(ran) * charged_gpus(w))
 
 
 def _gather(cluster: Cluster, period: date) -> _Evidence:

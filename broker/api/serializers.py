@@ -55,6 +55,10 @@ class WorkloadSpecIn(StrictSerializer):
     data_size_gb = serializers.FloatField(required=False)
     residency = serializers.ListField(child=serializers.CharField(), required=False)
     same_interconnect = serializers.BooleanField(required=False)
+    gpu_share = serializers.BooleanField(
+        required=False,
+        help_text="gpus_per_worker then counts shares of a shared GPU (time-slicing, MPS, Slurm shard), charged so",
+    )
     topology_level = serializers.CharField(
         required=False,
         allow_blank=True,

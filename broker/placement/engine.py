@@ -292,6 +292,7 @@ def _candidate(
         assignment=tuple(map(index.names.__getitem__, nodes)),
         gpus_per_worker=spec.gpus_per_worker,
         detail=_detail(entry, spec, penalty),
+        units_per_gpu=prepared.pool.units_per_gpu,
     )
 
 

@@ -15,7 +15,7 @@ from broker.placement.facts import ClusterFacts, region_matches
 from broker.placement.packing import PoolIndex
 from broker.placement.policy import GpuClass, Policy, TenantPolicy, model_key
 from broker.placement.results import Exclusion
-from broker.spec import PARTITIONING_WHOLE, WorkloadSpec
+from broker.spec import PARTITIONING_SHARED, PARTITIONING_WHOLE, WorkloadSpec, partitioning_serves
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class Request:
     partitioning: str
     residency: tuple[str, ...]
     data_location: str
+    shares_per_worker: int = 0  # a job of GPU shares: each worker's, which one GPU must hold
 
     @property
     def wanted(self) -> str:
@@ -48,6 +49,7 @@ def make_request(spec: WorkloadSpec, tenant: str, policy: Policy) -> Request:
         partitioning=spec.partitioning.lower(),
         residency=spec.residency,
         data_location=spec.data_location,
+        shares_per_worker=spec.gpus_per_worker if spec.gpu_share else 0,
     )
 
 
@@ -125,9 +127,20 @@ def filter_gpu_memory(req: Request, pool: PoolInventory) -> Exclusion | None:
 
 
 def filter_partitioning(req: Request, pool: PoolInventory) -> Exclusion | None:
-    """A MIG profile needs a pool of exactly that profile; whole GPUs need a whole pool."""
-    if pool.partitioning.lower() == req.partitioning:
+    """A MIG profile needs a pool of exactly that profile; whole GPUs need a whole pool; GPU
+    shares need a pool of shares (time-slicing, MPS, Slurm shards)."""
+    if partitioning_serves(pool.partitioning, req.partitioning):
+        # a worker's shares come from one GPU (Slurm allots shards of one GPU to a job's node)
+        if req.shares_per_worker > pool.units_per_gpu:
+            return Exclusion(
+                "partitioning",
+                f"pool {pool.name} splits a GPU into {pool.units_per_gpu} shares; a worker asks "
+                f"{req.shares_per_worker}, more than one GPU holds",
+            )
         return None
+    if req.partitioning == PARTITIONING_SHARED:
+        words = f"pool {pool.name} offers {pool.partitioning} GPUs, the job asks for GPU shares"
+        return Exclusion("partitioning", words)
     return Exclusion(
         "partitioning", f"pool {pool.name} offers {pool.partitioning} GPUs, the job needs {req.partitioning}"
     )

@@ -153,7 +153,8 @@ class Entry:
         self.queue_wait = cluster.queue_wait_s
         self.start_base = facts.image_pull_s + facts.provisioning_s
         self.stage_per_gb = terms.staging_s_per_gb(facts, req.data_location)
-        self.price = prepared.price
+        # a pool of GPU shares charges each unit its share of a GPU's price
+        self.price = prepared.price / prepared.pool.units_per_gpu
         # an elastic pool bills its nodes for their idle time after the job (facts.idle_release_s)
         self.tail_h = facts.idle_release_s.get(prepared.pool.name, 0.0) / 3600.0
         local = facts.data_is_local(req.data_location)

@@ -70,6 +70,11 @@ def _numbers(value: object) -> dict[str, float]:
     return {str(k): n for k, v in value.items() if (n := _number(v)) is not None}
 
 
+def _count(value: object) -> int:
+    """A stored positive whole number, else 1."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
 @dataclass(frozen=True)
 class RecordedCandidate:
     """One ranked destination: its score and each term, as the decision saw them."""
@@ -82,6 +87,7 @@ class RecordedCandidate:
     assignment: tuple[str, ...] = ()  # the node of each worker
     gpus_per_worker: int = 1
     detail: Mapping[str, Json] = field(default_factory=dict)  # staging, egress source, quota wait
+    units_per_gpu: int = 1  # the pool's shares per GPU: what one of its units is charged as
 
     @classmethod
     def of(cls, c: Candidate) -> RecordedCandidate:
@@ -97,6 +103,7 @@ class RecordedCandidate:
             assignment=tuple(c.assignment),
             gpus_per_worker=c.gpus_per_worker,
             detail=dict(c.detail),
+            units_per_gpu=c.units_per_gpu,
         )
 
     @classmethod
@@ -104,7 +111,7 @@ class RecordedCandidate:
         if not isinstance(data, Mapping) or not _text(data.get("cluster")):
             return None
         assignment = data.get("assignment")
-        gpus = data.get("gpus_per_worker")
+        gpus, units = data.get("gpus_per_worker"), data.get("units_per_gpu")
         return cls(
             cluster=data["cluster"],
             pool=_text(data.get("pool")),
@@ -112,12 +119,13 @@ class RecordedCandidate:
             breakdown=_numbers(data.get("breakdown")),
             weighted=_numbers(data.get("weighted")),
             assignment=tuple(str(n) for n in assignment) if isinstance(assignment, (list, tuple)) else (),
-            gpus_per_worker=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus > 0 else 1,
+            gpus_per_worker=_count(gpus),
             detail=dict(data["detail"]) if isinstance(data.get("detail"), Mapping) else {},
+            units_per_gpu=_count(units),
         )
 
     def to_json(self) -> JsonObject:
-        return {
+        out: JsonObject = {
             "cluster": self.cluster,
             "pool": self.pool,
             "score": self.score,
@@ -127,6 +135,9 @@ class RecordedCandidate:
             "gpus_per_worker": self.gpus_per_worker,
             "detail": dict(self.detail),
         }
+        if self.units_per_gpu != 1:  # a pool of shares; whole units are the rule and go unsaid
+            out["units_per_gpu"] = self.units_per_gpu
+        return out
 
 
 @dataclass(frozen=True)

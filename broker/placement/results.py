@@ -59,9 +59,11 @@ class Candidate:
     gpus_per_worker: int = 1
     # how the terms came about: staging time, where the data leaves from and its egress price
     detail: Mapping[str, float | str] = field(default_factory=dict)
+    # the pool's units per GPU: a job of GPU shares is charged gpus / this (1: whole units)
+    units_per_gpu: int = 1
 
     def to_dict(self) -> JsonObject:
-        return {
+        out: JsonObject = {
             "cluster": self.cluster,
             "pool": self.pool,
             "score": round(self.score, 6),
@@ -71,6 +73,9 @@ class Candidate:
             "gpus_per_worker": self.gpus_per_worker,
             "detail": dict(self.detail),
         }
+        if self.units_per_gpu != 1:  # a pool of shares; whole units are the rule and go unsaid
+            out["units_per_gpu"] = self.units_per_gpu
+        return out
 
 
 @dataclass(frozen=True)

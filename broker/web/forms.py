@@ -29,6 +29,11 @@ class WorkloadForm(forms.Form):
     min_gpu_memory_gb = forms.IntegerField(required=False, min_value=0, initial=0, label="Min. GPU memory (GB)")
     mig_profile = forms.CharField(required=False, label="MIG profile", help_text="e.g. 1g.10gb; empty for whole GPUs")
     gpus_per_worker = forms.IntegerField(min_value=1, initial=1, label="GPUs per worker")
+    gpu_share = forms.BooleanField(
+        required=False,
+        label="Shares of a GPU",
+        help_text="Each GPU per worker is then a share of a shared GPU (time-slicing, MPS, Slurm shard), charged so",
+    )
     workers = forms.IntegerField(min_value=1, initial=1, help_text="The gang: all start together")
     cpus_per_worker = forms.IntegerField(min_value=1, initial=4, label="CPUs per worker")
     memory_gb_per_worker = forms.IntegerField(min_value=1, initial=16, label="Memory per worker (GB)")

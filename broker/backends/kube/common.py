@@ -39,6 +39,11 @@ MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB, set by GPU feature discovery
 COUNT_LABEL = "nvidia.com/gpu.count"
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 SHARED_RESOURCE = "nvidia.com/gpu.shared"  # time-sliced or MPS replicas, renamed (inventory.py)
+# GPU sharing by the NVIDIA device plugin: each GPU advertised as ``nvidia.com/gpu.replicas``
+# units, under ``nvidia.com/gpu`` (the product label then ends in -SHARED) or, renamed, under
+# ``SHARED_RESOURCE``; a job of shares asks ``nvidia.com/gpu`` on a node labelled shared
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"  # time-slicing, mps (none: not shared)
+SHARING_STRATEGIES = ("time-slicing", "mps")
 WORKLOAD_LABEL = "gpubroker.io/workload-id"
 WORKLOAD_ANNOTATION = "gpubroker.io/workload-id"  # full id when the label had to be shortened
 PROJECT_LABEL = "gpubroker.io/project"
@@ -418,6 +423,8 @@ def placement(spec: WorkloadSpec, settings: BackendSettings) -> dict[str, Any]:
     if spec.min_gpu_memory_gb and not spec.mig_profile:
         floor = spec.min_gpu_memory_gb * 1024 - 1  # label is MiB; Gt is strict
         exprs.append({"key": MEMORY_LABEL, "operator": "Gt", "values": [str(floor)]})
+    if spec.gpu_share:  # replicas of a shared GPU, which carry the device plugin's sharing label
+        exprs.append({"key": SHARING_LABEL, "operator": "In", "values": list(SHARING_STRATEGIES)})
     if spec.exclude_nodes:  # the nodes the broker holds back
         exprs.append({"key": "kubernetes.io/hostname", "operator": "NotIn", "values": list(spec.exclude_nodes)})
     out: dict[str, Any] = {}

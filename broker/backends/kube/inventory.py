@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping
 
 from broker.cluster_report import Levels
+from broker.spec import SHARED_PARTITIONINGS
 from broker.backends.base import NodeInventory, PoolInventory
 from broker.backends.json_fields import Fields, Key
 from broker.backends.kube.common import (
@@ -23,6 +24,8 @@ from broker.backends.kube.common import (
     MIG_STRATEGY_LABEL,
     PRODUCT_LABEL,
     SHARED_RESOURCE,
+    SHARING_LABEL,
+    SHARING_STRATEGIES,
     KubeClient,
     gpu_requests,
     is_gpu_resource,
@@ -32,11 +35,7 @@ from broker.backends.kube.settings import BackendSettings
 from broker.backends.kube.topology_levels import tier_level
 
 _MIG_MEM_RE = re.compile(r"\.(\d+)gb$")
-# GPU sharing by the NVIDIA device plugin: each GPU advertised as ``nvidia.com/gpu.replicas``
-# units, under ``nvidia.com/gpu`` (the product label then ends in -SHARED) or, renamed,
-# ``nvidia.com/gpu.shared``
-SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"  # time-slicing, mps (none: not shared)
-SHARED_STRATEGIES = ("time-slicing", "mps")
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 _DRAIN_TAINTS = ("NoSchedule", "NoExecute")
 PoolNamer = Callable[[Mapping[str, str]], str]
 
@@ -78,11 +77,11 @@ def _device_kind(resource: str, labels: Mapping[str, str], labels_at: tuple[Key,
     """
     product = labels.get(PRODUCT_LABEL, "unknown")
     sharing = labels.get(SHARING_LABEL, "")
-    if resource == SHARED_RESOURCE or (not resource.startswith(MIG_RESOURCE_PREFIX) and sharing in SHARED_STRATEGIES):
+    if resource == SHARED_RESOURCE or (not resource.startswith(MIG_RESOURCE_PREFIX) and sharing in SHARING_STRATEGIES):
         # replicas of whole GPUs, each with the GPU's memory and none of its isolation: a pool
         # of its own, which a job asking for whole GPUs never matches (filter_partitioning)
         memory_gb = round(quantity(labels.get(MEMORY_LABEL), labels_at + (MEMORY_LABEL,)) / 1024)
-        return sharing if sharing in SHARED_STRATEGIES else "shared", memory_gb, product.removesuffix("-SHARED")
+        return sharing if sharing in SHARING_STRATEGIES else "shared", memory_gb, product.removesuffix("-SHARED")
     profile = resource[len(MIG_RESOURCE_PREFIX) :] if resource.startswith(MIG_RESOURCE_PREFIX) else ""
     if not profile and labels.get(MIG_STRATEGY_LABEL) == "single" and "-MIG-" in product:
         product, profile = product.split("-MIG-", 1)
@@ -169,6 +168,7 @@ def node_entries(
                 gpus_allocatable=gpus_allocatable,
                 gpus_allocated=alloc.get((name, resource), 0),
                 partitioning=partitioning,
+                units_per_gpu=_replicas(labels) if partitioning in SHARED_PARTITIONINGS else 1,
                 healthy=_healthy(node),
                 draining=_draining(node, settings),
                 health_reason=_health_reason(node, settings, total, gpus_allocatable),
@@ -178,6 +178,13 @@ def node_entries(
             )
         )
     return out
+
+
+def _replicas(labels: Mapping[str, str]) -> int:
+    """Units a shared GPU is advertised as (GPU feature discovery's replicas label); 1 where
+    the label is missing or unreadable, so a unit is never charged less than it may be."""
+    raw = labels.get(REPLICAS_LABEL, "")
+    return int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else 1
 
 
 def _interconnect_domain(labels: Mapping[str, str], topology: Levels, settings: BackendSettings) -> str:

@@ -426,7 +426,8 @@ class SimulatedCluster:
             job.run_s, job.final_state, job.end_raw = self._limit_s(job), JobState.FAILED, TIMEOUT_RAW[self.flavor]
             self._live.started(job, verdict.pool)
             return
-        job.gpu_model = self.node(job.placement[0][0]).gpu_model
+        first = self.node(job.placement[0][0])
+        job.gpu_model, job.units_per_gpu = first.gpu_model, first.units_per_gpu
         gpu_check_fails(job, {n.name for n in self._nodes if n.gpus_broken}, self.clock.scaled(GPU_CHECK_S))
         self._live.started(job, self.node(job.placement[0][0]).pool)
 

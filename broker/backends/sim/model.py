@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field, fields
 
 from broker.backends.base import JobState, Reason
-from broker.spec import WorkloadSpec
+from broker.spec import SHARED_PARTITIONINGS, WorkloadSpec
 from broker.topology_names import HOST
 
 FLAVORS = ("slurm", "kueue", "volcano")
@@ -18,7 +18,6 @@ MIG_RE = re.compile(r"^([1-7])g\.(\d{1,3})gb$")
 # How many slices of a profile one A100/H100 holds (NVIDIA's MIG geometry).
 MIG_SLICES = {1: 7, 2: 3, 3: 2, 4: 1, 7: 1}
 # GPUs shared by time-slicing or MPS: each GPU is ``replicas`` units with its whole memory
-SHARED_PARTITIONINGS = ("time-slicing", "mps")
 MAX_SLOW_S = 30.0  # a slow cluster still answers: the delay is bounded
 
 
@@ -41,6 +40,8 @@ def pool_name(gpu_model: str, gpu_memory_gb: int, partitioning: str) -> str:
 
 def gpu_resource(partitioning: str) -> str:
     """The Kubernetes extended resource a pod asks for."""
+    if partitioning in SHARED_PARTITIONINGS:
+        return "nvidia.com/gpu.shared"
     return "nvidia.com/gpu" if partitioning == "whole" else f"nvidia.com/mig-{partitioning}"
 
 
@@ -59,6 +60,7 @@ class SimNode:
     gpu_memory_gb: int  # per unit: a MIG slice's memory on a partitioned node
     gpus: int
     partitioning: str = "whole"
+    units_per_gpu: int = 1  # a shared node's replicas (or shards) per GPU; a job pays units / this
     interconnect_domain: str = ""
     partition: str = ""  # Slurm partition; unused by the Kubernetes flavors
     healthy: bool = True
@@ -132,9 +134,9 @@ class NodeGroup:
         return name.replace(".", "-") + "-"
 
     def build(self, start_index: int = 1) -> list[SimNode]:
-        units, memory = self.gpus_per_node, self.gpu_memory_gb
+        units, memory, per_gpu = self.gpus_per_node, self.gpu_memory_gb, 1
         if self.partitioning in SHARED_PARTITIONINGS:
-            units = self.gpus_per_node * self.replicas
+            units, per_gpu = self.gpus_per_node * self.replicas, self.replicas
         elif self.partitioning != "whole":
             slices, memory = mig_geometry(self.partitioning)
             units = self.gpus_per_node * slices
@@ -145,6 +147,7 @@ class NodeGroup:
                 gpu_memory_gb=memory,
                 gpus=units,
                 partitioning=self.partitioning,
+                units_per_gpu=per_gpu,
                 interconnect_domain=self.interconnect_domain,
                 partition=self.partition,
                 elastic=i >= self.count,
@@ -228,6 +231,7 @@ class SimJob:
     qos: str = ""  # Slurm: the QoS a local user named (the broker's jobs take the default)
     placement: list[tuple[str, int]] = field(default_factory=list)  # (node, gpus)
     gpu_model: str = ""
+    units_per_gpu: int = 1  # of the nodes it started on: a share job's GPU-seconds are units / this
     doomed: bool = False  # loses_job: vanishes once seen running
     seen_running: bool = False
     lost: bool = False  # the cluster no longer reports it

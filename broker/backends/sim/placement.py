@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable, Iterable, Sequence
 
 from broker.backends.sim.model import JobRequest, SimNode
+from broker.spec import partitioning_serves
 
 FreeFn = Callable[[SimNode], int]
 Placement = list[tuple[str, int]]
@@ -39,7 +40,7 @@ def matching_pools(nodes: Iterable[SimNode], req: JobRequest) -> list[str]:
     cands = [
         (p, n)
         for p, n in reps.items()
-        if n.partitioning == req.partitioning and n.gpu_memory_gb >= req.min_gpu_memory_gb
+        if partitioning_serves(n.partitioning, req.partitioning) and n.gpu_memory_gb >= req.min_gpu_memory_gb
     ]
     if req.gpu_models:
         wanted = {m.strip().lower() for m in req.gpu_models}

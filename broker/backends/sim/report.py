@@ -61,8 +61,15 @@ def usage_record(self: SimulatedCluster, job: SimJob) -> UsageRecord:
         gpus=job.gpus,
         start=self.clock.at(job.started_at),
         end=None if job.ended_at is None else self.clock.at(job.ended_at),
-        # every run of it: an evicted job's earlier runs used its GPUs too (charged once each)
-        gpu_seconds=int(round(job.gpus * ((self._run_time(job) or 0.0) + self.clock.run_time(job.ran_before_s)))),
+        # every run of it: an evicted job's earlier runs used its GPUs too (charged once each);
+        # a job of GPU shares pays its share of each GPU, not the whole one
+        gpu_seconds=int(
+            round(
+                job.gpus
+                * ((self._run_time(job) or 0.0) + self.clock.run_time(job.ran_before_s))
+                / max(1, job.units_per_gpu)
+            )
+        ),
         state=job.state.value,
     )
 
@@ -95,6 +102,7 @@ def _pool(name: str, nodes: list[SimNode], owner: str) -> PoolInventory:
                 gpus_allocatable=n.gpus,
                 gpus_allocated=n.allocated,
                 partitioning=n.partitioning,
+                units_per_gpu=n.units_per_gpu,
                 healthy=n.healthy,
                 draining=n.draining,
                 health_reason=_health_reason(n.healthy, n.draining),

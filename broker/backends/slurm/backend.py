@@ -25,10 +25,10 @@ from broker.backends.base import (
     UsageRecord,
 )
 from broker.local_limits import LocalLimits
-from broker.backends.slurm import parsers
+from broker.backends.slurm import parsers, shards
 from broker.backends.slurm.limits import read_limits
 from broker.backends.slurm.config import SlurmConfig
-from broker.backends.slurm.mapping import SubmitRequest, build_request
+from broker.backends.slurm.mapping import SHARD, SubmitRequest, build_request
 from broker.backends.slurm.metrics import NodeGpus, NodeMetrics
 from broker.backends.slurm.outcome import outcome as end_outcome
 from broker.backends.slurm.output import OutputReader, output_path, output_pattern
@@ -116,7 +116,7 @@ class SlurmBackend:
             state=state,
             reason=parsers.job_reason(state, job.reason),
             raw_reason="" if job.reason == "None" else job.reason,
-            gpus=parsers.tres_gpus(job.tres),
+            gpus=shards.tres_units(job.tres),
             nodes=job.nodes,
             started_at=job.started_at,
             ended_at=job.ended_at if state.ended else None,
@@ -129,7 +129,7 @@ class SlurmBackend:
             job_id=rec.job_id,
             workload_id=parsers.workload_id_of(rec.name, rec.comment),
             state=state,
-            gpus=parsers.tres_gpus(rec.alloc_tres) or parsers.tres_gpus(rec.req_tres),
+            gpus=shards.tres_units(rec.alloc_tres) or shards.tres_units(rec.req_tres),
             nodes=rec.nodes,
             started_at=rec.started_at,
             ended_at=rec.ended_at if state.ended else None,
@@ -189,7 +189,7 @@ class SlurmBackend:
                     ),
                 )
             )
-        return out
+        return shards.with_shards(node, out)
 
     def inventory(self) -> InventorySnapshot:
         taken_at = datetime.now(timezone.utc)
@@ -201,7 +201,8 @@ class SlurmBackend:
         types: set[str] = set()
         for node in nodes:
             for gtype, inv in self._node_inventories(node, (counted or {}).get(node.name), topology.get(node.name, ())):
-                types.add(gtype)
+                if gtype != SHARD:  # a GPU type a spec may name; shards are asked as such
+                    types.add(gtype)
                 for partition in node.partitions:
                     if wanted and partition not in wanted:
                         continue
@@ -390,7 +391,7 @@ class SlurmBackend:
         return (job.workload_id or "") if job else ""
 
     def active_jobs(self) -> list[DestinationJob]:
-        return [self._job(j) for j in self.transport.jobs(states=ACTIVE_STATES) if parsers.tres_gpus(j.tres) > 0]
+        return [self._job(j) for j in self.transport.jobs(states=ACTIVE_STATES) if shards.tres_units(j.tres) > 0]
 
     def cancel(self, job_id: str) -> bool:
         job_id = str(job_id)
@@ -413,19 +414,23 @@ class SlurmBackend:
         """One record per job, every run of it counted: a job Slurm requeued (preempted
         with PreemptMode=REQUEUE) keeps its job id, so its runs are one ledger entry whose
         GPU-seconds are their sum, open until its latest run ends."""
+        ratios = shards.ShardRatios(self.transport.nodes)
         for runs in _runs_by_job(self.transport.accounting(since=since, every_run=True)):
-            record = self._usage_record(runs)
+            record = self._usage_record(runs, ratios)
             if record is not None:
                 yield record
 
-    def _usage_record(self, runs: list[SlurmAcct]) -> UsageRecord | None:
-        ran = [(r, r.started_at, parsers.tres_gpus(r.alloc_tres)) for r in runs if r.started_at is not None]
+    def _usage_record(self, runs: list[SlurmAcct], ratios: shards.ShardRatios) -> UsageRecord | None:
+        """A job of GPU shares (gres/shard) is charged its shares' part of a GPU."""
+        units = [shards.tres_units(r.alloc_tres) for r in runs]
+        ran = [(r, r.started_at, u) for r, u in zip(runs, units, strict=True) if r.started_at is not None]
         ran = [(r, at, gpus) for r, at, gpus in ran if gpus > 0]
         if not ran:
             return None
         # the latest run: one not started yet (queued again), else the last to start
         latest = next((r for r in runs if r.started_at is None), None) or max(ran, key=lambda x: x[1])[0]
         first, gpus = ran[0][0], max(g for _, _, g in ran)
+        share = 1 if parsers.tres_gpus(first.alloc_tres) else ratios(first.nodes)
         gtype = parsers.tres_gpu_model(first.alloc_tres)
         state = parsers.map_job_state(latest.state)
         return UsageRecord(
@@ -438,7 +443,7 @@ class SlurmBackend:
             gpus=gpus,
             start=min(at for _, at, _ in ran),
             end=latest.ended_at if state.ended else None,
-            gpu_seconds=sum(g * max(0, r.elapsed_s) for r, _, g in ran),
+            gpu_seconds=round(sum(g * max(0, r.elapsed_s) for r, _, g in ran) / share),
             state=latest.state,
             user=first.user,
         )

@@ -35,8 +35,8 @@ class SlurmConfig:
     """Where and how jobs go on one Slurm cluster.
 
     Account: ``ProjectIdentity.slurm_account``, else ``default_account``, else the
-    user's default account.  Partition: ``partition_by_gpu_type[type]``, else
-    ``default_partition``, else the cluster's default partition.  QoS:
+    user's default account.  Partition: ``partition_by_gpu_type[type]`` (``["shard"]`` for a
+    job of GPU shares), else ``default_partition``, else the cluster's default partition.  QoS:
     ``qos_by_priority[spec.priority]``, else ``default_qos``, else the association's
     default QoS.
     """

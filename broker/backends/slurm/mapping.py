@@ -17,6 +17,7 @@ from broker.backends.slurm.output import output_pattern
 from broker import preflight
 from broker.spec import MIG_PROFILE_RE, WorkloadSpec
 
+SHARD = "shard"  # Slurm's GRES of GPU shares; partition_by_gpu_type["shard"] names their partition
 _SAFE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$")
 _POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
@@ -25,7 +26,7 @@ _POSIX_NAME_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 class SubmitRequest:
     workload_id: str  # job name and comment
     script: str  # the batch script, "#!/bin/bash" first
-    gres: str  # "gpu:a100:2" / "gpu:2": per node
+    gres: str  # "gpu:a100:2" / "gpu:2" / "shard:2": per node
     nodes: int
     tasks_per_node: int
     cpus_per_task: int
@@ -125,8 +126,11 @@ def build_request(
     for name in (identity.run_as_user, identity.run_as_group):
         if name and not _POSIX_NAME_RE.match(name):
             raise Rejected(f"{name!r} is not a POSIX name")
-    gtype = gpu_type_for(spec, config, known_types)
-    gres = f"gpu:{gtype}:{spec.gpus_per_worker}" if gtype else f"gpu:{spec.gpus_per_worker}"
+    if spec.gpu_share:  # shares of a GPU: Slurm's gres/shard, of whichever GPU the node has
+        gtype, gres = SHARD, f"{SHARD}:{spec.gpus_per_worker}"
+    else:
+        gtype = gpu_type_for(spec, config, known_types)
+        gres = f"gpu:{gtype}:{spec.gpus_per_worker}" if gtype else f"gpu:{spec.gpus_per_worker}"
     return SubmitRequest(
         workload_id=workload_id,
         script=batch_script(spec, workload_id, config),

@@ -200,7 +200,7 @@ def _destination(
         weighted=dict(candidate.weighted),
         queue_wait_s=wait_s,
         expected_start=start,
-        gpu_hours=round(gpu_hours, 4),
+        gpu_hours=round(gpu_hours / candidate.units_per_gpu, 4),  # a share job: its share of the GPUs
         rate_per_gpu_hour=rate,
         gpu_cost=gpu_cost,
         egress_cost=egress,
