@@ -28,9 +28,6 @@ class NodeInventory:
     gpus_allocatable: int
     gpus_allocated: int
     partitioning: str = "whole"  # "whole", a MIG profile such as "1g.10gb", or a kind of share
-    # a shared node's units per GPU (time-slicing or MPS replicas, Slurm shards): what one unit
-    # of its GPUs is charged as a share of; 1 for whole GPUs and MIG slices
-    units_per_gpu: int = 1
     healthy: bool = True
     draining: bool = False
     interconnect_domain: str = ""
@@ -45,6 +42,9 @@ class NodeInventory:
     # domain) pairs such as (("block", "b1"), ("rack", "r3")); level names are the control
     # plane's own (a Kueue Topology's node labels, Volcano HyperNode tiers, Slurm switches)
     topology: Levels = ()
+    # a shared node's units per GPU (time-slicing or MPS replicas, Slurm shards): what one unit
+    # of its GPUs is charged as a share of; 1 for whole GPUs and MIG slices
+    units_per_gpu: int = 1
 
     def to_json(self) -> dict[str, str | int | bool | list[list[str]]]:
         """As ``GpuPool.nodes`` stores it: the keys rows have always had (and

@@ -18,6 +18,7 @@ from broker.placement.wait_estimator import ErrorSummary, EstimatorReport
 from broker.selectors.waits import wait_estimate_report
 from portal.tenancy.access import AnyUser
 from broker import runtime
+from broker.spec import SHARED_PARTITIONINGS
 
 
 def cluster_rows(*, user: AnyUser) -> list[dict]:
@@ -188,10 +189,12 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def _unit(pool) -> str:
-    """What one counted unit is: a whole GPU of a model, or a MIG slice of one.  Seven
-    1g.10gb slices are not seven A100s, so each profile gets a line of its own."""
+    """What one counted unit is: a whole GPU of a model, a MIG slice or a share of one.  Seven
+    1g.10gb slices are not seven A100s, so each profile (and kind of share) gets a line of its own."""
     if pool.partitioning in ("", "whole"):
         return pool.gpu_model
+    if pool.partitioning in SHARED_PARTITIONINGS:  # replicas or shards: parts of the same GPUs
+        return f"{pool.gpu_model} {pool.partitioning} shares"
     return f"{pool.gpu_model} MIG {pool.partitioning} slices"
 
 

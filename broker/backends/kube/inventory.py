@@ -32,10 +32,10 @@ from broker.backends.kube.common import (
     quantity,
 )
 from broker.backends.kube.settings import BackendSettings
+from broker.backends.kube.shares import replicas_of
 from broker.backends.kube.topology_levels import tier_level
 
 _MIG_MEM_RE = re.compile(r"\.(\d+)gb$")
-REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 _DRAIN_TAINTS = ("NoSchedule", "NoExecute")
 PoolNamer = Callable[[Mapping[str, str]], str]
 
@@ -168,7 +168,7 @@ def node_entries(
                 gpus_allocatable=gpus_allocatable,
                 gpus_allocated=alloc.get((name, resource), 0),
                 partitioning=partitioning,
-                units_per_gpu=_replicas(labels) if partitioning in SHARED_PARTITIONINGS else 1,
+                units_per_gpu=replicas_of(labels) if partitioning in SHARED_PARTITIONINGS else 1,
                 healthy=_healthy(node),
                 draining=_draining(node, settings),
                 health_reason=_health_reason(node, settings, total, gpus_allocatable),
@@ -178,13 +178,6 @@ def node_entries(
             )
         )
     return out
-
-
-def _replicas(labels: Mapping[str, str]) -> int:
-    """Units a shared GPU is advertised as (GPU feature discovery's replicas label); 1 where
-    the label is missing or unreadable, so a unit is never charged less than it may be."""
-    raw = labels.get(REPLICAS_LABEL, "")
-    return int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else 1
 
 
 def _interconnect_domain(labels: Mapping[str, str], topology: Levels, settings: BackendSettings) -> str:

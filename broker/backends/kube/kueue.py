@@ -23,8 +23,8 @@ from broker.cluster_report import NodeLevels
 from broker.backends.kube.limits import kueue_limits
 from broker.local_limits import LocalLimits
 from broker.backends.base import DestinationJob, JobState, ProjectIdentity, QueueStats, Reason, UsageRecord
-from broker.backends.kube import inventory as inv
-from broker.backends.kube import topology_levels
+from broker.backends.kube import inventory as inv, topology_levels
+from broker.backends.kube.shares import ReplicaRatios as Ratios, workload_share
 from broker.backends.kube.topology import kueue_pod_annotations, with_gang_topology
 from broker.backends.json_fields import Fields
 from broker.backends.kube.priority import priority_class_of
@@ -396,13 +396,14 @@ class KueueBackend(KubeJobBackend):
         eviction (Kueue keeps their seconds), times the admitted GPUs."""
         jobs = {Fields(j).obj("metadata").text("uid"): j for j in self._list()}
         products = _flavor_products(self._custom("resourceflavors"))
+        ratios = Ratios(lambda: inv.read_nodes(self.kube, self.settings))
         for wl in self._custom("workloads"):
-            record = self._usage_record(wl, jobs, products)
+            record = self._usage_record(wl, jobs, products, ratios)
             if record and (record.end is None or record.end >= since):
                 yield record
 
     def _usage_record(
-        self, wl: Mapping[str, Any], jobs: Mapping[str, Any], products: Mapping[str, str]
+        self, wl: Mapping[str, Any], jobs: Mapping[str, Any], products: Mapping[str, str], ratios: Ratios
     ) -> UsageRecord | None:
         admitted = condition_fields(wl, "Admitted")
         if not admitted or admitted.value("status") != "True":
@@ -430,7 +431,8 @@ class KueueBackend(KubeJobBackend):
             gpus=gpus,
             start=start,
             end=end,
-            gpu_seconds=gpus * (seconds_between(start, end) + _earlier_runs_s(wl)),
+            # a job of GPU shares: its replicas' part of a GPU
+            gpu_seconds=round(gpus * (seconds_between(start, end) + _earlier_runs_s(wl)) / workload_share(wl, ratios)),
             state=state,
         )
 

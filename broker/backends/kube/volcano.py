@@ -33,7 +33,7 @@ from broker.backends.base import (
     UsageRecord,
 )
 from broker.backends.kube import inventory as inv
-from broker.backends.kube import topology_levels
+from broker.backends.kube import shares, topology_levels
 from broker.backends.kube.topology import volcano_network_topology, with_gang_topology
 from broker.backends.json_fields import Fields
 from broker.backends.kube.priority import priority_class_of
@@ -326,6 +326,7 @@ class VolcanoBackend(KubeJobBackend):
     def usage(self, since: datetime) -> Iterator[UsageRecord]:
         """First Running transition to the terminal transition, times the gang's GPUs."""
         products: dict[str, str] | None = None
+        ratios = shares.ReplicaRatios(lambda: inv.read_nodes(self.kube, self.settings))
         for job in self._list():
             start, end = phase_times(job)
             ran_s = running_seconds(job, end)
@@ -348,7 +349,9 @@ class VolcanoBackend(KubeJobBackend):
                 gpus=gpus,
                 start=start,
                 end=end,
-                gpu_seconds=gpus * ran_s,
+                gpu_seconds=round(
+                    gpus * ran_s / shares.vcjob_share(job, ratios)
+                ),  # a job of shares: their part of a GPU
                 state=state.value,
             )
 

@@ -414,7 +414,7 @@ class SlurmBackend:
         """One record per job, every run of it counted: a job Slurm requeued (preempted
         with PreemptMode=REQUEUE) keeps its job id, so its runs are one ledger entry whose
         GPU-seconds are their sum, open until its latest run ends."""
-        ratios = shards.ShardRatios(self.transport.nodes)
+        ratios = shards.ShardRatios(getattr(self.transport, "nodes", None))
         for runs in _runs_by_job(self.transport.accounting(since=since, every_run=True)):
             record = self._usage_record(runs, ratios)
             if record is not None:
@@ -430,7 +430,9 @@ class SlurmBackend:
         # the latest run: one not started yet (queued again), else the last to start
         latest = next((r for r in runs if r.started_at is None), None) or max(ran, key=lambda x: x[1])[0]
         first, gpus = ran[0][0], max(g for _, _, g in ran)
-        share = 1 if parsers.tres_gpus(first.alloc_tres) else ratios(first.nodes)
+        share = ratios.of(first, self.cluster)
+        if not share:  # shards, and nothing says how many make a GPU: never charged as GPUs
+            return None
         gtype = parsers.tres_gpu_model(first.alloc_tres)
         state = parsers.map_job_state(latest.state)
         return UsageRecord(

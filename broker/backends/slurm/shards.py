@@ -10,15 +10,17 @@ node's record, so the GPUs the shards in use touch are counted as few as can hol
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping
 
 from broker.backends.slurm import parsers
 from broker.backends.slurm.mapping import SHARD
-from broker.backends.slurm.transport import GresItem, SlurmNode
+from broker.backends.slurm.transport import GresItem, SlurmAcct, SlurmNode
 from broker.cluster_report import NodeInventory
 
 TRES_SHARD = "gres/shard"
+log = logging.getLogger(__name__)
 
 
 def _shard_count(items: Iterable[GresItem]) -> int:
@@ -78,17 +80,30 @@ def with_shards(node: SlurmNode, whole: list[tuple[str, NodeInventory]]) -> list
 
 class ShardRatios:
     """Shards a GPU of a job's nodes, read from slurmctld once, when a job of shards is met:
-    sacct records the shards a job held, not how many make a GPU."""
+    sacct records the shards a job held, not how many make a GPU.  ``nodes`` None: no
+    slurmctld to ask (sacct lines read from a file)."""
 
-    def __init__(self, nodes: Callable[[], Iterable[SlurmNode]]):
+    def __init__(self, nodes: Callable[[], Iterable[SlurmNode]] | None):
         self._nodes = nodes
         self._ratios: dict[str, int] | None = None
 
     def __call__(self, job_nodes: Iterable[str]) -> int:
+        """The shards a GPU of the job's nodes holds; 0 where no node of the cluster has
+        shards to tell (the job is then not charged: a shard is never a whole GPU)."""
         if self._ratios is None:
-            self._ratios = {n.name: r for n in self._nodes() if (r := shards_per_gpu(n))}
+            self._ratios = {n.name: r for n in self._nodes() if (r := shards_per_gpu(n))} if self._nodes else {}
         found = [self._ratios[n] for n in job_nodes if n in self._ratios]
         if found:
             return min(found)
-        # its nodes have no shards now (reconfigured since): the cluster's split, never a whole GPU
-        return max(self._ratios.values(), default=1)
+        # its nodes have no shards now (reconfigured since): the cluster's split
+        return max(self._ratios.values(), default=0)
+
+    def of(self, job: SlurmAcct, cluster: str) -> int:
+        """What the job's units are divided by: 1 for GPUs, the shards a GPU holds for shards,
+        0 (logged) for shards no node tells the split of."""
+        if parsers.tres_gpus(job.alloc_tres):
+            return 1
+        ratio = self(job.nodes)
+        if not ratio:
+            log.warning("slurm %s: job %s held shards, and no node says how many make a GPU", cluster, job.job_id)
+        return ratio

@@ -15,6 +15,13 @@ def test_mig_slices_are_counted_apart_from_whole_gpus(trio, make_cluster):
     assert ("gpu-mig", "A100") not in capacity
 
 
+def test_time_sliced_shares_are_counted_apart_from_whole_gpus(trio, make_cluster):
+    make_cluster("shared", nodes=[2], gpu_model="A100", memory_gb=80, partitioning="time-slicing")
+    capacity = dict(overview(user=trio.member)["capacity"])
+    assert capacity[("shared", "A100 time-slicing shares")]["gpus_total"] == 8  # 2 GPUs x 4 replicas
+    assert ("shared", "A100") not in capacity
+
+
 def test_fleet_page_shows_mig_slices_on_their_own_line(trio, make_cluster, login):
     make_cluster("mixed", nodes=[8], gpu_model="A100", memory_gb=80)
     make_cluster("mig", nodes=[1], gpu_model="A100", memory_gb=80, partitioning="1g.10gb")

@@ -5,11 +5,29 @@ import json
 import os
 import pathlib
 import subprocess
+from contextlib import contextmanager
+from typing import Iterator
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 DEFAULT_ENV_FILE = "/run/slurm-ci/env"
 # where the real cluster's test jobs run and write their output (on this host: both nodes)
 JOBDIR = pathlib.Path(os.environ.get("SLURM_TEST_JOBDIR", "/tmp/slurm-ci-jobs"))
+CLUSTER_SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "scripts" / "slurm-cluster"
+
+
+@contextmanager
+def in_profile(name: str) -> Iterator[list[str]]:
+    """The test cluster in a scenario's profile (``scripts/slurm-cluster profile NAME``) for
+    one test: the job ids the test appends are cancelled and the default put back after it."""
+    subprocess.run(["bash", str(CLUSTER_SCRIPT), "profile", name], check=True, capture_output=True, timeout=180)
+    ids: list[str] = []
+    try:
+        yield ids
+    finally:
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
+        subprocess.run(["bash", str(CLUSTER_SCRIPT), "profile", "default"], check=True, capture_output=True,
+                       timeout=180)
 
 
 def read_fixture(name: str) -> str:

@@ -42,7 +42,8 @@ def test_a_job_of_shares_asks_gres_shard_in_the_shard_partition():
     spec = WorkloadSpec(project="p", name="infer", command="serve", gpu_models=("a100",), gpus_per_worker=2,
                         gpu_share=True)
     config = SlurmConfig(partition_by_gpu_type={"shard": "shard", "a100": "gpu"})
-    request = build_request(spec, "wl-s", ProjectIdentity(tenant="t", project="p", slurm_account="research"), config, {"a100"})
+    identity = ProjectIdentity(tenant="t", project="p", slurm_account="research")
+    request = build_request(spec, "wl-s", identity, config, {"a100"})
     assert request.gres == "shard:2" and request.partition == "shard"
     assert "--gres=shard:2" in sbatch_args(request)
 
@@ -72,3 +73,10 @@ def test_a_share_on_a_node_no_longer_sharded_is_charged_at_the_clusters_split_ne
     transport._acct = [_acct("1", "cpu=1,gres/shard=4,node=1", ("gone",), 100)]
     [record] = backend.usage(datetime.now(timezone.utc) - timedelta(days=1))
     assert record.gpu_seconds == 4 * 100 // 4
+
+
+def test_a_share_no_node_tells_the_split_of_is_not_charged_at_all(caplog):
+    backend, transport = _backend("NodeName=n9 Gres=gpu:a100:8 State=IDLE Partitions=gpu\n")
+    transport._acct = [_acct("1", "cpu=1,gres/shard=4,node=1", ("gone",), 100)]
+    assert list(backend.usage(datetime.now(timezone.utc) - timedelta(days=1))) == []
+    assert "job 1 held shards, and no node says how many make a GPU" in caplog.text

@@ -5,8 +5,6 @@ accounts its shards (AccountingStorageTRES lists gres/shard) and the broker char
 GPU's hours, not two GPUs'. Placement sends a whole-GPU job to whole GPUs, never to the shards."""
 from __future__ import annotations
 
-import pathlib
-import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -15,27 +13,16 @@ from broker.backends.base import JobState, PoolInventory
 from broker.backends.slurm import CommandTransport, SlurmBackend, SlurmConfig
 from tests.broker.backends.placement_probe import placement_among
 
-from .support import JOBDIR, sh
+from .support import JOBDIR, in_profile, sh
 from .test_integration import GENERAL, new_wid, spec, wait_for, wait_state
 
 pytestmark = pytest.mark.slurm
-SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "scripts" / "slurm-cluster"
-
-
-def _profile(name: str) -> None:
-    subprocess.run(["bash", str(SCRIPT), "profile", name], check=True, capture_output=True, timeout=180)
 
 
 @pytest.fixture
 def shards(slurm_env):
-    _profile("shard")
-    ids: list[str] = []
-    try:
+    with in_profile("shard") as ids:
         yield ids
-    finally:
-        if ids:
-            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
-        _profile("default")
 
 
 def _pools(backend: SlurmBackend) -> dict[str, PoolInventory]:

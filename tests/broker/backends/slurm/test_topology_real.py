@@ -6,8 +6,6 @@ then starts on n1 and n3, under one leaf, once n3 is free, as ``scontrol show jo
 ``sacct`` say. The broker's placement reads the same switches and says why it would wait."""
 from __future__ import annotations
 
-import pathlib
-import subprocess
 import time
 from dataclasses import replace
 
@@ -17,28 +15,17 @@ from broker.backends.base import JobState, PoolInventory
 from broker.backends.slurm import CommandTransport, SlurmBackend, SlurmConfig
 from tests.broker.backends.placement_probe import placement_of
 
-from .support import JOBDIR, sh
+from .support import JOBDIR, in_profile, sh
 from .test_integration import GENERAL, new_wid, spec, wait_for, wait_state
 
 pytestmark = pytest.mark.slurm
-SCRIPT = pathlib.Path(__file__).resolve().parents[4] / "scripts" / "slurm-cluster"
 NODES = ("n1", "n2", "n3")
-
-
-def _profile(name: str) -> None:
-    subprocess.run(["bash", str(SCRIPT), "profile", name], check=True, capture_output=True, timeout=180)
 
 
 @pytest.fixture
 def topology(slurm_env):
-    _profile("topology")
-    ids: list[str] = []
-    try:
+    with in_profile("topology") as ids:
         yield ids
-    finally:
-        if ids:
-            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
-        _profile("default")
 
 
 def _pool(backend: SlurmBackend) -> PoolInventory:
