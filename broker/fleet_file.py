@@ -19,6 +19,8 @@ from broker.backends.sim.simulated_clusters import SimulatorFleet
 from broker.backends.sim.cluster import SimulatedCluster
 from broker.spec import NAME_RE
 
+SHARED_KINDS = ("time-slicing", "mps")  # a fleet file's shared groups: Kubernetes replicas
+
 DEMO_FLEET_PATH = Path(__file__).resolve().parent / "fleets" / "demo.yaml"
 KINDS = FLAVORS + ("simulator",)
 LOCATIONS = ("onprem", "cloud")
@@ -54,6 +56,7 @@ _NODE_KEYS = {
     "max_nodes",
     "provisioning_s",
     "idle_release_s",
+    "replicas",
 }
 _NODE_REQUIRED = ("count", "gpu_model", "gpu_memory_gb", "gpus_per_node")
 _PARTITION_KEYS = {"name", "max_gpus_per_job", "default"}
@@ -113,10 +116,13 @@ class ClusterDescription:
 
     @property
     def gpus_total(self) -> int:
-        """Allocatable units: whole GPUs, or MIG slices on partitioned nodes."""
+        """Allocatable units: whole GPUs, MIG slices on partitioned nodes, replicas on shared."""
         total = 0
         for g in self.node_groups:
-            slices = 1 if g.partitioning == "whole" else mig_geometry(g.partitioning)[0]
+            if g.partitioning in SHARED_KINDS:
+                slices = g.replicas
+            else:
+                slices = 1 if g.partitioning == "whole" else mig_geometry(g.partitioning)[0]
             total += g.count * g.gpus_per_node * slices
         return total
 
@@ -278,12 +284,18 @@ def _node_group(
         return None
     before = len(ck.problems)
     partitioning = ck.text(m, "partitioning", path, "whole")
-    if partitioning != "whole" and not MIG_RE.match(partitioning):
+    shared = partitioning in SHARED_KINDS
+    if partitioning != "whole" and not shared and not MIG_RE.match(partitioning):
         ck.error(
             f"{path}.partitioning",
             m.key_lines.get("partitioning"),
-            f"must be 'whole' or a MIG profile such as 1g.10gb, not {partitioning!r}",
+            f"must be 'whole', a MIG profile such as 1g.10gb, time-slicing or mps, not {partitioning!r}",
         )
+    replicas = ck.number(m, "replicas", path, 4, whole=True, minimum=2, maximum=64) if "replicas" in m else 4
+    if "replicas" in m and not shared:
+        ck.error(f"{path}.replicas", m.key_lines.get("replicas"), "applies to a time-slicing or mps group only")
+    if shared and flavor == "slurm":
+        ck.error(f"{path}.partitioning", m.key_lines.get("partitioning"), "time-slicing and mps are Kubernetes sharing")
     quota = m.get("quota")
     if quota is not None:
         quota = ck.number(m, "quota", path, 0, whole=True)
@@ -309,6 +321,7 @@ def _node_group(
         partition=partition,
         name_prefix=ck.text(m, "name_prefix", path),
         quota=quota,
+        replicas=replicas,
         **elastic,
     )
     if group.max_count is not None and group.max_count < group.count:

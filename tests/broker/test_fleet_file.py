@@ -74,7 +74,10 @@ def test_demo_fleet_builds_working_clusters(sim):
     assert sorted(sim.names()) == ["cloud-k8s", "onprem-k8s", "onprem-slurm"]
     totals = {c.name: sum(p.gpus_total for p in c.inventory().pools) for c in clusters}
     # cloud-k8s is elastic: one A100 node up, up to 4 A100 and 2 H100 nodes on demand
-    assert totals == {"onprem-slurm": 4 * 8 + 4 * 7, "onprem-k8s": 32, "cloud-k8s": 8}
+    # onprem-k8s: 16 L4 and 16 A100 GPUs, and one L4 node time-sliced into 4 x 4 replicas
+    assert totals == {"onprem-slurm": 4 * 8 + 4 * 7, "onprem-k8s": 32 + 16, "cloud-k8s": 8}
+    [shared] = [p for p in clusters[1].inventory().pools if p.partitioning == "time-slicing"]
+    assert (shared.gpu_model, shared.units_per_gpu, shared.gpus_total) == ("L4", 4, 16)
     listed = {c.name: sum(n.gpus_total for p in c.inventory().pools for n in p.nodes) for c in clusters}
     assert listed["cloud-k8s"] == 48
     spec = WorkloadSpec(project="p", name="train", command="x", gpu_models=("A100",),
@@ -196,3 +199,12 @@ def test_top_level_shape():
     assert problems("clusters: []\n")[0][0] == "(top).clusters"
     message = str(pytest.raises(FleetError, parse_fleet, "clusters: 3\n", "x.yaml").value)
     assert "x.yaml:1: (top).clusters" in message
+
+
+def test_a_shared_group_takes_replicas_and_other_groups_are_told_they_cannot():
+    text = GOOD.replace("gpus_per_node: 8", "gpus_per_node: 8\n        partitioning: time-slicing\n        replicas: 8")
+    [group] = parse_fleet(text).clusters[0].node_groups
+    assert (group.partitioning, group.replicas) == ("time-slicing", 8)
+    with pytest.raises(FleetError) as caught:
+        parse_fleet(GOOD.replace("gpus_per_node: 8", "gpus_per_node: 8\n        replicas: 8"))
+    assert "replicas" in str(caught.value) and "applies to a time-slicing or mps group only" in str(caught.value)
