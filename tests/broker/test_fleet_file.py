@@ -74,10 +74,10 @@ def test_demo_fleet_builds_working_clusters(sim):
     assert sorted(sim.names()) == ["cloud-k8s", "onprem-k8s", "onprem-slurm"]
     totals = {c.name: sum(p.gpus_total for p in c.inventory().pools) for c in clusters}
     # cloud-k8s is elastic: one A100 node up, up to 4 A100 and 2 H100 nodes on demand
-    # onprem-k8s: 16 L4 and 16 A100 GPUs, and one L4 node time-sliced into 4 x 4 replicas
+    # onprem-k8s: 16 L4 and 16 A100 GPUs, and one A100 node time-sliced into 4 x 4 replicas
     assert totals == {"onprem-slurm": 4 * 8 + 4 * 7, "onprem-k8s": 32 + 16, "cloud-k8s": 8}
     [shared] = [p for p in clusters[1].inventory().pools if p.partitioning == "time-slicing"]
-    assert (shared.gpu_model, shared.units_per_gpu, shared.gpus_total) == ("L4", 4, 16)
+    assert (shared.gpu_model, shared.units_per_gpu, shared.gpus_total) == ("A100", 4, 16)
     listed = {c.name: sum(n.gpus_total for p in c.inventory().pools for n in p.nodes) for c in clusters}
     assert listed["cloud-k8s"] == 48
     spec = WorkloadSpec(project="p", name="train", command="x", gpu_models=("A100",),
