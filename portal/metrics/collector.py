@@ -48,7 +48,8 @@ class FleetCollector:
         gpus = GaugeMetricFamily(
             "gpubroker_gpus",
             "GPUs per cluster, GPU class and resource by state; "
-            "resource 'gpu' is whole GPUs, 'mig-<profile>' counts MIG slices apart",
+            "resource 'gpu' is whole GPUs, 'mig-<profile>' counts MIG slices apart, "
+            "'shares-<kind>' shares of a GPU (time-slicing or MPS replicas, Slurm shards)",
             labels=["cluster", "location", "gpu_class", "resource", "state"],
         )
         for cell in readings.capacity_cells():

@@ -16,8 +16,9 @@ from portal.tenancy.models import Tenant
 class CapacitySample(models.Model):
     """GPUs of one cluster x GPU class x resource at one instant.
 
-    ``resource`` is ``gpu`` for whole GPUs and ``mig-<profile>`` for MIG slices, which are
-    counted apart: a slice is not a GPU."""
+    ``resource`` is ``gpu`` for whole GPUs, ``mig-<profile>`` for MIG slices and
+    ``shares-<kind>`` for shares of a GPU, which are counted apart: a slice or a share is not a
+    GPU."""
 
     taken_at = models.DateTimeField(db_index=True)
     cluster = models.CharField(max_length=63)

@@ -29,6 +29,7 @@ from broker.models import (
     WorkloadState,
 )
 from broker.placement.policy import model_key
+from broker.spec import SHARED_PARTITIONINGS
 from portal.metrics.models import TaskFailureCount
 from portal.tenancy.models import Tenant
 
@@ -63,8 +64,12 @@ class CapacityCell:
 
 
 def resource_of(partitioning: str) -> str:
-    """Whole GPUs are ``gpu``; a MIG pool counts slices of its profile, never GPUs."""
-    return "gpu" if partitioning.lower() == "whole" else f"mig-{partitioning.lower()}"
+    """Whole GPUs are ``gpu``; a MIG pool counts slices of its profile and a shared pool its
+    shares (``shares-time-slicing``: replicas, ``shares-shard``), never GPUs."""
+    kind = partitioning.lower()
+    if kind == "whole":
+        return "gpu"
+    return f"shares-{kind}" if kind in SHARED_PARTITIONINGS else f"mig-{kind}"
 
 
 def class_of(gpu_model: str, memory_gb: int, classes: list[GpuClass]) -> str:

@@ -67,7 +67,9 @@
     var cap = document.getElementById("chart-capacity");
     if (cap) {
       d.capacity.forEach(function (c) {
-        var unit = c.resource === "gpu" ? "GPUs" : "MIG slices (" + c.resource.replace(/^mig-/, "") + ")";
+        var unit = c.resource === "gpu" ? "GPUs"
+          : c.resource.indexOf("shares-") === 0 ? "GPU shares (" + c.resource.replace(/^shares-/, "") + ")"
+          : "MIG slices (" + c.resource.replace(/^mig-/, "") + ")";
         draw(cap, c.cluster + ": " + unit + " by state", c.t, [
           {label: "total", values: c.total, colour: COLOURS[5], dash: [4, 4]},
           {label: "allocated", values: c.allocated, colour: COLOURS[0]},

@@ -94,3 +94,10 @@ def test_cloud_spend_counts_the_run_time_the_cluster_reports(trio, fleet):
     Workload.objects.filter(tenant=trio.tenant, cluster__name="cloud").update(run_seconds=3600.0)
     fleet_sample_take(now=fleet)
     assert FigureSample.objects.get(tenant=trio.tenant).cloud_spend_month == Decimal("4.00")  # 1 GPU x 1 h x 4.00
+
+
+def test_shares_and_slices_are_resources_of_their_own_never_gpus():
+    from portal.metrics.readings import resource_of  # noqa: PLC0415
+
+    assert [resource_of(p) for p in ("whole", "1g.10gb", "time-slicing", "shard")] == [
+        "gpu", "mig-1g.10gb", "shares-time-slicing", "shares-shard"]

@@ -69,3 +69,13 @@ def test_a_worker_asking_more_shares_than_one_gpu_holds_is_refused_with_the_numb
     assert job.state == "rejected"  # no pool can ever hold it: told now, not left waiting
     message = job.placement["excluded"]["shared-k8s"]["message"]
     assert "splits a GPU into 4 shares; a worker asks 6, more than one GPU holds" in message
+
+
+def test_the_job_page_says_its_gpus_are_shares_charged_as_their_part(make_cluster, submit, drive, login, trio):
+    from django.urls import reverse  # noqa: PLC0415
+
+    make_cluster("shared-k8s", flavor="kueue", nodes=[8], partitioning="time-slicing")
+    workload = drive(submit(gpus_per_worker=2, gpu_share=True))
+    body = login(trio.member).get(reverse("workload-detail", args=[workload.id])).content.decode()
+    assert "2 a100-80gb GPU shares (1 × 2)" in body and "charged as their part of a GPU" in body
+    assert login(trio.outsider).get(reverse("workload-detail", args=[workload.id])).status_code == 404
