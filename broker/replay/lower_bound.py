@@ -30,7 +30,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.backends.sim.model import mig_geometry
 from broker.fleet_file import FleetDescription
 from broker.replay.jobs import ReplayJob
 
@@ -186,14 +185,9 @@ def mean_wait_bound_s(jobs: Iterable[BoundJob], gpus_by_class: Mapping[str, int]
 
 
 def fleet_units(fleet: FleetDescription) -> int:
-    """Every GPU and every MIG slice of the fleet: the one machine's rate.  Counting the units
-    of any kind for every job only adds capacity, so the bound stays a bound."""
-    total = 0
-    for cluster in fleet.clusters:
-        for group in cluster.node_groups:
-            slices = 1 if group.partitioning == "whole" else mig_geometry(group.partitioning)[0]
-            total += group.count * group.gpus_per_node * slices
-    return total
+    """Every GPU, MIG slice and shared replica of the fleet: the one machine's rate.  Counting
+    the units of any kind for every job only adds capacity, so the bound stays a bound."""
+    return sum(cluster.gpus_total for cluster in fleet.clusters)
 
 
 def replay_wait_bound_s(jobs: Sequence[ReplayJob], fleet: FleetDescription) -> float:
