@@ -18,7 +18,7 @@ RULE_WORDS = {
     "quota": "over the global quota",
     "gpu_compat": "no matching GPU model",
     "gpu_memory": "GPUs too small",
-    "partitioning": "MIG profile does not match",
+    "partitioning": "whole GPUs, MIG slices or shares do not match",
     "residency": "outside the allowed regions",
     "data_access": "cannot reach the data",
     "health": "unhealthy",
