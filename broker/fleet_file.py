@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from broker.backends.sim.model import FLAVORS, MIG_RE, NodeGroup, Partition, mig_geometry, pool_name
+from broker.backends.sim.model import FLAVORS, MIG_RE, NodeGroup, Partition, pool_name
 from broker.backends.sim.simulated_clusters import SimulatorFleet
 from broker.backends.sim.cluster import SimulatedCluster
 from broker.spec import NAME_RE
@@ -117,14 +117,7 @@ class ClusterDescription:
     @property
     def gpus_total(self) -> int:
         """Allocatable units: whole GPUs, MIG slices on partitioned nodes, replicas on shared."""
-        total = 0
-        for g in self.node_groups:
-            if g.partitioning in SHARED_KINDS:
-                slices = g.replicas
-            else:
-                slices = 1 if g.partitioning == "whole" else mig_geometry(g.partitioning)[0]
-            total += g.count * g.gpus_per_node * slices
-        return total
+        return sum(g.count * g.gpus_per_node * g.units_of_a_gpu for g in self.node_groups)
 
 
 @dataclass(frozen=True)

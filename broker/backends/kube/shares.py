@@ -53,11 +53,13 @@ class ReplicaRatios:
 
 def workload_share(wl: Mapping[str, Any], ratios: ReplicaRatios) -> int:
     """Replicas a GPU is split into for a Kueue Workload of shares; 1 for whole GPUs."""
-    sets = Fields(wl).obj("spec").objs("podSets")
-    return ratios() if any(asks_shares(ps.obj("template", "spec")) for ps in sets) else 1
+    return _share((ps.obj("template", "spec") for ps in Fields(wl).obj("spec").objs("podSets")), ratios)
 
 
 def vcjob_share(job: Mapping[str, Any], ratios: ReplicaRatios) -> int:
     """Replicas a GPU is split into for a Volcano job of shares; 1 for whole GPUs."""
-    tasks = Fields(job).obj("spec").objs("tasks")
-    return ratios() if any(asks_shares(t.obj("template", "spec")) for t in tasks) else 1
+    return _share((t.obj("template", "spec") for t in Fields(job).obj("spec").objs("tasks")), ratios)
+
+
+def _share(pod_specs: Iterable[Fields], ratios: ReplicaRatios) -> int:
+    return ratios() if any(asks_shares(spec) for spec in pod_specs) else 1

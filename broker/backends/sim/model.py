@@ -133,13 +133,24 @@ class NodeGroup:
         name = pool_name(self.gpu_model, self.gpu_memory_gb, self.partitioning)
         return name.replace(".", "-") + "-"
 
+    @property
+    def shared(self) -> bool:
+        return self.partitioning in SHARED_PARTITIONINGS
+
+    @property
+    def units_of_a_gpu(self) -> int:
+        """Allocatable units one GPU of the group is: itself, its MIG slices or its replicas."""
+        if self.shared:
+            return self.replicas
+        return 1 if self.partitioning == "whole" else mig_geometry(self.partitioning)[0]
+
     def build(self, start_index: int = 1) -> list[SimNode]:
-        units, memory, per_gpu = self.gpus_per_node, self.gpu_memory_gb, 1
-        if self.partitioning in SHARED_PARTITIONINGS:
-            units, per_gpu = self.gpus_per_node * self.replicas, self.replicas
-        elif self.partitioning != "whole":
-            slices, memory = mig_geometry(self.partitioning)
-            units = self.gpus_per_node * slices
+        units = self.gpus_per_node * self.units_of_a_gpu
+        memory = self.gpu_memory_gb
+        if not self.shared and self.partitioning != "whole":
+            memory = mig_geometry(self.partitioning)[1]  # a slice's; a replica has the GPU's whole memory
+        # a replica is charged as its part of a GPU; a MIG slice as a unit of its own
+        per_gpu = self.replicas if self.shared else 1
         return [
             SimNode(
                 name=f"{self.prefix}{start_index + i:02d}",
