@@ -81,8 +81,13 @@ def contended(steady: Played, jobs: JobList) -> bool:
         at = o.started_s
         if at is None:
             continue
-        running = sum(g for n, g in gpus.items() if (s := steady.jobs[n]).started_s is not None and s.started_s <= at
-                      and (s.ended_s is None or s.ended_s > at))
+        running = sum(
+            g
+            for n, g in gpus.items()
+            if (s := steady.jobs[n]).started_s is not None
+            and s.started_s <= at
+            and (s.ended_s is None or s.ended_s > at)
+        )
         if running > NOMINAL_GPUS:
             return True
     return False
@@ -101,9 +106,14 @@ def candidate(seed: int) -> JobList:
         gpw, workers = rng.choice(SHAPES)
         local = i not in high and rng.random() < 0.33
         prefix = "h" if i in high else "l" if local else "b"
-        job = {"name": f"{prefix}{i + 1:02d}", "at_s": round(at), "gpus_per_worker": 4 if i in high else gpw,
-               "workers": 1 if i in high else workers, "run_s": 75 if i == timeout else rng.randint(6, 16),
-               "time_limit_min": 1}
+        job = {
+            "name": f"{prefix}{i + 1:02d}",
+            "at_s": round(at),
+            "gpus_per_worker": 4 if i in high else gpw,
+            "workers": 1 if i in high else workers,
+            "run_s": 75 if i == timeout else rng.randint(6, 16),
+            "time_limit_min": 1,
+        }
         if local:
             job["local"] = True
         if i in high:

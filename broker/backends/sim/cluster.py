@@ -350,13 +350,9 @@ class SimulatedCluster:
         # ctx.used is the live count: each start below adds its GPUs to it
         ctx = self._context(pending)
         admit = admission.ADMIT[self.flavor]
-        if self.queue_quotas:  # Kueue: what fits without borrowing goes first (sim.queues)
-            ctx.no_borrow = True
-            for job in pending:
-                verdict = admit(job, ctx)
-                if verdict.placement is not None:
-                    self._start(job, verdict)
-            ctx.no_borrow, pending = False, [j for j in pending if j.state is JobState.PENDING]
+        if self.queue_quotas:  # Kueue's cycles: one head per ClusterQueue at a time (sim.queues)
+            self._kueue_cycles(pending, ctx, admit)
+            return
         plan = self._plan()
         # backfill only: a shape that could not start in this pass cannot start later in it
         # (GPUs only get taken), so its later jobs get the same verdict without a search
@@ -454,6 +450,7 @@ class SimulatedCluster:
                 job.lost = True
 
     _preempt_for = queues.preempt_for
+    _kueue_cycles = queues.cycles
     preempt = queues.preempt
     _context = admission.context_of
 

@@ -8,9 +8,14 @@ A job is admitted to a flavor when it fits every quota that covers its queue the
 flavor no quota of its queue names is not its queue's to use.  Without queue quotas a
 simulated Kueue keeps its single per-flavor quota (``SimulatedCluster.quotas``).
 
-Order: in each pass the jobs that fit without borrowing are admitted first, then the rest
-in queue order (Kueue's scheduler sorts a cycle's heads so that those needing no
-borrowing come first; found by the calibration, docs/simulator.md).
+Order: Kueue's scheduling cycles, run at each instant until every waiting job has been
+looked at.  A cycle takes one head per ClusterQueue (its first waiting job by priority,
+then submission, not yet looked at in this pass), the heads that fit without borrowing
+first, then by priority and submission; each is admitted, preempts, or is set aside until
+the next pass (BestEffortFIFO: the ClusterQueue's next job becomes its head; StrictFIFO:
+the ClusterQueue waits).  So within a ClusterQueue a higher-priority job is always looked at
+before a lower one that would fit without borrowing (found by the calibration,
+docs/simulator.md, Kueue fixes 2 and 8).
 
 Preemption (``withinClusterQueue: LowerPriority``): a waiting job that its quotas hold back
 evicts running jobs of lower priority in its own ClusterQueue, lowest priority first and
@@ -22,7 +27,7 @@ ones while the queue borrowed).  Evicted jobs queue again and run from the start
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -31,7 +36,7 @@ from broker.backends.sim.model import PRIORITY_RANK, SimJob
 from broker.local_limits import GroupQuota
 
 if TYPE_CHECKING:
-    from broker.backends.sim.admission import Verdict
+    from broker.backends.sim.admission import Context, Verdict
     from broker.backends.sim.cluster import SimulatedCluster
 
 PREEMPTED = "Preempted to accommodate a higher priority Workload (withinClusterQueue: LowerPriority)"
@@ -174,3 +179,45 @@ def preempt(self: SimulatedCluster, job_id: str) -> None:
         if job.state is not JobState.RUNNING:
             raise ValueError(f"job {job_id} is {job.state.value}, not running: nothing to preempt")
         self._end_now(job, JobState.PREEMPTED, "PREEMPTED")
+
+
+def cluster_queue(quotas: Sequence[QueueQuota], queue: str) -> str:
+    """The ClusterQueue a LocalQueue feeds, as its quotas name it (the queue itself if none)."""
+    for q in quotas:
+        if queue in q.queues and q.source.startswith("ClusterQueue "):
+            return q.source.split()[1]
+    return queue
+
+
+def cycles(
+    self: SimulatedCluster, pending: Sequence[SimJob], ctx: Context, admit: Callable[[SimJob, Context], Verdict]
+) -> None:
+    """Kueue's scheduling cycles at this instant (the module's "Order"); bound as the
+    cluster's ``_kueue_cycles``.  ``pending`` is in queue order."""
+    looked: set[str] = set()
+    stopped: set[str] = set()  # StrictFIFO ClusterQueues whose head waits
+    while True:
+        heads: dict[str, SimJob] = {}
+        for job in pending:
+            cq = cluster_queue(self.queue_quotas, job.partition)
+            if job.state is JobState.PENDING and job.job_id not in looked and cq not in stopped:
+                heads.setdefault(cq, job)
+        if not heads:
+            return
+        ctx.no_borrow = True
+        borrows = {j.job_id: admit(j, ctx).placement is None for j in heads.values()}
+        ctx.no_borrow = False
+        order = sorted(
+            heads.items(), key=lambda h: (borrows[h[1].job_id], PRIORITY_RANK.get(h[1].request.priority, 1), h[1].seq)
+        )
+        for cq, job in order:
+            looked.add(job.job_id)
+            verdict = admit(job, ctx)
+            if verdict.placement is None and verdict.reason is Reason.CAPACITY and self._preempt_for(job, verdict):
+                verdict = admit(job, ctx)
+            if verdict.placement is not None:
+                self._start(job, verdict)
+                continue
+            job.reason, job.raw_reason = verdict.reason, verdict.raw
+            if self.queueing == "strict" and verdict.blocks:
+                stopped.add(cq)
