@@ -41,7 +41,12 @@ django.setup()
 from broker.calibration.compare import compare  # noqa: E402
 from broker.calibration.jobs import JobList, load, parse  # noqa: E402
 from broker.calibration.played import Played  # noqa: E402
-from broker.calibration.simulated import inventory_from_json, play, simulator_for_kueue  # noqa: E402
+from broker.calibration.simulated import (  # noqa: E402
+    inventory_from_json,
+    play,
+    simulator_for_kueue,
+    simulator_for_volcano,
+)
 
 CYCLE_S = 2.0
 ARRIVAL_LAG_S = 3.0  # a new Workload's evaluation, 0-3 s on the CI machine
@@ -50,8 +55,14 @@ NOMINAL_GPUS = 8  # calib-cq's own a100 + h100 quota
 
 
 def played(recorded: dict, jobs: JobList) -> Played:
-    sim = simulator_for_kueue(inventory_from_json(recorded["inventory"]), ["calib", "calib-local"])
-    return play(sim, jobs, [float(t) for t in range(400)], queue="calib", local_queue="calib-local")
+    """The list on the simulator built from the recorded run's inventory, in its queues."""
+    snapshot = inventory_from_json(recorded["inventory"])
+    queue, local = recorded["partition"], recorded["local_queue"]
+    if recorded["control_plane"].startswith("volcano"):
+        sim = simulator_for_volcano(snapshot, [queue, local], recorded["pool"])
+    else:
+        sim = simulator_for_kueue(snapshot, [queue, local])
+    return play(sim, jobs, [float(t) for t in range(400)], queue=queue, local_queue=local)
 
 
 def jittered(jobs: JobList, rng: random.Random) -> JobList:

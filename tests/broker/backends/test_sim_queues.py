@@ -76,6 +76,23 @@ def test_a_higher_priority_job_evicts_the_latest_lower_one_of_its_queue_which_ru
     assert evicted.state is JobState.COMPLETED and evicted.ended_at == 80
 
 
+def test_a_higher_priority_job_is_looked_at_before_a_lower_one_of_its_queue_that_needs_no_borrowing():
+    # Kueue takes one head per ClusterQueue per cycle: "urgent" (it must borrow) is the head
+    # of "mine", so "normal" (it would fit the nominal quota) is not admitted ahead of it and
+    # then preempted by it (the calibration's b15 and h16, docs/simulator.md)
+    sim = _cluster()
+    _submit(sim, "kept", 2, "mine", run_s=500, priority="high")
+    _submit(sim, "theirs", 2, "theirs", run_s=500)
+    _submit(sim, "ending", 4, "mine", run_s=10, priority="high")  # mine holds 6: 2 borrowed
+    sim.clock.advance(1)
+    normal = _submit(sim, "normal", 2, "mine", run_s=50)
+    urgent = _submit(sim, "urgent", 4, "mine", run_s=50, priority="high")
+    sim.clock.advance(9)
+    sim.tick()
+    assert sim.job(urgent).state is JobState.RUNNING and sim.job(urgent).started_at == 10
+    assert sim.job(normal).state is JobState.PENDING and sim.job(normal).preempted == 0
+
+
 def test_a_queue_that_never_preempts_keeps_its_high_priority_job_waiting():
     sim = _cluster(preemption="")
     low = _submit(sim, "low", 4, "mine", run_s=50, priority="low")
