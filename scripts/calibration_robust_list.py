@@ -14,10 +14,12 @@ median start error), the same comparison as a calibration's.
     .venv/bin/python scripts/calibration_robust_list.py score LIST.json RECORDED.json [--plays 12]
     .venv/bin/python scripts/calibration_robust_list.py generate RECORDED.json OUT.json --seeds 200
 
-``generate`` draws candidate lists (shapes 1-8 GPUs, gangs of two, a third local, three
-high-priority jobs, one past its limit, two cancellations, arrivals spaced 1-4 s apart) and
-keeps the one whose worst jittered play agrees best, among those contended as the CI test
-asks (30% wait, a preemption, the broker's queue past its nominal quota)."""
+``generate`` draws candidate lists for the recorded run's control plane and keeps the one
+whose worst jittered play agrees best, among those contended as the CI test asks.  Kueue:
+shapes 1-8 GPUs, gangs of two, a third local, three high-priority jobs, one past its limit,
+two cancellations, arrivals 1-4 s apart; 30% wait, a preemption, the broker's queue past its
+nominal quota.  Volcano: ``volcano_candidate``; 40% wait, a gang among them, the gang past
+the broker queue's capability waits by rule."""
 
 from __future__ import annotations
 
@@ -136,6 +138,53 @@ def candidate(seed: int) -> JobList:
     return parse({"name": f"kueue-steady-16gpu-seed{seed}", "jobs": raw})
 
 
+VOLCANO_SHAPES = [(1, 1), (2, 1), (4, 1), (1, 2), (2, 2), (4, 2), (1, 4), (2, 3)]
+VOLCANO_CAPABILITY = 8  # calib-v's GPUs (volcano-calib-profile.yaml)
+
+
+def volcano_candidate(seed: int) -> JobList:
+    """36 jobs on the Volcano profile's 16 GPUs: gangs of 2-4 workers and single pods, 40%
+    local, runs 5-15 s under their 1-minute limits (kwok enforces none), one 12-GPU gang past
+    the broker queue's capability (cancelled 14 s after it comes), two more cancellations."""
+    rng = random.Random(seed)
+    raw, at = [], 0.0
+    over = rng.choice(range(6, 12))
+    cancelled = set(rng.sample([i for i in range(4, 30) if i != over], 2))
+    for i in range(36):
+        gpw, workers = (4, 3) if i == over else rng.choice(VOLCANO_SHAPES)
+        local = i != over and rng.random() < 0.4
+        job = {
+            "name": f"{'l' if local else 'b'}{i + 1:02d}",
+            "at_s": round(at),
+            "gpus_per_worker": gpw,
+            "workers": workers,
+            "run_s": rng.randint(5, 15),
+            "time_limit_min": 1,
+        }
+        if local:
+            job["local"] = True
+        if i == over:
+            job["cancel_at_s"] = round(at) + 14
+        elif i in cancelled:
+            job["cancel_at_s"] = round(at) + rng.choice([4, 6, 8])
+        raw.append(job)
+        at += rng.choice([1, 1, 2, 2, 3])
+    return parse({"name": f"volcano-steady-16gpu-seed{seed}", "jobs": raw})
+
+
+def volcano_contended(steady: Played, jobs: JobList) -> bool:
+    """40% wait, a gang among them, and the gang past the capability waits by rule, never runs."""
+    waited = [n for n, o in steady.jobs.items() if (o.started_s or 1e9) - o.submitted_s >= CYCLE_S]
+    gangs = {j.name for j in jobs.jobs if j.workers > 1}
+    over = [j.name for j in jobs.jobs if not j.local and j.gpus > VOLCANO_CAPABILITY]
+    reasons = {(n, r) for at in steady.reasons.values() for n, r in at.items()}
+    return (
+        len(waited) >= 0.4 * len(jobs.jobs)
+        and bool(gangs.intersection(waited))
+        and all((n, "policy") in reasons and steady.jobs[n].started_s is None for n in over)
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -157,9 +206,10 @@ def main() -> None:
         return
     recorded = json.loads(Path(a.recorded).read_text())
     best: tuple[float, int] | None = None
+    volcano = recorded["control_plane"].startswith("volcano")
     for seed in range(a.first_seed, a.first_seed + a.seeds):
-        jobs = candidate(seed)
-        if not contended(played(recorded, jobs), jobs):
+        jobs = volcano_candidate(seed) if volcano else candidate(seed)
+        if not (volcano_contended if volcano else contended)(played(recorded, jobs), jobs):
             continue
         worst, median, error = score(recorded, jobs, a.plays)
         print(f"seed {seed}: worst {worst:.3f} median {median:.3f} error {error:.1f}", flush=True)

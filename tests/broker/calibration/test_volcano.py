@@ -17,6 +17,7 @@ from broker.local_limits import GroupQuota, LocalLimits
 from tests.broker.calibration.helpers import FakeKubeApi
 
 VOLCANO_SLICE = Path(__file__).parent / "data" / "volcano-contended-16gpu.json"
+STEADY_SLICE = Path(__file__).parent / "data" / "volcano-steady-16gpu.json"  # the CI test's
 
 
 def _inventory(allocated: int = 0) -> InventorySnapshot:
@@ -77,8 +78,9 @@ def test_a_small_gang_enqueued_first_keeps_a_bigger_one_out_of_the_queue():
     assert played.jobs["c"].started_s == 11 and played.jobs["b"].started_s == 22
 
 
-def test_the_shipped_volcano_slice_is_contended_on_the_simulator():
-    jobs = load(VOLCANO_SLICE)
+@pytest.mark.parametrize("path", [VOLCANO_SLICE, STEADY_SLICE], ids=["first", "steady"])
+def test_the_shipped_volcano_slices_are_contended_on_the_simulator(path):
+    jobs = load(path)
     assert 30 <= len(jobs.jobs) <= 40 and sum(j.local for j in jobs.jobs) >= 0.25 * len(jobs.jobs)
     assert all(j.run_s < j.time_limit_min * 60 for j in jobs.jobs)  # kwok enforces no pod deadline
     played = play(_sim(), jobs, [float(t) for t in range(200)], queue="calib-v", local_queue="calib-v-local")
@@ -87,6 +89,10 @@ def test_the_shipped_volcano_slice_is_contended_on_the_simulator():
     gangs = {j.name for j in jobs.jobs if j.workers > 1}
     assert any("gang" in r for at in played.reasons.values() for n, r in at.items() if n in gangs)
     assert {o.state for o in played.jobs.values()} >= {"completed", "cancelled"}
+    # the gang past the broker queue's capability (8 GPUs) waits by rule and never runs
+    over = [j.name for j in jobs.jobs if not j.local and j.gpus > 8]
+    assert len(over) == 1 and played.jobs[over[0]].started_s is None
+    assert any(n == over[0] and r == "policy" for at in played.reasons.values() for n, r in at.items())
 
 
 class FakeVolcano(FakeKubeApi):

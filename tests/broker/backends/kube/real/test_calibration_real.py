@@ -12,11 +12,11 @@ another that decides an order; the first slice's order moved between real runs, 
 pairs): held to the issue's targets, 95% of pairs in the same order and a median error
 within three cycles, 6 s (docs/simulator.md, "Kueue").
 
-Volcano: its shipped slice played in the Volcano profile's Queues (one with a capability)
-on a pool of its own (tests/broker/calibration/data/volcano-calib-profile.yaml), against
-the simulator built from what the Volcano backend reads there; held to the issue's median
-error and to 90% of pairs (the target, 95%, is met on a quiet machine, not under CI's load:
-docs/simulator.md, "Volcano")."""
+Volcano: its steady slice (volcano-steady-16gpu.json, drawn as Kueue's was) played in the
+Volcano profile's Queues (one with a capability) on a pool of its own
+(tests/broker/calibration/data/volcano-calib-profile.yaml), against the simulator built
+from what the Volcano backend reads there; held to the issue's targets, 95% of pairs and a
+median error within three 2-s cycles (docs/simulator.md, "Volcano")."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -87,17 +87,13 @@ def borrowed_gpus(real: Played, gpus: dict[str, int], broker_jobs: set[str], nom
 
 
 VOLCANO_PROFILE = DATA / "volcano-calib-profile.yaml"
-VOLCANO_SLICE = DATA / "volcano-contended-16gpu.json"
+VOLCANO_SLICE = DATA / "volcano-steady-16gpu.json"
 VOLCANO_POOL = "NVIDIA-L4"
-# the issue's targets are 95% of pairs in the same order and a median error within three of
-# the 2-s cycles (vc-scheduler's 1-s session, sampled each second, whole-second timestamps);
-# met in three runs of three on a quiet machine (0.95-0.99, 2.0-2.9 s), not under CI's full
-# load with Kueue played at the same time: four CI runs gave 0.92/3.0 s, 0.93/2.1 s,
-# 1.00/2.0 s and 0.92/8.2 s (a race Volcano itself runs either way, docs/simulator.md). So
-# CI holds floors against gross disagreement under load, below the targets; the targets
-# are measured quietly (docs/calibration/volcano-v1.14.1-v2-runs.json).
-VOLCANO_PAIRS_FLOOR = 0.90
-VOLCANO_MEDIAN_ERROR_CEILING_S = 12.0
+VOLCANO_CAPABILITY = 8  # calib-v's GPUs in the profile
+# the cycle: vc-scheduler's 1-s session, sampled each second, whole-second timestamps: 2 s.
+# The first slice (volcano-contended-16gpu.json) met the targets on a quiet machine and not
+# under CI's load (0.92-1.00 of pairs, 2.0-8.2 s: its order hangs on a second of lag), so CI
+# held floors of 90% and 12 s for it
 
 
 @pytest.fixture
@@ -191,6 +187,8 @@ def _volcano_agrees(result: Calibration) -> None:
     gangs = {j.name for j in jobs.jobs if j.workers > 1}
     real_reasons = [(n, r) for at in rep.real.reasons.values() for n, r in at.items()]
     assert any(n in gangs and r in ("gang", "capacity") for n, r in real_reasons), rep.real.notes
-    assert ("b36", "policy") in real_reasons and rep.real.jobs["b36"].started_s is None, rep.real.notes
-    assert got.pair_order >= VOLCANO_PAIRS_FLOOR, (got.pair_order, got.errors_s)
-    assert got.median_abs_error_s <= VOLCANO_MEDIAN_ERROR_CEILING_S, (got.median_abs_error_s, got.errors_s)
+    over = [j.name for j in jobs.jobs if not j.local and j.gpus > VOLCANO_CAPABILITY]
+    assert over and all((n, "policy") in real_reasons and rep.real.jobs[n].started_s is None for n in over), (
+        rep.real.notes)
+    assert got.pair_order >= PAIRS_TARGET, (got.pair_order, got.errors_s)
+    assert got.median_abs_error_s <= MEDIAN_ERROR_TOLERANCE_S, (got.median_abs_error_s, got.errors_s)
