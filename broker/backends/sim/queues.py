@@ -27,6 +27,7 @@ ones while the queue borrowed).  Evicted jobs queue again and run from the start
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -193,17 +194,13 @@ def cycles(
     self: SimulatedCluster, pending: Sequence[SimJob], ctx: Context, admit: Callable[[SimJob, Context], Verdict]
 ) -> None:
     """Kueue's scheduling cycles at this instant (the module's "Order"); bound as the
-    cluster's ``_kueue_cycles``.  ``pending`` is in queue order."""
-    looked: set[str] = set()
-    stopped: set[str] = set()  # StrictFIFO ClusterQueues whose head waits
-    while True:
-        heads: dict[str, SimJob] = {}
-        for job in pending:
-            cq = cluster_queue(self.queue_quotas, job.partition)
-            if job.state is JobState.PENDING and job.job_id not in looked and cq not in stopped:
-                heads.setdefault(cq, job)
-        if not heads:
-            return
+    cluster's ``_kueue_cycles``.  ``pending`` is in queue order, so each ClusterQueue's
+    waiting jobs are taken from the front of its own list, each looked at once."""
+    queues: dict[str, deque[SimJob]] = {}
+    for job in pending:
+        queues.setdefault(cluster_queue(self.queue_quotas, job.partition), deque()).append(job)
+    while queues:
+        heads = {cq: waiting.popleft() for cq, waiting in queues.items()}
         ctx.no_borrow = True
         borrows = {j.job_id: admit(j, ctx).placement is None for j in heads.values()}
         ctx.no_borrow = False
@@ -211,7 +208,6 @@ def cycles(
             heads.items(), key=lambda h: (borrows[h[1].job_id], PRIORITY_RANK.get(h[1].request.priority, 1), h[1].seq)
         )
         for cq, job in order:
-            looked.add(job.job_id)
             verdict = admit(job, ctx)
             if verdict.placement is None and verdict.reason is Reason.CAPACITY and self._preempt_for(job, verdict):
                 verdict = admit(job, ctx)
@@ -220,4 +216,5 @@ def cycles(
                 continue
             job.reason, job.raw_reason = verdict.reason, verdict.raw
             if self.queueing == "strict" and verdict.blocks:
-                stopped.add(cq)
+                queues[cq].clear()  # StrictFIFO: the ClusterQueue waits behind its head
+        queues = {cq: waiting for cq, waiting in queues.items() if waiting}
