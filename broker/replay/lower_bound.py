@@ -191,8 +191,13 @@ def fleet_units(fleet: FleetDescription) -> int:
 
 
 def replay_wait_bound_s(jobs: Sequence[ReplayJob], fleet: FleetDescription) -> float:
-    """The lower bound on the mean wait of a replay's jobs on its fleet (all classes on the one
-    machine: a job of any class never has more GPUs than the fleet's units)."""
+    """The lower bound on the mean wait of a replay's scored jobs (the broker's: local users'
+    jobs are left out, as the policies' mean wait leaves them out) on its fleet (all classes
+    on the one machine: a job of any class never has more GPUs than the fleet's units).
+
+    Leaving the local jobs out keeps it a bound: a real schedule of every job, read for the
+    broker's jobs alone, is a schedule of those jobs on the same machine, so their sum of
+    waits is at least the bound of that subset."""
     units = fleet_units(fleet)
-    pooled = [BoundJob(j.submit_s, j.total_gpus, j.duration_s, "fleet") for j in jobs]
+    pooled = [BoundJob(j.submit_s, j.total_gpus, j.duration_s, "fleet") for j in jobs if not j.local]
     return mean_wait_bound_s(pooled, {"fleet": units}) if pooled else 0.0

@@ -88,7 +88,8 @@ def draw_spread(rows: Sequence[PolicySpread], path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
-    panels = sorted({(r.trace, r.half, r.compress) for r in rows})
+    rows = [r for r in rows if r.figures["p95_wait_s"] is not None]  # the lower bound has no p95
+    panels = sorted({(r.trace, r.half, r.compress, r.target_load or 0.0) for r in rows})
     policies = sorted({r.policy for r in rows})
     colours = {p: plt.get_cmap("tab10")(i % 10) for i, p in enumerate(policies)}
     columns = min(3, len(panels)) or 1
@@ -96,10 +97,13 @@ def draw_spread(rows: Sequence[PolicySpread], path: Path) -> Path:
     fig, axes = plt.subplots(lines, columns, figsize=(4.6 * columns, 4.0 * lines), squeeze=False)
     for ax in axes.flat[len(panels) :]:
         ax.axis("off")
-    for ax, (trace, half, compress) in zip(axes.flat, panels, strict=False):
-        mine = [r for r in rows if (r.trace, r.half, r.compress) == (trace, half, compress)]
+    for ax, (trace, half, compress, target) in zip(axes.flat, panels, strict=False):
+        key = (trace, half, compress, target)
+        mine = [r for r in rows if (r.trace, r.half, r.compress, r.target_load or 0.0) == key]
         _spread_panel(ax, mine, colours)
-        ax.set_title(f"{trace.replace('-dev.csv', '')} {half} x{compress:g}, load {mine[0].load_share:.0%}", fontsize=9)
+        aim = f"target {target:g}, " if target else ""
+        title = f"{trace.replace('-dev.csv', '')} {half} x{compress:g}, {aim}load {mine[0].load_share:.0%}"
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("cloud spend (price units)", fontsize=8)
         ax.set_ylabel("p95 queue wait (min)", fontsize=8)
         ax.tick_params(labelsize=7)

@@ -90,15 +90,19 @@ ORIGIN = datetime(2023, 1, 1, tzinfo=timezone.utc)
 
 
 BURST_VARIANT = re.compile(r"^default\+burst(\d+)m$")
+# not a policy: the sweep's row for the lower bound on the mean wait of the broker's jobs in
+# the cell (lower_bound.py), computed from the jobs and the fleet, nothing replayed
+LOWER_BOUND = "lower-bound"
 
 
 def known_policies() -> list[str]:
-    return ["default", "default+burst<N>m", PREEMPT_VARIANT, *PRESETS, *BASELINES]
+    return ["default", "default+burst<N>m", PREEMPT_VARIANT, *PRESETS, *BASELINES, LOWER_BOUND]
 
 
 def is_known(name: str) -> bool:
     name = canonical(name)
-    return name in ("default", PREEMPT_VARIANT, *PRESETS, *BASELINES) or bool(BURST_VARIANT.match(name))
+    known = ("default", PREEMPT_VARIANT, *PRESETS, *BASELINES, LOWER_BOUND)
+    return name in known or bool(BURST_VARIANT.match(name))
 
 
 def burst_policy_text(minutes: int) -> str:
@@ -206,15 +210,17 @@ def window_of(jobs: Sequence[ReplayJob], window: str) -> list[ReplayJob]:
 
 
 def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = None) -> ReplayReport:
-    """Replay the trace under each policy; needs a database for the broker's presets."""
-    for name in config.policies:
+    """Replay the trace under each policy; needs a database for the broker's presets.  The
+    lower bound is no policy: nothing is replayed for it (every table states it)."""
+    replayed = [name for name in config.policies if name != LOWER_BOUND]
+    for name in replayed:
         make_strategy(name, FleetDescription(clusters=()))  # fail before any work
     fleet = load_fleet(config.fleet)
     rows, jobs, skipped, synth = load_jobs(config)
     scaling = scale_to_load(jobs, fleet, config.target_load) if config.target_load is not None else None
     fleet = scaling.fleet if scaling else fleet
     report = ReplayReport(config, rows, jobs, skipped, synth, fleet, scaling=scaling)
-    for name in config.policies:
+    for name in replayed:
         began = time.perf_counter()
         metrics = run_one(
             name,

@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from broker.replay.spread import METHOD, MIN_SEEDS, RATIO_FLOOR_WAIT_S, Interval, VsRace, t_interval, vs_race
 from broker.replay.sweep import RACE
+from broker.replay.targets import markdown as targets_markdown
 
 START, END = "<!-- replay-table:start -->", "<!-- replay-table:end -->"
 
@@ -34,6 +35,7 @@ MEASURES = (
     Measure("p95_gang_wait_s", "gang p95 wait", True, RATIO_FLOOR_WAIT_S),
     Measure("cloud_spend", "cloud spend", False, 0.0),
     Measure("worst_tenant_slowdown", "worst tenant's slowdown", False, 0.0),
+    Measure("local_p95_wait_s", "local jobs' p95 wait", True, RATIO_FLOOR_WAIT_S),
 )
 
 
@@ -189,6 +191,42 @@ def provenance(records: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
+def gang_shapes(records: Sequence[dict[str, Any]]) -> list[str]:
+    """Each policy's gang p95 wait per gang shape (workers x GPUs each), a table per trace,
+    half and load: the mean over the seeds with its 95% interval, and how many gangs of the
+    shape started over all seeds (a seed without one adds nothing to that shape)."""
+    lines = []
+    for (trace, half, compress, load), group in sorted(grouped(records).items()):
+        shaped = {p: [r["metrics"].get("by_gang_shape") or {} for r in seeds.values()] for p, seeds in group.items()}
+        shapes = sorted({s for runs in shaped.values() for b in runs for s in b}, key=_shape_order)
+        if not shapes:
+            continue
+        target = f", target {load:g}" if load else ""
+        lines += ["", f"{trace} {half}, x{compress:g}{target}:", "", "| policy | " + " | ".join(shapes) + " |",
+                  "|---|" + "---:|" * len(shapes)]  # fmt: skip
+        for policy in sorted(shaped, key=lambda p: (p != RACE, p)):
+            if any(shaped[policy]):
+                lines.append(f"| {policy} | " + " | ".join(_shape_cell(shaped[policy], s) for s in shapes) + " |")
+    if not lines:
+        return []
+    return ["", "Gangs' p95 wait (min) per shape, workers x GPUs each: the mean over the seeds [95% interval] "
+            "(the gangs of that shape started, all seeds)."] + lines  # fmt: skip
+
+
+def _shape_order(shape: str) -> tuple[int, int]:
+    workers, gpus = shape.split("x")
+    return int(workers) * int(gpus), int(workers)
+
+
+def _shape_cell(runs: list[dict[str, list[float]]], shape: str) -> str:
+    p95s = [b[shape][2] / 60 for b in runs if shape in b]
+    if not p95s:
+        return "n/a"
+    i = t_interval(p95s)
+    spread = f" [{i.low:,.1f}, {i.high:,.1f}]" if i.has_spread else ""
+    return f"{i.mean:,.1f}{spread} ({sum(int(b[shape][0]) for b in runs if shape in b)})"
+
+
 def fleets_used(records: Sequence[dict[str, Any]]) -> list[str]:
     """The fleet each scaled cell ran on (the same for every seed and policy of a trace at
     one target load; each seed's is listed where they differ)."""
@@ -223,6 +261,9 @@ def markdown(records: Sequence[dict[str, Any]], picture: str = "") -> str:
         *_table(rows, [f"{m.label} vs race" for m in MEASURES],
                 lambda r: [_versus(r.against_race[m.key], m) for m in MEASURES]),
     ]  # fmt: skip
+    lines += gang_shapes(records)
+    targets = targets_markdown(grouped(records))
+    lines += ["", *targets] if targets else []
     lines += fleets_used(records)
     if picture:
         lines += ["", f"![p95 wait against cloud spend, every policy, with 95% intervals]({picture})"]

@@ -62,6 +62,10 @@ def metrics_row(m: Metrics) -> dict[str, Any]:
         "worst_tenant_slowdown": m.worst_tenant_slowdown,
         "worst_tenant": m.worst_tenant,
         "extra": dict(m.extra),
+        # the local users' jobs' own p95 (the report shows it per policy: no policy may win
+        # by pushing them back) and the gangs' waits per shape, workers x GPUs: [n, mean, p95]
+        "local_p95_wait_s": m.extra.get("local p95 wait s"),
+        "by_gang_shape": {shape: list(v) for shape, v in m.by_gang_shape.items()},
         **({"estimator": m.estimator.to_dict()} if m.estimator else {}),
     }
 

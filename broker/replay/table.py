@@ -69,7 +69,8 @@ def header(report: ReplayReport) -> list[str]:
         f"Busy window (5th-95th percentile of arrivals): {(end - start) / 3600:,.1f} h, "
         f"offered load {load:,.1f} GPUs ({load / gpus if gpus else 0:.0%} of the fleet); "
         f"GPU util is measured over it.",
-        f"Lower bound on the mean wait of these jobs on this fleet (no policy can beat it; "
+        f"Lower bound on the mean wait of the broker's jobs (local users' left out) on this fleet "
+        f"(no policy can beat it; "
         f'docs/replay.md, "The lower bound"): {_minutes(replay_wait_bound_s(report.jobs, fleet))} min.',
         *scenario,
     ]

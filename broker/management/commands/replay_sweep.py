@@ -20,7 +20,7 @@ from broker.replay.cells import estimator_runs as cell_estimator_runs
 from broker.replay.cells import read_cells, run_cells
 from broker.replay.knobs import KNOBS_FILE, read_knobs
 from broker.replay.pareto import draw  # matplotlib itself is imported only when drawing
-from broker.replay.runner import WINDOWS, is_known, known_policies, policies_asked
+from broker.replay.runner import LOWER_BOUND, WINDOWS, is_known, known_policies, policies_asked
 from broker.replay.sweep import (
     SweepPlan,
     estimator_runs,
@@ -147,6 +147,8 @@ class Command(BaseCommand):
         if not opts["results"] and not opts["render_only"]:
             self._cells(opts, policies)
             return
+        if LOWER_BOUND in policies:
+            raise CommandError(f"--policies: {LOWER_BOUND} is written as a cell of its own, with --results-dir only")
         out = Path(opts["results"] or OLD_RESULTS)
         # checked before any work (record_estimates checks again for --render-only)
         record = not opts["no_record"] and (opts["render_only"] or ready_to_record(self.stderr.write))

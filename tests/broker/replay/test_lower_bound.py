@@ -3,6 +3,7 @@ cases, and at or below every policy's mean wait on the same jobs."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -80,3 +81,14 @@ def test_the_bound_is_at_or_below_the_clairvoyant_fifo_and_the_race_on_the_same_
         assert len(waits) == len(jobs) and all(w is not None for w in waits), policy.name  # all started
         assert bound <= sum(waits) / len(waits) + 1e-6, policy.name
     assert bound > 0  # the jobs do queue: the bound says something
+
+
+def test_the_replay_bound_covers_the_broker_jobs_the_policies_are_scored_on_not_the_local_ones():
+    # two long 8-GPU jobs at 0 fill the twin fleet's units alone only if they are the
+    # broker's; as local users' jobs they are not scored, and the lone broker job need not wait
+    units = fleet_units(TWIN_FLEET)
+    big = [replace(job(f"l{i}", 0, gpus=units, duration=3600), local=True) for i in range(2)]
+    mine = job("b", 0, gpus=units, duration=3600)
+    assert replay_wait_bound_s([*big, mine], TWIN_FLEET) == 0.0
+    both_scored = [replace(j, local=False) for j in big]
+    assert replay_wait_bound_s([*both_scored, mine], TWIN_FLEET) == pytest.approx(3600.0)

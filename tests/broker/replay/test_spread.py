@@ -302,3 +302,16 @@ def test_a_cell_file_from_before_target_loads_reads_as_the_fleet_as_written(tmp_
     record = read_cell(path)
     assert record["target_load"] is None and record["scaled_fleet"] is None
     assert "Fleets used" not in markdown([record])
+
+
+def test_a_sweep_writes_the_lower_bound_of_each_cell_beside_the_policies(trace_file, fleet_file, tmp_path):
+    """A real (tiny) sweep: the bound's file holds the mean wait it bounds (nothing replayed
+    for it) and the table shows it at or below the race's mean wait."""
+    plan = SweepPlan(traces=(trace_file(ROWS),), compressions=(3.0,), seeds=(13,),
+                     policies=("multikueue-race", "lower-bound"), fleet=fleet_file(), window="all")  # fmt: skip
+    paths = run_cells(plan, tmp_path / "cells", {})
+    bound, race = (read_cell(p) for p in sorted(paths, key=lambda p: "multikueue" in p.name))
+    assert bound["policy"] == "lower-bound" and set(bound["metrics"]) == {"mean_wait_s", "jobs"}
+    assert 0 <= bound["metrics"]["mean_wait_s"] <= race["metrics"]["mean_wait_s"]
+    assert bound["metrics"]["jobs"] == race["metrics"]["jobs"]  # the same scored jobs
+    assert "| lower-bound | 1 seed: fewer than the 5 required | n/a | n/a |" in markdown([bound, race])

@@ -117,3 +117,13 @@ def test_a_sweep_whose_recording_fails_still_prints_its_summary(db, tmp_path, mo
     said = capsys.readouterr()
     assert "| multikueue-race |" in said.out and "| default |" in said.out
     assert "no such table: broker_replayestimate" in said.err
+
+
+def test_the_lower_bound_in_a_single_results_file_is_refused_naming_the_option(db, tmp_path):
+    import pytest  # noqa: PLC0415
+    from django.core.management import CommandError, call_command  # noqa: PLC0415
+
+    with pytest.raises(CommandError, match="--policies: lower-bound .* --results-dir only"):
+        call_command(
+            "replay_sweep", "t.csv", "--policies", "default,lower-bound", "--results", str(tmp_path / "x.json")
+        )
