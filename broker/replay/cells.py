@@ -74,10 +74,15 @@ def plan_cells(plan: SweepPlan) -> list[Cell]:
     ]
 
 
-def git_state(root: Path | None = None) -> dict[str, Any]:
+def git_state(root: Path | None = None, results: Path | None = None) -> dict[str, Any]:
     """The commit checked out and whether the tree was clean (None for either when git
-    cannot say: a copy of the code outside a repository)."""
+    cannot say: a copy of the code outside a repository).  ``results``: the sweep's own
+    folder, left out of "clean" (its files are what the sweep writes, not code; a second
+    process sharing it would otherwise find the tree unclean)."""
     where = root or Path(__file__).resolve().parents[2]
+    spec = []
+    if results is not None and results.resolve().is_relative_to(where.resolve()):
+        spec = ["--", ".", f":(exclude){results.resolve().relative_to(where.resolve()).as_posix()}"]
 
     def git(*args: str) -> str | None:
         try:
@@ -86,7 +91,7 @@ def git_state(root: Path | None = None) -> dict[str, Any]:
             return None
         return done.stdout if done.returncode == 0 else None
 
-    head, status = git("rev-parse", "HEAD"), git("status", "--porcelain")
+    head, status = git("rev-parse", "HEAD"), git("status", "--porcelain", *spec)
     return {"commit": head.strip() if head else None, "clean": None if status is None else status.strip() == ""}
 
 
@@ -99,7 +104,7 @@ def run_cells(
 ) -> list[Path]:
     """Run every cell of ``plan`` whose file is not in ``out_dir`` yet; the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    code = git_state()
+    code = git_state(results=out_dir)
     written = []
     for cell in plan_cells(plan):
         path = out_dir / cell.file_name

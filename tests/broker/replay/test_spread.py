@@ -12,7 +12,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from broker.fleet_file import FleetDescription
-from broker.replay.cells import FIELDS, Cell, read_cell, run_cells
+from broker.replay.cells import FIELDS, Cell, git_state, read_cell, run_cells
 from broker.replay.jobs import Skipped
 from broker.replay.knobs import Knobs
 from broker.replay.metrics import Metrics
@@ -315,3 +315,22 @@ def test_a_sweep_writes_the_lower_bound_of_each_cell_beside_the_policies(trace_f
     assert 0 <= bound["metrics"]["mean_wait_s"] <= race["metrics"]["mean_wait_s"]
     assert bound["metrics"]["jobs"] == race["metrics"]["jobs"]  # the same scored jobs
     assert "| lower-bound | 1 seed: fewer than the 5 required | n/a | n/a |" in markdown([bound, race])
+
+
+def test_the_sweeps_own_results_folder_does_not_make_the_tree_unclean(tmp_path):
+    """A repository with one commit: a results file under the folder leaves it clean, any
+    other untracked file does not."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    results = tmp_path / "docs" / "replay-results"
+    results.mkdir(parents=True)
+    (results / "cell.json").write_text("{}")
+    assert git_state(tmp_path, results=results)["clean"] is True
+    assert git_state(tmp_path)["clean"] is False
+    (tmp_path / "new.py").write_text("y = 2\n")
+    assert git_state(tmp_path, results=results)["clean"] is False
