@@ -70,11 +70,17 @@ class Paired:
             spread = f" [{i.low:.2f}, {i.high:.2f}]" if i.has_spread else " (1 seed)"
             parts.append(f"{i.mean:.2f}x{spread}, worst seed {max(self.ratios):.2f}x")
         if self.gaps:
-            unit = " min" if minutes else ""
-            scale = 60 if minutes else 1
-            gaps = ", ".join(f"{g / scale:+,.1f}{unit}" for g in self.gaps)
+            gaps = ", ".join(_gap(g, minutes) for g in self.gaps)
             parts.append(f"gap in {len(self.gaps)} seed(s): {gaps}")
         return "; ".join(parts) or "not run"
+
+
+def _gap(gap: float, minutes: bool) -> str:
+    """A wait's gap in minutes, or in seconds under a minute (a gap of seconds still fails
+    the target, and "+0.0 min" would hide why)."""
+    if not minutes:
+        return f"{gap:+,.0f}"
+    return f"{gap:+,.0f} s" if abs(gap) < 60 else f"{gap / 60:+,.1f} min"
 
 
 def paired(mine: dict[int, dict[str, Any]], race: dict[int, dict[str, Any]], key: str, floor: float) -> Paired:

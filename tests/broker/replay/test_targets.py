@@ -5,7 +5,7 @@ practical policy named at the overload."""
 from __future__ import annotations
 
 from broker.replay.spread_report import grouped, markdown
-from broker.replay.targets import dominators, markdown as targets_markdown, paired
+from broker.replay.targets import Paired, dominators, markdown as targets_markdown, paired
 
 SEEDS = (11, 12, 13, 14, 15)
 
@@ -62,6 +62,8 @@ def test_a_seed_where_the_race_waited_under_ten_minutes_counts_against_a_default
     assert mean.gaps == (15 * 60,) and len(mean.ratios) == 4
     assert not mean.mean_and_seeds_at_most(1.0, 1.1)
     assert "gap in 1 seed(s): +15.0 min" in mean.words(True)
+    seconds_late = Paired((), (2.0,))  # 2 s longer than a race that waited under 10 min
+    assert not seconds_late.mean_and_seeds_at_most(1.0, 1.1) and seconds_late.words(True) == "gap in 1 seed(s): +2 s"
 
 
 def test_at_the_overload_a_practical_policy_better_on_both_axes_with_disjoint_intervals_is_named():
