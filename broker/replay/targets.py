@@ -80,7 +80,7 @@ def _gap(gap: float, minutes: bool) -> str:
     the target, and "+0.0 min" would hide why)."""
     if not minutes:
         return f"{gap:+,.0f}"
-    return f"{gap:+,.0f} s" if abs(gap) < 60 else f"{gap / 60:+,.1f} min"
+    return f"{gap:+,.1f} s" if abs(gap) < 60 else f"{gap / 60:+,.1f} min"
 
 
 def paired(mine: dict[int, dict[str, Any]], race: dict[int, dict[str, Any]], key: str, floor: float) -> Paired:

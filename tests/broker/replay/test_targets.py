@@ -63,7 +63,7 @@ def test_a_seed_where_the_race_waited_under_ten_minutes_counts_against_a_default
     assert not mean.mean_and_seeds_at_most(1.0, 1.1)
     assert "gap in 1 seed(s): +15.0 min" in mean.words(True)
     seconds_late = Paired((), (2.0,))  # 2 s longer than a race that waited under 10 min
-    assert not seconds_late.mean_and_seeds_at_most(1.0, 1.1) and seconds_late.words(True) == "gap in 1 seed(s): +2 s"
+    assert not seconds_late.mean_and_seeds_at_most(1.0, 1.1) and seconds_late.words(True) == "gap in 1 seed(s): +2.0 s"
 
 
 def test_at_the_overload_a_practical_policy_better_on_both_axes_with_disjoint_intervals_is_named():
