@@ -90,9 +90,15 @@ class VsRace:
     gap: Interval | None
 
 
-def vs_race(pairs: Sequence[tuple[float, float]], floor: float) -> VsRace:
-    """``pairs``: (policy, race) per seed. A seed gives a ratio where the race's value is at
-    least ``floor`` and above 0, otherwise the gap."""
+def split_by_floor(pairs: Sequence[tuple[float, float]], floor: float) -> tuple[list[float], list[float]]:
+    """``pairs``: (policy, race) per seed. The ratios of the seeds where the race's value is at
+    least ``floor`` and above 0, and the gaps (policy - race) of the others."""
     ratios = [mine / race for mine, race in pairs if race >= floor and race > 0]
     gaps = [mine - race for mine, race in pairs if not (race >= floor and race > 0)]
+    return ratios, gaps
+
+
+def vs_race(pairs: Sequence[tuple[float, float]], floor: float) -> VsRace:
+    """The ratios and gaps of ``split_by_floor``, each summarised with its interval."""
+    ratios, gaps = split_by_floor(pairs, floor)
     return VsRace(t_interval(ratios) if ratios else None, t_interval(gaps) if gaps else None)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from broker.replay.groups import Group, GroupKey, Seeds, figure, grouped, seed_pairs
 from broker.replay.spread import METHOD, MIN_SEEDS, RATIO_FLOOR_WAIT_S, Interval, VsRace, t_interval, vs_race
 from broker.replay.sweep import RACE
 from broker.replay.targets import markdown as targets_markdown
@@ -54,24 +55,6 @@ class PolicySpread:
     against_race: dict[str, VsRace | None]  # None: the race itself, or no seed paired with it
 
 
-Group = dict[str, dict[int, dict[str, Any]]]  # policy -> seed -> cell record
-
-
-GroupKey = tuple[str, str, float, float]  # trace, half, compression, target load (0: none)
-
-
-def grouped(records: Sequence[dict[str, Any]]) -> dict[GroupKey, Group]:
-    groups: dict[GroupKey, Group] = {}
-    for r in records:
-        key = (r["trace"], r["half"], float(r["compress"]), float(r.get("target_load") or 0.0))
-        seeds = groups.setdefault(key, {}).setdefault(r["policy"], {})
-        if r["seed"] in seeds:
-            cell = f"{r['trace']} {r['half']} x{r['compress']:g} load {key[3]:g} seed {r['seed']} {r['policy']}"
-            raise ValueError(f"two results for {cell}: give each cell once")
-        seeds[r["seed"]] = r
-    return groups
-
-
 def summarise(records: Sequence[dict[str, Any]]) -> list[PolicySpread]:
     rows = []
     for (trace, half, compress, load), group in sorted(grouped(records).items()):
@@ -91,27 +74,13 @@ def _spread(key: GroupKey, policy: str, group: Group) -> PolicySpread:
         policy=policy,
         seeds=tuple(sorted(mine)),
         load_share=sum(r["offered_load_share"] for r in mine.values()) / len(mine),
-        figures={m.key: _figure(mine, m.key) for m in MEASURES},
+        figures={m.key: figure(mine, m.key) for m in MEASURES},
         against_race={m.key: None if policy == RACE else _against(mine, race, m) for m in MEASURES},
     )
 
 
-def _value(record: dict[str, Any], key: str) -> float | None:
-    value = record["metrics"].get(key)
-    return None if value is None else float(value)
-
-
-def _figure(seeds: dict[int, dict[str, Any]], key: str) -> Interval | None:
-    values = [v for v in (_value(r, key) for r in seeds.values()) if v is not None]
-    return t_interval(values) if values else None
-
-
-def _against(mine: dict[int, dict[str, Any]], race: dict[int, dict[str, Any]], m: Measure) -> VsRace | None:
-    pairs = []
-    for seed in sorted(set(mine) & set(race)):  # paired seed for seed: a half-done sweep stays fair
-        a, b = _value(mine[seed], m.key), _value(race[seed], m.key)
-        if a is not None and b is not None:
-            pairs.append((a, b))
+def _against(mine: Seeds, race: Seeds, m: Measure) -> VsRace | None:
+    pairs = seed_pairs(mine, race, m.key)
     return vs_race(pairs, m.floor) if pairs else None
 
 

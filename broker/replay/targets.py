@@ -20,15 +20,12 @@ so a seed is never left out in ``default``'s favour.  Where the sweep lacks a ce
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from broker.replay.clairvoyant import ClairvoyantFifo
 from broker.replay.runner import LOWER_BOUND
-from broker.replay.spread import RATIO_FLOOR_WAIT_S, Interval, t_interval
+from broker.replay.groups import Group, GroupKey, Seeds, figure, seed_pairs
+from broker.replay.spread import RATIO_FLOOR_WAIT_S, Interval, split_by_floor, t_interval
 from broker.replay.sweep import RACE
-
-Group = dict[str, dict[int, dict[str, Any]]]  # policy -> seed -> cell record (spread_report.grouped)
-GroupKey = tuple[str, str, float, float]  # trace, half, compression, target load (0: none)
 
 POLICY = "default"
 WIN_LOADS = (0.7, 0.9)  # default must dominate the race here
@@ -83,22 +80,9 @@ def _gap(gap: float, minutes: bool) -> str:
     return f"{gap:+,.1f} s" if abs(gap) < 60 else f"{gap / 60:+,.1f} min"
 
 
-def paired(mine: dict[int, dict[str, Any]], race: dict[int, dict[str, Any]], key: str, floor: float) -> Paired:
-    ratios, gaps = [], []
-    for seed in sorted(set(mine) & set(race)):
-        a, b = mine[seed]["metrics"].get(key), race[seed]["metrics"].get(key)
-        if a is None or b is None:
-            continue
-        if b >= floor and b > 0:
-            ratios.append(a / b)
-        else:
-            gaps.append(a - b)
+def paired(mine: Seeds, race: Seeds, key: str, floor: float) -> Paired:
+    ratios, gaps = split_by_floor(seed_pairs(mine, race, key), floor)
     return Paired(tuple(ratios), tuple(gaps))
-
-
-def _values(seeds: dict[int, dict[str, Any]], key: str) -> Interval | None:
-    values = [r["metrics"][key] for r in seeds.values() if r["metrics"].get(key) is not None]
-    return t_interval([float(v) for v in values]) if values else None
 
 
 def dominators(group: Group) -> list[str]:
@@ -107,12 +91,12 @@ def dominators(group: Group) -> list[str]:
     mine = group.get(POLICY)
     if not mine:
         return []
-    p95, spend = _values(mine, "p95_wait_s"), _values(mine, "cloud_spend")
+    p95, spend = figure(mine, "p95_wait_s"), figure(mine, "cloud_spend")
     found = []
     for policy, seeds in sorted(group.items()):
         if policy == POLICY or policy in NOT_PRACTICAL:
             continue
-        o_p95, o_spend = _values(seeds, "p95_wait_s"), _values(seeds, "cloud_spend")
+        o_p95, o_spend = figure(seeds, "p95_wait_s"), figure(seeds, "cloud_spend")
         if None in (p95, spend, o_p95, o_spend):
             continue
         if _below(o_p95, p95) and _below(o_spend, spend):
@@ -145,8 +129,8 @@ def _row(key: GroupKey, group: Group) -> list[str] | None:
     else:
         headline = "no target at this load"
     gangs_ok = gang.mean_and_seeds_at_most(MEAN_MARK, SEED_MARK) and mean.mean_and_seeds_at_most(MEAN_MARK, SEED_MARK)
-    bound = _values(group.get(LOWER_BOUND, {}), "mean_wait_s")
-    own = _values(mine, "mean_wait_s")
+    bound = figure(group.get(LOWER_BOUND, {}), "mean_wait_s")
+    own = figure(mine, "mean_wait_s")
     against_bound = "n/a" if bound is None or own is None else f"{own.mean / 60:,.1f} / {bound.mean / 60:,.1f}"
     return [
         f"{trace} {half}", f"x{compress:g}, {load:g}", str(len(set(mine) & set(race))), headline,
