@@ -80,6 +80,15 @@ NOT_REPLAYED = {
 # after the last arrival, with nothing left running or queued at any cluster, how long the
 # broker's own waiting workloads are given before the replay ends (they can never start)
 IDLE_LIMIT_S = 3600.0
+# after the last arrival, with jobs still waiting at clusters but nothing running anywhere and
+# nothing for the broker to do, this long: nothing will ever start them (no job will end to
+# free GPUs; an elastic node comes within minutes), so the replay stops with an error naming
+# them, where it would otherwise step through inventory syncs for ever
+STUCK_LIMIT_S = 86400.0
+
+
+class ReplayStuck(RuntimeError):
+    """Jobs wait at clusters with nothing running that could ever free room for them."""
 
 
 @dataclass(frozen=True)
@@ -157,6 +166,7 @@ class _Loop:
         self.polled = dict.fromkeys(names, -1)
         self.synced: dict[str, tuple[int, float]] = dict.fromkeys(names, (-1, -math.inf))
         self.i = 0
+        self.stuck_since = math.inf  # see _check_stuck
         self.big: list[str] = []  # the broker's big gangs not yet started (see _gang_past_hold_age)
 
     def run(self) -> ReplayRun:
@@ -191,6 +201,7 @@ class _Loop:
                     self._beat(key, now)
                     self.due[key] = self._tick_after(now, self.every[key])
             self._work(now)
+            self._check_stuck(now)
             if self.i < len(self.jobs) or self._busy():
                 idle_since = math.inf
             elif self.broker.live() == 0 or now - min(idle_since, now) >= IDLE_LIMIT_S:
@@ -347,6 +358,19 @@ class _Loop:
 
     def _version(self, name: str) -> int:
         return self.env.view.clusters[name].version
+
+    def _check_stuck(self, now: float) -> None:
+        tracker = self.env.tracker
+        if self.i < len(self.jobs) or tracker.next_end() is not None or self.broker.queue or not tracker.pending():
+            self.stuck_since = math.inf
+            return
+        self.stuck_since = min(self.stuck_since, now)
+        if now - self.stuck_since >= STUCK_LIMIT_S:
+            waiting = [f"{c}: {j}" for c, jobs in sorted(tracker.waiting().items()) for j in jobs]
+            raise ReplayStuck(
+                f"after {STUCK_LIMIT_S / 3600:g} h with nothing running, {len(waiting)} job(s) still wait and never "
+                f"can: {', '.join(waiting[:5])}"
+            )
 
     def _busy(self) -> bool:
         tracker = self.env.tracker

@@ -149,6 +149,10 @@ class Tracker:
             return sum(len(p) for p in self._pending.values())
         return sum(self.pending_at(c) for c in self._pending)
 
+    def waiting(self) -> dict[str, list[str]]:
+        """Per cluster, the destination jobs still waiting there (the local users' included)."""
+        return {c: sorted(p) for c, p in self._pending.items() if p}
+
     def next_end(self) -> float | None:
         while self._ends and (self._ends[0][2], self._ends[0][3]) in self._gone:
             heapq.heappop(self._ends)

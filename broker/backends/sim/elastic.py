@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from broker.backends.base import JobState, Reason
 from broker.backends.sim.model import JobRequest, SimJob, SimNode
+from broker.backends.sim.placement import matching_pools
 
 
 # why a job waits that more nodes would change: no room on the nodes up (or none up at all)
@@ -91,14 +92,10 @@ def request_for(pending: Sequence[SimJob], by_pool: Mapping[str, Sequence[SimNod
 
 
 def _elastic_pools(by_pool: Mapping[str, Sequence[SimNode]], req: JobRequest) -> list[Sequence[SimNode]]:
-    return [
-        nodes
-        for nodes in by_pool.values()
-        if any(n.elastic for n in nodes)
-        and nodes[0].partitioning == req.partitioning
-        and (not req.gpu_models or nodes[0].gpu_model in req.gpu_models)
-        and nodes[0].gpu_memory_gb >= req.min_gpu_memory_gb
-    ]
+    """The elastic pools the scheduler would place the job on: its own rule (model, memory,
+    partitioning and GPU class), so that no node is asked for that the job could not use."""
+    serving = matching_pools((nodes[0] for nodes in by_pool.values()), req)
+    return [by_pool[p] for p in serving if any(n.elastic for n in by_pool[p])]
 
 
 def _slots(nodes: Sequence[SimNode], req: JobRequest, coming: dict[str, int]) -> int:

@@ -134,3 +134,24 @@ def test_a_fleet_file_refuses_elastic_keys_without_max_nodes_naming_the_field(ch
 def test_a_fleet_file_refuses_a_maximum_below_the_minimum():
     with pytest.raises(FleetError, match=r"max_nodes: must be at least count \(2\)"):
         parse_fleet(FLEET.replace("count: 0, max_nodes: 4", "count: 2, max_nodes: 1"), source="f.yaml")
+
+
+def test_a_job_asks_only_for_nodes_of_a_pool_its_class_can_run_on():
+    # the replay's hang: a 4 x 4 A100 gang of a local user, with an H100 pool listed first;
+    # the H100 nodes were asked for (and billed idle) over and over, the A100s never
+    h100 = NodeGroup(count=0, gpu_model="H100", gpu_memory_gb=80, gpus_per_node=8, max_count=2,
+                     provisioning_s=480.0, idle_release_s=600.0, name_prefix="cloud-h100-")
+    a100 = NodeGroup(count=1, gpu_model="A100", gpu_memory_gb=80, gpus_per_node=8, max_count=4,
+                     provisioning_s=480.0, idle_release_s=600.0, name_prefix="cloud-a100-")
+    sim = SimulatedCluster("cloud", "kueue", node_groups=[h100, a100], clock=SimClock(), queueing="backfill")
+    spec = validate_spec({"project": "p", "name": "gang", "command": "sleep 1", "gpus_per_worker": 4,
+                          "workers": 4, "gpu_class": "a100-40gb", "min_gpu_memory_gb": 40,
+                          "time_limit_minutes": 600})
+    sim.runtimes.set("gang", 60)
+    gang = sim.submit(spec, "gang", ProjectIdentity(tenant="t", project="p"))
+    # H100s first, then the A100 that is always up, then the A100s that may come
+    assert _states(sim) == ["available", "available", "", "requested", "available", "available"]
+    _at(sim, 480)
+    assert sim.job(gang).state is JobState.RUNNING
+    _at(sim, 5000)
+    assert "h100-80gb" not in {p for p, s in sim.billed_node_seconds().items() if s > 0}

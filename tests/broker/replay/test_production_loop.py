@@ -11,8 +11,9 @@ from django.conf import settings
 
 from broker.fleet_file import parse_fleet
 from broker.replay.jobs import ReplayJob
+from broker.replay import local_jobs
 from broker.replay.local_jobs import mark_local
-from broker.replay.production import BEAT_ORDER, NOT_REPLAYED, Skipping, beat_intervals
+from broker.replay.production import BEAT_ORDER, NOT_REPLAYED, ReplayStuck, Skipping, beat_intervals
 from broker.replay.runner import replay_run
 from broker.services.fleet.policy import current_policy, policy_override
 
@@ -88,3 +89,29 @@ def test_a_budget_on_a_replay_tenant_is_refused_soft_or_hard(transactional_db):
     for kind in ("soft", "hard"):
         with policy_override(_with_budget(kind)), pytest.raises(ValueError, match="budgets"):
             replay_run("default", _jobs(3, seed=7), fleet, seed=7)
+
+
+STUCK_FLEET = """
+clusters:
+  - name: capped
+    kind: simulator
+    flavor: kueue
+    region: eu-west
+    location: onprem
+    price_per_gpu_hour: 1.0
+    nodes:
+      - {count: 2, gpu_model: A100, gpu_memory_gb: 80, gpus_per_node: 8, quota: 8, name_prefix: capped-}
+"""
+
+
+def test_a_replay_whose_jobs_can_never_start_stops_with_an_error_naming_them(transactional_db, monkeypatch):
+    # a local user sends a 2 x 8 gang to a ClusterQueue with 8 GPUs of quota (the harness's
+    # choice of home would not: made to here), so the quota never admits it and nothing runs
+    # that could end; such a replay used to step through inventory syncs for ever (an elastic
+    # pool asked for nodes of the wrong class did this in a sweep)
+    monkeypatch.setattr(local_jobs, "home_of", lambda view, job, seed: "capped")
+    fleet = parse_fleet(STUCK_FLEET, source="stuck")
+    gang = ReplayJob(key="big-gang", submit_s=0.0, tenant="t0", gpu_class="a100-80gb", min_memory_gb=80,
+                     gpus_per_worker=8, workers=2, duration_s=600.0, local=True)
+    with pytest.raises(ReplayStuck, match=r"1 job\(s\) still wait and never can: capped: local-"):
+        replay_run("default", [gang], fleet, seed=3)
