@@ -93,14 +93,8 @@ def test_a_budget_on_a_replay_tenant_is_refused_soft_or_hard(transactional_db):
 
 STUCK_FLEET = """
 clusters:
-  - name: capped
-    kind: simulator
-    flavor: kueue
-    region: eu-west
-    location: onprem
-    price_per_gpu_hour: 1.0
-    nodes:
-      - {count: 2, gpu_model: A100, gpu_memory_gb: 80, gpus_per_node: 8, quota: 8, name_prefix: capped-}
+  - {name: capped, kind: simulator, flavor: kueue, region: eu-west, location: onprem, price_per_gpu_hour: 1.0,
+     nodes: [{count: 2, gpu_model: A100, gpu_memory_gb: 80, gpus_per_node: 8, quota: 8, name_prefix: capped-}]}
 """
 
 
