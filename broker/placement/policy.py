@@ -158,6 +158,9 @@ class Aging:
     # a job waiting for capacity in one destination's queue moves when another could start
     # it now (broker.services.placing.moving)
     move_queued: bool = True
+    # ...to a cluster with nothing queued; once it has waited at its destination this long,
+    # also to one with jobs queued that reports room for it now (None: never)
+    move_past_queue_after_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -335,13 +335,15 @@ def _aging(raw: object) -> Aging:
         "min_share_bonus",
         "queue_weight_per_hour",
     )
-    _known_keys("aging", body, {*fields, "queue_after_s", "move_queued"})
+    _known_keys("aging", body, {*fields, "queue_after_s", "move_queued", "move_past_queue_after_s"})
     values = {f: _number(f"aging.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
     big_gang = int(values.pop("big_gang_gpus"))
     raw_after = body.get("queue_after_s", default.queue_after_s)
     after = None if raw_after is None else _number("aging.queue_after_s", raw_after, 0)
     move = _bool("aging.move_queued", body.get("move_queued", default.move_queued))
-    return Aging(big_gang_gpus=big_gang, queue_after_s=after, move_queued=move, **values)
+    raw_past = body.get("move_past_queue_after_s", default.move_past_queue_after_s)
+    past = None if raw_past is None else _number("aging.move_past_queue_after_s", raw_past, 0)
+    return Aging(big_gang_gpus=big_gang, queue_after_s=after, move_queued=move, move_past_queue_after_s=past, **values)
 
 
 def _multikueue(raw: object) -> MultiKueueDispatch:

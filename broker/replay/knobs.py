@@ -29,6 +29,12 @@ class Knobs:
     # policy_hold_withdraw_s: a job held at its destination by a local policy reason this
     # long is withdrawn and placed again (0: never)
     policy_hold_withdraw_s: float | None = None
+    # aging.queue_after_s: how long a job that fits nowhere now waits at the broker before it
+    # queues at the destination predicted to start it first
+    aging_queue_after_s: float | None = None
+    # aging.move_past_queue_after_s: after this long in its destination's queue, a job may
+    # move to a cluster with jobs queued that reports room for it now
+    aging_move_past_queue_after_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -41,6 +47,10 @@ class Knobs:
             parts.append(f"age{self.aging_queue_weight_per_hour:g}")
         if self.policy_hold_withdraw_s is not None:
             parts.append(f"hold{self.policy_hold_withdraw_s / 60:g}m")
+        if self.aging_queue_after_s is not None:
+            parts.append(f"queue{self.aging_queue_after_s / 60:g}m")
+        if self.aging_move_past_queue_after_s is not None:
+            parts.append(f"move{self.aging_move_past_queue_after_s / 60:g}m")
         return "default[" + ",".join(parts) + "]"
 
     def policy_text(self, base: str) -> str:
@@ -53,8 +63,17 @@ class Knobs:
         policy["burst"] = burst
         if self.queue_wait_weight is not None:
             policy["weights"] = {**(policy.get("weights") or {}), "queue_wait_s": self.queue_wait_weight}
-        if self.aging_queue_weight_per_hour is not None:
-            policy["aging"] = {**(policy.get("aging") or {}), "queue_weight_per_hour": self.aging_queue_weight_per_hour}
+        aging = {
+            key: value
+            for key, value in (
+                ("queue_weight_per_hour", self.aging_queue_weight_per_hour),
+                ("queue_after_s", self.aging_queue_after_s),
+                ("move_past_queue_after_s", self.aging_move_past_queue_after_s),
+            )
+            if value is not None
+        }
+        if aging:
+            policy["aging"] = {**(policy.get("aging") or {}), **aging}
         if self.policy_hold_withdraw_s is not None:
             policy["policy_hold_withdraw_s"] = self.policy_hold_withdraw_s
         return yaml.safe_dump(policy, sort_keys=False)

@@ -10,8 +10,9 @@ left stays eligible: it was only slower.
 
 A job is looked at only once its destination has reported since it was sent there, so the
 report that shows room elsewhere also shows the job waiting where it is; it moves only to a
-cluster with nothing queued (free GPUs go to the jobs queued there first), and at most
-``MAX_MOVES`` times.
+cluster with nothing queued (free GPUs go to the jobs queued there first; the policy's
+``aging.move_past_queue_after_s`` lifts that rule for a job that has waited that long), and at
+most ``MAX_MOVES`` times.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def queued_moves(*, now: datetime | None = None) -> int:
     waiting = list(
         Workload.objects.filter(
             state=WorkloadState.QUEUED,
-            reason=LocalReason.CAPACITY,
+            reason__in=(LocalReason.CAPACITY, LocalReason.GANG),  # waiting for GPUs to free
             origin="broker",
             cancel_requested_at__isnull=True,
             cluster__isnull=False,
@@ -87,7 +88,7 @@ def fits_elsewhere(workload: Workload, cycle: PlacingPass) -> Candidate | None:
     others = [
         c
         for c in result.ranked
-        if c.cluster != cluster.name and c.cluster not in cycle.forced and _queue_empty(cycle, c.cluster)
+        if c.cluster != cluster.name and c.cluster not in cycle.forced and _may_join(cycle, c.cluster, workload)
     ]
     if not others or moves_of(workload) >= MAX_MOVES:
         return None
@@ -101,6 +102,17 @@ def fits_elsewhere(workload: Workload, cycle: PlacingPass) -> Candidate | None:
         crossed=cycle.tco_crossed,
     )
     return gate.ranked[0] if gate.ranked else None
+
+
+def _may_join(cycle: PlacingPass, name: str, workload: Workload) -> bool:
+    """A cluster with nothing queued; or, once the job has waited at its destination for the
+    policy's ``move_past_queue_after_s``, any that reports room for it now: a job that long
+    behind its own queue gives up little by joining another that may start it sooner."""
+    if _queue_empty(cycle, name):
+        return True
+    after = cycle.fleet.policy.aging.move_past_queue_after_s
+    sent = workload.dispatched_at
+    return after is not None and sent is not None and (cycle.now - sent).total_seconds() >= after
 
 
 def _queue_empty(cycle: PlacingPass, name: str) -> bool:

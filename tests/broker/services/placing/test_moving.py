@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from django.utils import timezone
 
 from broker.backends.base import JobState
 from broker.models import AuditRecord, Cluster, Reservation, Workload
 from broker.services.fleet.inventory import cluster_sync_inventory
+from broker.services.fleet.policy import current_policy, policy_override
 from broker.services.following.status import cluster_poll_status
 from broker.services.placing.moving import queued_moves
 
@@ -80,3 +83,45 @@ def test_a_move_waits_for_the_cancel_to_be_confirmed(make_cluster, submit, drive
     assert workload.state == "queued" and workload.cluster == busy
     assert Reservation.objects.get(workload=workload).state == "confirmed"
     assert AuditRecord.objects.filter(workload=workload, action="move.retrying").exists()
+
+
+def _queued_at_busy_other_queueing(make_cluster, submit, drive, sim):
+    """As ``_queued_at_busy``, but 'other' has two nodes: one frees, one stays busy for
+    hours, and a local gang that needs both waits in its queue: 'other' has a job queued
+    and room for ours."""
+    busy = make_cluster("busy", nodes=[8, 8], price="1.0")
+    other = make_cluster("other", nodes=[8, 8], price="3.0")
+    for _ in range(2):
+        sim.get("busy").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
+    sim.get("other").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=1800)
+    sim.get("other").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
+    sim.advance(60)
+    _report(busy, other)
+    workload = submit(gpus_per_worker=4)
+    Workload.objects.filter(id=workload.id).update(created_at=timezone.now() - timedelta(minutes=5))
+    workload = drive(Workload.objects.get(id=workload.id))
+    assert workload.state == "queued" and workload.cluster == busy
+    sim.get("other").inject_foreign_job(name="gang", gpus_per_worker=8, workers=2, account="locals")
+    sim.advance(1800)
+    _report(busy, other)
+    return busy, other, workload
+
+
+@pytest.mark.parametrize("waited_min, moves", [(5, 0), (31, 1)])
+def test_a_job_long_in_its_queue_also_moves_to_a_cluster_with_jobs_queued(
+    make_cluster, submit, drive, sim, waited_min, moves
+):
+    busy, other, workload = _queued_at_busy_other_queueing(make_cluster, submit, drive, sim)
+    now = workload.dispatched_at + timedelta(minutes=waited_min)
+    text = current_policy().text.replace("move_past_queue_after_s: null", "move_past_queue_after_s: 1800")
+    with policy_override(text):
+        assert queued_moves(now=now) == moves
+    assert Workload.objects.get(id=workload.id).cluster == (other if moves else busy)
+
+
+def test_without_the_rule_a_job_never_moves_to_a_cluster_with_jobs_queued(make_cluster, submit, drive, sim):
+    busy, other, workload = _queued_at_busy_other_queueing(make_cluster, submit, drive, sim)
+    text = current_policy().text.replace("move_past_queue_after_s: 1800", "move_past_queue_after_s: null")
+    with policy_override(text):
+        assert queued_moves(now=workload.dispatched_at + timedelta(days=1)) == 0
+    assert Workload.objects.get(id=workload.id).cluster == busy
