@@ -62,6 +62,8 @@ def test_minimal_policy_and_defaults():
     ("tenants: {lab: {regions: {eu: 1}}}", "tenants.lab.regions"),
     ("queue: {max_wait_s: 0}", "queue.max_wait_s"),
     ("aging: {hold_after: 5}", "aging.hold_after"),
+    ("aging: {move_past_queue_after_s: -1}", "aging.move_past_queue_after_s"),
+    ("aging: {move_past_queue_after_s: later}", "aging.move_past_queue_after_s"),
     ("prefer_location: mars", "prefer_location"),
     ("[1, 2]", "(file)"),
     ("a: [", "(file)"),

@@ -57,6 +57,15 @@ def test_a_queued_job_moves_to_a_cluster_that_could_start_it_now(make_cluster, s
     assert moved.cluster == "busy" and "while other could start it now" in moved.message
 
 
+def test_a_gang_its_destination_holds_for_the_whole_gang_moves_too(make_cluster, submit, drive, sim):
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim)
+    _report(busy, other)
+    # as Volcano reports a gang whose pods are not all schedulable: waiting for the whole gang
+    Workload.objects.filter(id=workload.id).update(reason="gang", raw_reason="1/2 tasks in gang unschedulable")
+    assert queued_moves(now=timezone.now() + timedelta(minutes=1)) == 1
+    assert Workload.objects.get(id=workload.id).cluster == other
+
+
 def test_no_move_before_its_destination_has_reported_since_the_job_was_sent(make_cluster, submit, drive, sim):
     busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim)
     cluster_poll_status(cluster_id=busy.id)  # it waits there for resources...
