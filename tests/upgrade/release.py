@@ -130,19 +130,21 @@ class Release:
                                     env=self.environ(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self.processes.append((what, proc, log))
 
-    def stop(self) -> None:
-        """Warm shutdown (TERM: the tasks under way finish), then KILL after 30 s."""
-        for _, proc, _ in self.processes:
+    def stop(self, only: str | None = None) -> None:
+        """Warm shutdown (TERM: the tasks under way finish), then KILL after 30 s; ``only``:
+        just this release's "worker" or "beat"."""
+        stopping = [p for p in self.processes if only is None or p[0] == only]
+        for _, proc, _ in stopping:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + 30
-        for _, proc, _ in self.processes:
+        for _, proc, _ in stopping:
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-        self.processes.clear()
+        self.processes = [p for p in self.processes if p not in stopping]
 
     def task_lines(self, log_dir: Path) -> tuple[int, list[str]]:
         """(tasks taken, error lines) in this release's worker log: the portal logs a task's

@@ -116,6 +116,19 @@ def _applied(url: str) -> dict[str, str]:
         return dict(conn.execute("SELECT app, max(name) FROM django_migrations GROUP BY app").fetchall())
 
 
+def _stop_drained(release: Release) -> None:
+    """docs/upgrading.md's order: beat first, then the workers once they have taken and
+    finished every queued task, so none is left for a release that may not have it."""
+    release.stop(only="beat")
+    queue = redis.Redis.from_url(_broker_url())
+    deadline = time.monotonic() + 60
+    # kombu's Redis transport: the queue is the list "celery"; taken, unacknowledged
+    # messages (acks_late) wait in the hash "unacked" and go back to the queue on shutdown
+    while (queue.llen("celery") or queue.hlen("unacked")) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    release.stop()
+
+
 def _upgrade(previous: Path, new: Path, url: str, logs: Path, backup: Path | None = None) -> dict:
     """docs/upgrading.md's steps with a live previous release; what the checks need. With
     ``backup``, the backup the procedure takes first (pg_dump -Fc) is written there."""
@@ -146,7 +159,7 @@ def _upgrade(previous: Path, new: Path, url: str, logs: Path, backup: Path | Non
             new_release.start("beat", logs)
             _wait_for_tasks(new_release, logs, 2)
         finally:
-            new_release.stop()
+            _stop_drained(new_release)
         errors += [f"new: {x}" for x in new_release.task_lines(logs)[1]]
         after = json.loads(new_release.script(SCRIPTS / "snapshot.py", "UPGRADE_SNAPSHOT"))
     found = checks.problems(before, after, month=month, refused_writes=refused, worker_errors=errors)
