@@ -1,14 +1,13 @@
 """A quick probe of the default preset's policy keys on one FIRST-half cell, against the race.
 
     .venv/bin/python bench/replay_knob_probe.py TRACE --load 0.9 [--seed 11]
-        [--policies default,multikueue-race] [--aging '{"queue_after_s": 0}']
-        [--weights '{"queue_wait_s": 6}']
+        [--policies default,multikueue-race] [--knobs '{"aging_queue_after_s": 0}']
 
-One trace's first half (the tuning half: the second is the report's and this refuses it), x5,
+One trace's first half (the tuning half; the second is the report's, and no option reaches it), x5,
 scaled to one target on-prem load, one seed: each policy's mean, p95 and gang p95 wait, cloud
 spend and waits per gang shape, and for ``default`` how often each audited action happened
-(how many moves, holds, withdrawals). ``--aging`` and ``--weights`` overlay the tuned knobs'
-policy (``broker/replay/tuned_default.json``) before the run. One seed says which way a key
+(how many moves and holds). ``--knobs`` sets knobs (``broker/replay/knobs.py``; an unknown
+one is an error) over the tuned ones (``broker/replay/tuned_default.json``) before the run. One seed says which way a key
 pushes, not what it is worth: the knobs the report replays are chosen on several cells, and
 the second halves judge them (``docs/replay.md``). It runs in a throwaway database of its own.
 """
@@ -18,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import asdict
 import sys
 import tempfile
 import time
@@ -32,7 +32,6 @@ import django  # noqa: E402
 
 django.setup()
 
-import yaml  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db.models import Count  # noqa: E402
@@ -45,21 +44,6 @@ from broker.replay.metrics import Metrics, compute  # noqa: E402
 from broker.replay.runner import ReplayConfig, load_jobs, replay_run  # noqa: E402
 from broker.replay.synth import SynthOptions  # noqa: E402
 from broker.replay.target_load import scale_to_load  # noqa: E402
-
-
-class Overlaid(Knobs):
-    """The tuned knobs, with policy keys of the probe's own set over them."""
-
-    def __init__(self, base: Knobs, aging: dict[str, object], weights: dict[str, object]):
-        super().__init__(**{f: getattr(base, f) for f in Knobs.__dataclass_fields__})
-        object.__setattr__(self, "_extra", (aging, weights))
-
-    def policy_text(self, base: str) -> str:
-        policy = yaml.safe_load(super().policy_text(base))
-        aging, weights = self._extra  # type: ignore[attr-defined]
-        policy["aging"] = {**(policy.get("aging") or {}), **aging}
-        policy["weights"] = {**(policy.get("weights") or {}), **weights}
-        return yaml.safe_dump(policy, sort_keys=False)
 
 
 def line(m: Metrics) -> str:
@@ -76,11 +60,13 @@ def main() -> None:
     parser.add_argument("--load", type=float, required=True)
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--policies", default="default,multikueue-race")
-    parser.add_argument("--aging", type=json.loads, default={}, help="aging keys over the tuned knobs (JSON)")
-    parser.add_argument("--weights", type=json.loads, default={}, help="weight overrides (JSON)")
+    parser.add_argument("--knobs", type=json.loads, default={}, help="knobs over the tuned ones (JSON)")
     args = parser.parse_args()
+    try:
+        knobs = Knobs.from_dict({**asdict(read_knobs(KNOBS_FILE)), **args.knobs})
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--knobs: {exc}")
     call_command("migrate", verbosity=0)
-    knobs = Overlaid(read_knobs(KNOBS_FILE), args.aging, args.weights)
     config = ReplayConfig(
         trace=args.trace,
         fleet=Path(settings.GPUBROKER_FLEET_FILE),

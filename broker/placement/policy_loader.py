@@ -338,11 +338,10 @@ def _aging(raw: object) -> Aging:
     _known_keys("aging", body, {*fields, "queue_after_s", "move_queued", "move_past_queue_after_s"})
     values = {f: _number(f"aging.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
     big_gang = int(values.pop("big_gang_gpus"))
-    raw_after = body.get("queue_after_s", default.queue_after_s)
-    after = None if raw_after is None else _number("aging.queue_after_s", raw_after, 0)
+    after = _optional_number("aging.queue_after_s", body.get("queue_after_s", default.queue_after_s), 0)
     move = _bool("aging.move_queued", body.get("move_queued", default.move_queued))
     raw_past = body.get("move_past_queue_after_s", default.move_past_queue_after_s)
-    past = None if raw_past is None else _number("aging.move_past_queue_after_s", raw_past, 0)
+    past = _optional_number("aging.move_past_queue_after_s", raw_past, 0)
     return Aging(big_gang_gpus=big_gang, queue_after_s=after, move_queued=move, move_past_queue_after_s=past, **values)
 
 
@@ -366,6 +365,11 @@ def _known_keys(path: str, body: Mapping[str, object], allowed: set[str]) -> Non
     for key in sorted(set(body) - allowed):
         full = f"{path}.{key}" if path else key
         raise PolicyError(full, f"unknown key; expected one of {', '.join(sorted(allowed))}")
+
+
+def _optional_number(path: str, raw: object, low: float) -> float | None:
+    """``_number``, or None where the file says null (the rule is off)."""
+    return None if raw is None else _number(path, raw, low)
 
 
 def _number(path: str, raw: object, low: float, high: float | None = None) -> float:
