@@ -16,14 +16,19 @@ from broker.services.following.status import cluster_poll_status
 from broker.services.placing.moving import queued_moves
 
 
-def _queued_at_busy(make_cluster, submit, drive, sim):
-    """The job waits in the queue of 'busy' (both clusters full, 'busy' cheaper); then
-    'other' frees up."""
+def _queued_at_busy(make_cluster, submit, drive, sim, *, other_queueing=False):
+    """The job waits in the queue of 'busy' (both clusters full, 'busy' cheaper); then a
+    node of 'other' frees.  With ``other_queueing``, 'other' has a second node busy for
+    hours and a local gang that needs both waits in its queue: 'other' has a job queued
+    and room for ours."""
     busy = make_cluster("busy", nodes=[8, 8], price="1.0")
-    other = make_cluster("other", nodes=[8], price="3.0")
-    for name, jobs in (("busy", 2), ("other", 1)):
-        for _ in range(jobs):
-            sim.get(name).inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=1800 * jobs)
+    other = make_cluster("other", nodes=[8, 8] if other_queueing else [8], price="3.0")
+    busy_for_s = 36000 if other_queueing else 3600
+    for _ in range(2):
+        sim.get("busy").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=busy_for_s)
+    sim.get("other").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=1800)
+    if other_queueing:
+        sim.get("other").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
     sim.advance(60)
     cluster_sync_inventory(cluster_id=busy.id)
     cluster_sync_inventory(cluster_id=other.id)
@@ -31,7 +36,11 @@ def _queued_at_busy(make_cluster, submit, drive, sim):
     Workload.objects.filter(id=workload.id).update(created_at=timezone.now() - timedelta(minutes=5))
     workload = drive(Workload.objects.get(id=workload.id))
     assert workload.state == "queued" and workload.cluster == busy
-    sim.advance(1800)  # the local job on 'other' ends; 'busy' stays full
+    if other_queueing:
+        sim.get("other").inject_foreign_job(name="gang", gpus_per_worker=8, workers=2, account="locals")
+    sim.advance(1800)  # the first local job on 'other' ends; 'busy' stays full
+    if other_queueing:
+        _report(busy, other)
     return busy, other, workload
 
 
@@ -94,33 +103,11 @@ def test_a_move_waits_for_the_cancel_to_be_confirmed(make_cluster, submit, drive
     assert AuditRecord.objects.filter(workload=workload, action="move.retrying").exists()
 
 
-def _queued_at_busy_other_queueing(make_cluster, submit, drive, sim):
-    """As ``_queued_at_busy``, but 'other' has two nodes: one frees, one stays busy for
-    hours, and a local gang that needs both waits in its queue: 'other' has a job queued
-    and room for ours."""
-    busy = make_cluster("busy", nodes=[8, 8], price="1.0")
-    other = make_cluster("other", nodes=[8, 8], price="3.0")
-    for _ in range(2):
-        sim.get("busy").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
-    sim.get("other").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=1800)
-    sim.get("other").inject_foreign_job(gpus_per_worker=8, account="locals", duration_s=36000)
-    sim.advance(60)
-    _report(busy, other)
-    workload = submit(gpus_per_worker=4)
-    Workload.objects.filter(id=workload.id).update(created_at=timezone.now() - timedelta(minutes=5))
-    workload = drive(Workload.objects.get(id=workload.id))
-    assert workload.state == "queued" and workload.cluster == busy
-    sim.get("other").inject_foreign_job(name="gang", gpus_per_worker=8, workers=2, account="locals")
-    sim.advance(1800)
-    _report(busy, other)
-    return busy, other, workload
-
-
 @pytest.mark.parametrize("waited_min, moves", [(5, 0), (31, 1)])
 def test_a_job_long_in_its_queue_also_moves_to_a_cluster_with_jobs_queued(
     make_cluster, submit, drive, sim, waited_min, moves
 ):
-    busy, other, workload = _queued_at_busy_other_queueing(make_cluster, submit, drive, sim)
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim, other_queueing=True)
     now = workload.dispatched_at + timedelta(minutes=waited_min)
     text = current_policy().text.replace("move_past_queue_after_s: null", "move_past_queue_after_s: 1800")
     with policy_override(text):
@@ -129,7 +116,7 @@ def test_a_job_long_in_its_queue_also_moves_to_a_cluster_with_jobs_queued(
 
 
 def test_without_the_rule_a_job_never_moves_to_a_cluster_with_jobs_queued(make_cluster, submit, drive, sim):
-    busy, other, workload = _queued_at_busy_other_queueing(make_cluster, submit, drive, sim)
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim, other_queueing=True)
     assert current_policy().policy.aging.move_past_queue_after_s is None  # the shipped policy file
     assert queued_moves(now=workload.dispatched_at + timedelta(days=1)) == 0
     assert Workload.objects.get(id=workload.id).cluster == busy
