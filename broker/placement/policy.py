@@ -161,6 +161,9 @@ class Aging:
     # ...to a cluster with nothing queued; once it has waited at its destination this long,
     # also to one with jobs queued that reports room for it now (None: never)
     move_past_queue_after_s: float | None = None
+    # ...at most this many times: each move gives up a place in a queue, and a report that
+    # showed room the job then did not get (a local user was quicker) must not make it wander
+    max_moves: int = 2
 
 
 @dataclass(frozen=True)

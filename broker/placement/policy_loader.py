@@ -335,14 +335,22 @@ def _aging(raw: object) -> Aging:
         "min_share_bonus",
         "queue_weight_per_hour",
     )
-    _known_keys("aging", body, {*fields, "queue_after_s", "move_queued", "move_past_queue_after_s"})
+    _known_keys("aging", body, {*fields, "queue_after_s", "move_queued", "move_past_queue_after_s", "max_moves"})
     values = {f: _number(f"aging.{f}", body.get(f, getattr(default, f)), 0) for f in fields}
     big_gang = int(values.pop("big_gang_gpus"))
     after = _optional_number("aging.queue_after_s", body.get("queue_after_s", default.queue_after_s), 0)
     move = _bool("aging.move_queued", body.get("move_queued", default.move_queued))
     raw_past = body.get("move_past_queue_after_s", default.move_past_queue_after_s)
     past = _optional_number("aging.move_past_queue_after_s", raw_past, 0)
-    return Aging(big_gang_gpus=big_gang, queue_after_s=after, move_queued=move, move_past_queue_after_s=past, **values)
+    max_moves = _whole("aging.max_moves", body.get("max_moves", default.max_moves), 0)
+    return Aging(
+        big_gang_gpus=big_gang,
+        queue_after_s=after,
+        move_queued=move,
+        move_past_queue_after_s=past,
+        max_moves=max_moves,
+        **values,
+    )
 
 
 def _multikueue(raw: object) -> MultiKueueDispatch:

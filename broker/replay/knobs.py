@@ -35,6 +35,8 @@ class Knobs:
     # aging.move_past_queue_after_s: after this long in its destination's queue, a job may
     # move to a cluster with jobs queued that reports room for it now
     aging_move_past_queue_after_s: float | None = None
+    # aging.max_moves: how often a queued job may move
+    aging_max_moves: int | None = None
 
     @property
     def label(self) -> str:
@@ -51,6 +53,8 @@ class Knobs:
             parts.append(f"queue{self.aging_queue_after_s / 60:g}m")
         if self.aging_move_past_queue_after_s is not None:
             parts.append(f"move{self.aging_move_past_queue_after_s / 60:g}m")
+        if self.aging_max_moves is not None:
+            parts.append(f"moves{self.aging_max_moves}")
         return "default[" + ",".join(parts) + "]"
 
     def policy_text(self, base: str) -> str:
@@ -69,6 +73,7 @@ class Knobs:
                 ("queue_weight_per_hour", self.aging_queue_weight_per_hour),
                 ("queue_after_s", self.aging_queue_after_s),
                 ("move_past_queue_after_s", self.aging_move_past_queue_after_s),
+                ("max_moves", self.aging_max_moves),
             )
             if value is not None
         }

@@ -12,7 +12,7 @@ A job is looked at only once its destination has reported since it was sent ther
 report that shows room elsewhere also shows the job waiting where it is; it moves only to a
 cluster with nothing queued (free GPUs go to the jobs queued there first; the policy's
 ``aging.move_past_queue_after_s`` lifts that rule for a job that has waited that long), and at
-most ``MAX_MOVES`` times.
+most ``aging.max_moves`` times.
 """
 
 from __future__ import annotations
@@ -37,10 +37,6 @@ from broker.spec import validate_spec
 # one pass moves at most this many (the rest wait for the next): each move is a cancel at
 # one cluster and a dispatch to another
 MOVES_PER_PASS = 50
-# a job moves at most this often: each move gives up its place in a queue, and a report that
-# showed room which the job then did not get (a local user was quicker) must not make it
-# wander between clusters
-MAX_MOVES = 2
 
 
 def queued_moves(*, now: datetime | None = None) -> int:
@@ -90,7 +86,7 @@ def fits_elsewhere(workload: Workload, cycle: PlacingPass) -> Candidate | None:
         for c in result.ranked
         if c.cluster != cluster.name and c.cluster not in cycle.forced and _may_join(cycle, c.cluster, workload)
     ]
-    if not others or moves_of(workload) >= MAX_MOVES:
+    if not others or moves_of(workload) >= cycle.fleet.policy.aging.max_moves:
         return None
     gate = burst_gate(
         workload=workload,

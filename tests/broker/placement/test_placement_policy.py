@@ -64,6 +64,8 @@ def test_minimal_policy_and_defaults():
     ("aging: {hold_after: 5}", "aging.hold_after"),
     ("aging: {move_past_queue_after_s: -1}", "aging.move_past_queue_after_s"),
     ("aging: {move_past_queue_after_s: later}", "aging.move_past_queue_after_s"),
+    ("aging: {max_moves: -1}", "aging.max_moves"),
+    ("aging: {max_moves: 1.5}", "aging.max_moves"),
     ("prefer_location: mars", "prefer_location"),
     ("[1, 2]", "(file)"),
     ("a: [", "(file)"),

@@ -78,20 +78,24 @@ def test_the_report_replays_default_with_the_tuned_knobs(transactional_db, no_is
     assert report["window"] == "second"
     assert report["knobs"] == {"burst_min_onprem_wait_s": 5400.0, "reassess_share": None, "queue_wait_weight": 0.5,
                                "aging_queue_weight_per_hour": None, "policy_hold_withdraw_s": None,
-                               "aging_queue_after_s": None, "aging_move_past_queue_after_s": None}
+                               "aging_queue_after_s": None, "aging_move_past_queue_after_s": None,
+                               "aging_max_moves": None}
     assert report["cells"]["trace.csv|x2|seed 11"]["policies"]["default"]["jobs"] == _broker_jobs(
         trace_file(ROWS), "second"
     )
 
 
 def test_default_with_knobs_is_the_policy_file_with_those_keys_set(db):
-    knobs = Knobs(1800.0, 0.6, 2.0, 0.0, 0.0, aging_queue_after_s=0.0, aging_move_past_queue_after_s=900.0)
+    knobs = Knobs(
+        1800.0, 0.6, 2.0, 0.0, 0.0, aging_queue_after_s=0.0, aging_move_past_queue_after_s=900.0, aging_max_moves=5
+    )
     strategy = make_strategy("default", parse_fleet(FRAGMENTED_FLEET, source="f"), knobs)
     policy = load_policy(strategy.policy_text)  # type: ignore[attr-defined]
     assert (policy.burst.min_onprem_wait_s, policy.burst.reassess_share) == (1800.0, 0.6)
     assert policy.weights["queue_wait_s"] == 2.0 and policy.aging.queue_weight_per_hour == 0.0
     assert (policy.aging.queue_after_s, policy.aging.move_past_queue_after_s) == (0.0, 900.0)
-    assert knobs.label == "default[burst30m,reassess0.6,wait2,age0,hold0m,queue0m,move15m]"
+    assert policy.aging.max_moves == 5
+    assert knobs.label == "default[burst30m,reassess0.6,wait2,age0,hold0m,queue0m,move15m,moves5]"
     assert policy.policy_hold_withdraw_s == 0.0
     assert policy.gpu_classes.keys() == load_policy(current_policy().text).gpu_classes.keys()
 

@@ -120,3 +120,18 @@ def test_without_the_rule_a_job_never_moves_to_a_cluster_with_jobs_queued(make_c
     assert current_policy().policy.aging.move_past_queue_after_s is None  # the shipped policy file
     assert queued_moves(now=workload.dispatched_at + timedelta(days=1)) == 0
     assert Workload.objects.get(id=workload.id).cluster == busy
+
+
+@pytest.mark.parametrize("max_moves, moves", [(2, 0), (3, 1)])
+def test_a_job_that_has_moved_the_policys_max_moves_times_stays_where_it_waits(
+    make_cluster, submit, drive, sim, max_moves, moves
+):
+    busy, other, workload = _queued_at_busy(make_cluster, submit, drive, sim)
+    for _ in range(2):  # its trail: moved twice before it came to wait at 'busy'
+        AuditRecord.objects.create(workload=workload, tenant=workload.tenant, action="workload.moved", cluster="x")
+    _report(busy, other)
+    text = current_policy().text.replace("max_moves: 2 ", f"max_moves: {max_moves} ")
+    with policy_override(text):
+        assert current_policy().policy.aging.max_moves == max_moves
+        assert queued_moves(now=timezone.now() + timedelta(minutes=1)) == moves
+    assert Workload.objects.get(id=workload.id).cluster == (other if moves else busy)
