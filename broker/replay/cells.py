@@ -168,7 +168,7 @@ def bound_row(report: ReplayReport) -> dict[str, Any]:
     """The lower bound's metrics: the mean wait only (no other figure has a bound here), over
     the jobs the policies are scored on."""
     scored = sum(1 for j in report.jobs if not j.local)
-    return {"mean_wait_s": replay_wait_bound_s(report.jobs, report.fleet), "jobs": scored}
+    return {"mean_wait_s": replay_wait_bound_s(report.jobs, report.fleet, report.classes), "jobs": scored}
 
 
 def _same_knobs(path: Path, cell: Cell, knobs: Knobs | None) -> None:

@@ -21,6 +21,10 @@ GPUs can never run two at once: they hold one machine in turn, each for its run 
 SRPT there bounds their waits; the other jobs' one-machine bound adds to it (disjoint sets).
 The mean wait of every policy is at least the best sum over the number of jobs (and at least
 0).  It bounds the mean, not the p95: a percentile of waits has no such argument.
+
+A job runs only on the GPUs its class could use: the jobs of any group of classes run on no
+more units than that group could use, so each way of splitting the classes into groups gives
+a bound (the sum of each group's, alone on its units), and the best split is taken.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from broker.backends.sim.model import NodeGroup, pool_name
 from broker.fleet_file import FleetDescription
+from broker.placement.policy import GpuClass
 from broker.replay.jobs import ReplayJob
 
 # each pass drops the jobs whose term is not positive; a few passes reach a fixed point on
@@ -184,20 +190,101 @@ def mean_wait_bound_s(jobs: Iterable[BoundJob], gpus_by_class: Mapping[str, int]
     return max(0.0, total / count)
 
 
+def group_units(group: NodeGroup) -> int:
+    """A node group's units at its largest: an elastic pool at its node maximum, every MIG
+    slice and shared replica a unit."""
+    nodes = max(group.count, group.max_count or 0)
+    return nodes * group.gpus_per_node * group.units_of_a_gpu
+
+
 def fleet_units(fleet: FleetDescription) -> int:
-    """Every GPU, MIG slice and shared replica of the fleet: the one machine's rate.  Counting
-    the units of any kind for every job only adds capacity, so the bound stays a bound."""
-    return sum(cluster.gpus_total for cluster in fleet.clusters)
+    """Every GPU, MIG slice and shared replica of the fleet, elastic pools at their maximum:
+    the one machine's rate.  Counting the units of any kind for every job only adds
+    capacity, so the bound stays a bound."""
+    return sum(group_units(g) for cluster in fleet.clusters for g in cluster.node_groups)
 
 
-def replay_wait_bound_s(jobs: Sequence[ReplayJob], fleet: FleetDescription) -> float:
+def could_serve(group: NodeGroup, gpu_class: GpuClass | None, class_name: str, min_memory_gb: int) -> bool:
+    """Whether a job of that class and memory could ever run on the group, by either way a
+    class is matched: the broker's (the policy class lists the model: ``GpuClass.includes``)
+    or the simulator's (a pool of the class's name, or a model the name mentions:
+    ``broker.backends.sim.placement.matching_pools``).  The memory is the whole GPU's, also on
+    a MIG node: counting more units than a job could use keeps the bound a bound."""
+    if group.gpu_memory_gb < min_memory_gb:
+        return False
+    model, name = group.gpu_model.lower(), class_name.strip().lower()
+    pool = pool_name(group.gpu_model, group.gpu_memory_gb, group.partitioning)
+    by_policy = gpu_class is not None and gpu_class.includes(group.gpu_model, group.gpu_memory_gb)
+    return by_policy or name in (pool, model) or model in name
+
+
+def split_bound_s(jobs: Sequence[BoundJob], units_of: Callable[[frozenset[str]], int]) -> float:
+    """The lower bound on the mean wait of ``jobs`` whose ``gpu_class`` says which units
+    they could use: ``units_of(classes)`` counts the units any job of those classes could
+    run on.  Every way of splitting the classes into groups gives one: each group's jobs
+    alone on its units (in a real schedule they run on no others, and the waits of disjoint
+    sets add up); the best is taken.  More than ``SPLIT_CLASSES`` classes: all together, or
+    each alone."""
+    by_class: dict[str, list[BoundJob]] = defaultdict(list)
+    for job in jobs:
+        by_class[job.gpu_class].append(job)
+    if not by_class:
+        return 0.0
+    names = sorted(by_class)
+    splits = _partitions(names) if len(names) <= SPLIT_CLASSES else [[names], [[n] for n in names]]
+    memo: dict[frozenset[str], float] = {}
+
+    def group_sum(group: frozenset[str]) -> float:
+        if group not in memo:
+            units = units_of(group)
+            if units <= 0:
+                raise ValueError(f"gpu class {', '.join(sorted(group))}: the fleet has no GPUs it could use")
+            memo[group] = class_wait_sum_bound_s([j for n in sorted(group) for j in by_class[n]], float(units))
+        return memo[group]
+
+    best = max(sum(group_sum(frozenset(g)) for g in split) for split in splits)
+    return max(0.0, best / len(jobs))
+
+
+# a set of n classes splits in Bell(n) ways: 203 for 6
+SPLIT_CLASSES = 6
+
+
+def _partitions(names: list[str]) -> list[list[list[str]]]:
+    """Every way to split ``names`` into non-empty groups."""
+    if not names:
+        return [[]]
+    first, rest = names[0], names[1:]
+    out = []
+    for split in _partitions(rest):
+        out.append([[first], *split])
+        for i in range(len(split)):
+            out.append([*split[:i], [first, *split[i]], *split[i + 1 :]])
+    return out
+
+
+def replay_wait_bound_s(
+    jobs: Sequence[ReplayJob], fleet: FleetDescription, classes: Mapping[str, GpuClass] | None = None
+) -> float:
     """The lower bound on the mean wait of a replay's scored jobs (the broker's: local users'
-    jobs are left out, as the policies' mean wait leaves them out) on its fleet (all classes
-    on the one machine: a job of any class never has more GPUs than the fleet's units).
+    jobs are left out, as the policies' mean wait leaves them out) on its fleet: each job only
+    on the units its GPU class and memory could use (``could_serve``; ``classes``: the
+    policy's, by name), the classes split into groups in the best way (``split_bound_s``).
 
     Leaving the local jobs out keeps it a bound: a real schedule of every job, read for the
     broker's jobs alone, is a schedule of those jobs on the same machine, so their sum of
     waits is at least the bound of that subset."""
-    units = fleet_units(fleet)
-    pooled = [BoundJob(j.submit_s, j.total_gpus, j.duration_s, "fleet") for j in jobs if not j.local]
-    return mean_wait_bound_s(pooled, {"fleet": units}) if pooled else 0.0
+    classes = classes or {}
+    groups = [g for cluster in fleet.clusters for g in cluster.node_groups]
+    scored = [j for j in jobs if not j.local]
+    keys = {f"{j.gpu_class}/{j.min_memory_gb}": (j.gpu_class, j.min_memory_gb) for j in scored}
+    serves = {
+        key: {i for i, g in enumerate(groups) if could_serve(g, classes.get(name), name, memory)}
+        for key, (name, memory) in keys.items()
+    }
+
+    def units_of(group: frozenset[str]) -> int:
+        return sum(group_units(groups[i]) for i in set().union(*(serves[k] for k in group)))
+
+    bound = [BoundJob(j.submit_s, j.total_gpus, j.duration_s, f"{j.gpu_class}/{j.min_memory_gb}") for j in scored]
+    return split_bound_s(bound, units_of)

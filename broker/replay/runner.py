@@ -14,13 +14,14 @@ import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from django.conf import settings
 
 from broker.backends.sim import SimClock, SimulatorFleet
 from broker.fleet_file import FleetDescription, build_simulated_clusters, load_fleet
 from broker.placement import PRESETS, load_policy_file
+from broker.placement.policy import GpuClass
 from broker.replay.baselines import BASELINES as FAIR_BASELINES
 from broker.replay.clairvoyant import ClairvoyantFifo
 from broker.replay.budgets import budget_figures, tenant_month_spend
@@ -183,17 +184,23 @@ class ReplayReport:
     metrics: list[Metrics] = field(default_factory=list)
     seconds: dict[str, float] = field(default_factory=dict)  # wall time per policy
     scaling: LoadScaling | None = None  # how the fleet was scaled to ``config.target_load``
+    classes: Mapping[str, GpuClass] = field(default_factory=dict)  # the policy's GPU classes
 
 
 def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, SynthReport]:
     rows = read_trace(config.trace, limit=config.limit)
     rows, synth = synthesize(rows, config.synth)
-    # the trace replay's own database is seeded from this file: the classes are the same
     policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
-    jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
+    jobs, skipped = prepare(rows, policy_classes(), config.time)
     marked = mark_local(window_of(jobs, config.window), config.local_share, config.synth.seed)
     check_mix(config.scenario.mix, tuple(policy.priority_classes))
     return len(rows), mark_priorities(marked, config.scenario.mix, config.synth.seed), skipped, synth
+
+
+def policy_classes() -> Mapping[str, GpuClass]:
+    """The policy file's GPU classes: the trace replay's own database is seeded from this
+    file, so the replay's jobs and its broker read the same classes."""
+    return load_policy_file(str(settings.GPUBROKER_POLICY_FILE)).gpu_classes
 
 
 def window_of(jobs: Sequence[ReplayJob], window: str) -> list[ReplayJob]:
@@ -219,7 +226,7 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
     rows, jobs, skipped, synth = load_jobs(config)
     scaling = scale_to_load(jobs, fleet, config.target_load) if config.target_load is not None else None
     fleet = scaling.fleet if scaling else fleet
-    report = ReplayReport(config, rows, jobs, skipped, synth, fleet, scaling=scaling)
+    report = ReplayReport(config, rows, jobs, skipped, synth, fleet, scaling=scaling, classes=policy_classes())
     for name in replayed:
         began = time.perf_counter()
         metrics = run_one(

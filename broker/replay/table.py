@@ -71,7 +71,7 @@ def header(report: ReplayReport) -> list[str]:
         f"GPU util is measured over it.",
         f"Lower bound on the mean wait of the broker's jobs (local users' left out) on this fleet "
         f"(no policy can beat it; "
-        f'docs/replay.md, "The lower bound"): {_minutes(replay_wait_bound_s(report.jobs, fleet))} min.',
+        f'docs/replay.md, "The lower bound"): {_minutes(replay_wait_bound_s(report.jobs, fleet, report.classes))} min.',
         *scenario,
     ]
 

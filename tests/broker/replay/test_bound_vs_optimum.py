@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from broker.replay.lower_bound import BoundJob, mean_wait_bound_s
+from broker.replay.lower_bound import BoundJob, mean_wait_bound_s, split_bound_s
 from tests.broker.replay.exhaustive import Gang, Node, optimum, place
 
 CLASSES = ("a100", "l4")
@@ -41,6 +41,13 @@ def bound_pooled(gangs: list[Gang], nodes: list[Node]) -> float:
     return mean_wait_bound_s(pooled, {"fleet": sum(n.gpus for n in nodes)})
 
 
+def bound_split(gangs: list[Gang], nodes: list[Node]) -> float:
+    """As the replay states it: the classes split into groups the best way, each group on
+    the GPUs any of its classes could use."""
+    jobs = [BoundJob(g.arrival_s, g.gpus, g.run_s, g.gpu_class) for g in gangs]
+    return split_bound_s(jobs, lambda classes: sum(n.gpus for n in nodes if n.gpu_class in classes))
+
+
 def test_the_exhaustive_optimum_tries_every_order_not_just_arrival_order():
     # one 4-GPU node: a long job arrives first, a short one just after; serving the short one
     # first (the long one starts at 1, after it) waits less than arrival order
@@ -67,3 +74,5 @@ def test_the_bound_is_at_or_below_the_exhaustive_optimum_on_random_small_instanc
         best = optimum(gangs, nodes)
         assert bound_per_class(gangs, nodes) <= best + 1e-9, (gangs, nodes)
         assert bound_pooled(gangs, nodes) <= best + 1e-9, (gangs, nodes)
+        assert bound_split(gangs, nodes) <= best + 1e-9, (gangs, nodes)
+        assert bound_split(gangs, nodes) >= max(bound_per_class(gangs, nodes), bound_pooled(gangs, nodes)) - 1e-9

@@ -9,14 +9,17 @@ import pytest
 
 from broker.replay.baselines import FirstFit, MultiKueueIncremental, MultiKueueRace, OnpremFirstNoGang
 from broker.replay.clairvoyant import ClairvoyantFifo
+from broker.fleet_file import parse_fleet
 from broker.replay.lower_bound import (
     BoundJob,
     fleet_units,
     mean_busy_times,
     mean_wait_bound_s,
     replay_wait_bound_s,
+    split_bound_s,
     srpt_ends,
 )
+from broker.services.fleet.policy import current_policy
 from tests.broker.replay.test_baselines import TWIN_FLEET, job, replay
 
 
@@ -92,3 +95,48 @@ def test_the_replay_bound_covers_the_broker_jobs_the_policies_are_scored_on_not_
     assert replay_wait_bound_s([*big, mine], TWIN_FLEET) == 0.0
     both_scored = [replace(j, local=False) for j in big]
     assert replay_wait_bound_s([*both_scored, mine], TWIN_FLEET) == pytest.approx(3600.0)
+
+
+MIXED_FLEET = parse_fleet("""
+clusters:
+  - {name: lab, kind: simulator, flavor: kueue, region: eu, location: onprem, price_per_gpu_hour: 1.0,
+     nodes: [{count: 1, gpu_model: L4, gpu_memory_gb: 24, gpus_per_node: 4},
+             {count: 1, gpu_model: A100, gpu_memory_gb: 40, gpus_per_node: 8}]}
+  - {name: cloud, kind: simulator, flavor: kueue, region: eu, location: cloud, price_per_gpu_hour: 4.0,
+     nodes: [{count: 0, max_nodes: 2, gpu_model: A100, gpu_memory_gb: 80, gpus_per_node: 8}]}
+""")
+
+
+def test_an_elastic_pool_counts_at_its_node_maximum():
+    assert fleet_units(MIXED_FLEET) == 4 + 8 + 2 * 8
+
+
+def _classed(key, submit, gpu_class, memory, gpus, duration=3600.0):
+    return replace(job(key, submit, gpus=gpus, duration=duration), gpu_class=gpu_class, min_memory_gb=memory)
+
+
+def test_a_job_is_bounded_on_the_gpus_its_class_could_use_not_the_whole_fleet(db):
+    classes = current_policy().policy.gpu_classes
+    # two 4-GPU L4 jobs of an hour at once: the fleet has 28 units but only 4 L4s, so one waits an hour
+    l4 = [_classed(f"l4-{i}", 0, "l4", 24, 4) for i in range(2)]
+    assert replay_wait_bound_s(l4, MIXED_FLEET, classes) == pytest.approx(1800.0)
+    # three 8-GPU jobs that need 80 GB: only the cloud's two elastic nodes have it, so one
+    # waits an hour (mean 1,200 s); the one machine may split the third over both: 900 s
+    big = [_classed(f"b{i}", 0, "a100-80gb", 80, 8) for i in range(3)]
+    assert replay_wait_bound_s(big, MIXED_FLEET, classes) == pytest.approx(900.0)
+    # ...while 40 GB jobs may use every A100: three fit at once
+    assert replay_wait_bound_s([replace(j, gpu_class="a100-40gb", min_memory_gb=40) for j in big],
+                               MIXED_FLEET, classes) == 0.0
+
+
+def test_classes_that_share_gpus_are_also_bounded_together():
+    # a and b each have the 4 units alone, but they share them: together one of the two waits
+    jobs = [BoundJob(0, 4, 10, "a"), BoundJob(0, 4, 10, "b")]
+    assert split_bound_s(jobs, lambda classes: 4) == pytest.approx(5.0)
+    # on units of their own (4 each, 8 together) neither need wait
+    assert split_bound_s(jobs, lambda classes: 4 * len(classes)) == 0.0
+
+
+def test_a_class_no_gpu_of_the_fleet_could_serve_is_refused_by_name():
+    with pytest.raises(ValueError, match="h100"):
+        replay_wait_bound_s([_classed("h", 0, "h100", 80, 1)], MIXED_FLEET, {})
