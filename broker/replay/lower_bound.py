@@ -277,14 +277,13 @@ def replay_wait_bound_s(
     classes = classes or {}
     groups = [g for cluster in fleet.clusters for g in cluster.node_groups]
     scored = [j for j in jobs if not j.local]
-    keys = {f"{j.gpu_class}/{j.min_memory_gb}": (j.gpu_class, j.min_memory_gb) for j in scored}
+    keyed = [(f"{j.gpu_class}/{j.min_memory_gb}", j) for j in scored]
     serves = {
-        key: {i for i, g in enumerate(groups) if could_serve(g, classes.get(name), name, memory)}
-        for key, (name, memory) in keys.items()
+        key: {i for i, g in enumerate(groups) if could_serve(g, classes.get(j.gpu_class), j.gpu_class, j.min_memory_gb)}
+        for key, j in dict(keyed).items()
     }
 
     def units_of(group: frozenset[str]) -> int:
         return sum(group_units(groups[i]) for i in set().union(*(serves[k] for k in group)))
 
-    bound = [BoundJob(j.submit_s, j.total_gpus, j.duration_s, f"{j.gpu_class}/{j.min_memory_gb}") for j in scored]
-    return split_bound_s(bound, units_of)
+    return split_bound_s([BoundJob(j.submit_s, j.total_gpus, j.duration_s, key) for key, j in keyed], units_of)

@@ -190,8 +190,9 @@ class ReplayReport:
 def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, SynthReport]:
     rows = read_trace(config.trace, limit=config.limit)
     rows, synth = synthesize(rows, config.synth)
+    # the trace replay's own database is seeded from this file: the classes are the same
     policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
-    jobs, skipped = prepare(rows, policy_classes(), config.time)
+    jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
     marked = mark_local(window_of(jobs, config.window), config.local_share, config.synth.seed)
     check_mix(config.scenario.mix, tuple(policy.priority_classes))
     return len(rows), mark_priorities(marked, config.scenario.mix, config.synth.seed), skipped, synth
