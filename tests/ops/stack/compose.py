@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 WEB_SERVICES = ("web-1", "web-2")
 APP_SERVICES = (*WEB_SERVICES, "worker-1", "worker-2", "beat")
+AARDVARK_DIR = Path("/run/containers/networks/aardvark-dns")
 # the commit the running stack was brought up at (results name it; HEAD may move meanwhile)
 STACK_MADE: dict = {"commit": "", "tree_differs": False}
 
@@ -81,6 +82,23 @@ class Stack:
         self._compose("down", "-v", timeout=600)
         run(["podman", "network", "rm", "-f", f"{self.project}_default"], check=False)
         run(["podman", "volume", "rm", "-f", f"{self.project}_db-data", f"{self.project}_proxy-tls"], check=False)
+        self._forget_dns()
+
+    def _forget_dns(self) -> None:
+        """aardvark-dns's file of the network, if it outlived the network. Containers removed
+        by a podman on another network backend (CNI) are never torn down by netavark: their
+        records stay, and the file's first line keeps the old network's gateway. A network
+        made again under the same name gets a new subnet (the old bridge still holds its
+        route), netavark appends to that file, and aardvark-dns answers on the old gateway
+        only: no container resolves "db" and the stack never becomes healthy (CI, 2026-12-07,
+        two runs: the proxy's log "<NOSRV> 503", migrate's "failed to resolve host 'db'")."""
+        network = f"{self.project}_default"
+        if run(["podman", "network", "exists", network], check=False).returncode == 0:
+            return
+        try:
+            (AARDVARK_DIR / network).unlink(missing_ok=True)
+        except OSError as exc:
+            self.note(f"aardvark-dns's file of {network} not removed: {exc}")
 
     def container(self, service: str) -> str:
         out = run(["podman", "ps", "-a", "--format", "{{.Names}}",
@@ -217,9 +235,11 @@ class Stack:
         records the network's DNS (aardvark-dns) holds for its name, what a web process resolves
         the name to, and the last errors in its log. A restarted container comes back under a
         new address; a record or an answer that still names the old one shows here."""
-        records = _dns_records(f"/run/containers/networks/aardvark-dns/{self.project}_default")
+        records = _dns_records(str(AARDVARK_DIR / f"{self.project}_default"))
         asker = next((s for s in ("web-1", "web-2", "proxy") if self._safe(lambda s=s: self.running(s))), "proxy")
-        lines = [f"network report ({time.strftime('%H:%M:%S')}, names resolved in {asker}):"]
+        lines = [f"network report ({time.strftime('%H:%M:%S')}, names resolved in {asker}):",
+                 f"  aardvark-dns answers on {self._dns_gateway()}; the network's gateway is "
+                 f"{_or_why(lambda: network_gateway(self.project))}"]
         for service in ("db", "redis", "proxy", *APP_SERVICES):
             lines.append(self._service_line(service, records, asker))
         for service in ("redis", "web-1", "web-2", "proxy"):
@@ -228,6 +248,13 @@ class Stack:
                                            "DOWN", " is UP", "no server"))]
             lines += [f"  {service} log: {x[:300]}" for x in errors[-6:]]
         return "\n".join(lines)
+
+    def _dns_gateway(self) -> str:
+        """The address aardvark-dns listens on for the network: its file's first line."""
+        try:
+            return (AARDVARK_DIR / f"{self.project}_default").read_text().splitlines()[0].strip()
+        except (OSError, IndexError):
+            return "(no file)"
 
     def _service_line(self, service: str, records: dict[str, list[str]], asker: str) -> str:
         try:
@@ -248,6 +275,19 @@ class Stack:
             return bool(check())
         except (RuntimeError, subprocess.SubprocessError, KeyError, IndexError):
             return False
+
+
+def network_gateway(project: str) -> str:
+    """The compose network's gateway: this host as the containers reach it."""
+    info = json.loads(run(["podman", "network", "inspect", f"{project}_default"]).stdout)[0]
+    return str(info["subnets"][0]["gateway"])
+
+
+def _or_why(read) -> str:
+    try:
+        return str(read())
+    except (RuntimeError, subprocess.SubprocessError, KeyError, IndexError, ValueError) as exc:
+        return f"(not read: {str(exc)[-120:]})"
 
 
 def _dns_records(path: str) -> dict[str, list[str]]:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.ops.stack.client import Person
-from tests.ops.stack.compose import ROOT, WEB_SERVICES, Stack, run
+from tests.ops.stack.compose import ROOT, WEB_SERVICES, Stack, network_gateway
 
 SLURM_ENV = os.environ.get("SLURM_CI_ENV", "/run/slurm-ci/env")
 CLUSTER = "stack-slurm"
@@ -29,11 +29,6 @@ def _slurm_env() -> dict[str, str]:
     if not os.path.exists(SLURM_ENV):
         pytest.fail(f"{SLURM_ENV} does not exist: run `SLURM_CI_REST_BIND=0.0.0.0 scripts/slurm-cluster up` first")
     return dict(line.split("=", 1) for line in open(SLURM_ENV).read().splitlines() if "=" in line)
-
-
-def _gateway(project: str) -> str:
-    info = json.loads(run(["podman", "network", "inspect", f"{project}_default"]).stdout)[0]
-    return info["subnets"][0]["gateway"]
 
 
 def _reachable(host: str, port: int) -> bool:
@@ -57,9 +52,13 @@ def stack():
     s.down()  # what a run before this one left
     try:
         t0 = time.monotonic()
-        s.up()
+        try:
+            s.up()
+        except RuntimeError as exc:
+            # no test holds the stack yet, so pytest_runtest_makereport cannot print its report
+            raise RuntimeError(f"{exc}\n{s.network_report()}") from exc
         s.up_seconds = time.monotonic() - t0
-        gateway = _gateway(s.project)
+        gateway = network_gateway(s.project)
         rest_port = int(slurm["SLURMRESTD_URL"].rsplit(":", 1)[1])
         if not _reachable(gateway, rest_port):
             pytest.fail(f"slurmrestd is not reachable at {gateway}:{rest_port} from the containers' network: "
