@@ -102,6 +102,13 @@ class SlurmPlane:
         """The job runs no more at the cluster (squeue lists it no longer, or ended)."""
         return self.local_job_state(job_id) in ("", "CANCELLED", "COMPLETED", "FAILED", "PREEMPTED")
 
+    def start_recorded(self, job_id: str) -> bool:
+        """Whether slurmdbd holds the running job's start. A run preempted before it does stays
+        recorded without one (22.05, CI 2026-12-07: the first run `Start=Unknown`,
+        `ElapsedRaw=0`, though squeue had shown it running), so it is charged nothing."""
+        out = sh("sacct", "-n", "-X", "-P", "-j", job_id, "-o", "Start")
+        return any(start not in ("Unknown", "None") for start in out.split())
+
 
 @dataclass
 class SlurmRequeuePlane(SlurmPlane):
@@ -183,6 +190,11 @@ class _KubePlane:
     def gpus_per_worker(self, job_id: str) -> list[int]:
         """The GPUs each of the job's pods holds on the node it was bound to."""
         return _gpus(self._bound(job_id))
+
+    def start_recorded(self, job_id: str) -> bool:
+        """Always: the broker charges from the Workload's or PodGroup's own transition times,
+        which the API server holds once the job runs."""
+        return True
 
 
 @dataclass

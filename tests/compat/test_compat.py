@@ -143,6 +143,7 @@ def test_a_higher_priority_local_job_preempts_the_brokers_job_which_is_queued_ag
     # a job preempted within its first second was charged 0, CI at 388072e)
     wait_for(lambda: (runtime.now() - running.started_at).total_seconds() >= 3, 30, every=0.5,
              what="the first run's third second")
+    wait_for(lambda: plane.start_recorded(first_job), 30, every=0.5, what="the first run's start in the accounting")
     urgent = plane.start_urgent_local_job(whole)
     try:
         # not a failure: queued again there (the plane requeues it) or placed again (it ended it)
