@@ -62,8 +62,10 @@ def broken_fleet(db, trio):
     cloud = ClusterFactory(name="cloud", location="cloud", price_per_gpu_hour=Decimal("10"))
     Cluster.objects.filter(pk=cloud.pk).update(last_inventory_at=now - timedelta(minutes=20))
     ReconcileRun.objects.create(started_at=now - timedelta(hours=1, seconds=5), finished_at=now - timedelta(hours=1))
+    # its run time as the cluster reports it: the spend is 80 however late the scrape comes
+    # (by the clock alone, half a second later it was 80.01 and the alert said "88.9%", CI 2026-12-07)
     workload = WorkloadFactory(project=trio.project, tenant=trio.tenant, submitted_by=trio.member, state="running",
-                               cluster=cloud, total_gpus=4, started_at=now - timedelta(hours=2))
+                               cluster=cloud, total_gpus=4, started_at=now - timedelta(hours=2), run_seconds=7200)
     escalation = Escalation.objects.create(kind=EscalationKind.LOST_JOB, key="lost", cluster=cloud, workload=workload,
                                            tenant=trio.tenant, state=EscalationState.OPEN)
     Escalation.objects.filter(pk=escalation.pk).update(created_at=now - timedelta(hours=5))
