@@ -21,7 +21,7 @@ from django.conf import settings
 from broker.backends.sim import SimClock, SimulatorFleet
 from broker.fleet_file import FleetDescription, build_simulated_clusters, load_fleet
 from broker.placement import PRESETS, load_policy_file
-from broker.placement.policy import GpuClass
+from broker.placement.policy import GpuClass, Policy
 from broker.replay.baselines import BASELINES as FAIR_BASELINES
 from broker.replay.clairvoyant import ClairvoyantFifo
 from broker.replay.budgets import budget_figures, tenant_month_spend
@@ -187,21 +187,20 @@ class ReplayReport:
     classes: Mapping[str, GpuClass] = field(default_factory=dict)  # the policy's GPU classes
 
 
-def load_jobs(config: ReplayConfig) -> tuple[int, list[ReplayJob], Skipped, SynthReport]:
+def load_jobs(config: ReplayConfig, policy: Policy | None = None) -> tuple[int, list[ReplayJob], Skipped, SynthReport]:
     rows = read_trace(config.trace, limit=config.limit)
     rows, synth = synthesize(rows, config.synth)
-    # the trace replay's own database is seeded from this file: the classes are the same
-    policy = load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
+    policy = policy or replay_policy()
     jobs, skipped = prepare(rows, policy.gpu_classes, config.time)
     marked = mark_local(window_of(jobs, config.window), config.local_share, config.synth.seed)
     check_mix(config.scenario.mix, tuple(policy.priority_classes))
     return len(rows), mark_priorities(marked, config.scenario.mix, config.synth.seed), skipped, synth
 
 
-def policy_classes() -> Mapping[str, GpuClass]:
-    """The policy file's GPU classes: the trace replay's own database is seeded from this
-    file, so the replay's jobs and its broker read the same classes."""
-    return load_policy_file(str(settings.GPUBROKER_POLICY_FILE)).gpu_classes
+def replay_policy() -> Policy:
+    """The policy file: the trace replay's own database is seeded from it, so the replay's
+    jobs and its broker read the same GPU classes."""
+    return load_policy_file(str(settings.GPUBROKER_POLICY_FILE))
 
 
 def window_of(jobs: Sequence[ReplayJob], window: str) -> list[ReplayJob]:
@@ -224,10 +223,11 @@ def run_policies(config: ReplayConfig, progress: Callable[[str], None] | None = 
     for name in replayed:
         make_strategy(name, FleetDescription(clusters=()))  # fail before any work
     fleet = load_fleet(config.fleet)
-    rows, jobs, skipped, synth = load_jobs(config)
+    policy = replay_policy()
+    rows, jobs, skipped, synth = load_jobs(config, policy)
     scaling = scale_to_load(jobs, fleet, config.target_load) if config.target_load is not None else None
     fleet = scaling.fleet if scaling else fleet
-    report = ReplayReport(config, rows, jobs, skipped, synth, fleet, scaling=scaling, classes=policy_classes())
+    report = ReplayReport(config, rows, jobs, skipped, synth, fleet, scaling=scaling, classes=policy.gpu_classes)
     for name in replayed:
         began = time.perf_counter()
         metrics = run_one(
