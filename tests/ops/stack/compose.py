@@ -46,6 +46,10 @@ class Stack:
     cert: str = ""  # the proxy's certificate, read from its volume once it is up
 
     @property
+    def network(self) -> str:
+        return f"{self.project}_default"
+
+    @property
     def url(self) -> str:
         return f"https://localhost:{self.port}"
 
@@ -80,7 +84,7 @@ class Stack:
 
     def down(self) -> None:
         self._compose("down", "-v", timeout=600)
-        run(["podman", "network", "rm", "-f", f"{self.project}_default"], check=False)
+        run(["podman", "network", "rm", "-f", self.network], check=False)
         run(["podman", "volume", "rm", "-f", f"{self.project}_db-data", f"{self.project}_proxy-tls"], check=False)
         self._forget_dns()
 
@@ -92,13 +96,12 @@ class Stack:
         route), netavark appends to that file, and aardvark-dns answers on the old gateway
         only: no container resolves "db" and the stack never becomes healthy (CI, 2026-12-07,
         two runs: the proxy's log "<NOSRV> 503", migrate's "failed to resolve host 'db'")."""
-        network = f"{self.project}_default"
-        if run(["podman", "network", "exists", network], check=False).returncode == 0:
+        if run(["podman", "network", "exists", self.network], check=False).returncode == 0:
             return
         try:
-            (AARDVARK_DIR / network).unlink(missing_ok=True)
+            (AARDVARK_DIR / self.network).unlink(missing_ok=True)
         except OSError as exc:
-            self.note(f"aardvark-dns's file of {network} not removed: {exc}")
+            self.note(f"aardvark-dns's file of {self.network} not removed: {exc}")
 
     def container(self, service: str) -> str:
         out = run(["podman", "ps", "-a", "--format", "{{.Names}}",
@@ -235,11 +238,10 @@ class Stack:
         records the network's DNS (aardvark-dns) holds for its name, what a web process resolves
         the name to, and the last errors in its log. A restarted container comes back under a
         new address; a record or an answer that still names the old one shows here."""
-        records = _dns_records(str(AARDVARK_DIR / f"{self.project}_default"))
+        listens_on, records = _aardvark(AARDVARK_DIR / self.network)
         asker = next((s for s in ("web-1", "web-2", "proxy") if self._safe(lambda s=s: self.running(s))), "proxy")
         lines = [f"network report ({time.strftime('%H:%M:%S')}, names resolved in {asker}):",
-                 f"  aardvark-dns answers on {self._dns_gateway()}; the network's gateway is "
-                 f"{_or_why(lambda: network_gateway(self.project))}"]
+                 f"  aardvark-dns answers on {listens_on}; the network's gateway is {_or_why(self.gateway)}"]
         for service in ("db", "redis", "proxy", *APP_SERVICES):
             lines.append(self._service_line(service, records, asker))
         for service in ("redis", "web-1", "web-2", "proxy"):
@@ -248,13 +250,6 @@ class Stack:
                                            "DOWN", " is UP", "no server"))]
             lines += [f"  {service} log: {x[:300]}" for x in errors[-6:]]
         return "\n".join(lines)
-
-    def _dns_gateway(self) -> str:
-        """The address aardvark-dns listens on for the network: its file's first line."""
-        try:
-            return (AARDVARK_DIR / f"{self.project}_default").read_text().splitlines()[0].strip()
-        except (OSError, IndexError):
-            return "(no file)"
 
     def _service_line(self, service: str, records: dict[str, list[str]], asker: str) -> str:
         try:
@@ -269,18 +264,17 @@ class Stack:
         return (f"  {service}: {info['State']['Status']}, restarts {info.get('RestartCount', '?')}, "
                 f"address {address or '-'}, DNS records {records.get(service, [])}, resolves to {answers}")
 
+    def gateway(self) -> str:
+        """The compose network's gateway: this host as the containers reach it."""
+        info = json.loads(run(["podman", "network", "inspect", self.network]).stdout)[0]
+        return str(info["subnets"][0]["gateway"])
+
     @staticmethod
     def _safe(check) -> bool:
         try:
             return bool(check())
         except (RuntimeError, subprocess.SubprocessError, KeyError, IndexError):
             return False
-
-
-def network_gateway(project: str) -> str:
-    """The compose network's gateway: this host as the containers reach it."""
-    info = json.loads(run(["podman", "network", "inspect", f"{project}_default"]).stdout)[0]
-    return str(info["subnets"][0]["gateway"])
 
 
 def _or_why(read) -> str:
@@ -290,18 +284,18 @@ def _or_why(read) -> str:
         return f"(not read: {str(exc)[-120:]})"
 
 
-def _dns_records(path: str) -> dict[str, list[str]]:
-    """aardvark-dns's records of one network: name -> addresses (its file: a line per
-    container, "id address(es) names,comma-separated")."""
+def _aardvark(path: Path) -> tuple[str, dict[str, list[str]]]:
+    """aardvark-dns's file of one network: the address it answers on (the first line), and its
+    records, name -> addresses (a line per container, "id address(es) names,comma-separated")."""
     out: dict[str, list[str]] = {}
     try:
-        lines = Path(path).read_text().splitlines()[1:]
-    except OSError:
-        return {}
+        listens_on, *lines = path.read_text().splitlines()
+    except (OSError, ValueError):
+        return "(no file)", {}
     for line in lines:
         parts = line.split()
         if len(parts) < 3:
             continue
         for name in parts[-1].split(","):
             out.setdefault(name, []).append(parts[1])
-    return out
+    return listens_on.strip(), out

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from tests.ops.stack.client import Person
-from tests.ops.stack.compose import ROOT, WEB_SERVICES, Stack, network_gateway
+from tests.ops.stack.compose import ROOT, WEB_SERVICES, Stack
 
 SLURM_ENV = os.environ.get("SLURM_CI_ENV", "/run/slurm-ci/env")
 CLUSTER = "stack-slurm"
@@ -58,7 +58,7 @@ def stack():
             # no test holds the stack yet, so pytest_runtest_makereport cannot print its report
             raise RuntimeError(f"{exc}\n{s.network_report()}") from exc
         s.up_seconds = time.monotonic() - t0
-        gateway = network_gateway(s.project)
+        gateway = s.gateway()
         rest_port = int(slurm["SLURMRESTD_URL"].rsplit(":", 1)[1])
         if not _reachable(gateway, rest_port):
             pytest.fail(f"slurmrestd is not reachable at {gateway}:{rest_port} from the containers' network: "
